@@ -1,0 +1,70 @@
+# hw4p1. On a fresh clone, `make test` and `make train` are the only two commands you need:
+# every target below builds the virtual environment it runs in.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON_SYSTEM ?= python3
+VENV          := .venv
+PY            := $(VENV)/bin/python
+STAMP         := $(VENV)/.installed-stamp
+export WANDB_MODE ?= disabled
+export PYTHONHASHSEED := 0
+
+CONFIG    ?= configs/default.yaml
+SEED      ?= 0
+DATA_DIR  ?= hw4_data/hw4p1_data
+DATA_DONE := $(DATA_DIR)/.complete
+PYTEST_WORKERS ?= 2
+
+.PHONY: help install test test-fast train data tokenizers handin handout autograde figures bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
+
+install: $(STAMP) ## create .venv and install requirements.txt (idempotent)
+
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON_SYSTEM) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+test: $(STAMP) ## run the whole test suite (slow end-to-end tests included)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
+
+test-fast: $(STAMP) ## run the suite without the tests marked slow
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" tests
+
+$(DATA_DONE): | $(STAMP)
+	$(PY) -m hw4lib.data.build_data --out $(DATA_DIR) --seed $(SEED)
+
+data: $(STAMP) ## build hw4_data/hw4p1_data (LIBRISPEECH=/path or TEXT="a.txt b.txt" for real text)
+	$(PY) -m hw4lib.data.build_data --out $(DATA_DIR) --seed $(SEED) \
+		$(if $(LIBRISPEECH),--librispeech $(LIBRISPEECH)) $(if $(TEXT),--text $(TEXT))
+
+tokenizers: $(DATA_DONE) ## retrain the four tokenizers on the train split
+	$(PY) -m hw4lib.data.build_tokenizers --data $(DATA_DIR) --seed $(SEED)
+
+train: $(DATA_DONE) ## train CONFIG (default configs/default.yaml), evaluate, then pack handin.tar
+	$(PY) -m hw4lib.train --config $(CONFIG)
+	$(MAKE) --no-print-directory handin
+
+handin: $(STAMP) ## pack handin.tar from the latest run (RUN=<name> to pick one)
+	$(PY) -m hw4lib.utils.handin $(if $(RUN),--run $(RUN))
+
+# BEGIN INSTRUCTOR TARGETS
+handout: $(STAMP) ## write dist/handout/ and dist/handout.tar.gz for students
+	$(PY) -m tools.make_handout
+
+autograde: $(STAMP) ## write dist/autograde.tar and dist/autograde-Makefile for Autolab
+	$(PY) -m tools.make_autograde
+
+figures: $(STAMP) ## redraw the diagrams in figures/
+	$(PY) -m tools.draw_figures
+
+bench: $(STAMP) ## print speed and memory measurements (mytorch, data, model, training)
+	$(PY) -m bench
+# END INSTRUCTOR TARGETS
+
+clean: ## remove built data, runs, dist/ and caches (keeps .venv)
+	rm -rf expts dist handin handin.tar $(DATA_DIR) .pytest_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +

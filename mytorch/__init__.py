@@ -1,0 +1,1 @@
+"""mytorch: a numpy implementation of the attention stack with hand-written backward passes."""
