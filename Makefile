@@ -62,7 +62,7 @@ figures: $(STAMP) ## redraw the diagrams in figures/
 	$(PY) -m tools.draw_figures
 
 bench: $(STAMP) ## print speed and memory measurements (mytorch, data, model, training)
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH)
 # END INSTRUCTOR TARGETS
 
 clean: ## remove built data, runs, dist/ and caches (keeps .venv)
