@@ -1,0 +1,168 @@
+"""Pack ``handin.tar`` from a finished run: ``python -m hw4lib.utils.handin [--run NAME]``.
+
+``make handin`` calls this; ``make handin RUN=NAME`` picks a run, otherwise the run folder under
+``expts/`` modified last is packed. The archive holds::
+
+    handin/mytorch/                      your mytorch package (.py files only)
+    handin/test_metrics.json             from the run folder
+    handin/test_generated_results.json   from the run folder
+    handin/model_arch.txt                from the run folder
+    handin/config.yaml                   from the run folder
+    handin/model_state_dict.pt           the best checkpoint's model_state_dict, tensors only
+
+The autograder rebuilds the model from ``config.yaml`` and scores ``model_state_dict.pt`` on its own
+data, so the weights must come from the same run as the config. Nothing is packed when something
+is missing or too large: the error names it and says how to fix it.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tarfile
+from collections import OrderedDict
+from pathlib import Path
+
+import torch
+import yaml
+
+BEST_CHECKPOINT = "checkpoints/checkpoint-best-metric-model.pth"
+RUN_FILES = ("test_metrics.json", "test_generated_results.json", "model_arch.txt", "config.yaml")
+REQUIRED_METRICS = ("ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char")
+MAX_MYTORCH_FILE = 1_000_000        # bytes: source files are a few kB; anything bigger is a stray
+MAX_RUN_FILE = 10_000_000           # bytes, for each JSON/text file of the run
+MAX_TAR = 200_000_000               # bytes, the whole archive (Autolab's upload limit is near)
+
+
+class HandinError(Exception):
+    """The run or the working tree cannot be packed; the message says what to fix."""
+
+
+def find_run(expts: Path, run: str | None = None) -> Path:
+    """The run folder to pack: ``expts/<run>``, or the most recently modified one under ``expts``."""
+    if run is not None:
+        folder = expts / run if (expts / run).is_dir() else Path(run)
+        if not folder.is_dir():
+            choices = sorted(p.name for p in expts.iterdir() if p.is_dir()) if expts.is_dir() else []
+            raise HandinError(f"run {run!r} not found under {expts}/; runs there: {choices or 'none'}")
+        return folder
+    runs = [p for p in expts.iterdir() if p.is_dir()] if expts.is_dir() else []
+    if not runs:
+        raise HandinError(f"no run folder under {expts}/: train a model first "
+                          f"(make train, or the notebook's training cells)")
+    return max(runs, key=lambda p: p.stat().st_mtime)
+
+
+def check_run(folder: Path) -> None:
+    """Raise HandinError naming every file the run folder lacks or has in a wrong form."""
+    missing = [name for name in (*RUN_FILES, BEST_CHECKPOINT) if not (folder / name).is_file()]
+    if missing:
+        raise HandinError(f"run {folder} is incomplete, missing: {', '.join(missing)}. Finish "
+                          f"training and the evaluation cells (they write test_*.json), or pick "
+                          f"another run with --run NAME (make handin RUN=NAME)")
+    for name in RUN_FILES:
+        size = (folder / name).stat().st_size
+        if size > MAX_RUN_FILE:
+            raise HandinError(f"{folder / name} is {size / 1e6:.1f} MB, over the "
+                              f"{MAX_RUN_FILE / 1e6:.0f} MB limit for run files")
+    try:
+        metrics = json.loads((folder / "test_metrics.json").read_text())
+        json.loads((folder / "test_generated_results.json").read_text())
+    except json.JSONDecodeError as error:
+        raise HandinError(f"{folder}: a test_*.json file is not valid JSON: {error}") from error
+    absent = [key for key in REQUIRED_METRICS if key not in metrics]
+    if absent:
+        raise HandinError(f"{folder / 'test_metrics.json'} lacks {absent}; rerun the evaluation")
+    config = yaml.safe_load((folder / "config.yaml").read_text())
+    if not (isinstance(config, dict) and isinstance(config.get("model"), dict)
+            and (config.get("tokenization") or {}).get("token_type")):
+        raise HandinError(f"{folder / 'config.yaml'} must hold the run's full config, with "
+                          f"'model' and 'tokenization.token_type' (the grader rebuilds the model "
+                          f"from them)")
+
+
+def extract_state_dict(checkpoint_path: Path) -> bytes:
+    """``torch.save`` bytes of the checkpoint's ``model_state_dict``: CPU tensors keyed by name,
+    which ``torch.load(..., weights_only=True)`` accepts."""
+    # The checkpoint is the student's own file and holds RNG states and the config besides tensors.
+    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+    state = checkpoint.get("model_state_dict") if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict) or not state:
+        raise HandinError(f"{checkpoint_path} has no model_state_dict; it must be a checkpoint "
+                          f"written by the trainer's save_checkpoint")
+    bad = [key for key, value in state.items() if not isinstance(value, torch.Tensor)]
+    if bad:
+        raise HandinError(f"{checkpoint_path}: model_state_dict entries that are not tensors: {bad}")
+    # detach().cpu() keeps storages shared where the model shares them (tied weights stay one copy)
+    tensors = OrderedDict((key, value.detach().cpu()) for key, value in state.items())
+    buffer = io.BytesIO()
+    torch.save(tensors, buffer)
+    torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)  # what the grader will do
+    return buffer.getvalue()
+
+
+def mytorch_files(root: Path) -> list[Path]:
+    """The .py files of ``root/mytorch``, sorted, caches skipped; HandinError if one is too big."""
+    package = root / "mytorch"
+    if not (package / "__init__.py").is_file():
+        raise HandinError(f"{package}/__init__.py not found: run make handin from the repository "
+                          f"root (or pass --root)")
+    files = sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts)
+    for path in files:
+        size = path.stat().st_size
+        if size > MAX_MYTORCH_FILE:
+            raise HandinError(f"{path} is {size / 1e6:.1f} MB, over the "
+                              f"{MAX_MYTORCH_FILE / 1e6:.0f} MB limit for a mytorch source file")
+    return files
+
+
+def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tuple[str, int]]:
+    """Write ``out`` (default ``root/handin.tar``) from the chosen run of ``root/expts``.
+
+    Returns [(name in the archive, size in bytes)]. The archive is written to a temporary name and
+    renamed, so a failed pack never leaves a half-written handin.tar.
+    """
+    folder = find_run(root / "expts", run)
+    check_run(folder)
+    members: list[tuple[str, bytes]] = [
+        (f"handin/{path.relative_to(root).as_posix()}", path.read_bytes())
+        for path in mytorch_files(root)
+    ]
+    members += [(f"handin/{name}", (folder / name).read_bytes()) for name in RUN_FILES]
+    members.append(("handin/model_state_dict.pt", extract_state_dict(folder / BEST_CHECKPOINT)))
+    total = sum(len(data) for _, data in members)
+    if total > MAX_TAR:
+        raise HandinError(f"the handin would be {total / 1e6:.0f} MB, over the "
+                          f"{MAX_TAR / 1e6:.0f} MB limit: train a smaller model")
+    out = out or root / "handin.tar"
+    partial = out.with_name(out.name + ".partial")
+    with tarfile.open(partial, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    partial.replace(out)
+    print(f"packed run {folder} into {out}:")
+    for name, data in members:
+        print(f"  {len(data):>12,d} B  {name}")
+    print(f"  {out.stat().st_size:>12,d} B  total")
+    return [(name, len(data)) for name, data in members]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Pack handin.tar from a finished run.")
+    parser.add_argument("--run", help="run folder name under expts/ (default: the latest)")
+    parser.add_argument("--root", type=Path, default=Path.cwd(),
+                        help="repository root holding expts/ and mytorch/ (default: .)")
+    parser.add_argument("--out", type=Path, help="archive path (default: <root>/handin.tar)")
+    args = parser.parse_args(argv)
+    try:
+        pack(args.root, args.run, args.out)
+    except HandinError as error:
+        sys.exit(f"handin: nothing packed: {error}")
+
+
+if __name__ == "__main__":
+    main()

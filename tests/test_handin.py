@@ -1,0 +1,164 @@
+"""Tests of ``make handin`` (hw4lib.utils.handin) on fake run folders built in a temporary directory.
+
+    python -m tests.test_handin        (or: .venv/bin/python -m pytest -q tests/test_handin.py)
+
+The fake run has the files the trainer writes, and a checkpoint that, like the trainer's, also holds
+numpy RNG states, so that only the extracted state dict loads with ``weights_only=True``.
+"""
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from torch import nn
+
+from hw4lib.utils.handin import BEST_CHECKPOINT, HandinError, main, pack
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Handin packing": 0, "Handin refusals": 0}
+
+EXPECTED_RUN_MEMBERS = {"handin/test_metrics.json", "handin/test_generated_results.json",
+                        "handin/model_arch.txt", "handin/config.yaml", "handin/model_state_dict.pt"}
+
+
+class TiedModel(nn.Module):
+    """Embedding and output layer sharing one weight, as with weight_tying."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(7, 4)
+        self.norm = nn.LayerNorm(4)
+        self.final_linear = nn.Linear(4, 7)
+        self.embedding.weight = self.final_linear.weight
+
+
+def make_repo(root: Path) -> None:
+    """A repository root with a student's mytorch package, caches and a non-.py stray included."""
+    (root / "mytorch" / "nn" / "__pycache__").mkdir(parents=True)
+    (root / "mytorch" / "__init__.py").write_text('"""mytorch"""\n')
+    (root / "mytorch" / "nn" / "linear.py").write_text("class Linear:\n    pass\n")
+    (root / "mytorch" / "nn" / "__pycache__" / "linear.cpython-311.pyc").write_bytes(b"\0" * 64)
+    (root / "mytorch" / "nn" / "scratch.npy").write_bytes(b"\0" * 64)
+
+
+def make_run(root: Path, name: str, model: nn.Module | None = None, **overrides) -> Path:
+    """expts/<name>/ as the trainer writes it; ``overrides`` replaces (None: deletes) a file."""
+    folder = root / "expts" / name
+    (folder / "checkpoints").mkdir(parents=True)
+    model = model or TiedModel()
+    files = {
+        "config.yaml": yaml.safe_dump({"model": {"num_layers": 1},
+                                       "tokenization": {"token_type": "char"}}),
+        "model_arch.txt": "TiedModel(...)\n",
+        "test_metrics.json": json.dumps({"ce_loss_token": 1.0, "ce_loss_char": 0.5,
+                                         "perplexity_token": 2.7, "perplexity_char": 1.6}),
+        "test_generated_results.json": json.dumps({"greedy": [], "beam": [], "sample": []}),
+    }
+    checkpoint = {"model_state_dict": model.state_dict(), "epoch": 1, "step": 3,
+                  "rng_states": {"numpy": np.random.get_state()}}
+    for file, content in overrides.items():
+        if file == "checkpoint":
+            checkpoint = content
+        else:
+            files[file] = content
+    for file, content in files.items():
+        if content is not None:
+            (folder / file).write_text(content)
+    if checkpoint is not None:
+        torch.save(checkpoint, folder / BEST_CHECKPOINT)
+    return folder
+
+
+def read_tar(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+@rubric("Handin packing")
+def test_handin_packs_run_and_mytorch_sources(tmp_path):
+    make_repo(tmp_path)
+    model = TiedModel()
+    make_run(tmp_path, "run-a", model)
+    pack(tmp_path)
+    members = read_tar(tmp_path / "handin.tar")
+    assert set(members) == EXPECTED_RUN_MEMBERS | {"handin/mytorch/__init__.py",
+                                                   "handin/mytorch/nn/linear.py"}
+    assert members["handin/model_arch.txt"] == b"TiedModel(...)\n"
+
+    state = torch.load(io.BytesIO(members["handin/model_state_dict.pt"]), weights_only=True)
+    fresh = TiedModel()
+    fresh.load_state_dict(state, strict=True)
+    for key, value in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[key], value), key
+    # the full checkpoint itself would not load that way: the extraction is what makes it safe
+    with pytest.raises(Exception):
+        torch.load(tmp_path / "expts" / "run-a" / BEST_CHECKPOINT, weights_only=True)
+
+
+@rubric("Handin packing")
+def test_handin_picks_latest_run_unless_named(tmp_path):
+    make_repo(tmp_path)
+    old = make_run(tmp_path, "old", **{"model_arch.txt": "old\n"})
+    new = make_run(tmp_path, "new", **{"model_arch.txt": "new\n"})
+    os.utime(old, (1_000, 1_000))
+    os.utime(new, (2_000, 2_000))
+    main(["--root", str(tmp_path)])
+    assert read_tar(tmp_path / "handin.tar")["handin/model_arch.txt"] == b"new\n"
+    out = tmp_path / "picked.tar"
+    main(["--root", str(tmp_path), "--run", "old", "--out", str(out)])
+    assert read_tar(out)["handin/model_arch.txt"] == b"old\n"
+
+
+@rubric("Handin refusals")
+def test_handin_refuses_without_runs(tmp_path):
+    make_repo(tmp_path)
+    with pytest.raises(HandinError, match="no run folder"):
+        pack(tmp_path)
+    make_run(tmp_path, "only")
+    with pytest.raises(HandinError, match="'missing' not found.*only"):
+        pack(tmp_path, run="missing")
+    with pytest.raises(SystemExit, match="nothing packed"):
+        main(["--root", str(tmp_path), "--run", "missing"])
+    assert not (tmp_path / "handin.tar").exists()
+
+
+@rubric("Handin refusals")
+def test_handin_refuses_incomplete_runs_naming_the_problem(tmp_path):
+    make_repo(tmp_path)
+    cases = {
+        "no-metrics": ({"test_metrics.json": None}, "missing: test_metrics.json"),
+        "no-generations": ({"test_generated_results.json": None}, "test_generated_results.json"),
+        "no-checkpoint": ({"checkpoint": None}, "checkpoint-best-metric-model.pth"),
+        "no-state-dict": ({"checkpoint": {"epoch": 1}}, "has no model_state_dict"),
+        "bad-json": ({"test_metrics.json": "{not json"}, "not valid JSON"),
+        "no-ppl": ({"test_metrics.json": json.dumps({"ce_loss_token": 1.0})}, "perplexity_char"),
+        "bad-config": ({"config.yaml": "seed: 0\n"}, "tokenization.token_type"),
+    }
+    for name, (overrides, message) in cases.items():
+        make_run(tmp_path, name, **overrides)
+        with pytest.raises(HandinError, match=message):
+            pack(tmp_path, run=name)
+    assert not list(tmp_path.glob("handin.tar*"))
+
+
+@rubric("Handin refusals")
+def test_handin_refuses_large_strays(tmp_path):
+    make_repo(tmp_path)
+    make_run(tmp_path, "run")
+    (tmp_path / "mytorch" / "big.py").write_bytes(b"#" * 1_100_000)
+    with pytest.raises(HandinError, match="big.py is 1.1 MB"):
+        pack(tmp_path)
+    (tmp_path / "mytorch" / "big.py").unlink()
+    (tmp_path / "expts" / "run" / "model_arch.txt").write_bytes(b"x" * 10_500_000)
+    with pytest.raises(HandinError, match="model_arch.txt is 10.5 MB"):
+        pack(tmp_path)
+    assert not list(tmp_path.glob("handin.tar*"))
+
+
+if __name__ == "__main__":
+    run_module(__name__)
