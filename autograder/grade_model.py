@@ -1,0 +1,200 @@
+"""Measure a handed-in language model on the hidden test set with the reference code.
+
+Run by ``autograder.grade`` as a child process, from the extracted autograder (so ``hw4lib`` is the
+reference copy shipped in autograde.tar, never the student's)::
+
+    python -m autograder.grade_model --handin DIR --hidden-set DIR --work DIR --out result.json
+
+Nothing the student wrote runs here: ``config.yaml`` is read with ``yaml.safe_load`` and checked
+key by key, ``model_state_dict.pt`` is read with ``torch.load(weights_only=True)`` (tensors only,
+no pickled code) and loaded strictly into the reference ``DecoderOnlyTransformer``. The hidden
+transcripts are written as ``.npy`` files under ``--work`` and read back by the reference
+``LMDataset``; ``evaluate_language_model`` (the trainer's own metric) gives the perplexity.
+
+Writes ``{"perplexity_char": ..., ...}`` to ``--out`` and exits 0, or ``{"error": "<what went wrong
+and how to fix it>"}`` and exits 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from torch.utils.data import DataLoader
+
+from autograder import rubric
+from hw4lib.data import H4Tokenizer, LMDataset
+from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.trainers.lm_trainer import evaluate_language_model
+
+HIDDEN_TEXT_FILE = "test.txt"  # inside the hidden-set folder: one transcript per line
+HIDDEN_PARTITION = "test"
+BATCH_SIZE = 32
+# DecoderOnlyTransformer's keyword arguments (num_classes comes from the tokenizer) and their types.
+MODEL_KEYS = {"num_layers": int, "d_model": int, "num_heads": int, "d_ff": int, "dropout": float,
+              "max_len": int, "weight_tying": bool, "layer_drop_rate": float}
+OPTIONAL_MODEL_KEYS = {"weight_tying", "layer_drop_rate"}
+MAX_ERROR_CHARS = 2000
+
+
+class GradingError(Exception):
+    """The handed-in model cannot be evaluated; the message says why and what to fix."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Evaluate a handed-in model on the hidden test set.")
+    parser.add_argument("--handin", type=Path, required=True, help="folder with config.yaml and model_state_dict.pt")
+    parser.add_argument("--hidden-set", type=Path, required=True, help=f"folder with {HIDDEN_TEXT_FILE}")
+    parser.add_argument("--work", type=Path, required=True, help="scratch folder for the .npy files")
+    parser.add_argument("--out", type=Path, required=True, help="where to write the result JSON")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    try:
+        result = evaluate_handin(args.handin, args.hidden_set, args.work)
+    except GradingError as error:
+        message = str(error)[:MAX_ERROR_CHARS]
+        print(message)
+        _write_json(args.out, {"error": message})
+        raise SystemExit(1)
+    result["seconds"] = round(time.monotonic() - start, 2)
+    print(f"evaluated {result['num_parameters']:,} parameters on {result['num_chars']:,} hidden "
+          f"characters ({result['token_type']} tokenizer) in {result['seconds']} s")
+    _write_json(args.out, result)
+
+
+def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
+    """Rebuild the model of ``handin`` and return evaluate_language_model's metrics on the hidden set."""
+    torch.manual_seed(0)
+    config = load_config(handin / "config.yaml")
+    token_type = config["tokenization"]["token_type"]
+    tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, token_type)
+    model_config = config["model"]
+    estimate = estimate_parameters(model_config, tokenizer.vocab_size)
+    if estimate > rubric.MAX_PARAMETERS:
+        raise GradingError(f"config.yaml describes a model of about {estimate:,} parameters; the grader "
+                           f"builds at most {rubric.MAX_PARAMETERS:,}")
+    state_dict = load_state_dict(handin / "model_state_dict.pt")
+    try:
+        model = DecoderOnlyTransformer(**model_config, num_classes=tokenizer.vocab_size)
+    except (TypeError, ValueError) as error:
+        raise GradingError(f"config.yaml's model section is not valid: {error}") from error
+    try:
+        model.load_state_dict(state_dict, strict=True)
+    except RuntimeError as error:
+        raise GradingError(
+            f"model_state_dict.pt does not fit the model config.yaml describes "
+            f"({token_type} tokenizer, vocab_size {tokenizer.vocab_size}): {error}. Hand in the "
+            f"config.yaml of the run the weights come from (`make handin`)") from error
+
+    dataset = LMDataset(HIDDEN_PARTITION, {"root": str(write_hidden_set(hidden_set, work)), "subset": 1.0},
+                        tokenizer)
+    if dataset.text_max_len > model.max_len:
+        raise GradingError(f"the longest hidden test transcript is {dataset.text_max_len} tokens with "
+                           f"the {token_type} tokenizer, but the model's max_len is {model.max_len}")
+    metrics = evaluate_language_model(model, length_sorted_loader(dataset), torch.device("cpu"))
+    if not math.isfinite(metrics["perplexity_char"]):
+        raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or infinite "
+                           f"weights or logits)")
+    return {**metrics, "token_type": token_type, "num_utterances": len(dataset),
+            "num_parameters": sum(p.numel() for p in model.parameters())}
+
+
+def load_config(path: Path) -> dict:
+    """config.yaml as a dict whose tokenization.token_type and model section are checked."""
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise GradingError(f"config.yaml is not valid YAML: {error}") from error
+    if not isinstance(config, dict):
+        raise GradingError("config.yaml must be a mapping with 'tokenization' and 'model' sections")
+    tokenization = config.get("tokenization")
+    token_type = tokenization.get("token_type") if isinstance(tokenization, dict) else None
+    if not isinstance(token_type, str) or token_type not in DEFAULT_TOKEN_MAP:
+        raise GradingError(f"config.yaml's tokenization.token_type is {token_type!r}; it must be one of "
+                           f"{list(DEFAULT_TOKEN_MAP)}")
+    check_model_config(config.get("model"))
+    return config
+
+
+def check_model_config(model_config) -> None:
+    """Raise GradingError unless ``model_config`` holds sane DecoderOnlyTransformer arguments."""
+    if not isinstance(model_config, dict):
+        raise GradingError("config.yaml has no 'model' mapping (DecoderOnlyTransformer's arguments)")
+    unknown = sorted(set(model_config) - set(MODEL_KEYS))
+    missing = sorted(set(MODEL_KEYS) - OPTIONAL_MODEL_KEYS - set(model_config))
+    if unknown or missing:
+        raise GradingError(f"config.yaml's model section: unknown keys {unknown}, missing keys {missing}; "
+                           f"it takes exactly {list(MODEL_KEYS)}")
+    for key, kind in MODEL_KEYS.items():
+        value = model_config.get(key)
+        if value is None and key in OPTIONAL_MODEL_KEYS:
+            continue
+        if kind is float:
+            valid = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            valid = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        if not valid:
+            raise GradingError(f"config.yaml: model.{key} must be {kind.__name__}, got {value!r}")
+    for key, (low, high) in rubric.MODEL_LIMITS.items():
+        if not low <= model_config[key] <= high:
+            raise GradingError(f"config.yaml: model.{key} = {model_config[key]} is outside [{low}, {high}]")
+
+
+def estimate_parameters(model_config: dict, vocab_size: int) -> int:
+    """Parameters (plus the positional table) of the model, counted from the config without building it."""
+    d, d_ff = model_config["d_model"], model_config["d_ff"]
+    attention = 4 * d * d + 4 * d             # fused q/k/v and output projections with biases
+    feed_forward = 2 * d * d_ff + d_ff + d
+    norms = 4 * d
+    per_layer = attention + feed_forward + norms
+    output = vocab_size if model_config.get("weight_tying") else vocab_size * d + vocab_size
+    return (model_config["num_layers"] * per_layer + vocab_size * d + output + 2 * d
+            + model_config["max_len"] * d)
+
+
+def load_state_dict(path: Path) -> dict:
+    """The tensors of model_state_dict.pt, refusing anything torch.load's weights_only mode refuses."""
+    try:
+        state_dict = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # noqa: BLE001 - unpickling errors come in many types
+        raise GradingError(
+            f"model_state_dict.pt could not be loaded with torch.load(weights_only=True): "
+            f"{type(error).__name__}: {error}. Save it with torch.save(model.state_dict(), path) "
+            f"(`make handin` does)") from error
+    if not isinstance(state_dict, dict) or not all(
+            isinstance(key, str) and isinstance(value, torch.Tensor) for key, value in state_dict.items()):
+        raise GradingError("model_state_dict.pt must hold model.state_dict(): a mapping of names to "
+                           "tensors, not a checkpoint or a whole model")
+    return state_dict
+
+
+def write_hidden_set(hidden_set: Path, work: Path) -> Path:
+    """Write each hidden transcript as ``<work>/data/test/hidden-NNNNN.npy``; return the data root."""
+    lines = (hidden_set / HIDDEN_TEXT_FILE).read_text(encoding="utf-8").splitlines()
+    partition = work / "data" / HIDDEN_PARTITION
+    partition.mkdir(parents=True, exist_ok=True)
+    for index, text in enumerate(lines):
+        np.save(partition / f"hidden-{index:05d}.npy", np.array(list(text), dtype="<U1"))
+    return work / "data"
+
+
+def length_sorted_loader(dataset: LMDataset) -> DataLoader:
+    """Batches of similar lengths (little padding); the metric does not depend on the order."""
+    order = sorted(range(len(dataset)), key=lambda i: len(dataset.transcripts_shifted[i]))
+    batches = [order[i:i + BATCH_SIZE] for i in range(0, len(order), BATCH_SIZE)]
+    return DataLoader(dataset, batch_sampler=batches, collate_fn=dataset.collate_fn)
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""What the autograder awards, and the limits it grades under. Standard library only.
+
+Every number an instructor may want to tune lives here: the rubric, the perplexity thresholds of
+the language-model curve, the time limits and the size limits of a handin.
+"""
+from __future__ import annotations
+
+import math
+
+# mytorch categories: the names `autograder/hidden_tests/test_mytorch_hidden.py` tags its tests with.
+MYTORCH_RUBRIC = {
+    "Linear": 5,
+    "Softmax": 5,
+    "ScaledDotProductAttention": 20,
+    "MultiHeadAttention": 20,
+}
+LM_CATEGORY = "LanguageModel"
+LM_POINTS = 50
+RUBRIC = {**MYTORCH_RUBRIC, LM_CATEGORY: LM_POINTS}
+
+# Per-character perplexity on the hidden test set: full marks at or below FULL_MARKS_PPL, nothing at
+# or above ZERO_MARKS_PPL, a straight line in between (the homework asks for < 3.5; a model that
+# nearly gets there keeps most of the credit rather than falling off a cliff).
+FULL_MARKS_PPL = 3.5
+ZERO_MARKS_PPL = 4.5
+
+# Time limits in seconds (wall clock). Each mytorch category runs in its own process; the language
+# model is rebuilt and evaluated in one more.
+MYTORCH_TIMEOUT_S = 60.0
+MODEL_TIMEOUT_S = 300.0
+
+# How much of a child process's output is kept for the report: its first and last bytes.
+OUTPUT_HEAD_BYTES = 4_000
+OUTPUT_TAIL_BYTES = 8_000
+
+# handin.tar limits. Members outside these are skipped with a note, never extracted.
+MAX_TAR_BYTES = 300 * 2**20
+MAX_MEMBERS = 500
+MAX_STATE_DICT_BYTES = 256 * 2**20
+MAX_SMALL_FILE_BYTES = 10_000_000  # config, metrics, generations, model printout (as make handin)
+MAX_PY_FILE_BYTES = 1_000_000  # one mytorch source file (as make handin)
+MAX_MYTORCH_BYTES = 4_000_000  # all of mytorch/ together
+
+# Model sizes the grader agrees to build (the default config has ~3.6M parameters).
+MAX_PARAMETERS = 60_000_000
+MODEL_LIMITS = {  # key: (smallest, largest) accepted integer value
+    "num_layers": (1, 48),
+    "d_model": (1, 4096),
+    "num_heads": (1, 128),
+    "d_ff": (1, 32768),
+    "max_len": (1, 65536),
+}
+
+
+def lm_score(perplexity_char: float) -> float:
+    """Points for a per-character perplexity: LM_POINTS at <= FULL_MARKS_PPL, 0 at >= ZERO_MARKS_PPL.
+
+    Linear in between, rounded to 2 decimals. NaN, infinite and non-numeric values score 0.
+    """
+    if not isinstance(perplexity_char, (int, float)) or isinstance(perplexity_char, bool):
+        return 0.0
+    if not math.isfinite(perplexity_char) or perplexity_char >= ZERO_MARKS_PPL:
+        return 0.0
+    if perplexity_char <= FULL_MARKS_PPL:
+        return float(LM_POINTS)
+    fraction = (ZERO_MARKS_PPL - perplexity_char) / (ZERO_MARKS_PPL - FULL_MARKS_PPL)
+    return round(LM_POINTS * fraction, 2)
+
+
+def zero_scores() -> dict[str, float]:
+    """Every category at 0: what a handin that cannot be graded at all earns."""
+    return {category: 0 for category in RUBRIC}
