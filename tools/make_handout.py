@@ -162,16 +162,9 @@ def _todo_above(lines: list[str], begin: int, indent: str) -> tuple[int, str]:
     return 0, ""
 
 
-def find_regions(lines: list[str], path: str, cell: int | None = None) -> list[Region]:
-    """Return the solution regions of one file (or notebook cell), in order.
-
-    Raises HandoutError, naming ``file:line`` and the fix, for a BEGIN without END or END without
-    BEGIN, nested regions, markers at different indentations, a malformed marker line, a region
-    with no ``# TODO: ...`` line directly above it or with an empty body, and (in .py files) a
-    region outside a function: it would run, and raise, at import time.
-    """
-    where = path if cell is None else f"{path} (cell {cell})"
-    regions_bounds: list[tuple[int, int]] = []
+def _marker_pairs(lines: list[str], where: str) -> list[tuple[int, int]]:
+    """(BEGIN line, END line) of every region, checking the markers pair up without nesting."""
+    pairs: list[tuple[int, int]] = []
     open_at: int | None = None
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
@@ -183,22 +176,33 @@ def find_regions(lines: list[str], path: str, cell: int | None = None) -> list[R
         elif stripped == END_MARK:
             if open_at is None:
                 raise HandoutError(f"{where}:{number}: '{END_MARK}' without a '{BEGIN_MARK}' above")
-            regions_bounds.append((open_at, number))
+            pairs.append((open_at, number))
             open_at = None
         elif _is_marker_like(stripped):
             raise HandoutError(f"{where}:{number}: malformed marker {stripped!r}; write exactly "
                                f"'{BEGIN_MARK}' or '{END_MARK}' on a line of its own")
     if open_at is not None:
         raise HandoutError(f"{where}:{open_at}: '{BEGIN_MARK}' is never closed by '{END_MARK}'")
-    if not regions_bounds:
-        return []
+    return pairs
 
-    tree = _parse_python("".join(lines), where, notebook=cell is not None)
-    regions = []
-    for begin, end in regions_bounds:
-        indent = lines[begin - 1][: len(lines[begin - 1]) - len(lines[begin - 1].lstrip())]
-        end_indent = lines[end - 1][: len(lines[end - 1]) - len(lines[end - 1].lstrip())]
-        if end_indent != indent:
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def find_regions(lines: list[str], path: str, cell: int | None = None) -> list[Region]:
+    """Return the solution regions of one file (or notebook cell), in order.
+
+    Raises HandoutError, naming ``file:line`` and the fix, for a BEGIN without END or END without
+    BEGIN, nested regions, markers at different indentations, a malformed marker line, a region
+    with no ``# TODO: ...`` comment directly above it or with an empty body, and (in .py files) a
+    region outside a function: it would run, and raise, at import time.
+    """
+    where = path if cell is None else f"{path} (cell {cell})"
+    found = []
+    for begin, end in _marker_pairs(lines, where):
+        indent = _indent(lines[begin - 1])
+        if _indent(lines[end - 1]) != indent:
             raise HandoutError(f"{where}:{end}: '{END_MARK}' is not at the indentation of its "
                                f"'{BEGIN_MARK}' (line {begin})")
         todo_line, todo = _todo_above(lines, begin, indent)
@@ -209,6 +213,13 @@ def find_regions(lines: list[str], path: str, cell: int | None = None) -> list[R
         body = tuple(lines[begin:end - 1])
         if not any(line.strip() for line in body):
             raise HandoutError(f"{where}:{begin}: empty solution region")
+        found.append((todo_line, begin, end, indent, todo, body))
+    if not found:
+        return []
+
+    tree = _parse_python("".join(lines), where, notebook=cell is not None)
+    regions = []
+    for todo_line, begin, end, indent, todo, body in found:
         scopes = _enclosing_scopes(tree, begin) if tree is not None else []
         in_function = bool(scopes) and not isinstance(scopes[-1], ast.ClassDef)
         if cell is None and not in_function:

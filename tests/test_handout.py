@@ -1,0 +1,347 @@
+# hw4p1: instructor-only
+"""Tests of the handout generator, tools/make_handout.py.
+
+    python -m tests.test_handout        (or: .venv/bin/python -m pytest -q tests/test_handout.py)
+
+Two kinds of tests. The generator's rules are checked on small synthetic sources and a synthetic git
+repository. Then the handout of this repository is generated once per process (into a temporary
+directory) and checked against the acceptance criteria, iterating over whatever solution regions and
+component tests exist: it imports, each component test fails with a NotImplementedError naming the
+missing piece, no reference line survives, and restoring the regions gives back the solution, which
+passes a representative set of component tests.
+"""
+import atexit
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.testing_framework import rubric, run_module
+from tools.make_handout import (EXCLUDED_DIRS, EXCLUDED_FILES, INSTRUCTOR_ONLY, MAKEFILE_BEGIN,
+                                REPO_ROOT, TASK_ORDER, Handout, HandoutError, build, check_imports,
+                                check_tree, code_units, file_regions, find_regions, main,
+                                replace_units, restore, restore_text, strip_instructor_readme,
+                                strip_instructor_targets, strip_markers, stub_out, write_tarball)
+
+RUBRIC = {"Solution regions": 0, "Handout tree": 0, "Handout behaviour": 0}
+
+# Component tests run again in the restored handout: one per package is enough to show that the
+# handout plus the reference regions is a complete, working tree.
+RESTORED_SAMPLE = ("test_mytorch", "test_mask_causal", "test_decoding")
+
+
+def lines_of(source: str) -> list[str]:
+    return textwrap.dedent(source).lstrip("\n").splitlines(keepends=True)
+
+
+SAMPLE = lines_of('''
+    class Attention:
+        def forward(self, x):
+            """Docstring stays."""
+            y = x + 1
+            # TODO: scale y by two,
+            #   (N, T) -> (N, T)
+            # BEGIN SOLUTION
+            z = y * 2
+            return z
+            # END SOLUTION
+
+    def helper(values):
+        total = 0
+        for value in values:
+            # TODO: add value to total
+            # BEGIN SOLUTION
+            total += value
+            # END SOLUTION
+        return total
+''')
+
+
+@rubric("Solution regions")
+def test_regions_become_stubs_that_name_file_function_and_todo():
+    regions = find_regions(SAMPLE, "pkg/attention.py")
+    assert [(r.qualname, r.todo, r.indent) for r in regions] == [
+        ("Attention.forward", "scale y by two, (N, T) -> (N, T)", " " * 8),
+        ("helper", "add value to total", " " * 8),
+    ]
+    stubbed = stub_out(SAMPLE, regions)
+    text = "".join(stubbed)
+    assert "BEGIN SOLUTION" not in text and "z = y * 2" not in text and "total += value" not in text
+    assert "        #   (N, T) -> (N, T)\n" in stubbed  # the TODO comment is kept
+    assert ('        raise NotImplementedError("pkg/attention.py: Attention.forward: scale y by '
+            'two, (N, T) -> (N, T)")\n') in stubbed
+    namespace: dict = {}
+    exec(compile(text, "pkg/attention.py", "exec"), namespace)  # the stubbed module imports
+    with pytest.raises(NotImplementedError, match=r"^pkg/attention.py: helper: add value to total$"):
+        namespace["helper"]([1, 2])
+    assert restore(stubbed, regions) == strip_markers("x.py", "".join(SAMPLE)).splitlines(True)
+
+
+@rubric("Solution regions")
+def test_malformed_regions_are_errors_naming_file_and_line():
+    body = "def f():\n    # TODO: do it\n"
+    cases = {
+        "unclosed": (body + "    # BEGIN SOLUTION\n    return 1\n", "m.py:3: .*never closed"),
+        "lone end": ("def f():\n    return 1\n    # END SOLUTION\n", "m.py:3: .*without"),
+        "nested": (body + "    # BEGIN SOLUTION\n    # TODO: x\n    # BEGIN SOLUTION\n",
+                   "m.py:5: nested"),
+        "indent": (body + "    # BEGIN SOLUTION\n    return 1\n# END SOLUTION\n",
+                   "m.py:5: .*indentation"),
+        "no todo": ("def f():\n    x = 1\n    # BEGIN SOLUTION\n    return x\n    # END SOLUTION\n",
+                    "m.py:3: .*TODO"),
+        "empty": (body + "    # BEGIN SOLUTION\n\n    # END SOLUTION\n", "m.py:3: empty"),
+        "malformed": (body + "    #BEGIN SOLUTION\n", "m.py:3: malformed marker"),
+        "module level": ("# TODO: x\n# BEGIN SOLUTION\nX = 1\n# END SOLUTION\n",
+                         "m.py:2: .*module level"),
+        "class level": ("class A:\n    # TODO: x\n    # BEGIN SOLUTION\n    X = 1\n"
+                        "    # END SOLUTION\n", "m.py:3: .*class A"),
+    }
+    for name, (source, message) in cases.items():
+        with pytest.raises(HandoutError, match=message):
+            find_regions(source.splitlines(keepends=True), "m.py")
+            raise AssertionError(f"case {name!r} was accepted")
+
+
+@rubric("Solution regions")
+def test_notebook_cells_are_stubbed_and_outputs_cleared():
+    cell = ("!echo set-up\n"
+            "def step(x):\n    # TODO: double x\n    # BEGIN SOLUTION\n    return 2 * x\n"
+            "    # END SOLUTION\n")
+    notebook = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# Title"]},
+                          {"cell_type": "code", "metadata": {}, "execution_count": 3,
+                           "outputs": [{"output_type": "stream", "name": "stdout", "text": "4"}],
+                           "source": cell.splitlines(keepends=True)}],
+               "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    text = json.dumps(notebook)
+    [region] = file_regions("nb.ipynb", text)
+    assert (region.cell, region.qualname, region.message) == (2, "step",
+                                                              "nb.ipynb, cell 2: step: double x")
+    units = {2: stub_out(code_units("nb.ipynb", text)[2], [region])}
+    handout = replace_units("nb.ipynb", text, units, clear_outputs=True)
+    code_cell = json.loads(handout)["cells"][1]
+    assert code_cell["outputs"] == [] and code_cell["execution_count"] is None
+    assert "return 2 * x" not in handout and "NotImplementedError" in handout
+    assert code_units("nb.ipynb", restore_text("nb.ipynb", handout, [region])) == \
+        code_units("nb.ipynb", strip_markers("nb.ipynb", text))
+
+
+@rubric("Solution regions")
+def test_makefile_and_readme_lose_instructor_parts():
+    makefile = ("test:\n\tpytest\n\n" + MAKEFILE_BEGIN + "\nhandout:\n\tpython -m tools.x\n"
+                "# END INSTRUCTOR TARGETS\n\nclean:\n\trm -rf dist\n")
+    assert strip_instructor_targets(makefile) == "test:\n\tpytest\n\nclean:\n\trm -rf dist\n"
+    with pytest.raises(HandoutError, match="Makefile"):
+        strip_instructor_targets(makefile.replace("# END INSTRUCTOR TARGETS\n", ""))
+    readme = ("# Title\n\n## Set-up\nrun it\n\n## For instructors\n### Handout\nsecret\n"
+              "## Instructors: grading\nmore\n## License\nMIT\n")
+    assert strip_instructor_readme(readme) == "# Title\n\n## Set-up\nrun it\n\n## License\nMIT\n"
+
+
+def git_repo(root: Path, files: dict[str, str], untracked: dict[str, str]) -> None:
+    for path, content in {**files, **untracked}.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(content)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", *files], check=True)
+
+
+@rubric("Handout tree")
+def test_build_on_a_synthetic_repository(tmp_path):
+    region = "def f():\n    # TODO: return one\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n"
+    repo = tmp_path / "repo"
+    git_repo(repo, files={
+        "README.md": "# Course\n\nIntro.\n\n## For instructors\nhow to grade\n",
+        "Makefile": f"test:\n\tpytest\n{MAKEFILE_BEGIN}\nhandout:\n\tx\n# END INSTRUCTOR TARGETS\n",
+        "DEVELOPERS.md": "internal\n",
+        "mytorch/__init__.py": "",
+        "mytorch/nn/ops.py": region,
+        "tests/test_ops.py": "from mytorch.nn.ops import f\n",
+        "tests/test_secret.py": f"{INSTRUCTOR_ONLY}\nprint('hidden')\n",
+        "tools/make.py": "print('tool')\n",
+        "autograder/grade.py": "print('grade')\n",
+        ".ci/run": "make test\n",
+    }, untracked={"mytorch/stray.py": "leak = 1\n", "notes.txt": "private\n"})
+    out = tmp_path / "dist" / "handout"
+    handout = main(["--repo", str(repo), "--out", str(out)])
+    assert handout.files == ["Makefile", "README.md", "mytorch/__init__.py", "mytorch/nn/ops.py",
+                             "tests/test_ops.py"]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == \
+        handout.files
+    assert "handout:" not in (out / "Makefile").read_text()
+    readme = (out / "README.md").read_text()
+    assert "how to grade" not in readme
+    assert "`mytorch/nn/ops.py`" in readme and "`f`: return one" in readme
+    with tarfile.open(out.with_name("handout.tar.gz")) as tar:
+        assert sorted(tar.getnames()) == [f"hw4p1/{p}" for p in handout.files]
+    again = tmp_path / "again.tar.gz"
+    write_tarball(handout, again)
+    assert again.read_bytes() == out.with_name("handout.tar.gz").read_bytes()  # reproducible
+    with pytest.raises(HandoutError, match="not empty"):
+        build(repo, out)
+
+
+# ----------------------------------------------------------------------------------------------
+# The handout of this repository
+
+
+@functools.lru_cache(maxsize=None)
+def repo_handout() -> Handout:
+    """This repository's handout, generated once per process into a temporary directory."""
+    parent = Path(tempfile.mkdtemp(prefix="hw4p1-handout-"))
+    atexit.register(shutil.rmtree, parent, ignore_errors=True)
+    handout = build(REPO_ROOT, parent / "handout")
+    check_tree(handout)
+    return handout
+
+
+def component_tests(handout: Handout) -> list[str]:
+    """Test modules that check student code: those the notebook runs and those of TASK_ORDER,
+    that exist in the handout."""
+    names = {name for names in TASK_ORDER.values() for name in names}
+    notebook = handout.out / "HW4P1_nb.ipynb"
+    if notebook.is_file():
+        names |= set(re.findall(r"python -m tests\.(test_\w+)", notebook.read_text()))
+    return sorted(n for n in names if (handout.out / "tests" / f"{n}.py").is_file())
+
+
+DRIVER = """
+import importlib, json, sys
+from tests.testing_framework import _call, collect
+results = {}
+for name in sys.argv[2:]:
+    try:
+        grouped = collect(importlib.import_module("tests." + name))
+    except BaseException as error:
+        results[name] = {"<import>": [type(error).__name__, str(error)]}
+        continue
+    results[name] = {}
+    for tests in grouped.values():
+        for test in tests:
+            try:
+                _call(test)
+                results[name][test.__name__] = None
+            except BaseException as error:
+                results[name][test.__name__] = [type(error).__name__, str(error)]
+with open(sys.argv[1], "w") as file:
+    json.dump(results, file)
+"""
+
+
+def run_tests_in(root: Path, modules: list[str], tmp_path: Path) -> dict[str, dict]:
+    """{module: {test: None if passed else [exception type, message]}} from running ``modules``'
+    rubric tests in one fresh interpreter with ``root`` as working directory."""
+    report = tmp_path / "report.json"
+    env = dict(os.environ, WANDB_MODE="disabled", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=str(root))
+    result = subprocess.run([sys.executable, "-c", DRIVER, str(report), *modules], cwd=root,
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and report.is_file(), result.stdout + result.stderr
+    return json.loads(report.read_text())
+
+
+@rubric("Handout tree")
+def test_handout_leaves_out_instructor_files():
+    handout = repo_handout()
+    assert handout.regions, "no solution regions found in the repository"
+    for path in handout.files:
+        assert not path.startswith(EXCLUDED_DIRS) and path not in EXCLUDED_FILES, path
+        assert "__pycache__" not in path and not path.endswith(".pyc"), path
+        if path.endswith(".py"):
+            first = (handout.out / path).read_text().split("\n", 1)[0]
+            assert first.strip() != INSTRUCTOR_ONLY, path
+    assert Path(__file__).relative_to(REPO_ROOT).as_posix() not in handout.files
+    if "Makefile" in handout.files:
+        assert MAKEFILE_BEGIN not in (handout.out / "Makefile").read_text()
+    on_disk = sorted(p.relative_to(handout.out).as_posix()
+                     for p in handout.out.rglob("*") if p.is_file())
+    assert on_disk == handout.files
+
+
+def plain_text(path: str, text: str) -> str:
+    """What a reader sees in a file: for a notebook, its cells' sources rather than JSON."""
+    if not path.endswith(".ipynb"):
+        return text
+    return "".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
+
+
+@rubric("Handout tree")
+def test_no_reference_line_survives_in_the_handout():
+    handout = repo_handout()
+    outside, inside = [], set()
+    for path in handout.files:
+        text = (REPO_ROOT / path).read_text(errors="replace")
+        regions = [r for r in handout.regions if r.path == path]
+        if not regions:
+            outside.append(plain_text(path, text))
+            continue
+        if path.endswith(".ipynb"):  # markdown cells are outside every region
+            outside += ["".join(c["source"]) for c in json.loads(text)["cells"]
+                        if c["cell_type"] != "code"]
+        for cell, lines in code_units(path, text).items():
+            spans = [(r.begin, r.end) for r in regions if r.cell == cell]
+            for number, line in enumerate(lines, start=1):
+                if any(b <= number <= e for b, e in spans):
+                    inside.add(line.strip())
+                else:
+                    outside.append(line)
+    outside_text = "".join(outside)
+    # a line is evidence of a leak if it is substantial and nothing outside the regions has it
+    telltale = sorted(line for line in inside if len(line) >= 16 and not line.startswith("#")
+                      and line not in outside_text)
+    assert telltale, "no reference line is distinctive enough to test"
+    for path in handout.files:
+        text = plain_text(path, (handout.out / path).read_text(errors="replace"))
+        leaked = [line for line in telltale if line in text]
+        assert not leaked, f"{path} contains reference code: {leaked[:3]}"
+
+
+@rubric("Handout behaviour")
+def test_handout_imports_cleanly():
+    check_imports(repo_handout().out)
+
+
+@rubric("Handout behaviour")
+def test_component_tests_fail_with_not_implemented_naming_the_piece(tmp_path):
+    handout = repo_handout()
+    modules = component_tests(handout)
+    assert modules, "no component test module found in the handout"
+    messages = {region.message for region in handout.regions}
+    results = run_tests_in(handout.out, modules, tmp_path)
+    for module, outcomes in results.items():
+        failures = {test: error for test, error in outcomes.items() if error is not None}
+        assert failures, f"{module}: every test passes on the handout, so none tests student code"
+        for test, (kind, message) in failures.items():
+            assert kind == "NotImplementedError", f"{module}.{test} failed with {kind}: {message}"
+            assert message in messages, f"{module}.{test}: stub message {message!r} is unknown"
+
+
+@rubric("Handout behaviour")
+@pytest.mark.slow
+def test_restored_handout_is_the_solution_and_passes(tmp_path):
+    handout = repo_handout()
+    restored = tmp_path / "restored"
+    shutil.copytree(handout.out, restored)
+    for path in sorted({r.path for r in handout.regions}):
+        regions = [r for r in handout.regions if r.path == path]
+        text = restore_text(path, (restored / path).read_text(), regions)
+        (restored / path).write_text(text)
+        source = strip_markers(path, (REPO_ROOT / path).read_text())
+        assert code_units(path, text) == code_units(path, source), path
+    modules = [m for m in RESTORED_SAMPLE if m in component_tests(handout)]
+    results = run_tests_in(restored, modules, tmp_path)
+    failed = {f"{module}.{test}": error for module, outcomes in results.items()
+              for test, error in outcomes.items() if error is not None}
+    assert not failed, f"the restored handout fails: {failed}"
+
+
+if __name__ == "__main__":
+    run_module(__name__)
