@@ -1,0 +1,288 @@
+"""Run-folder bookkeeping shared by every trainer: devices, logging, plots and checkpoints.
+
+A trainer owns one run folder ``<training.expts_dir>/<run_name>/``::
+
+    config.yaml        the full, validated config of the run
+    model_arch.txt     the architecture printout and parameter counts
+    checkpoints/       checkpoint-best-metric-model.pth, checkpoint-last-epoch-model.pth
+    metrics/           epoch_<k>.json per epoch, history.json, loss.png, perplexity.png
+    attn/              attention-map PNGs
+    text/              generated samples (JSON)
+
+Subclasses implement ``train``, ``evaluate`` and ``generate``; everything that only writes files
+or restores state lives here, so the student-facing subclass stays about the learning itself.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from torch import nn
+
+CHECKPOINT_BEST = "checkpoint-best-metric-model.pth"
+CHECKPOINT_LAST = "checkpoint-last-epoch-model.pth"
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``None`` or ``"auto"`` picks CUDA when available, else the CPU."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def describe_model(model: nn.Module) -> str:
+    """The module printout followed by parameter counts per top-level child and in total.
+
+    Shared (tied) parameters are counted once, under the first module that owns them.
+    """
+    lines = [str(model), "", "Parameters per top-level module (tied weights counted once):"]
+    seen: set[int] = set()
+    total = trainable = 0
+    for child_name, child in model.named_children():
+        count = 0
+        for param in child.parameters():
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
+            count += param.numel()
+            trainable += param.numel() if param.requires_grad else 0
+        total += count
+        lines.append(f"  {child_name:<24s} {count:>12,d}")
+    lines += [f"  {'total':<24s} {total:>12,d}", f"  {'trainable':<24s} {trainable:>12,d}"]
+    return "\n".join(lines) + "\n"
+
+
+def capture_rng_states() -> dict[str, Any]:
+    """Every random state a training step draws from (Python, numpy, torch CPU and CUDA)."""
+    states = {"python": random.getstate(), "numpy": np.random.get_state(),
+              "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_rng_states(states: dict[str, Any]) -> None:
+    """Inverse of :func:`capture_rng_states`."""
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def atomic_write_bytes(path: Path, write) -> None:
+    """Call ``write(tmp_path)`` then rename the file onto ``path``.
+
+    ``os.replace`` is atomic on one file system, so a crash mid-write leaves the previous file
+    intact rather than a truncated one.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, payload: Any) -> None:
+    """Write ``payload`` as indented JSON, atomically."""
+    atomic_write_bytes(path, lambda tmp: tmp.write_text(json.dumps(payload, indent=2) + "\n"))
+
+
+class BaseTrainer(ABC):
+    """Owns the model, the run folder and the training state that a checkpoint restores.
+
+    Args:
+        model: the network; moved to ``device``.
+        tokenizer: the run's tokenizer (``pad_id``, ``eos_id``, ``decode``...).
+        config: the full validated config dict (sections ``training``, ``optimizer``...).
+        run_name: name of the run folder under ``config["training"]["expts_dir"]``.
+        config_file: path of the YAML the config came from (recorded in the run folder).
+        device: ``"cpu"``, ``"cuda"``, ...; None picks CUDA when available.
+
+    The caller sets ``self.optimizer`` and ``self.scheduler`` before training.
+    """
+
+    def __init__(self, model: nn.Module, tokenizer, config: dict[str, Any], run_name: str,
+                 config_file: str | Path | None, device: str | torch.device | None = None):
+        self.config = config
+        self.training_config = config.get("training", {})
+        self.device = resolve_device(device if device is not None else self.training_config.get("device"))
+        self.model = model.to(self.device)
+        self.tokenizer = tokenizer
+        self.run_name = run_name
+        self.config_file = None if config_file is None else str(config_file)
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler = None
+        # Mixed precision only pays (and only works with GradScaler) on CUDA.
+        self.use_amp = bool(self.training_config.get("use_amp", True)) and self.device.type == "cuda"
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
+
+        self.current_epoch = 0      # completed epochs
+        self.global_step = 0        # optimizer updates so far
+        self.best_metric = math.inf
+        self.history: list[dict[str, Any]] = []
+
+        self.expt_root = Path(self.training_config.get("expts_dir", "expts")) / run_name
+        self.checkpoint_dir = self.expt_root / "checkpoints"
+        self.metrics_dir = self.expt_root / "metrics"
+        self.attn_dir = self.expt_root / "attn"
+        self.text_dir = self.expt_root / "text"
+        for folder in (self.checkpoint_dir, self.metrics_dir, self.attn_dir, self.text_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.expt_root / "config.yaml",
+                           lambda tmp: tmp.write_text(yaml.safe_dump(config, sort_keys=False)))
+        atomic_write_bytes(self.expt_root / "model_arch.txt",
+                           lambda tmp: tmp.write_text(describe_model(self.model)))
+        self.wandb_run = self._init_wandb()
+
+    # ------------------------------------------------------------------ what subclasses provide
+
+    @abstractmethod
+    def train(self, train_loader, val_loader, epochs: int) -> None:
+        """Train until ``epochs`` epochs have completed in total (a resumed run continues)."""
+
+    @abstractmethod
+    def evaluate(self, test_loader) -> tuple[dict[str, float], dict[str, Any]]:
+        """Return (test metrics, generation results)."""
+
+    @abstractmethod
+    def generate(self, loader, generation_config: dict[str, Any] | None = None) -> list[dict]:
+        """Generate continuations of prompts drawn from ``loader.dataset``."""
+
+    # ------------------------------------------------------------------ logging
+
+    def _init_wandb(self):
+        """Start a wandb run when ``training.use_wandb`` is true: offline, never required."""
+        if not self.training_config.get("use_wandb", False):
+            return None
+        import wandb  # imported lazily: most runs never need it
+
+        os.environ.setdefault("WANDB_MODE", "offline")
+        return wandb.init(project=self.training_config.get("wandb_project", "hw4p1"),
+                          name=self.run_name, config=self.config, dir=str(self.expt_root))
+
+    def _log_metrics(self, metrics: dict[str, dict[str, float]], epoch: int) -> None:
+        """Record one epoch: ``metrics = {"train": {...}, "val": {...}, "lr": ...}``.
+
+        Writes ``metrics/epoch_<epoch>.json``, ``metrics/history.json`` and redraws the curves.
+        """
+        record = {"epoch": epoch, "step": self.global_step, **metrics}
+        self.history.append(record)
+        write_json(self.metrics_dir / f"epoch_{epoch:03d}.json", record)
+        write_json(self.metrics_dir / "history.json", self.history)
+        self._plot_curves()
+        if self.wandb_run is not None:
+            flat = {f"{split}/{key}": value for split, values in metrics.items()
+                    if isinstance(values, dict) for key, value in values.items()}
+            self.wandb_run.log({**flat, "epoch": epoch}, step=self.global_step)
+
+    def _plot_curves(self) -> None:
+        """Draw loss.png and perplexity.png (train vs val, per epoch) from ``self.history``."""
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        epochs = [record["epoch"] for record in self.history]
+        for stem, key, ylabel in (("loss", "ce_loss_char", "cross-entropy per character (nats)"),
+                                  ("perplexity", "perplexity_char", "perplexity per character")):
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for split in ("train", "val"):
+                values = [record.get(split, {}).get(key) for record in self.history]
+                if all(value is not None for value in values):
+                    ax.plot(epochs, values, marker="o", label=split)
+            ax.set_xlabel("epoch")
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(self.metrics_dir / f"{stem}.png", dpi=100)
+            plt.close(fig)
+
+    def _save_attention_plot(self, attn: torch.Tensor, epoch: int, name: str) -> Path:
+        """Save one (T, T) attention map as ``attn/<name>_epoch<epoch>.png``."""
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        if attn.dim() != 2:
+            raise ValueError(f"expected a (T, T) attention map, got shape {tuple(attn.shape)}")
+        path = self.attn_dir / f"{name}_epoch{epoch:03d}.png"
+        fig, ax = plt.subplots(figsize=(5, 5))
+        image = ax.imshow(attn.detach().float().cpu().numpy(), cmap="viridis", aspect="auto")
+        fig.colorbar(image, ax=ax)
+        ax.set_xlabel("key position")
+        ax.set_ylabel("query position")
+        ax.set_title(f"{name}, epoch {epoch}")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+
+    def _save_generated_text(self, results: Any, name: str) -> Path:
+        """Save generation results as ``text/<name>.json``."""
+        path = self.text_dir / f"{name}.json"
+        write_json(path, results)
+        return path
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self, filename: str) -> Path:
+        """Write everything a resumed run needs to ``checkpoints/<filename>``, atomically.
+
+        The file holds model, optimizer, scheduler and grad-scaler states, the epoch and step
+        counters, the best validation metric, the metrics history, the config and the RNG states,
+        so that resuming continues exactly as if training had never stopped.
+        """
+        path = self.checkpoint_dir / filename
+        state = {
+            "model_state_dict": self.model.state_dict(),
+            "optimizer_state_dict": None if self.optimizer is None else self.optimizer.state_dict(),
+            "scheduler_state_dict": None if self.scheduler is None else self.scheduler.state_dict(),
+            "scaler_state_dict": self.scaler.state_dict(),
+            "epoch": self.current_epoch,
+            "step": self.global_step,
+            "best_metric": self.best_metric,
+            "history": self.history,
+            "config": self.config,
+            "rng_states": capture_rng_states(),
+        }
+        atomic_write_bytes(path, lambda tmp: torch.save(state, tmp))
+        return path
+
+    def load_checkpoint(self, path: str | Path, restore_rng: bool = True) -> dict[str, Any]:
+        """Restore the state written by :meth:`save_checkpoint` and return the raw checkpoint.
+
+        Set ``self.optimizer`` and ``self.scheduler`` first so their states are restored too.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {path} does not exist")
+        checkpoint = torch.load(path, map_location=self.device, weights_only=False)
+        self.model.load_state_dict(checkpoint["model_state_dict"])
+        for name, target in (("optimizer", self.optimizer), ("scheduler", self.scheduler)):
+            saved = checkpoint.get(f"{name}_state_dict")
+            if target is not None and saved is not None:
+                target.load_state_dict(saved)
+            elif target is not None:
+                raise ValueError(f"checkpoint {path} has no {name} state but this trainer has a {name}")
+        if checkpoint.get("scaler_state_dict"):
+            self.scaler.load_state_dict(checkpoint["scaler_state_dict"])
+        self.current_epoch = int(checkpoint["epoch"])
+        self.global_step = int(checkpoint["step"])
+        self.best_metric = float(checkpoint["best_metric"])
+        self.history = list(checkpoint.get("history", []))
+        if restore_rng:
+            restore_rng_states(checkpoint["rng_states"])
+        return checkpoint
+
+    def cleanup(self) -> None:
+        """Close the wandb run, if any. Call once the trainer is no longer needed."""
+        if self.wandb_run is not None:
+            self.wandb_run.finish()
+            self.wandb_run = None

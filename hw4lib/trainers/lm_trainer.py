@@ -1,0 +1,370 @@
+"""Training, evaluation and generation for the decoder-only language model.
+
+The evaluation metric
+---------------------
+:func:`evaluate_language_model` defines the numbers every run reports and the autograder checks.
+Over a loader of ``(padded_shifted, padded_golden, lengths)`` batches it sums the next-token
+negative log-likelihood, in nats, of every non-pad target (each transcript's ``[EOS]`` included):
+
+    NLL = - sum over transcripts s, positions t < len(s) of  log p(golden[s, t] | shifted[s, :t+1])
+
+and divides it by two different counts:
+
+    ce_loss_token = NLL / (number of targets)              perplexity_token = exp(ce_loss_token)
+    ce_loss_char  = NLL / (characters of the transcripts)  perplexity_char  = exp(ce_loss_char)
+
+The per-token numbers depend on the tokenizer (a 10k-word vocabulary has fewer, harder targets than
+a character one); the per-character numbers do not, so ``perplexity_char`` compares models across
+tokenizers, and it is the one the pass mark is set on. Every target is scored with plain
+cross-entropy (no label smoothing) in float32, in eval mode.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from hw4lib.decoding import SequenceGenerator
+from hw4lib.utils.create_lr_scheduler import scheduler_interval
+
+from .base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST, BaseTrainer, write_json
+
+GENERATION_DEFAULTS = {
+    "method": "greedy",      # greedy | beam | sample
+    "num_samples": 10,       # prompts drawn from the loader's dataset
+    "prompt_length": 10,     # tokens of each prompt after [SOS]
+    "seed": 0,               # picks the prompts, and the draws of sampling
+    "max_length": 100,       # total tokens (prompt included) at which generation stops
+    "temperature": 1.0,
+    "repeat_penalty": 1.0,
+    "beam_width": 3,
+    "top_k": 0,
+    "top_p": 1.0,
+}
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Raised when a loss becomes NaN or infinite; training stops and keeps its last good checkpoint."""
+
+
+def language_model_metrics(total_nll: float, total_tokens: int, total_chars: int) -> dict[str, float]:
+    """The four metrics from a summed NLL (nats) and its two denominators (see the module docstring)."""
+    if total_tokens <= 0 or total_chars <= 0:
+        raise ValueError(f"cannot average over {total_tokens} targets and {total_chars} characters")
+    ce_token, ce_char = total_nll / total_tokens, total_nll / total_chars
+    return {"ce_loss_token": ce_token, "ce_loss_char": ce_char,
+            "perplexity_token": _safe_exp(ce_token), "perplexity_char": _safe_exp(ce_char),
+            "num_tokens": int(total_tokens), "num_chars": int(total_chars)}
+
+
+def _safe_exp(value: float) -> float:
+    """exp that returns inf instead of raising OverflowError for a diverged loss."""
+    return math.exp(value) if value < 700 else math.inf
+
+
+@torch.no_grad()
+def evaluate_language_model(model: nn.Module, loader: Iterable, device: str | torch.device,
+                            total_chars: int | None = None) -> dict[str, float]:
+    """Score ``model`` on every batch of ``loader``; the metric the trainer and the grader share.
+
+    Args:
+        model: maps ``(padded_shifted (N, T) int64, lengths (N,) int64)`` to ``(logits (N, T, K),
+            attention dict)``, like ``DecoderOnlyTransformer``. Evaluated in eval mode; its
+            train/eval mode is restored afterwards.
+        loader: yields ``(padded_shifted, padded_golden, lengths)``; only the first ``lengths[i]``
+            positions of row i are targets, so the pad id does not matter here.
+        device: where to run the model.
+        total_chars: characters of the transcripts the loader covers; by default
+            ``loader.dataset.total_chars`` (an ``LMDataset``).
+
+    Returns:
+        ``{"ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char", "num_tokens",
+        "num_chars"}``; losses in nats (see the module docstring for the exact definitions).
+    """
+    if total_chars is None:
+        total_chars = getattr(getattr(loader, "dataset", None), "total_chars", None)
+        if total_chars is None:
+            raise ValueError("evaluate_language_model: pass total_chars, or a loader whose dataset "
+                             "has a total_chars attribute (an LMDataset)")
+    was_training = model.training
+    model.eval()
+    total_nll = torch.zeros((), dtype=torch.float64)
+    total_tokens = 0
+    try:
+        for padded_shifted, padded_golden, lengths in loader:
+            padded_shifted, padded_golden = padded_shifted.to(device), padded_golden.to(device)
+            lengths = lengths.to(device)
+            logits, _ = model(padded_shifted, lengths)
+            positions = torch.arange(padded_golden.size(1), device=device)
+            is_target = positions.unsqueeze(0) < lengths.unsqueeze(1)                  # (N, T)
+            nll = F.cross_entropy(logits.float().transpose(1, 2), padded_golden, reduction="none")
+            total_nll += nll[is_target].sum(dtype=torch.float64).cpu()
+            total_tokens += int(is_target.sum())
+    finally:
+        model.train(was_training)
+    return language_model_metrics(float(total_nll), total_tokens, int(total_chars))
+
+
+def generation_configs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The named generation settings of a config: ``{"greedy": {...}, "beam": {...}, ...}``.
+
+    ``config["generation"]`` holds shared keys (``num_samples``, ``prompt_length``, ``seed``,
+    ``max_length``) and one sub-dict per strategy; each strategy's keys override the shared ones
+    and its ``method`` defaults to the sub-dict's name.
+    """
+    section = config.get("generation") or {}
+    shared = {k: v for k, v in section.items() if not isinstance(v, dict)}
+    return {name: {**GENERATION_DEFAULTS, **shared, "method": name, **options}
+            for name, options in section.items() if isinstance(options, dict)}
+
+
+class LMTrainer(BaseTrainer):
+    """Trains a ``DecoderOnlyTransformer`` to predict the next token, and evaluates it.
+
+    The ``training:`` config section drives it: ``epochs``, ``gradient_accumulation_steps`` (batches
+    per optimizer update), ``grad_clip_norm`` (0 disables clipping), ``use_amp`` (float16 autocast,
+    CUDA only), ``label_smoothing``, ``samples_every`` (greedy samples on the validation set every
+    that many epochs; 0 disables), ``progress_bar``.
+
+    Usage (what ``hw4lib.train`` and the notebook do)::
+
+        trainer = LMTrainer(model, tokenizer, config, run_name, config_file)
+        trainer.optimizer = create_optimizer(model, config["optimizer"])
+        trainer.scheduler = create_scheduler(trainer.optimizer, config["scheduler"], train_loader, accum)
+        trainer.train(train_loader, val_loader, epochs=config["training"]["epochs"])
+        test_metrics, generations = trainer.evaluate(test_loader)
+    """
+
+    def __init__(self, model: nn.Module, tokenizer, config: dict[str, Any], run_name: str,
+                 config_file=None, device=None):
+        super().__init__(model, tokenizer, config, run_name, config_file, device)
+        self.accumulation_steps = int(self.training_config.get("gradient_accumulation_steps", 1))
+        self.grad_clip_norm = float(self.training_config.get("grad_clip_norm", 0.0))
+        label_smoothing = float(self.training_config.get("label_smoothing", 0.0))
+        # TODO: self.criterion = cross-entropy over (N*T, K) logits that ignores targets equal to
+        #       the tokenizer's pad id and applies label_smoothing
+        # BEGIN SOLUTION
+        self.criterion = nn.CrossEntropyLoss(ignore_index=self.tokenizer.pad_id,
+                                             label_smoothing=label_smoothing)
+        # END SOLUTION
+
+    # ------------------------------------------------------------------ one epoch
+
+    def _train_epoch(self, dataloader) -> tuple[dict[str, float], torch.Tensor]:
+        """One pass over ``dataloader``, updating the weights every ``accumulation_steps`` batches.
+
+        Returns:
+            metrics: ``ce_loss_token`` ... ``perplexity_char`` of the training loss (which
+                includes label smoothing when it is on) averaged over the epoch's targets.
+            attn: (T, T) head-averaged attention of the last layer for the first sequence of the
+                epoch's last batch, cropped to its length (for plotting).
+
+        Each batch: forward under autocast (a no-op on CPU), loss = criterion over the flattened
+        logits (N*T, K) and targets (N*T,), backward of ``loss / accumulation_steps`` through
+        ``self.scaler`` (so accumulated gradients average over the window), then
+        ``self._optimizer_step()`` at the end of each window and of the epoch.
+        """
+        self.model.train()
+        total_nll, total_tokens, attn = 0.0, 0, None
+        self.optimizer.zero_grad(set_to_none=True)
+        progress = tqdm(dataloader, desc=f"[epoch {self.current_epoch + 1}] train", leave=False,
+                        dynamic_ncols=True, disable=not self.training_config.get("progress_bar", True))
+        for batch_index, (padded_shifted, padded_golden, lengths) in enumerate(progress):
+            padded_shifted = padded_shifted.to(self.device)
+            padded_golden = padded_golden.to(self.device)
+            lengths = lengths.to(self.device)
+            with torch.autocast(device_type=self.device.type, dtype=torch.float16, enabled=self.use_amp):
+                # TODO: logits (N, T, K) and attention dict from the model; loss = self.criterion on
+                #       logits flattened to (N*T, K) and padded_golden flattened to (N*T,)
+                # BEGIN SOLUTION
+                logits, attention = self.model(padded_shifted, lengths)
+                loss = self.criterion(logits.reshape(-1, logits.size(-1)), padded_golden.reshape(-1))
+                # END SOLUTION
+            self._check_finite(loss.detach(), f"training batch {batch_index}")
+            # TODO: backpropagate loss / self.accumulation_steps through self.scaler.scale(...)
+            # BEGIN SOLUTION
+            self.scaler.scale(loss / self.accumulation_steps).backward()
+            # END SOLUTION
+            if (batch_index + 1) % self.accumulation_steps == 0 or batch_index + 1 == len(dataloader):
+                self._optimizer_step()
+
+            batch_tokens = int(lengths.sum())
+            total_nll += loss.item() * batch_tokens
+            total_tokens += batch_tokens
+            running = total_nll / total_tokens
+            progress.set_postfix(loss=f"{running:.3f}", ppl_tok=f"{_safe_exp(running):.2f}",
+                                 lr=f"{self.optimizer.param_groups[0]['lr']:.2e}", refresh=False)
+            if batch_index + 1 == len(dataloader) and attention:
+                last_layer = list(attention.values())[-1]  # keys are in layer order
+                attn = last_layer[0, : lengths[0], : lengths[0]].detach().float().cpu()
+        progress.close()
+        metrics = language_model_metrics(total_nll, total_tokens, dataloader.dataset.total_chars)
+        return metrics, attn
+
+    def _optimizer_step(self) -> None:
+        """Unscale, clip, step the optimizer (and a per-step scheduler), and zero the gradients."""
+        if self.grad_clip_norm > 0:
+            self.scaler.unscale_(self.optimizer)
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.global_step += 1
+        if self.scheduler is not None and self._scheduler_interval() == "step":
+            self.scheduler.step()
+
+    def _validate_epoch(self, dataloader) -> dict[str, float]:
+        """Metrics of the current model on ``dataloader`` (see :func:`evaluate_language_model`)."""
+        # TODO: return evaluate_language_model(...) of self.model on dataloader and self.device
+        # BEGIN SOLUTION
+        return evaluate_language_model(self.model, dataloader, self.device)
+        # END SOLUTION
+
+    # ------------------------------------------------------------------ the loop
+
+    def train(self, train_loader, val_loader, epochs: int) -> None:
+        """Train until ``epochs`` epochs are done in total; after ``load_checkpoint`` it continues.
+
+        After each epoch: validation, a per-epoch scheduler step (``reduce_lr`` gets the
+        validation ``ce_loss_char``), metrics JSON and curves, an attention map, greedy samples
+        every ``samples_every`` epochs, then the checkpoints: ``best`` when the validation
+        ``perplexity_char`` improved, ``last`` always. The checkpoints are written last, so the
+        RNG state they hold is exactly the one the next epoch starts from.
+
+        Raises:
+            NonFiniteLossError: a loss became NaN/inf; the checkpoints of the last good epoch stay.
+        """
+        if self.optimizer is None:
+            raise RuntimeError("set trainer.optimizer (and trainer.scheduler) before calling train()")
+        samples_every = int(self.training_config.get("samples_every", 0))
+        for epoch in range(self.current_epoch + 1, epochs + 1):
+            start = time.perf_counter()
+            # TODO: train_metrics, train_attn = one training epoch on train_loader; then
+            #       val_metrics = one validation epoch on val_loader
+            # BEGIN SOLUTION
+            train_metrics, train_attn = self._train_epoch(train_loader)
+            val_metrics = self._validate_epoch(val_loader)
+            # END SOLUTION
+            self._check_finite(torch.tensor(val_metrics["ce_loss_char"]), "validation")
+            if self.scheduler is not None and self._scheduler_interval() == "epoch":
+                if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+                    self.scheduler.step(val_metrics["ce_loss_char"])
+                else:
+                    self.scheduler.step()
+            self.current_epoch = epoch
+            elapsed = time.perf_counter() - start
+            self._log_metrics({"train": train_metrics, "val": val_metrics,
+                               "lr": self.optimizer.param_groups[0]["lr"], "epoch_seconds": elapsed},
+                              epoch)
+            if train_attn is not None:
+                self._save_attention_plot(train_attn, epoch, "train_last_layer")
+            if samples_every and epoch % samples_every == 0:
+                samples = self.generate(val_loader, {"method": "greedy", "num_samples": 3})
+                self._save_generated_text(samples, f"val_greedy_epoch{epoch:03d}")
+            if val_metrics["perplexity_char"] < self.best_metric:
+                self.best_metric = val_metrics["perplexity_char"]
+                self.save_checkpoint(CHECKPOINT_BEST)
+            self.save_checkpoint(CHECKPOINT_LAST)
+            print(f"epoch {epoch}/{epochs} ({elapsed:.0f}s): "
+                  f"train ce/char {train_metrics['ce_loss_char']:.4f}  "
+                  f"val ppl/char {val_metrics['perplexity_char']:.4f}  "
+                  f"val ppl/token {val_metrics['perplexity_token']:.2f}  "
+                  f"lr {self.optimizer.param_groups[0]['lr']:.2e}", flush=True)
+
+    # ------------------------------------------------------------------ evaluation and generation
+
+    def evaluate(self, test_loader) -> tuple[dict[str, float], dict[str, list[dict]]]:
+        """Test metrics and generations for every strategy in ``config["generation"]``.
+
+        Also writes ``test_metrics.json`` and ``test_generated_results.json`` into the run folder.
+
+        Returns:
+            test_metrics: as :func:`evaluate_language_model`.
+            generation_results: ``{strategy name: list of samples}`` (see :meth:`generate`).
+        """
+        # TODO: test_metrics = evaluate_language_model(...) on test_loader; generation_results =
+        #       {name: self.generate(test_loader, settings)} for name, settings in
+        #       generation_configs(self.config).items()
+        # BEGIN SOLUTION
+        test_metrics = evaluate_language_model(self.model, test_loader, self.device)
+        generation_results = {name: self.generate(test_loader, settings)
+                              for name, settings in generation_configs(self.config).items()}
+        # END SOLUTION
+        self._write_run_file("test_metrics.json", test_metrics)
+        self._write_run_file("test_generated_results.json", generation_results)
+        return test_metrics, generation_results
+
+    def generate(self, loader, generation_config: dict[str, Any] | None = None) -> list[dict]:
+        """Continue prompts cut from ``loader.dataset`` with one decoding strategy.
+
+        Args:
+            loader: its dataset provides ``sample_prompts(num_samples, prompt_length, seed)``.
+            generation_config: keys of ``GENERATION_DEFAULTS``; ``method`` is ``greedy``, ``beam``
+                (the best of ``beam_width`` beams is kept) or ``sample`` (drawn with a generator
+                seeded by ``seed``, so the global RNG is untouched and the result repeatable).
+
+        Returns:
+            One dict per prompt: ``prompt``, ``original`` (the full transcript), ``generated`` (the
+            continuation after the prompt, cut after the first [EOS]), ``score`` (summed
+            log-probability of the generated tokens).
+        """
+        settings = {**GENERATION_DEFAULTS, **(generation_config or {})}
+        method = settings["method"]
+        if method not in ("greedy", "beam", "sample"):
+            raise ValueError(f"generation method must be greedy, beam or sample, got {method!r}")
+        prompts, originals = loader.dataset.sample_prompts(
+            settings["num_samples"], settings["prompt_length"], seed=settings["seed"])
+        max_length = min(int(settings["max_length"]), self.model.max_len)
+        generator = SequenceGenerator(self.model.score, self.tokenizer, max_length, self.device)
+        self.model.eval()
+        with torch.no_grad():
+            # TODO: seqs (N, T') and scores (N,) from generator.generate_greedy / generate_beam
+            #       (keep beam 0, the best) / generate_sample with the settings; then cut each
+            #       sequence after its first EOS with SequenceGenerator.post_process_sequence
+            # BEGIN SOLUTION
+            if method == "greedy":
+                seqs, scores = generator.generate_greedy(
+                    prompts, temperature=settings["temperature"], repeat_penalty=settings["repeat_penalty"])
+            elif method == "beam":
+                seqs, scores = generator.generate_beam(
+                    prompts, beam_width=settings["beam_width"], temperature=settings["temperature"],
+                    repeat_penalty=settings["repeat_penalty"])
+                seqs, scores = seqs[:, 0], scores[:, 0]
+            else:
+                draws = torch.Generator(device=self.device).manual_seed(settings["seed"])
+                seqs, scores = generator.generate_sample(
+                    prompts, temperature=settings["temperature"], top_k=settings["top_k"],
+                    top_p=settings["top_p"], generator=draws)
+            sequences = SequenceGenerator.post_process_sequence(seqs, self.tokenizer)
+            # END SOLUTION
+        prompt_length = prompts.size(1)
+        return [{"prompt": self.tokenizer.decode(prompt.tolist(), skip_special_tokens=True),
+                 "original": self.tokenizer.decode(original.tolist(), skip_special_tokens=True),
+                 "generated": self.tokenizer.decode(sequence[prompt_length:].tolist(),
+                                                    skip_special_tokens=True),
+                 "score": float(score)}
+                for prompt, original, sequence, score in zip(prompts, originals, sequences, scores)]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _scheduler_interval(self) -> str:
+        return scheduler_interval(self.config.get("scheduler") or {})
+
+    def _check_finite(self, loss: torch.Tensor, where: str) -> None:
+        """Stop training on a NaN/inf loss with a message saying what to do next."""
+        if torch.isfinite(loss).all():
+            return
+        last = self.checkpoint_dir / CHECKPOINT_LAST
+        kept = (f"the last good checkpoint (epoch {self.current_epoch}) is {last}"
+                if last.is_file() else "no checkpoint was written yet")
+        raise NonFiniteLossError(
+            f"loss became {loss.item()} in epoch {self.current_epoch + 1}, {where}; training stopped "
+            f"and {kept}. Lower optimizer.lr, enable training.grad_clip_norm or add warm-up.")
+
+    def _write_run_file(self, name: str, payload: Any) -> None:
+        write_json(self.expt_root / name, payload)
