@@ -41,11 +41,11 @@ from autograder.safe_tar import Extraction, HandinError, extract_handin
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
 REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
-# Written by tools/make_autograde.py: the driver only runs inside a built autograder, never in the
+# Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
 # repository, whose hw4lib it would otherwise delete.
 BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
 HIDDEN_TESTS_MODULE = "autograder.hidden_tests.test_mytorch_hidden"
-MAX_CHILD_FILE_BYTES = 64 * 2**20  # a child writing more than this to one file is stopped
+MAX_CHILD_FILE_BYTES = 64 * 2**20  # student code writing a bigger file than this is stopped
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -56,7 +56,6 @@ class ChildRun:
     returncode: int | None  # None when it was killed at the time limit
     seconds: float
     output: str  # head and tail of stdout+stderr, control characters removed
-    omitted_bytes: int
 
     @property
     def timed_out(self) -> bool:
@@ -64,15 +63,17 @@ class ChildRun:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description="Grade a hw4p1 handin.tar; prints the scores line last.")
     parser.add_argument("handin", type=Path, help="the student's handin.tar")
     parser.add_argument("--work", type=Path, default=AUTOGRADE_ROOT.parent / "work",
-                        help="scratch folder, created fresh (default: beside the autograder)")
+                        help="scratch folder, emptied first (default: beside the autograder)")
     parser.add_argument("--autograde-tar", type=Path,
                         help="the autograde.tar this autograder came in: deleted with the hidden set "
                              "before student code runs")
-    parser.add_argument("--mytorch-timeout", type=float, default=rubric.MYTORCH_TIMEOUT_S)
-    parser.add_argument("--model-timeout", type=float, default=rubric.MODEL_TIMEOUT_S)
+    parser.add_argument("--mytorch-timeout", type=float, default=rubric.MYTORCH_TIMEOUT_S,
+                        help="seconds allowed to each mytorch category")
+    parser.add_argument("--model-timeout", type=float, default=rubric.MODEL_TIMEOUT_S,
+                        help="seconds allowed to rebuild and evaluate the model")
     args = parser.parse_args(argv)
     scores = rubric.zero_scores()
     try:
@@ -98,7 +99,6 @@ def grade(args: argparse.Namespace, scores: dict[str, float]) -> None:
         shutil.rmtree(work)
     for sub in ("home", "tmp"):
         (work / sub).mkdir(parents=True)
-    env = child_environment(work)
 
     section("Unpacking handin.tar")
     try:
@@ -110,21 +110,26 @@ def grade(args: argparse.Namespace, scores: dict[str, float]) -> None:
     report_extraction(handin)
 
     section(f"{rubric.LM_CATEGORY} ({rubric.LM_POINTS} points)")
-    scores[rubric.LM_CATEGORY] = grade_language_model(handin, work, env, args.model_timeout)
+    thresholds = build_info.get("lm_thresholds", {})
+    scores[rubric.LM_CATEGORY] = grade_language_model(
+        handin, work, args.model_timeout,
+        thresholds.get("full_marks_ppl", rubric.FULL_MARKS_PPL),
+        thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL))
     remove_secrets(work, args.autograde_tar)
 
     for category, points in rubric.MYTORCH_RUBRIC.items():
         section(f"{category} ({points} points)")
-        scores[category] = grade_mytorch_category(category, handin, work, env, args.mytorch_timeout)
+        scores[category] = grade_mytorch_category(category, handin, work, args.mytorch_timeout)
 
 
-def child_environment(work: Path) -> dict[str, str]:
-    """The environment of every child: our packages importable, caches and temp files under work/."""
+def child_environment(work: Path, python_path: list[Path]) -> dict[str, str]:
+    """A child's environment: ``python_path`` importable first, caches and temp files under work/."""
     env = {key: value for key, value in os.environ.items()
-           if key not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONUSERBASE")}
+           if key not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONSAFEPATH",
+                          "PYTHONUSERBASE")}
     tmp = work / "tmp"
     env.update({
-        "PYTHONPATH": str(AUTOGRADE_ROOT),
+        "PYTHONPATH": os.pathsep.join(str(path) for path in python_path),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         "PYTHONNOUSERSITE": "1",
@@ -136,7 +141,6 @@ def child_environment(work: Path) -> dict[str, str]:
         "MPLCONFIGDIR": str(tmp / "matplotlib"),
         "XDG_CACHE_HOME": str(tmp / "cache"),
         "TORCH_HOME": str(tmp / "torch"),
-        "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "2"),
     })
     return env
 
@@ -149,30 +153,31 @@ def report_extraction(handin: Extraction) -> None:
         print(f"  note: {note}")
 
 
-def grade_language_model(handin: Extraction, work: Path, env: dict[str, str], timeout: float) -> float:
+def grade_language_model(handin: Extraction, work: Path, timeout: float,
+                         full_marks_ppl: float, zero_marks_ppl: float) -> float:
     """Rebuild and evaluate the handed-in model in a child process; return the points earned."""
     missing = [name for name in ("config.yaml", "model_state_dict.pt") if name not in handin.files]
     if missing:
-        print(f"  the handin has no {' or '.join(missing)}: run `make handin` after training. 0 points")
+        print(f"  the handin has no {' and no '.join(missing)}: run `make handin` after training. 0 points")
         return 0
     result_path = work / "lm" / "result.json"
     command = [sys.executable, "-m", "autograder.grade_model",
                "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
                "--work", str(work / "lm"), "--out", str(result_path)]
-    run = run_child(command, cwd=AUTOGRADE_ROOT, env=env, timeout=timeout)
+    run = run_child(command, cwd=AUTOGRADE_ROOT, env=child_environment(work, [AUTOGRADE_ROOT]),
+                    timeout=timeout)
     print(indent(run.output))
     if run.timed_out:
-        print(f"  evaluating the model took more than {timeout:.0f} s (the limit); 0 points")
+        print(f"  evaluating the model took more than the {timeout:.0f} s limit. 0 points")
         return 0
     result = read_json(result_path)
     if run.returncode != 0 or not isinstance(result, dict) or "perplexity_char" not in result:
-        error = result.get("error") if isinstance(result, dict) else None
-        print(f"  the model could not be evaluated: {error or 'the evaluation failed (see above)'}. 0 points")
+        print("  the model could not be evaluated (see above). 0 points")
         return 0
     perplexity = result["perplexity_char"]
-    points = rubric.lm_score(perplexity)
-    print(f"  per-character perplexity on the hidden test set: {perplexity:.4f} "
-          f"(full marks <= {rubric.FULL_MARKS_PPL}, none >= {rubric.ZERO_MARKS_PPL}) "
+    points = rubric.lm_score(perplexity, full_marks_ppl, zero_marks_ppl)
+    print(f"  per-character perplexity on the hidden test set: {perplexity:.6f} "
+          f"(full marks <= {full_marks_ppl}, none >= {zero_marks_ppl}, linear in between) "
           f"-> {points}/{rubric.LM_POINTS}   [{run.seconds:.1f} s]")
     report_self_reported_metrics(handin)
     return points
@@ -201,27 +206,27 @@ def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
         autograde_tar.unlink()
 
 
-def grade_mytorch_category(category: str, handin: Extraction, work: Path, env: dict[str, str],
-                           timeout: float) -> float:
+def grade_mytorch_category(category: str, handin: Extraction, work: Path, timeout: float) -> float:
     """Run one category of the hidden mytorch tests on the student's code; return the points earned."""
-    if not any(name.startswith("mytorch/") for name in handin.files):
-        print("  the handin has no mytorch/ .py files. 0 points")
-        return 0
-    command = [sys.executable, "-m", HIDDEN_TESTS_MODULE, "--category", category, "--json"]
-    # The child's working directory holds only the student's files, so their mytorch package is
-    # the first on sys.path and nothing they handed in can shadow the grader's own modules.
-    run = run_child(command, cwd=work / "handin", env=env, timeout=timeout,
-                    max_file_bytes=MAX_CHILD_FILE_BYTES)
-    print(indent(run.output))
     points = rubric.MYTORCH_RUBRIC[category]
+    if not any(name.startswith("mytorch/") for name in handin.files):
+        print(f"  the handin has no mytorch/ .py files. 0/{points}")
+        return 0
+    student = work / "handin"
+    command = [sys.executable, "-m", HIDDEN_TESTS_MODULE, "--category", category, "--json"]
+    # The student's folder holds nothing importable but mytorch/ (safe_tar extracts nothing else
+    # with a .py suffix), so it can go first on sys.path without shadowing the grader's modules.
+    run = run_child(command, cwd=student, env=child_environment(work, [student, AUTOGRADE_ROOT]),
+                    timeout=timeout, max_file_bytes=MAX_CHILD_FILE_BYTES)
+    print(indent(run.output))
     if run.timed_out:
-        print(f"  => {category}: stopped after the {timeout:.0f} s time limit (an infinite loop, or "
-              f"far too slow). 0/{points}")
+        print(f"  => {category}: stopped at the {timeout:.0f} s time limit (an infinite loop, or far "
+              f"too slow). 0/{points}")
         return 0
     earned = parse_category_score(run.output, category)
     if run.returncode != 0 or earned is None:
         reason = (f"the tests exited with status {run.returncode}" if run.returncode != 0
-                  else "the tests printed no scores line (is something printing after them?)")
+                  else "the tests printed no scores line last (does something print after them?)")
         print(f"  => {category}: {reason}. 0/{points}   [{run.seconds:.1f} s]")
         return 0
     earned = min(max(earned, 0), points)
@@ -248,12 +253,12 @@ def parse_category_score(output: str, category: str) -> float | None:
 
 def run_child(command: list[str], cwd: Path, env: dict[str, str], timeout: float,
               max_file_bytes: int | None = None) -> ChildRun:
-    """Run ``command`` in its own process group; kill the group at ``timeout`` seconds.
+    """Run ``command`` in a new process group; kill the whole group when it ends or times out.
 
     stdout and stderr are read as they come and only the first OUTPUT_HEAD_BYTES and the last
     OUTPUT_TAIL_BYTES are kept, so a flood of prints costs neither memory nor disk.
     """
-    def limit_resources() -> None:
+    def limit_resources() -> None:  # runs in the child between fork and exec
         import resource
 
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -272,21 +277,21 @@ def run_child(command: list[str], cwd: Path, env: dict[str, str], timeout: float
     except subprocess.TimeoutExpired:
         returncode = None
     seconds = time.monotonic() - start
-    _kill_group(process.pid)  # the child, and anything it started and left running
+    _kill_group(process.pid)  # the child at the time limit, and whatever it started and left behind
     process.wait()
     reader.join(timeout=5)
-    return ChildRun(returncode, seconds, capture.text(), capture.omitted)
+    return ChildRun(returncode, seconds, capture.text())
 
 
-def _kill_group(pid: int) -> None:
+def _kill_group(pgid: int) -> None:
     try:
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
+        pass  # the group is already gone
 
 
 class _BoundedCapture:
-    """Keep the head and the tail of a byte stream, count what falls in between."""
+    """Keep the head and the tail of a byte stream; count the bytes dropped in between."""
 
     def __init__(self, stream) -> None:
         self.stream = stream
@@ -311,10 +316,11 @@ class _BoundedCapture:
         tail = _printable(self.tail.decode("utf-8", errors="replace"))
         if not self.omitted:
             return head + tail
-        return f"{head}\n[... {self.omitted} bytes of output omitted ...]\n{tail}"
+        return f"{head}\n[... {self.omitted:,} bytes of output omitted ...]\n{tail}"
 
 
 def _printable(text: str) -> str:
+    """Text with line breaks normalised and other control characters (terminal escapes) removed."""
     return _CONTROL_CHARS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
@@ -327,7 +333,10 @@ def read_json(path: Path):
 
 
 def indent(text: str) -> str:
-    return "\n".join("    | " + line for line in text.rstrip("\n").splitlines()) if text.strip() else "    | (no output)"
+    """Child output, each line prefixed so it cannot be mistaken for the grader's own lines."""
+    if not text.strip():
+        return "    | (no output)"
+    return "\n".join("    | " + line for line in text.rstrip("\n").splitlines())
 
 
 def section(title: str) -> None:
@@ -338,7 +347,8 @@ def print_summary(scores: dict[str, float]) -> None:
     section("Summary")
     for category, points in rubric.RUBRIC.items():
         print(f"  {category:<28s} {scores[category]:>6}/{points}")
-    print(f"  {'Total':<28s} {round(sum(scores.values()), 2):>6}/{sum(rubric.RUBRIC.values())}", flush=True)
+    total = round(sum(scores.values()), 2)
+    print(f"  {'Total':<28s} {total:>6}/{sum(rubric.RUBRIC.values())}", flush=True)
 
 
 if __name__ == "__main__":

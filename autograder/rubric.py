@@ -20,7 +20,9 @@ RUBRIC = {**MYTORCH_RUBRIC, LM_CATEGORY: LM_POINTS}
 
 # Per-character perplexity on the hidden test set: full marks at or below FULL_MARKS_PPL, nothing at
 # or above ZERO_MARKS_PPL, a straight line in between (the homework asks for < 3.5; a model that
-# nearly gets there keeps most of the credit rather than falling off a cliff).
+# nearly gets there keeps most of the credit rather than falling off a cliff). These are the
+# defaults of `python -m tools.make_autograde --full-marks-ppl X --zero-marks-ppl Y`, which writes
+# the values used into the autograder's build_info.json.
 FULL_MARKS_PPL = 3.5
 ZERO_MARKS_PPL = 4.5
 
@@ -52,18 +54,21 @@ MODEL_LIMITS = {  # key: (smallest, largest) accepted integer value
 }
 
 
-def lm_score(perplexity_char: float) -> float:
-    """Points for a per-character perplexity: LM_POINTS at <= FULL_MARKS_PPL, 0 at >= ZERO_MARKS_PPL.
+def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,
+             zero_marks_ppl: float = ZERO_MARKS_PPL) -> float:
+    """Points for a per-character perplexity: LM_POINTS at <= full_marks_ppl, 0 at >= zero_marks_ppl.
 
     Linear in between, rounded to 2 decimals. NaN, infinite and non-numeric values score 0.
     """
+    if not full_marks_ppl < zero_marks_ppl:
+        raise ValueError(f"full_marks_ppl ({full_marks_ppl}) must be below zero_marks_ppl ({zero_marks_ppl})")
     if not isinstance(perplexity_char, (int, float)) or isinstance(perplexity_char, bool):
         return 0.0
-    if not math.isfinite(perplexity_char) or perplexity_char >= ZERO_MARKS_PPL:
+    if not math.isfinite(perplexity_char) or perplexity_char >= zero_marks_ppl:
         return 0.0
-    if perplexity_char <= FULL_MARKS_PPL:
+    if perplexity_char <= full_marks_ppl:
         return float(LM_POINTS)
-    fraction = (ZERO_MARKS_PPL - perplexity_char) / (ZERO_MARKS_PPL - FULL_MARKS_PPL)
+    fraction = (zero_marks_ppl - perplexity_char) / (zero_marks_ppl - full_marks_ppl)
     return round(LM_POINTS * fraction, 2)
 
 

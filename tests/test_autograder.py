@@ -1,0 +1,392 @@
+# hw4p1: instructor-only
+"""Tests of the Autolab autograder (autograder/, tools/make_autograde.py) against its threat model.
+
+    python -m tests.test_autograder        (or: .venv/bin/python -m pytest -q tests/test_autograder.py)
+
+Unit tests check the pieces on hand-built inputs: the handin extraction on archives holding every
+kind of hostile member, the model grading on good and broken state dicts, the child-process runner
+on hangs and floods. The end-to-end tests (slow) build ``dist/autograde.tar`` and the Makefile once
+into a temporary folder, then grade handins exactly as Autolab does (``make`` in a folder holding
+the Makefile, autograde.tar and handin.tar) and check the scores line, the report, and that nothing
+was written outside the grading folder.
+"""
+import functools
+import io
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from autograder import grade, grade_model, rubric
+from autograder.safe_tar import HandinError, extract_handin
+from hw4lib.data import H4Tokenizer
+from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.model import DecoderOnlyTransformer
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Handin extraction": 0, "Scoring": 0, "Model grading": 0, "Child processes": 0,
+          "End to end": 0}
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY_MODEL = {"num_layers": 1, "d_model": 16, "num_heads": 2, "d_ff": 32, "dropout": 0.0,
+              "max_len": 512, "weight_tying": False, "layer_drop_rate": 0.0}
+
+
+# ------------------------------------------------------------------------------------------------
+# Archive builders
+# ------------------------------------------------------------------------------------------------
+
+def regular(name: str, data: bytes = b"x = 1\n") -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), 0o644
+    return info, data
+
+
+def special(name: str, kind: bytes, linkname: str = "") -> tuple[tarfile.TarInfo, None]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, linkname
+    return info, None
+
+
+def write_tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]], mode: str = "w") -> Path:
+    with tarfile.open(path, mode) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def tree(folder: Path) -> set[str]:
+    """Every path under ``folder``, relative, symlinks included."""
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
+
+
+# ------------------------------------------------------------------------------------------------
+# Handin extraction
+# ------------------------------------------------------------------------------------------------
+
+@rubric_category("Handin extraction")
+def test_expected_files_are_extracted_and_the_rest_skipped(tmp_path):
+    members = [regular("handin/config.yaml", b"a: 1\n"), regular("handin/model_state_dict.pt", b"\0" * 10),
+               regular("handin/mytorch/__init__.py"), regular("./handin/mytorch/nn/linear.py"),
+               regular("handin/mytorch/nn/notes.md"), regular("handin/mytorch/nn/bad-name.py"),
+               regular("handin/mytorch/nn/__pycache__/linear.cpython-311.pyc"),
+               regular("handin/extra.py"), regular("handin/test_metrics.json", b"{}")]
+    result = extract_handin(write_tar(tmp_path / "handin.tar", members), tmp_path / "out")
+    assert set(result.files) == {"config.yaml", "model_state_dict.pt", "mytorch/__init__.py",
+                                 "mytorch/nn/linear.py", "test_metrics.json"}
+    assert (tmp_path / "out" / "config.yaml").read_bytes() == b"a: 1\n"
+    assert (tmp_path / "out" / "mytorch/nn/linear.py").read_bytes() == b"x = 1\n"
+    skipped = " ".join(result.notes)
+    for name in ("notes.md", "bad-name.py", "linear.cpython-311.pyc", "extra.py"):
+        assert name in skipped, (name, result.notes)
+    # a handin packed without the leading handin/ folder is read the same way
+    result = extract_handin(write_tar(tmp_path / "flat.tar", [regular("mytorch/nn/linear.py")]),
+                            tmp_path / "flat")
+    assert set(result.files) == {"mytorch/nn/linear.py"}
+
+
+@rubric_category("Handin extraction")
+def test_hostile_members_are_skipped_and_nothing_lands_outside(tmp_path):
+    grading = tmp_path / "grading"
+    grading.mkdir()
+    members = [
+        regular("/tmp/hw4p1_absolute_escape.py"),
+        regular("../escape_parent.py"),
+        regular("handin/../../escape_two_up.py"),
+        regular("handin/mytorch/../../../escape_from_mytorch.py"),
+        special("handin/config.yaml", tarfile.SYMTYPE, "/etc/passwd"),
+        special("handin/mytorch/nn/linear.py", tarfile.SYMTYPE, "../../../../escape_link"),
+        special("handin/model_state_dict.pt", tarfile.LNKTYPE, "/etc/passwd"),
+        special("handin/mytorch/device.py", tarfile.CHRTYPE),
+        special("handin/mytorch/block.py", tarfile.BLKTYPE),
+        special("handin/mytorch/fifo.py", tarfile.FIFOTYPE),
+        regular("handin/mytorch/__init__.py", b"GOOD = 1\n"),
+    ]
+    result = extract_handin(write_tar(grading / "handin.tar", members), grading / "work" / "handin")
+    assert set(result.files) == {"mytorch/__init__.py"}, result.files
+    assert len(result.notes) == len(members) - 1, result.notes
+    expected_reasons = ["absolute", "'..'", "'..'", "'..'", "symbolic link", "symbolic link",
+                        "hard link", "device or a fifo", "device or a fifo", "device or a fifo"]
+    for note, reason in zip(result.notes, expected_reasons):
+        assert reason in note, (reason, note)
+    assert tree(tmp_path) == {"grading", "grading/handin.tar", "grading/work", "grading/work/handin",
+                              "grading/work/handin/mytorch", "grading/work/handin/mytorch/__init__.py"}
+    assert not Path("/tmp/hw4p1_absolute_escape.py").exists()
+
+
+@rubric_category("Handin extraction")
+def test_oversize_duplicate_and_excess_members_are_skipped(tmp_path):
+    big_config = regular("handin/config.yaml", b"#" * (rubric.MAX_SMALL_FILE_BYTES + 1))
+    big_source = regular("handin/mytorch/big.py", b"#" * (rubric.MAX_PY_FILE_BYTES + 1))
+    first, second = regular("handin/mytorch/nn/linear.py", b"FIRST = 1\n"), regular(
+        "handin/mytorch/nn/linear.py", b"SECOND = 1\n")
+    result = extract_handin(write_tar(tmp_path / "a.tar", [big_config, big_source, first, second]),
+                            tmp_path / "a")
+    assert set(result.files) == {"mytorch/nn/linear.py"}
+    assert (tmp_path / "a/mytorch/nn/linear.py").read_bytes() == b"FIRST = 1\n"
+    assert [("limit" in n, "twice" in n) for n in result.notes] == [(True, False), (True, False), (False, True)]
+
+    # A header declaring a state dict over the limit, with no data behind it: refused from the
+    # header alone, before anything is read or written.
+    header = tarfile.TarInfo("handin/model_state_dict.pt")
+    header.size = rubric.MAX_STATE_DICT_BYTES + 1
+    (tmp_path / "huge.tar").write_bytes(header.tobuf(format=tarfile.GNU_FORMAT))
+    result = extract_handin(tmp_path / "huge.tar", tmp_path / "huge")
+    assert not result.files and any("limit" in n for n in result.notes), result.notes
+
+    many = [regular(f"handin/mytorch/m{i}.py") for i in range(rubric.MAX_MEMBERS + 5)]
+    result = extract_handin(write_tar(tmp_path / "many.tar", many), tmp_path / "many")
+    assert len(result.files) == rubric.MAX_MEMBERS
+    assert any("more than" in n for n in result.notes)
+
+
+@rubric_category("Handin extraction")
+def test_unusable_archives_raise_a_clear_error(tmp_path):
+    (tmp_path / "garbage.tar").write_bytes(os.urandom(4096))
+    (tmp_path / "empty.tar").write_bytes(b"")
+    (tmp_path / "folder.tar").mkdir()
+    (tmp_path / "link.tar").symlink_to(write_tar(tmp_path / "real.tar", [regular("handin/config.yaml")]))
+    for name, message in [("garbage.tar", "not a tar archive"), ("empty.tar", "not a tar archive"),
+                          ("missing.tar", "no missing.tar"), ("folder.tar", "not a regular file"),
+                          ("link.tar", "not a regular file")]:
+        with pytest.raises(HandinError, match=message):
+            extract_handin(tmp_path / name, tmp_path / f"out-{name}")
+    # compressed archives are fine
+    result = extract_handin(write_tar(tmp_path / "h.tar.gz", [regular("handin/config.yaml")], "w:gz"),
+                            tmp_path / "gz")
+    assert set(result.files) == {"config.yaml"}
+
+
+# ------------------------------------------------------------------------------------------------
+# Scoring
+# ------------------------------------------------------------------------------------------------
+
+@rubric_category("Scoring")
+def test_lm_score_curve():
+    points = rubric.LM_POINTS
+    assert rubric.lm_score(1.0) == rubric.lm_score(rubric.FULL_MARKS_PPL) == points
+    assert rubric.lm_score(rubric.ZERO_MARKS_PPL) == rubric.lm_score(100.0) == 0
+    middle = (rubric.FULL_MARKS_PPL + rubric.ZERO_MARKS_PPL) / 2
+    assert rubric.lm_score(middle) == pytest.approx(points / 2, abs=0.01)
+    grid = [rubric.FULL_MARKS_PPL + k * 0.01 for k in range(120)]
+    scores = [rubric.lm_score(p) for p in grid]
+    assert all(a >= b for a, b in zip(scores, scores[1:]))
+    for bad in (math.nan, math.inf, -math.inf, "1.0", None, True):
+        assert rubric.lm_score(bad) == 0, bad
+    assert rubric.lm_score(3.0, full_marks_ppl=2.0, zero_marks_ppl=4.0) == pytest.approx(points / 2)
+    with pytest.raises(ValueError):
+        rubric.lm_score(3.0, full_marks_ppl=4.0, zero_marks_ppl=4.0)
+
+
+@rubric_category("Scoring")
+def test_category_score_parsing_takes_only_a_valid_last_line():
+    line = '{"scores": {"Linear": 5}}'
+    assert grade.parse_category_score(f"noise\n{line}\n\n", "Linear") == 5
+    assert grade.parse_category_score(f"{line}\ntrailing print", "Linear") is None
+    assert grade.parse_category_score(line, "Softmax") is None
+    for bad in ('{"scores": {"Linear": NaN}}', '{"scores": {"Linear": true}}', '{"scores": {"Linear": "5"}}',
+                '{"scores": [5]}', "[1, 2]", "", "{"):
+        assert grade.parse_category_score(bad, "Linear") is None, bad
+
+
+# ------------------------------------------------------------------------------------------------
+# Model grading (in process, on a small hidden set)
+# ------------------------------------------------------------------------------------------------
+
+HIDDEN_LINES = ["THE CAPTAIN HOISTED THE SAIL", "IT'S A FINE DAY SAID THE MATE", "A GULL CRIED OVERHEAD"] * 4
+
+
+def make_model_handin(folder: Path, token_type: str = "char", model_config: dict | None = None,
+                      seed: int = 0) -> DecoderOnlyTransformer:
+    """config.yaml and model_state_dict.pt of a freshly initialised model in ``folder``."""
+    model_config = dict(model_config or TINY_MODEL)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, token_type)
+    torch.manual_seed(seed)
+    model = DecoderOnlyTransformer(**model_config, num_classes=tokenizer.vocab_size)
+    torch.save(model.state_dict(), folder / "model_state_dict.pt")
+    config = {"tokenization": {"token_type": token_type}, "model": model_config}
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    return model
+
+
+def make_hidden_set(folder: Path, lines: list[str] = HIDDEN_LINES) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / grade_model.HIDDEN_TEXT_FILE).write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def direct_perplexity_char(model: torch.nn.Module, tokenizer: H4Tokenizer, lines: list[str]) -> float:
+    """exp(total NLL of [tokens, EOS] given [SOS, tokens] / total characters), one line at a time."""
+    model.eval()
+    total_nll = 0.0
+    with torch.no_grad():
+        for text in lines:
+            ids = tokenizer.encode(text)
+            inputs = torch.tensor([[tokenizer.sos_id] + ids])
+            targets = torch.tensor(ids + [tokenizer.eos_id])
+            logits, _ = model(inputs)
+            total_nll -= torch.log_softmax(logits[0].double(), dim=-1)[torch.arange(len(targets)), targets].sum().item()
+    return math.exp(total_nll / sum(len(text) for text in lines))
+
+
+@rubric_category("Model grading")
+def test_grade_model_measures_the_handed_in_weights(tmp_path):
+    hidden = make_hidden_set(tmp_path / "hidden")
+    for token_type in ("char", "1k"):
+        model = make_model_handin(tmp_path / token_type, token_type)
+        result = grade_model.evaluate_handin(tmp_path / token_type, hidden, tmp_path / f"work-{token_type}")
+        tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, token_type)
+        expected = direct_perplexity_char(model, tokenizer, HIDDEN_LINES)
+        assert result["perplexity_char"] == pytest.approx(expected, rel=1e-5), token_type
+        assert result["num_chars"] == sum(len(line) for line in HIDDEN_LINES)
+        assert result["num_utterances"] == len(HIDDEN_LINES)
+
+
+@rubric_category("Model grading")
+def test_grade_model_refuses_broken_configs(tmp_path):
+    hidden = make_hidden_set(tmp_path / "hidden")
+    make_model_handin(tmp_path / "h")
+    good = yaml.safe_load((tmp_path / "h" / "config.yaml").read_text())
+    cases = [
+        ({**good, "tokenization": {"token_type": "50k"}}, "token_type"),
+        ({**good, "tokenization": None}, "token_type"),
+        ({**good, "model": {**TINY_MODEL, "activation": "relu"}}, "unknown keys"),
+        ({**good, "model": {k: v for k, v in TINY_MODEL.items() if k != "d_ff"}}, "missing keys"),
+        ({**good, "model": {**TINY_MODEL, "d_model": "16"}}, "model.d_model must be int"),
+        ({**good, "model": {**TINY_MODEL, "num_layers": True}}, "model.num_layers must be int"),
+        ({**good, "model": {**TINY_MODEL, "d_model": 10**6}}, "outside"),
+        ({**good, "model": {**TINY_MODEL, "num_layers": 48, "d_model": 4096, "num_heads": 32,
+                            "d_ff": 16384}}, "at most"),
+        ({**good, "model": {**TINY_MODEL, "num_heads": 3}}, "divisible"),
+        (["not", "a", "mapping"], "mapping"),
+    ]
+    for config, message in cases:
+        (tmp_path / "h" / "config.yaml").write_text(yaml.safe_dump(config))
+        with pytest.raises(grade_model.GradingError, match=message):
+            grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+    (tmp_path / "h" / "config.yaml").write_text("model: [unclosed\n")
+    with pytest.raises(grade_model.GradingError, match="not valid YAML"):
+        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+    make_model_handin(tmp_path / "short", model_config={**TINY_MODEL, "max_len": 20})
+    with pytest.raises(grade_model.GradingError, match="max_len is 20"):
+        grade_model.evaluate_handin(tmp_path / "short", hidden, tmp_path / "work")
+
+
+@rubric_category("Model grading")
+def test_grade_model_refuses_broken_state_dicts(tmp_path):
+    hidden = make_hidden_set(tmp_path / "hidden")
+    model = make_model_handin(tmp_path / "h")
+    weights = tmp_path / "h" / "model_state_dict.pt"
+    state = model.state_dict()
+
+    class RunsCode:
+        """Unpickling this would create the marker file: weights_only must refuse it."""
+
+        def __reduce__(self):
+            return (open, (str(tmp_path / "pickle_ran_code"), "w"))
+
+    renamed = {("renamed." + k if k.startswith("norm.") else k): v for k, v in state.items()}
+    reshaped = {**state, "final_linear.bias": torch.zeros(7)}
+    cases = [
+        ({**state, "payload": RunsCode()}, "weights_only"),
+        (renamed, "Missing key"),
+        ({**state, "extra.weight": torch.zeros(1)}, "Unexpected key"),
+        (reshaped, "size mismatch"),
+        ({"model_state_dict": state, "epoch": 3}, "model.state_dict()"),
+        ([torch.zeros(2)], "model.state_dict()"),
+    ]
+    for payload, message in cases:
+        torch.save(payload, weights)
+        with pytest.raises(grade_model.GradingError, match=message):
+            grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+    assert not (tmp_path / "pickle_ran_code").exists()
+    weights.write_bytes(b"not a torch file")
+    with pytest.raises(grade_model.GradingError, match="weights_only"):
+        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+    torch.save({**state, "final_linear.bias": torch.full_like(state["final_linear.bias"], math.nan)}, weights)
+    with pytest.raises(grade_model.GradingError, match="NaN"):
+        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+
+
+@rubric_category("Model grading")
+def test_parameter_estimate_matches_the_built_model():
+    for tied in (False, True):
+        for config in (TINY_MODEL, {**TINY_MODEL, "num_layers": 3, "d_model": 24, "num_heads": 4, "d_ff": 40}):
+            config = {**config, "weight_tying": tied}
+            model = DecoderOnlyTransformer(**config, num_classes=37)
+            built = sum(p.numel() for p in model.parameters()) + model.positional_encoding.pe.numel()
+            assert grade_model.estimate_parameters(config, 37) == built, (config, tied)
+
+
+# ------------------------------------------------------------------------------------------------
+# Child processes
+# ------------------------------------------------------------------------------------------------
+
+def python_child(code: str, tmp_path: Path, timeout: float, **kwargs) -> grade.ChildRun:
+    return grade.run_child([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ),
+                           timeout=timeout, **kwargs)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a killed grandchild is reparented and may linger as a zombie until init reaps it
+    state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] if Path(f"/proc/{pid}").exists() else "X"
+    return state not in ("Z", "X")
+
+
+@rubric_category("Child processes")
+def test_child_over_its_time_limit_is_killed_with_its_children(tmp_path):
+    code = ("import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+            "open('grandchild.pid', 'w').write(str(child.pid))\n"
+            "print('started', flush=True)\n"
+            "while True: time.sleep(0.1)\n")
+    start = time.monotonic()
+    run = python_child(code, tmp_path, timeout=3)
+    assert run.timed_out and "started" in run.output
+    assert time.monotonic() - start < 30
+    pid = int((tmp_path / "grandchild.pid").read_text())
+    deadline = time.monotonic() + 5
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process_alive(pid), "the grandchild outlived the time limit"
+
+
+@rubric_category("Child processes")
+def test_child_output_flood_is_bounded_and_keeps_the_last_line(tmp_path):
+    code = ("import sys\n"
+            "for i in range(200_000): sys.stdout.write('spam ' * 20 + '\\x1b[2J\\r\\n')\n"
+            "print('{\"scores\": {\"Linear\": 5}}')\n")
+    run = python_child(code, tmp_path, timeout=60)
+    assert run.returncode == 0
+    assert len(run.output) < rubric.OUTPUT_HEAD_BYTES + rubric.OUTPUT_TAIL_BYTES + 200
+    assert "bytes of output omitted" in run.output and "\x1b" not in run.output
+    assert grade.parse_category_score(run.output, "Linear") == 5
+    run = python_child("import os; os.write(1, b'partial line'); os._exit(3)", tmp_path, timeout=60)
+    assert run.returncode == 3 and run.output == "partial line"
+
+
+@rubric_category("Child processes")
+def test_child_cannot_write_huge_files(tmp_path):
+    code = "open('big.bin', 'wb').write(b'0' * (4 * 2**20))"
+    run = python_child(code, tmp_path, timeout=60, max_file_bytes=2**20)
+    assert run.returncode != 0
+    assert (tmp_path / "big.bin").stat().st_size <= 2**20
+
+
+if __name__ == "__main__":
+    run_module(__name__)
