@@ -26,11 +26,9 @@ from typing import Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from hw4lib.data.lm_dataset import load_transcript, partition_dir
+from hw4lib.data.corpus import ALPHABET, load_transcript
+from hw4lib.data.lm_dataset import partition_dir
 from hw4lib.data.tokenizer import SPECIAL_TOKENS, TOKENIZER_DIR, TOKENIZER_FILES
-
-LIBRISPEECH_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ' "
-
 
 def read_partition(root: str | Path, partition: str) -> list[str]:
     """The transcripts of ``root/partition``, in sorted file order."""
@@ -43,7 +41,7 @@ def train_char_tokenizer(texts: Sequence[str]) -> Tokenizer:
     It is a BPE model without merges, so each character is one token and characters outside the
     alphabet become [UNK]; the Fuse decoder joins the characters back without separators.
     """
-    alphabet = sorted(set(LIBRISPEECH_ALPHABET).union(*map(set, texts)))
+    alphabet = sorted(set(ALPHABET).union(*map(set, texts)))
     vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
     vocab.update({char: len(SPECIAL_TOKENS) + i for i, char in enumerate(alphabet)})
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]"))

@@ -24,23 +24,13 @@ import random
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
+from hw4lib.data.corpus import load_transcript
 from hw4lib.data.tokenizer import H4Tokenizer, resolve_repo_path
-
-
-def load_transcript(path: str | Path) -> str:
-    """The text of one transcript file: a 1-d array of single characters or a 0-d string array."""
-    array = np.load(path, allow_pickle=False)
-    if array.ndim == 0:
-        return str(array.item())
-    if array.dtype == np.dtype("<U1"):
-        return array.tobytes().decode("utf-32-le")  # one vectorised copy instead of a join
-    return "".join(array.tolist())
 
 
 def partition_dir(root: str | Path, partition: str) -> Path:
