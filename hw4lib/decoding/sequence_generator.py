@@ -1,0 +1,297 @@
+"""Turn a next-token scorer into text: greedy search, beam search and sampling.
+
+Every method extends a batch of prompts one token at a time until each sequence has emitted EOS or
+the sequences reach ``max_length`` tokens (prompt included). The model is only seen through
+``score_fn``, so the same code decodes a Transformer, an n-gram table or a hand-written test chain.
+
+Conventions shared by all three searches
+----------------------------------------
+* Scores are summed natural-log probabilities of the generated tokens (the prompt is not scored),
+  without length normalisation, so they rank hypotheses by their joint probability exactly.
+* A sequence is *finished* once it has emitted EOS. Its score then stays frozen, and every later
+  position holds ``tokenizer.pad_id``, because the batch is one rectangular tensor.
+  ``post_process_sequence`` cuts each sequence right after its first EOS, which removes that padding.
+* Prompts are unpadded (N, T) LongTensors of equal length, usually starting with SOS.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+ScoreFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+class SequenceGenerator:
+    """Autoregressive decoding driven by a next-token scoring function.
+
+    Args:
+        score_fn: maps sequences (N, T) int64 to next-token logits (N, V) float; for a
+            ``DecoderOnlyTransformer`` pass ``model.score`` with the model in eval mode.
+        tokenizer: anything with ``eos_id``, ``pad_id``, ``vocab_size`` and ``decode`` (an
+            ``H4Tokenizer`` in practice).
+        max_length: the total length (prompt + generated tokens) at which generation stops.
+        device: where the sequences live; prompts are moved there.
+    """
+
+    def __init__(self, score_fn: ScoreFn, tokenizer, max_length: int, device: str | torch.device):
+        if not callable(score_fn):
+            raise TypeError(f"score_fn must be callable (e.g. model.score), got {type(score_fn).__name__}")
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(f"max_length must be a positive int, got {max_length!r}")
+        self.score_fn = score_fn
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.device = torch.device(device)
+
+    # ----------------------------------------------------------------------------------------
+    # Checks and logit transforms shared by the searches
+    # ----------------------------------------------------------------------------------------
+
+    def _check_prompts(self, x) -> torch.Tensor:
+        """Validate the prompt batch and return it on ``self.device``."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor of token ids with shape (N, T), got {type(x).__name__}")
+        if x.dim() != 2:
+            raise ValueError(
+                f"x must have shape (N, T) (a batch of prompts), got shape {tuple(x.shape)}; "
+                "use x.unsqueeze(0) for a single prompt"
+            )
+        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+            raise TypeError(f"x must hold integer token ids, got dtype {x.dtype}")
+        if x.size(0) == 0 or x.size(1) == 0:
+            raise ValueError(f"x must hold at least one prompt of at least one token (e.g. SOS), got shape {tuple(x.shape)}")
+        if x.size(1) > self.max_length:
+            raise ValueError(
+                f"x: prompts have {x.size(1)} tokens but max_length is {self.max_length}; "
+                "shorten the prompts or raise max_length"
+            )
+        return x.to(device=self.device, dtype=torch.long)
+
+    @staticmethod
+    def _check_positive(name: str, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a number > 0, got {value!r}")
+
+    @staticmethod
+    def _check_sampling(temperature: float, top_k: int, top_p: float) -> None:
+        SequenceGenerator._check_positive("temperature", temperature)
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+            raise ValueError(f"top_k must be an int >= 0 (0 disables it), got {top_k!r}")
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+            raise ValueError(f"top_p must lie in (0, 1] (1 disables it), got {top_p!r}")
+
+    def _apply_repeat_penalty(self, logits: torch.Tensor, sequences: torch.Tensor,
+                              penalty: float = 1.0) -> torch.Tensor:
+        """Discourage tokens that already occur in each sequence (CTRL, Keskar et al. 2019).
+
+        A seen token's positive logit is divided by ``penalty`` and its negative logit multiplied
+        by it, so with ``penalty > 1`` the token always becomes less likely; ``penalty == 1`` is a
+        no-op. Counts do not matter: a token seen once and a token seen ten times get the same
+        penalty.
+
+        Args:
+            logits: (M, V) float next-token logits.
+            sequences: (M, T) int64 tokens generated so far (prompt included), row-aligned with logits.
+            penalty: a number > 0.
+        Returns:
+            (M, V) penalised logits (a new tensor; the input is not modified).
+        """
+        self._check_positive("repeat_penalty", penalty)
+        if penalty == 1.0:
+            return logits
+        seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, sequences, True)
+        penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
+        return torch.where(seen, penalised, logits)
+
+    def _filter_logits(self, logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
+                       top_p: float = 1.0) -> torch.Tensor:
+        """Temperature-scale the logits, then keep only the top-k and/or nucleus (top-p) tokens.
+
+        The filters compose in this order: divide by ``temperature``; keep the ``top_k`` largest
+        logits (exactly k, ties broken by ``torch.topk``; 0 keeps all); then keep the smallest set of
+        most probable remaining tokens whose probability mass reaches ``top_p`` (1 keeps all). The
+        most probable token always survives. Removed tokens get ``-inf``, so a softmax of the result
+        is the renormalised filtered distribution.
+
+        Args:
+            logits: (M, V) float.
+        Returns:
+            (M, V) float filtered logits.
+        """
+        self._check_sampling(temperature, top_k, top_p)
+        logits = logits / temperature
+        if 0 < top_k < logits.size(-1):
+            keep = torch.zeros_like(logits, dtype=torch.bool)
+            keep.scatter_(-1, logits.topk(top_k, dim=-1).indices, True)
+            logits = logits.masked_fill(~keep, float("-inf"))
+        if top_p < 1.0:
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            sorted_probs = sorted_logits.softmax(dim=-1)
+            # A token is dropped when the more probable tokens before it already reach top_p.
+            mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+            drop_sorted = mass_before >= top_p
+            drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
+            logits = logits.masked_fill(drop, float("-inf"))
+        return logits
+
+    # ----------------------------------------------------------------------------------------
+    # Searches
+    # ----------------------------------------------------------------------------------------
+
+    def generate_greedy(self, x: torch.Tensor, temperature: float = 1.0,
+                        repeat_penalty: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Extend each prompt with its most probable next token until EOS or ``max_length``.
+
+        One step, for the whole batch at once (no Python loop over sequences):
+          1. logits = ``self.score_fn(x)``, shape (N, V);
+          2. penalise repeated tokens with ``self._apply_repeat_penalty(logits, x, repeat_penalty)``;
+          3. log_probs = ``log_softmax(logits / temperature)``;
+          4. the next token is the argmax of log_probs; add its log-probability to the score of
+             every sequence that has not finished yet;
+          5. append the next token to ``x``, or ``self.tokenizer.pad_id`` for sequences that had
+             already finished before this step;
+          6. a sequence is finished once the token it just emitted is ``self.tokenizer.eos_id``.
+        Stop as soon as every sequence has finished, or when ``x`` holds ``self.max_length`` tokens.
+
+        Args:
+            x: (N, T) int64 prompts.
+            temperature: > 0; changes the scores, not the chosen tokens.
+            repeat_penalty: > 0; 1.0 disables it.
+        Returns:
+            seqs: (N, T') int64 with T <= T' <= max_length, prompt first.
+            scores: (N,) float summed log-probabilities of each sequence's generated tokens up to
+                and including its first EOS.
+        Hints: torch.where, torch.gather (or indexing), torch.cat, torch.log_softmax, tensor.all().
+        """
+        x = self._check_prompts(x)
+        self._check_positive("temperature", temperature)
+        self._check_positive("repeat_penalty", repeat_penalty)
+        # TODO: greedy-decode the batch: x (N, T) -> (seqs (N, T'), scores (N,)); see the steps above
+        # BEGIN SOLUTION
+        scores = torch.zeros(x.size(0), device=x.device)
+        finished = torch.zeros(x.size(0), dtype=torch.bool, device=x.device)
+        for _ in range(self.max_length - x.size(1)):
+            if finished.all():
+                break
+            logits = self._apply_repeat_penalty(self.score_fn(x), x, repeat_penalty)
+            log_probs = torch.log_softmax(logits / temperature, dim=-1)
+            token_scores, next_tokens = log_probs.max(dim=-1)
+            scores = torch.where(finished, scores, scores + token_scores)
+            next_tokens = torch.where(finished, self.tokenizer.pad_id, next_tokens)
+            x = torch.cat([x, next_tokens.unsqueeze(1)], dim=1)
+            finished = finished | (next_tokens == self.tokenizer.eos_id)
+        return x, scores
+        # END SOLUTION
+
+    def generate_beam(self, x: torch.Tensor, beam_width: int, temperature: float = 1.0,
+                      repeat_penalty: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Beam search: keep the ``beam_width`` most probable hypotheses per prompt at every step.
+
+        All N * beam_width hypotheses are scored in one ``score_fn`` call per step. A finished
+        hypothesis stays in the beam with its frozen score and keeps competing: it contributes one
+        candidate per step (itself, followed by pad), so it is never duplicated. Since every new
+        token can only lower a score, the search stops once all kept hypotheses have finished.
+        Scores are not length-normalised: a beam as wide as the number of possible sequences returns
+        exactly the ``beam_width`` most probable ones.
+
+        Args:
+            x: (N, T) int64 prompts.
+            beam_width: int >= 1 hypotheses kept per prompt (1 is greedy search).
+            temperature, repeat_penalty: as in ``generate_greedy``.
+        Returns:
+            seqs: (N, beam_width, T') int64, best first.
+            scores: (N, beam_width) float summed log-probabilities, descending. A score of -inf
+                marks an empty slot, which only happens when beam_width exceeds the number of
+                distinct continuations.
+        """
+        x = self._check_prompts(x)
+        if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
+            raise ValueError(f"beam_width must be an int >= 1, got {beam_width!r}")
+        self._check_positive("temperature", temperature)
+        self._check_positive("repeat_penalty", repeat_penalty)
+        batch_size, beam = x.size(0), beam_width
+        seqs = x.unsqueeze(1).repeat(1, beam, 1)
+        # The beams start identical; only the first may expand, or the top-k would pick duplicates.
+        scores = torch.full((batch_size, beam), float("-inf"), device=x.device)
+        scores[:, 0] = 0.0
+        finished = torch.zeros(batch_size, beam, dtype=torch.bool, device=x.device)
+        for _ in range(self.max_length - x.size(1)):
+            if finished.all():
+                break
+            flat = seqs.flatten(0, 1)
+            logits = self._apply_repeat_penalty(self.score_fn(flat), flat, repeat_penalty)
+            vocab_size = logits.size(-1)
+            log_probs = torch.log_softmax(logits / temperature, dim=-1).view(batch_size, beam, vocab_size)
+            # A finished beam's only candidate is itself followed by pad, at its frozen score.
+            frozen_candidate = torch.full_like(log_probs[0, 0], float("-inf"))
+            frozen_candidate[self.tokenizer.pad_id] = 0.0
+            step_scores = torch.where(finished.unsqueeze(-1), frozen_candidate, log_probs)
+            candidates = (scores.unsqueeze(-1) + step_scores).view(batch_size, beam * vocab_size)
+            scores, flat_index = candidates.topk(beam, dim=-1)
+            parent, token = flat_index // vocab_size, flat_index % vocab_size
+            seqs = torch.cat([seqs.gather(1, parent.unsqueeze(-1).expand_as(seqs)), token.unsqueeze(-1)], dim=-1)
+            finished = finished.gather(1, parent) | (token == self.tokenizer.eos_id)
+        return seqs, scores
+
+    def generate_sample(self, x: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
+                        top_p: float = 1.0, generator: torch.Generator | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample each next token from the filtered distribution (see ``_filter_logits``).
+
+        Temperature, top-k and top-p compose; with the defaults this is ancestral sampling from
+        the model. Randomness comes from ``generator`` when given (it must live on ``self.device``),
+        otherwise from torch's global RNG, so ``torch.manual_seed`` makes a run repeatable.
+
+        Args:
+            x: (N, T) int64 prompts.
+            temperature: > 0; small values approach greedy search, large ones the uniform distribution.
+            top_k: >= 0, 0 disables it.
+            top_p: in (0, 1], 1 disables it.
+            generator: optional ``torch.Generator`` for the draws.
+        Returns:
+            seqs: (N, T') int64, finished sequences padded as in ``generate_greedy``.
+            scores: (N,) float summed log-probabilities of the sampled tokens under the filtered,
+                renormalised distribution they were drawn from.
+        """
+        x = self._check_prompts(x)
+        self._check_sampling(temperature, top_k, top_p)
+        scores = torch.zeros(x.size(0), device=x.device)
+        finished = torch.zeros(x.size(0), dtype=torch.bool, device=x.device)
+        for _ in range(self.max_length - x.size(1)):
+            if finished.all():
+                break
+            log_probs = torch.log_softmax(self._filter_logits(self.score_fn(x), temperature, top_k, top_p), dim=-1)
+            next_tokens = torch.multinomial(log_probs.exp(), num_samples=1, generator=generator).squeeze(1)
+            token_scores = log_probs.gather(1, next_tokens.unsqueeze(1)).squeeze(1)
+            scores = torch.where(finished, scores, scores + token_scores)
+            next_tokens = torch.where(finished, self.tokenizer.pad_id, next_tokens)
+            x = torch.cat([x, next_tokens.unsqueeze(1)], dim=1)
+            finished = finished | (next_tokens == self.tokenizer.eos_id)
+        return x, scores
+
+    # ----------------------------------------------------------------------------------------
+    # Output clean-up
+    # ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def post_process_sequence(seq: torch.Tensor, tokenizer):
+        """Cut each sequence right after its first EOS (kept); sequences without EOS stay whole.
+
+        Args:
+            seq: (T,), (N, T) or (N, B, T) int64, as returned by the generate methods.
+            tokenizer: anything with ``eos_id``.
+        Returns:
+            (T,) input: one 1-D tensor. (N, T): a list of N 1-D tensors. (N, B, T): a list of N
+            lists of B 1-D tensors. Lengths differ, hence lists.
+        """
+        if not isinstance(seq, torch.Tensor):
+            raise TypeError(f"seq must be a torch.Tensor, got {type(seq).__name__}")
+        if seq.dim() == 0 or seq.dim() > 3:
+            raise ValueError(f"seq must have shape (T,), (N, T) or (N, B, T), got shape {tuple(seq.shape)}")
+        if seq.dim() > 1:
+            return [SequenceGenerator.post_process_sequence(row, tokenizer) for row in seq]
+        eos_positions = (seq == tokenizer.eos_id).nonzero()
+        if eos_positions.numel() == 0:
+            return seq
+        return seq[: int(eos_positions[0]) + 1]
