@@ -1,4 +1,4 @@
-"""Tests of ``make handin`` (hw4lib.utils.handin) on fake run folders built in a temporary directory.
+"""Tests of ``make handin`` (hw4lib.utils.handin) on fake run folders in a temporary directory.
 
     python -m tests.test_handin        (or: .venv/bin/python -m pytest -q tests/test_handin.py)
 

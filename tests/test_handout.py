@@ -81,7 +81,7 @@ def test_regions_become_stubs_that_name_file_function_and_todo():
             'two, (N, T) -> (N, T)")\n') in stubbed
     namespace: dict = {}
     exec(compile(text, "pkg/attention.py", "exec"), namespace)  # the stubbed module imports
-    with pytest.raises(NotImplementedError, match=r"^pkg/attention.py: helper: add value to total$"):
+    with pytest.raises(NotImplementedError, match=r"^pkg/attention.py: helper: add value to "):
         namespace["helper"]([1, 2])
     assert restore(stubbed, regions) == strip_markers("x.py", "".join(SAMPLE)).splitlines(True)
 
@@ -156,7 +156,8 @@ def git_repo(root: Path, files: dict[str, str], untracked: dict[str, str]) -> No
 
 @rubric("Handout tree")
 def test_build_on_a_synthetic_repository(tmp_path):
-    region = "def f():\n    # TODO: return one\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n"
+    region = ("def f():\n    # TODO: return one\n    # BEGIN SOLUTION\n    return 1\n"
+              "    # END SOLUTION\n")
     repo = tmp_path / "repo"
     git_repo(repo, files={
         "README.md": "# Course\n\nIntro.\n\n## For instructors\nhow to grade\n",
@@ -209,7 +210,7 @@ def component_tests(handout: Handout) -> list[str]:
     names = {name for names in TASK_ORDER.values() for name in names}
     notebook = handout.out / "HW4P1_nb.ipynb"
     if notebook.is_file():
-        names |= set(re.findall(r"python -m tests\.(test_\w+)", notebook.read_text()))
+        names |= set(re.findall(r"-m tests\.(test_\w+)", notebook.read_text()))
     return sorted(n for n in names if (handout.out / "tests" / f"{n}.py").is_file())
 
 

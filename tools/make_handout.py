@@ -2,20 +2,20 @@
 
 Writes ``dist/handout/`` and ``dist/handout.tar.gz`` from the git-tracked files of this repository:
 
-* every solution region (``# TODO: ...`` / ``# BEGIN SOLUTION`` / reference / ``# END SOLUTION``) in a
-  ``.py`` file or a notebook code cell becomes ``raise NotImplementedError("<file>: <function>:
-  <TODO text>")`` at the region's indentation, the TODO line kept above it;
+* every solution region (``# TODO: ...`` / ``# BEGIN SOLUTION`` / reference / ``# END
+  SOLUTION``) in a ``.py`` file or a notebook code cell becomes ``raise NotImplementedError("<file>:
+  <function>: <TODO text>")`` at the region's indentation, the TODO comment kept above it;
 * what only instructors get is left out (:data:`EXCLUDED_DIRS`, :data:`EXCLUDED_FILES`, files whose
   first line is :data:`INSTRUCTOR_ONLY`), the Makefile loses its instructor targets, notebooks lose
   their outputs, and README.md loses its instructors section and gains the students' task list,
   generated from the regions found;
-* the result is checked: no marker survives, every ``.py`` file and notebook cell compiles, and every
-  module of ``mytorch`` and ``hw4lib`` imports in a fresh interpreter started in the handout.
+* the result is checked: no marker survives, every ``.py`` file and notebook cell compiles, and
+  every module of ``mytorch`` and ``hw4lib`` imports in a fresh interpreter started in the handout.
 
-Malformed regions (unbalanced or nested markers, no TODO line, a region that would run at import
-time) stop the build with ``file:line`` and what to fix. :func:`restore` puts the reference code back
-into a handout file; the tests use it to check that the handout differs from the solution only by
-its stubs.
+Malformed regions (unbalanced or nested markers, no TODO comment, a region that would run at
+import time) stop the build with ``file:line`` and what to fix. :func:`restore` puts the reference
+code back into a handout file; the tests use it to check that the handout differs from the solution
+only by its stubs.
 """
 from __future__ import annotations
 
@@ -463,7 +463,8 @@ def build(repo: Path, out: Path) -> Handout:
             units = code_units(path, text)
             for cell in units:
                 units[cell] = stub_out(units[cell], [r for r in found if r.cell == cell])
-            target.write_text(replace_units(path, text, units, clear_outputs=True), encoding="utf-8")
+            target.write_text(replace_units(path, text, units, clear_outputs=True),
+                              encoding="utf-8")
             shutil.copymode(source, target)
             regions.extend(found)
         elif path == "Makefile":

@@ -40,12 +40,14 @@ class HandinError(Exception):
 
 
 def find_run(expts: Path, run: str | None = None) -> Path:
-    """The run folder to pack: ``expts/<run>``, or the most recently modified one under ``expts``."""
+    """The run folder to pack: ``expts/<run>`` (or the folder ``run``), else the run folder under
+    ``expts`` modified last."""
     if run is not None:
         folder = expts / run if (expts / run).is_dir() else Path(run)
         if not folder.is_dir():
-            choices = sorted(p.name for p in expts.iterdir() if p.is_dir()) if expts.is_dir() else []
-            raise HandinError(f"run {run!r} not found under {expts}/; runs there: {choices or 'none'}")
+            choices = sorted(p.name for p in expts.glob("*") if p.is_dir())
+            raise HandinError(f"run {run!r} not found under {expts}/; runs there: "
+                              f"{choices or 'none'}")
         return folder
     runs = [p for p in expts.iterdir() if p.is_dir()] if expts.is_dir() else []
     if not runs:
@@ -93,7 +95,8 @@ def extract_state_dict(checkpoint_path: Path) -> bytes:
                           f"written by the trainer's save_checkpoint")
     bad = [key for key, value in state.items() if not isinstance(value, torch.Tensor)]
     if bad:
-        raise HandinError(f"{checkpoint_path}: model_state_dict entries that are not tensors: {bad}")
+        raise HandinError(f"{checkpoint_path}: model_state_dict entries that are not tensors: "
+                          f"{bad}")
     # detach().cpu() keeps storages shared where the model shares them (tied weights stay one copy)
     tensors = OrderedDict((key, value.detach().cpu()) for key, value in state.items())
     buffer = io.BytesIO()
