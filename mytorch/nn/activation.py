@@ -41,9 +41,10 @@ class Softmax:
         """Return dLdZ (same shape as dLdA) from dLdA and the stored output ``self.A``.
 
         For one slice a along ``dim`` the Jacobian is J = diag(a) - a a^T, so
-        dLdz = J^T dLda = a * (dLda - <dLda, a>): an elementwise product and one reduction along
-        ``dim`` (keepdims=True). Never build the per-slice Jacobians: they cost O(C^2) memory
-        and time per slice, where this identity costs O(C).
+        dLdz = J^T dLda = a * (dLda - <dLda, a>): elementwise products and one reduction along
+        ``dim`` (``keepdims=True`` keeps it broadcastable; ``np.vecdot(x, y, axis=dim)`` is the
+        dot product along one axis). Never build the per-slice Jacobians: they cost O(C^2)
+        memory and time per slice, where this identity costs O(C).
         """
         if self.A is None:
             raise RuntimeError("Softmax.backward called before forward: call forward first "
@@ -54,7 +55,9 @@ class Softmax:
                              f"{self.A.shape}, got {dLdA.shape}")
         # TODO: dLdZ = A * (dLdA - sum(dLdA * A, dim, keepdims=True)), same shape as dLdA
         # BEGIN SOLUTION
-        dLdZ = dLdA * self.A
-        dLdZ -= self.A * dLdZ.sum(axis=self.dim, keepdims=True)
+        # vecdot reduces dLdA * A along dim without materialising the product.
+        row_dot = np.expand_dims(np.vecdot(dLdA, self.A, axis=self.dim), self.dim)
+        dLdZ = dLdA - row_dot
+        dLdZ *= self.A
         return dLdZ
         # END SOLUTION
