@@ -21,7 +21,8 @@ ROUNDS = 5
 CASES = [(8, 8, 256, 64), (4, 8, 512, 64)]
 
 
-def best_times(run_mytorch: Callable[[], None], run_torch: Callable[[], None]) -> tuple[float, float]:
+def best_times(run_mytorch: Callable[[], None],
+               run_torch: Callable[[], None]) -> tuple[float, float]:
     """Fastest of ROUNDS alternating runs of each, after one warm-up run of each."""
     run_mytorch()
     run_torch()

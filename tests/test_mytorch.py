@@ -1,7 +1,7 @@
 """mytorch.nn against PyTorch autograd and finite differences, in float64.
 
 Run ``python -m tests.test_mytorch`` for the rubric report (``--category Linear`` for one part).
-Every comparison is relative to the largest entry of the truth: max|mine - truth| <= rtol * max|truth|.
+Comparisons are relative to the largest entry of the truth: max|mine - truth| <= rtol * max|truth|.
 """
 import numpy as np
 import pytest
@@ -25,12 +25,13 @@ def assert_close(name: str, actual, expected, rtol: float = RTOL_TORCH) -> None:
         expected = expected.detach().numpy()
     assert actual is not None, f"{name}: got None"
     actual = np.asarray(actual)
-    assert actual.shape == expected.shape, f"{name}: expected shape {expected.shape}, got {actual.shape}"
+    assert actual.shape == expected.shape, (f"{name}: expected shape {expected.shape}, "
+                                            f"got {actual.shape}")
     assert np.all(np.isfinite(actual)), f"{name}: contains NaN or inf"
     error = np.max(np.abs(actual - expected), initial=0.0)
     scale = max(np.max(np.abs(expected), initial=0.0), 1.0)
-    assert error <= rtol * scale, (f"{name}: max abs error {error:.3e} exceeds {rtol:.0e} x {scale:.3g} "
-                                   f"(shape {expected.shape})")
+    assert error <= rtol * scale, (f"{name}: max abs error {error:.3e} exceeds {rtol:.0e} x "
+                                   f"{scale:.3g} (shape {expected.shape})")
 
 
 def numerical_gradient(loss, x: np.ndarray, step: float = 1e-6) -> np.ndarray:
@@ -61,7 +62,7 @@ def random_mask(rng: np.random.Generator, shape: tuple, p_masked: float = 0.5) -
 
 
 def torch_attention(Q, K, V, mask, d_output):
-    """PyTorch's output and (dQ, dK, dV); torch's boolean attn_mask is True where attention is allowed."""
+    """PyTorch's output and (dQ, dK, dV). Its boolean attn_mask is True where attending is OK."""
     tq, tk, tv = tensor(Q), tensor(K), tensor(V)
     allowed = None if mask is None else torch.from_numpy(~mask)
     out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=allowed)
@@ -82,8 +83,8 @@ def torch_mha(weights: dict, num_heads: int, query, key, value, key_padding_mask
     E = query.shape[-1]
     mha = torch.nn.MultiheadAttention(E, num_heads, batch_first=True, dtype=torch.float64)
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.from_numpy(np.concatenate([weights[k] for k in ("Wq", "Wk", "Wv")])))
-        mha.in_proj_bias.copy_(torch.from_numpy(np.concatenate([weights[k] for k in ("bq", "bk", "bv")])))
+        for name, param in (("W", mha.in_proj_weight), ("b", mha.in_proj_bias)):
+            param.copy_(torch.from_numpy(np.concatenate([weights[f"{name}{p}"] for p in "qkv"])))
         mha.out_proj.weight.copy_(torch.from_numpy(weights["Wo"]))
         mha.out_proj.bias.copy_(torch.from_numpy(weights["bo"]))
     tq, tk, tv = tensor(query), tensor(key), tensor(value)
@@ -96,7 +97,8 @@ def torch_mha(weights: dict, num_heads: int, query, key, value, key_padding_mask
 def torch_mha_parameter_grads(mha: torch.nn.MultiheadAttention) -> dict[str, np.ndarray]:
     """{'Wq': ..., 'bq': ..., ..., 'bo': ...} gradients in mytorch's naming."""
     grads = {}
-    for p, weight, bias in zip("qkv", mha.in_proj_weight.grad.chunk(3), mha.in_proj_bias.grad.chunk(3)):
+    weights, biases = mha.in_proj_weight.grad.chunk(3), mha.in_proj_bias.grad.chunk(3)
+    for p, weight, bias in zip("qkv", weights, biases):
         grads[f"W{p}"], grads[f"b{p}"] = weight.numpy(), bias.numpy()
     grads["Wo"], grads["bo"] = mha.out_proj.weight.grad.numpy(), mha.out_proj.bias.grad.numpy()
     return grads
@@ -120,7 +122,8 @@ def expect_error(error_type, call, *fragments: str) -> None:
         call()
     message = str(caught.value)
     for fragment in fragments:
-        assert fragment in message, f"{error_type.__name__} message should mention {fragment!r}: {message!r}"
+        assert fragment in message, (f"{error_type.__name__} message should mention {fragment!r}: "
+                                     f"{message!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +179,8 @@ def test_linear_keeps_float32():
 
     rng = np.random.default_rng(2)
     layer = Linear(6, 4)
-    layer.init_weights(rng.standard_normal((4, 6), dtype=np.float32), rng.standard_normal(4, dtype=np.float32))
+    layer.init_weights(rng.standard_normal((4, 6), dtype=np.float32),
+                       rng.standard_normal(4, dtype=np.float32))
     Z = layer.forward(rng.standard_normal((3, 5, 6), dtype=np.float32))
     dLdA = layer.backward(np.ones_like(Z))
     for name, x in [("Z", Z), ("dLdA", dLdA), ("dLdW", layer.dLdW), ("dLdb", layer.dLdb)]:
@@ -188,8 +192,10 @@ def test_linear_rejects_bad_shapes_and_early_backward():
     from mytorch.nn import Linear
 
     layer = Linear(5, 3)
-    expect_error(ValueError, lambda: layer.init_weights(np.zeros((5, 3)), np.zeros(3)), "(3, 5)", "(5, 3)")
-    expect_error(ValueError, lambda: layer.init_weights(np.zeros((3, 5)), np.zeros((3, 1))), "(3,)", "(3, 1)")
+    expect_error(ValueError, lambda: layer.init_weights(np.zeros((5, 3)), np.zeros(3)),
+                 "(3, 5)", "(5, 3)")
+    expect_error(ValueError, lambda: layer.init_weights(np.zeros((3, 5)), np.zeros((3, 1))),
+                 "(3,)", "(3, 1)")
     expect_error(RuntimeError, lambda: layer.backward(np.zeros((2, 3))), "forward")
     expect_error(ValueError, lambda: layer.forward(np.zeros((2, 4))), "5", "(2, 4)")
     layer.init_weights(np.zeros((3, 5)), np.zeros(3))
@@ -243,13 +249,14 @@ def test_softmax_is_finite_for_huge_logits():
     rng = np.random.default_rng(5)
     for dtype in (np.float64, np.float32):
         Z = np.concatenate([rng.uniform(-1000, 1000, (3, 6)),  # rows spanning +-1000
-                            rng.uniform(990, 1000, (2, 6)),  # every logit near +1000
-                            rng.uniform(-1000, -990, (2, 6))]).astype(dtype)  # every logit near -1000
+                            rng.uniform(990, 1000, (2, 6)),  # all near +1000
+                            rng.uniform(-1000, -990, (2, 6))]).astype(dtype)  # all near -1000
         dLdA = rng.standard_normal(Z.shape).astype(dtype)
         softmax = Softmax(dim=-1)
         A = softmax.forward(Z)
         dLdZ = softmax.backward(dLdA)
-        assert A.dtype == dtype and dLdZ.dtype == dtype, f"{dtype.__name__} in, got A {A.dtype}, dLdZ {dLdZ.dtype}"
+        assert A.dtype == dtype and dLdZ.dtype == dtype, (f"{dtype.__name__} in, got A {A.dtype}, "
+                                                          f"dLdZ {dLdZ.dtype}")
         tZ = tensor(Z.astype(np.float64))
         tA = torch.softmax(tZ, dim=-1)
         tA.backward(torch.from_numpy(dLdA.astype(np.float64)))
@@ -304,7 +311,8 @@ def test_sdpa_gradients_match_finite_differences():
     from mytorch.nn import ScaledDotProductAttention
 
     rng = np.random.default_rng(7)
-    Q, K, V = rng.standard_normal((2, 3, 2)), rng.standard_normal((2, 4, 2)), rng.standard_normal((2, 4, 3))
+    Q, K = rng.standard_normal((2, 3, 2)), rng.standard_normal((2, 4, 2))
+    V = rng.standard_normal((2, 4, 3))
     d_output = rng.standard_normal((2, 3, 3))
     mask = random_mask(rng, (2, 3, 4))
     mask[1, 2] = True  # one fully masked row: its gradient must be consistent with the forward too
@@ -323,7 +331,7 @@ def test_sdpa_fully_masked_row_attends_uniformly_and_stays_finite():
     rng = np.random.default_rng(8)
     N, L, S, E, Ev = 2, 4, 5, 3, 2
     for dtype, rtol in ((np.float64, RTOL_TORCH), (np.float32, 1e-5)):
-        Q, K = rng.standard_normal((N, L, E)) * 30, rng.standard_normal((N, S, E)) * 30  # large scores
+        Q, K = rng.standard_normal((N, L, E)) * 30, rng.standard_normal((N, S, E)) * 30  # big
         V, d_output = rng.standard_normal((N, S, Ev)), rng.standard_normal((N, L, Ev))
         mask = random_mask(rng, (N, L, S))
         mask[0, 1] = True
@@ -332,8 +340,9 @@ def test_sdpa_fully_masked_row_attends_uniformly_and_stays_finite():
         dQ, dK, dV = attention.backward(d_output.astype(dtype))
         for name, x in (("output", out), ("dQ", dQ), ("dK", dK), ("dV", dV)):
             assert x.dtype == dtype, f"{name}: {dtype.__name__} in, got {x.dtype}"
-            assert np.all(np.isfinite(x)), f"{name} has NaN or inf with a fully masked row ({dtype.__name__})"
-        assert_close("fully masked row's output = mean of V over all keys", out[0, 1], V[0].mean(axis=0), rtol)
+            assert np.all(np.isfinite(x)), f"{name} not finite, fully masked row, {dtype.__name__}"
+        assert_close("fully masked row's output = mean of V over all keys", out[0, 1],
+                     V[0].mean(axis=0), rtol)
         assert_close("fully masked row's dQ", dQ[0, 1], np.zeros(E), rtol)
 
         # Rows are independent: torch on every other row of sequence 0 gives the rest of the truth.
@@ -344,7 +353,8 @@ def test_sdpa_fully_masked_row_attends_uniformly_and_stays_finite():
         assert_close("dQ of the other rows", dQ[0, rows], t_dQ, rtol)
         assert_close("dK (the fully masked row adds nothing)", dK[0], t_dK, rtol)
         uniform_share = np.broadcast_to(d_output[0, 1] / S, (S, Ev))  # d(mean of V) / dV
-        assert_close("dV (the fully masked row adds d_output / S to every key)", dV[0], t_dV + uniform_share, rtol)
+        assert_close("dV (the fully masked row adds d_output / S to every key)", dV[0],
+                     t_dV + uniform_share, rtol)
 
 
 @rubric("ScaledDotProductAttention")
@@ -367,14 +377,18 @@ def test_sdpa_rejects_bad_shapes_and_early_backward():
     attention = ScaledDotProductAttention()
     Q, K, V = np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 6, 5)), np.zeros((2, 3, 6, 7))
     expect_error(RuntimeError, lambda: attention.backward(np.zeros((2, 3, 4, 7))), "forward")
-    expect_error(ValueError, lambda: attention.forward(Q, np.zeros((2, 3, 6, 4)), V), "(2, 3, 4, 5)", "(2, 3, 6, 4)")
-    expect_error(ValueError, lambda: attention.forward(Q, K, np.zeros((2, 3, 5, 7))), "(2, 3, 6, 5)", "(2, 3, 5, 7)")
-    expect_error(ValueError, lambda: attention.forward(Q, K, np.zeros((2, 2, 6, 7))), "(2, 2, 6, 7)")
+    expect_error(ValueError, lambda: attention.forward(Q, np.zeros((2, 3, 6, 4)), V),
+                 "(2, 3, 4, 5)", "(2, 3, 6, 4)")
+    expect_error(ValueError, lambda: attention.forward(Q, K, np.zeros((2, 3, 5, 7))),
+                 "(2, 3, 6, 5)", "(2, 3, 5, 7)")
+    expect_error(ValueError, lambda: attention.forward(Q, K, np.zeros((2, 2, 6, 7))),
+                 "(2, 2, 6, 7)")
     expect_error(ValueError, lambda: attention.forward(Q, K, V, np.zeros((4, 5), dtype=bool)),
                  "(2, 3, 4, 6)", "(4, 5)")
     expect_error(ValueError, lambda: attention.forward(Q, K, V, np.zeros((4, 6))), "bool")
     attention.forward(Q, K, V)
-    expect_error(ValueError, lambda: attention.backward(np.zeros((2, 3, 4, 5))), "(2, 3, 4, 7)", "(2, 3, 4, 5)")
+    expect_error(ValueError, lambda: attention.backward(np.zeros((2, 3, 4, 5))),
+                 "(2, 3, 4, 7)", "(2, 3, 4, 5)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,7 +449,8 @@ def test_mha_fully_masked_query_rows_are_finite_elsewhere_match_torch():
     _, t_out, _ = torch_mha(weights, H, query, key, value, key_padding_mask, attn_mask)
     well_defined = np.ones((N, L), dtype=bool)
     well_defined[1, 3] = False
-    assert_close("output where torch's is well defined", out[well_defined], t_out[torch.from_numpy(well_defined)])
+    assert_close("output where torch's is well defined", out[well_defined],
+                 t_out.detach().numpy()[well_defined])
 
 
 @rubric("MultiHeadAttention")
@@ -449,14 +464,16 @@ def test_mha_gradients_match_finite_differences():
     key_padding_mask[1, 1:] = True
     attn_mask[2, 0] = True  # query 2 of sequence 1 sees no key: its gradient must match the forward
     mha = make_mha(weights, H)
-    loss = lambda: np.sum(mha.forward(query, key, value, key_padding_mask, attn_mask) * d_output)  # noqa: E731
-    mha.forward(query, key, value, key_padding_mask, attn_mask)
+    masks = {"key_padding_mask": key_padding_mask, "attn_mask": attn_mask}
+    loss = lambda: np.sum(mha.forward(query, key, value, **masks) * d_output)  # noqa: E731
+    mha.forward(query, key, value, **masks)
     d_inputs = mha.backward(d_output)
     for name, grad, x in zip(("dquery", "dkey", "dvalue"), d_inputs, (query, key, value)):
         assert_close(name, grad, numerical_gradient(loss, x), RTOL_FINITE_DIFF)
     for p, layer in mha_projections(mha).items():
-        assert_close(f"{p}_proj dLdW", layer.dLdW, numerical_gradient(loss, layer.W), RTOL_FINITE_DIFF)
-        assert_close(f"{p}_proj dLdb", layer.dLdb, numerical_gradient(loss, layer.b), RTOL_FINITE_DIFF)
+        for param in ("W", "b"):
+            assert_close(f"{p}_proj dLd{param}", getattr(layer, f"dLd{param}"),
+                         numerical_gradient(loss, getattr(layer, param)), RTOL_FINITE_DIFF)
 
 
 @rubric("MultiHeadAttention")
@@ -467,9 +484,11 @@ def test_mha_helpers_split_concat_and_merge():
     mha = MultiHeadAttention(E, H)
     x = np.arange(N * T * E, dtype=np.float64).reshape(N, T, E)
     heads = mha._split_heads(x)
-    assert heads.shape == (N, H, T, E // H), f"_split_heads: expected {(N, H, T, E // H)}, got {heads.shape}"
-    for h in range(H):  # head h holds features h*E/H ... (h+1)*E/H - 1, as in PyTorch
-        assert np.array_equal(heads[:, h], x[:, :, 2 * h:2 * h + 2]), f"_split_heads: wrong features in head {h}"
+    d = E // H
+    assert heads.shape == (N, H, T, d), f"_split_heads: expected {(N, H, T, d)}, got {heads.shape}"
+    for h in range(H):  # head h holds features h*d ... (h+1)*d - 1, as in PyTorch
+        assert np.array_equal(heads[:, h], x[:, :, h * d:(h + 1) * d]), (
+            f"_split_heads: wrong features in head {h}")
     assert np.array_equal(mha._concat_heads(heads), x), "_concat_heads must undo _split_heads"
 
     rng = np.random.default_rng(13)
@@ -482,9 +501,10 @@ def test_mha_helpers_split_concat_and_merge():
     }
     for case, (kpm, am, truth) in expected.items():
         merged = mha._merge_masks(kpm, am)
-        assert merged.dtype == np.bool_, f"_merge_masks {case}: expected a bool mask, got {merged.dtype}"
+        assert merged.dtype == np.bool_, f"_merge_masks {case}: expected bool, got {merged.dtype}"
         merged = np.broadcast_to(merged, (N, H, L, S))  # raises when it does not broadcast
-        assert np.array_equal(merged, np.broadcast_to(truth, (N, H, L, S))), f"_merge_masks {case}: wrong mask"
+        assert np.array_equal(merged, np.broadcast_to(truth, (N, H, L, S))), (
+            f"_merge_masks {case}: wrong mask")
 
 
 @rubric("MultiHeadAttention")
@@ -492,7 +512,8 @@ def test_mha_keeps_float32():
     rng = np.random.default_rng(14)
     weights = {k: w.astype(np.float32) for k, w in random_mha_weights(rng, 8).items()}
     mha = make_mha(weights, 2)
-    query, key = rng.standard_normal((2, 3, 8), dtype=np.float32), rng.standard_normal((2, 5, 8), dtype=np.float32)
+    query = rng.standard_normal((2, 3, 8), dtype=np.float32)
+    key = rng.standard_normal((2, 5, 8), dtype=np.float32)
     out = mha.forward(query, key, key, attn_mask=np.triu(np.ones((3, 5), dtype=bool), k=1))
     grads = mha.backward(np.ones_like(out))
     for name, x in zip(("output", "dquery", "dkey", "dvalue"), (out, *grads)):
@@ -508,13 +529,16 @@ def test_mha_rejects_bad_shapes_and_early_backward():
     query, key = np.zeros((2, 3, 8)), np.zeros((2, 5, 8))
     expect_error(RuntimeError, lambda: mha.backward(np.zeros((2, 3, 8))), "forward")
     expect_error(ValueError, lambda: mha.forward(np.zeros((2, 3, 6)), key, key), "8", "(2, 3, 6)")
-    expect_error(ValueError, lambda: mha.forward(query, key, np.zeros((2, 4, 8))), "(2, 5, 8)", "(2, 4, 8)")
-    expect_error(ValueError, lambda: mha.forward(query, key, key, key_padding_mask=np.zeros((2, 3), dtype=bool)),
+    expect_error(ValueError, lambda: mha.forward(query, key, np.zeros((2, 4, 8))),
+                 "(2, 5, 8)", "(2, 4, 8)")
+    bad_padding, bad_causal = np.zeros((2, 3), dtype=bool), np.zeros((5, 3), dtype=bool)
+    expect_error(ValueError, lambda: mha.forward(query, key, key, key_padding_mask=bad_padding),
                  "(2, 5)", "(2, 3)")
-    expect_error(ValueError, lambda: mha.forward(query, key, key, attn_mask=np.zeros((5, 3), dtype=bool)),
+    expect_error(ValueError, lambda: mha.forward(query, key, key, attn_mask=bad_causal),
                  "(3, 5)", "(5, 3)")
-    expect_error(ValueError, lambda: mha.init_weights(*[np.zeros((8, 8)), np.zeros(8)] * 3, np.zeros((8, 4)),
-                                                      np.zeros(8)), "(8, 8)", "(8, 4)")
+    good = [np.zeros((8, 8)), np.zeros(8)] * 3
+    expect_error(ValueError, lambda: mha.init_weights(*good, np.zeros((8, 4)), np.zeros(8)),
+                 "(8, 8)", "(8, 4)")
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ class Linear:
         W, b = np.asarray(W), np.asarray(b)
         expected_W = (self.out_features, self.in_features)
         if W.shape != expected_W:
-            raise ValueError(f"Linear.init_weights: W must have shape (out_features, in_features) = "
-                             f"{expected_W}, got {W.shape}")
+            raise ValueError(f"Linear.init_weights: W must have shape (out_features, "
+                             f"in_features) = {expected_W}, got {W.shape}")
         if b.shape != (self.out_features,):
             raise ValueError(f"Linear.init_weights: b must have shape (out_features,) = "
                              f"{(self.out_features,)}, got {b.shape}")

@@ -79,7 +79,8 @@ class MultiHeadAttention:
         -> ``_concat_heads`` each of dq, dk, dv -> q_proj/k_proj/v_proj.backward.
         """
         if self.output_shape is None:
-            raise RuntimeError("MultiHeadAttention.backward called before forward: call forward first")
+            raise RuntimeError("MultiHeadAttention.backward called before forward: "
+                               "call forward first")
         d_output = np.asarray(d_output)
         if d_output.shape != self.output_shape:
             raise ValueError(f"MultiHeadAttention.backward: d_output must have the output's shape "

@@ -49,7 +49,7 @@ class ScaledDotProductAttention:
         Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
         mask = self._check_inputs(Q, K, V, mask)
         self.Q, self.K, self.V, self.mask = Q, K, V, mask
-        # TODO: output = softmax(Q K^T / sqrt(E), masked) V, (N, ..., H, L, Ev); store self.attention_weights
+        # TODO: softmax(Q K^T / sqrt(E) - eps * mask) V: (N, ..., H, L, Ev); keep attention_weights
         # BEGIN SOLUTION
         scores = Q @ np.swapaxes(K, -1, -2)
         scores *= 1.0 / math.sqrt(Q.shape[-1])  # a Python float keeps float32 float32
@@ -78,8 +78,9 @@ class ScaledDotProductAttention:
         expected = (*self.Q.shape[:-1], self.V.shape[-1])
         if d_output.shape != expected:
             raise ValueError(f"ScaledDotProductAttention.backward: d_output must have the "
-                             f"output's shape (N, ..., H, L, Ev) = {expected}, got {d_output.shape}")
-        # TODO: (dQ, dK, dV) shaped like (Q, K, V), via self.softmax.backward; zero dscores where masked
+                             f"output's shape (N, ..., H, L, Ev) = {expected}, "
+                             f"got {d_output.shape}")
+        # TODO: (dQ, dK, dV) shaped like (Q, K, V); d_scores via self.softmax, 0 where masked
         # BEGIN SOLUTION
         scale = 1.0 / math.sqrt(self.Q.shape[-1])
         dV = np.swapaxes(self.attention_weights, -1, -2) @ d_output
@@ -102,11 +103,11 @@ class ScaledDotProductAttention:
                 raise ValueError(f"ScaledDotProductAttention: {name} must have shape "
                                  f"(N, ..., H, length, dim), got {x.shape}")
         if K.shape[-1] != Q.shape[-1]:
-            raise ValueError(f"ScaledDotProductAttention: Q (N, ..., H, L, E) and K (N, ..., H, S, E) "
-                             f"must share E, got Q {Q.shape} and K {K.shape}")
+            raise ValueError(f"ScaledDotProductAttention: Q (N, ..., H, L, E) and "
+                             f"K (N, ..., H, S, E) must share E, got Q {Q.shape} and K {K.shape}")
         if V.shape[-2] != K.shape[-2]:
-            raise ValueError(f"ScaledDotProductAttention: K (N, ..., H, S, E) and V (N, ..., H, S, Ev) "
-                             f"must share S, got K {K.shape} and V {V.shape}")
+            raise ValueError(f"ScaledDotProductAttention: K (N, ..., H, S, E) and "
+                             f"V (N, ..., H, S, Ev) must share S, got K {K.shape} and V {V.shape}")
         if not Q.shape[:-2] == K.shape[:-2] == V.shape[:-2]:
             raise ValueError(f"ScaledDotProductAttention: Q, K and V must share their leading dims "
                              f"(N, ..., H), got Q {Q.shape}, K {K.shape}, V {V.shape}")
