@@ -77,7 +77,8 @@ def test_statistics_with_a_bpe_tokenizer(tmp_path):
     assert dataset.total_chars == sum(map(len, SORTED_TEXTS))
     assert dataset.total_tokens == sum(token_counts) + len(SORTED_TEXTS)
     assert dataset.text_max_len == max(token_counts) + 1
-    assert dataset.get_avg_chars_per_token() == pytest.approx(dataset.total_chars / dataset.total_tokens)
+    ratio = dataset.total_chars / dataset.total_tokens
+    assert dataset.get_avg_chars_per_token() == pytest.approx(ratio)
 
 
 @rubric("LMDataset")
@@ -102,8 +103,10 @@ def test_collate_fn_pads_with_the_pad_id_and_returns_true_lengths(tmp_path):
     assert lengths.tolist() == [2, 23, 5]
     for row, (item_shifted, item_golden) in enumerate(items):
         n = len(item_shifted)
-        assert torch.equal(shifted[row, :n], item_shifted) and torch.equal(golden[row, :n], item_golden)
-        assert (shifted[row, n:] == dataset.pad_token).all() and (golden[row, n:] == dataset.pad_token).all()
+        assert torch.equal(shifted[row, :n], item_shifted)
+        assert torch.equal(golden[row, :n], item_golden)
+        assert (shifted[row, n:] == dataset.pad_token).all()
+        assert (golden[row, n:] == dataset.pad_token).all()
 
 
 @rubric("LMDataset")
@@ -130,7 +133,8 @@ def test_sample_prompts_deterministic_and_leaves_global_rng_alone(tmp_path):
     assert torch.equal(torch.random.get_rng_state(), states[0])
     assert random.getstate() == states[1]
     after = np.random.get_state()
-    assert after[0] == states[2][0] and np.array_equal(after[1], states[2][1]) and after[2:] == states[2][2:]
+    assert after[0] == states[2][0] and np.array_equal(after[1], states[2][1])
+    assert after[2:] == states[2][2:]
 
     assert prompts.shape == (2, 4) and prompts.dtype == torch.long
     assert (prompts[:, 0] == dataset.sos_token).all()
@@ -139,7 +143,7 @@ def test_sample_prompts_deterministic_and_leaves_global_rng_alone(tmp_path):
         assert prompt.tolist() == dataset.transcripts_shifted[i][:4]
         assert len(original) - 1 > 3  # only transcripts longer than the prompt are drawn
     # Only two transcripts ("HELLO WORLD", "THE CAT ...") have more than 4 characters.
-    drawn = {tuple(p.tolist()) for seed in range(10) for p in dataset.sample_prompts(1, 4, seed=seed)[0]}
+    drawn = {tuple(dataset.sample_prompts(1, 4, seed=seed)[0][0].tolist()) for seed in range(10)}
     assert drawn == {tuple(dataset.transcripts_shifted[i][:5]) for i in (0, 2)}
     with pytest.raises(ValueError, match="more than 30 tokens"):
         dataset.sample_prompts(1, 30, seed=0)
@@ -176,13 +180,14 @@ def test_stray_files_and_unknown_characters_are_reported(tmp_path):
     (tmp_path / "data" / "train" / "notes.txt").write_text("not a transcript")
     dataset, messages = warnings_of(lambda: make_dataset(tmp_path))
     assert len(dataset) == 4
-    assert any("Ignoring 1 files" in message and "notes.txt" in message for message in messages), messages
-    dataset, messages = warnings_of(lambda: make_dataset(tmp_path / "lower", transcripts={"x.npy": "Hi THeRe"}))
+    assert any("Ignoring 1 files" in m and "notes.txt" in m for m in messages), messages
+    lower = {"x.npy": "Hi THeRe"}
+    dataset, messages = warnings_of(lambda: make_dataset(tmp_path / "lower", transcripts=lower))
     assert dataset.unk_count == 3
     assert any("3 tokens" in message and "[UNK]" in message for message in messages), messages
     # Byte-level BPE represents any text: no [UNK], no warning.
     dataset, messages = warnings_of(
-        lambda: make_dataset(tmp_path / "bpe", token_type="1k", transcripts={"x.npy": "Hi THeRe"}))
+        lambda: make_dataset(tmp_path / "bpe", token_type="1k", transcripts=lower))
     assert dataset.unk_count == 0 and not messages, messages
 
 

@@ -1,6 +1,6 @@
 """Tests of H4Tokenizer, the four committed tokenizer files and the tokenizer builder.
 
-    python -m tests.test_tokenizer        (or: .venv/bin/python -m pytest -q tests/test_tokenizer.py)
+    python -m tests.test_tokenizer      (or: python -m pytest -q tests/test_tokenizer.py)
 """
 import random
 from pathlib import Path
@@ -11,7 +11,8 @@ import torch
 
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.build_tokenizers import main as build_tokenizers_main
-from hw4lib.data.build_tokenizers import round_trip_failures, train_all, train_bpe_tokenizer, write_all
+from hw4lib.data.build_tokenizers import (round_trip_failures, train_all, train_bpe_tokenizer,
+                                          write_all)
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP, SPECIAL_TOKENS, TOKENIZER_FILES
 from tests.testing_framework import rubric, run_module
 
@@ -35,16 +36,16 @@ EDGE_TEXTS = [
 
 
 def fixture_texts(num_texts: int = 1000, seed: int = 0) -> list[str]:
-    """Random upper-case 'sentences' over 4000 random words: enough word types for 10000 BPE tokens."""
+    """Random upper-case 'sentences' of 4000 random words: enough word types for 10000 BPE ids."""
     rng = random.Random(seed)
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 10))) for _ in range(4000)]
     words += ["IT'S", "DON'T", "O'CLOCK"]
-    return [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20))) for _ in range(num_texts)]
+    return [" ".join(rng.choices(words, k=rng.randint(1, 20))) for _ in range(num_texts)]
 
 
 def load_all() -> dict[str, H4Tokenizer]:
-    return {token_type: H4Tokenizer(DEFAULT_TOKEN_MAP, token_type) for token_type in TOKENIZER_FILES}
+    return {kind: H4Tokenizer(DEFAULT_TOKEN_MAP, kind) for kind in TOKENIZER_FILES}
 
 
 @rubric("Tokenizer")
@@ -154,7 +155,8 @@ def test_builder_is_deterministic_exact_and_round_trips(tmp_path):
     second = write_all(train_all(texts), tmp_path / "second")
     for a, b in zip(first, second):
         assert a.name == b.name and a.read_bytes() == b.read_bytes(), a.name
-    token_map = {kind: str(tmp_path / "first" / name) for kind, (name, _) in TOKENIZER_FILES.items()}
+    token_map = {kind: str(tmp_path / "first" / name)
+                 for kind, (name, _) in TOKENIZER_FILES.items()}
     for token_type, (_, size) in TOKENIZER_FILES.items():
         tokenizer = H4Tokenizer(token_map, token_type)
         assert size is None or tokenizer.vocab_size == size
@@ -176,30 +178,33 @@ def test_builder_cli_reads_npy_splits_and_writes_four_files(tmp_path):
         for i, text in enumerate(part):
             array = np.array(list(text)) if i % 2 else np.array(text)  # both on-disk forms
             np.save(tmp_path / "data" / partition / f"{i:05d}.npy", array)
-    build_tokenizers_main(["--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"), "--seed", "0"])
+    build_tokenizers_main(["--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+                           "--seed", "0"])
     written = sorted(path.name for path in (tmp_path / "out").iterdir())
     assert written == sorted(name for name, _ in TOKENIZER_FILES.values())
     tokenizer = H4Tokenizer({"5k": str(tmp_path / "out" / "tokenizer_5000.json")}, "5k")
     assert tokenizer.decode(tokenizer.encode(texts[-1])) == texts[-1]
     with pytest.raises(FileNotFoundError, match="make data"):
-        build_tokenizers_main(["--data", str(tmp_path / "missing"), "--out", str(tmp_path / "out2")])
+        build_tokenizers_main(["--data", str(tmp_path / "missing"),
+                               "--out", str(tmp_path / "out2")])
 
 
 @rubric("Tokenizer")
 @pytest.mark.slow
 def test_committed_tokenizers_round_trip_every_transcript_of_the_built_data():
-    """Acceptance test: every transcript of every split comes back exactly from all four tokenizers."""
+    """Acceptance: every transcript of every split comes back exactly from all four tokenizers."""
     from hw4lib.data.build_tokenizers import read_partition
 
     if not (DATA_ROOT / ".complete").exists():
         print(f"    (no built data at {DATA_ROOT}; run `make data` to include this check)")
         return
-    splits = {partition: read_partition(DATA_ROOT, partition) for partition in ("train", "val", "test")}
+    splits = {part: read_partition(DATA_ROOT, part) for part in ("train", "val", "test")}
     for token_type, tokenizer in load_all().items():
         for partition, texts in splits.items():
             assert texts, partition
             failures = round_trip_failures(tokenizer.tokenizer, texts)
-            assert not failures, f"{token_type}: {len(failures)} {partition} transcripts differ, e.g. {failures[0]!r}"
+            assert not failures, (f"{token_type}: {len(failures)} {partition} transcripts "
+                                  f"differ, e.g. {failures[0]!r}")
 
 
 if __name__ == "__main__":

@@ -81,10 +81,13 @@ def train_all(texts: Sequence[str]) -> dict[str, Tokenizer]:
     """{token_type: trained tokenizer} for every entry of TOKENIZER_FILES, trained on ``texts``."""
     if not texts:
         raise ValueError("No training text: the training split is empty")
-    return {
-        token_type: train_char_tokenizer(texts) if size is None else train_bpe_tokenizer(texts, size)
-        for token_type, (_, size) in TOKENIZER_FILES.items()
-    }
+    tokenizers = {}
+    for token_type, (_, size) in TOKENIZER_FILES.items():
+        if size is None:
+            tokenizers[token_type] = train_char_tokenizer(texts)
+        else:
+            tokenizers[token_type] = train_bpe_tokenizer(texts, size)
+    return tokenizers
 
 
 def round_trip_failures(tokenizer: Tokenizer, texts: Sequence[str]) -> list[str]:
@@ -106,11 +109,15 @@ def write_all(tokenizers: dict[str, Tokenizer], out_dir: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=Path("hw4_data/hw4p1_data"),
-                        help="dataset root holding train/ (and val/, test/ for the round-trip check)")
-    parser.add_argument("--out", type=Path, default=TOKENIZER_DIR, help="where to write the JSON files")
-    parser.add_argument("--seed", type=int, default=0, help="accepted by convention; training is deterministic")
+                        help="dataset root with train/ (and val/, test/ for the round-trip check)")
+    parser.add_argument("--out", type=Path, default=TOKENIZER_DIR,
+                        help="where to write the JSON files")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="accepted by convention; training is deterministic")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()

@@ -27,17 +27,19 @@ from pathlib import Path
 import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from hw4lib.data.corpus import load_transcript
 from hw4lib.data.tokenizer import H4Tokenizer, resolve_repo_path
 
 
 def partition_dir(root: str | Path, partition: str) -> Path:
-    """``root/partition`` as a Path; FileNotFoundError naming what is missing and how to build it."""
+    """``root/partition`` as a Path; FileNotFoundError naming what is missing and the fix."""
     root = resolve_repo_path(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"Data root {root} not found. Run `make data` to build the dataset.")
+        raise FileNotFoundError(
+            f"Data root {root} not found. Run `make data` to build the dataset."
+        )
     directory = root / partition
     if not directory.is_dir():
         found = sorted(p.name for p in root.iterdir() if p.is_dir())
@@ -72,13 +74,14 @@ class LMDataset(Dataset):
         self.config = config
         self.tokenizer = tokenizer
         if "root" not in config:
-            raise KeyError("config has no 'root': set data.root to the dataset directory, e.g. hw4_data/hw4p1_data")
+            raise KeyError("config has no 'root': set it to the dataset directory, "
+                           "e.g. hw4_data/hw4p1_data")
         subset = config.get("subset", 1.0)
         if not isinstance(subset, (int, float)) or not 0 < subset <= 1:
             raise ValueError(f"config['subset'] must be a fraction in (0, 1], got {subset!r}")
         text_dir = partition_dir(config["root"], partition)
 
-        # TODO: store the [EOS], [SOS] and [PAD] ids of the tokenizer in eos_token, sos_token, pad_token
+        # TODO: store the tokenizer's [EOS], [SOS], [PAD] ids in eos_token, sos_token, pad_token
         # BEGIN SOLUTION
         self.eos_token = tokenizer.eos_id
         self.sos_token = tokenizer.sos_id
@@ -96,25 +99,28 @@ class LMDataset(Dataset):
         self.text_files = self.text_files[: int(subset * len(self.text_files))]
         # END SOLUTION
         if not self.text_files:
-            raise ValueError(f"subset={subset} keeps no file of the partition {text_dir}; use a larger subset")
+            raise ValueError(
+                f"subset={subset} keeps no file of the partition {text_dir}; use a larger subset"
+            )
 
-        # TODO: self.transcripts = load_transcript(f) of every file (wrap the loop in tqdm for a
-        #       progress bar); token_ids = tokenizer.encode_batch(self.transcripts), a list of int lists
+        # TODO: self.transcripts = load_transcript(f) of every file (loop over tqdm(...) for a
+        #       progress bar); token_ids = tokenizer.encode_batch(self.transcripts), int lists
         # BEGIN SOLUTION
-        self.transcripts = [load_transcript(path) for path in tqdm(self.text_files, desc=f"Loading {partition}")]
+        files = tqdm(self.text_files, desc=f"Loading {partition}")
+        self.transcripts = [load_transcript(path) for path in files]
         token_ids = tokenizer.encode_batch(self.transcripts)
         # END SOLUTION
         self.total_chars = sum(len(text) for text in self.transcripts)
         self.unk_count = sum(ids.count(tokenizer.unk_id) for ids in token_ids)
         if self.unk_count:
             warnings.warn(
-                f"{self.unk_count} tokens of partition {partition!r} are [UNK]: its text has characters "
-                f"the {tokenizer.token_type!r} tokenizer cannot represent; rebuild the tokenizers "
-                "(`make tokenizers`) on this data",
+                f"{self.unk_count} tokens of partition {partition!r} are [UNK]: its text has "
+                f"characters the {tokenizer.token_type!r} tokenizer cannot represent; rebuild "
+                "the tokenizers on this data with `make tokenizers`",
                 stacklevel=2,
             )
 
-        # TODO: transcripts_shifted = [SOS] + ids and transcripts_golden = ids + [EOS], one each per transcript
+        # TODO: per transcript, transcripts_shifted gets [SOS] + ids, transcripts_golden ids + [EOS]
         # BEGIN SOLUTION
         self.transcripts_shifted = [[self.sos_token] + ids for ids in token_ids]
         self.transcripts_golden = [ids + [self.eos_token] for ids in token_ids]
@@ -131,7 +137,7 @@ class LMDataset(Dataset):
         # END SOLUTION
 
     def __getitem__(self, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Return ``(shifted, golden)`` of transcript ``idx``: two int64 tensors of the same shape (T,)."""
+        """``(shifted, golden)`` of transcript ``idx``: two int64 tensors of the same shape (T,)."""
         # TODO: return the shifted and golden sequences of transcript idx as torch.LongTensor
         # BEGIN SOLUTION
         shifted = torch.tensor(self.transcripts_shifted[idx], dtype=torch.long)
@@ -139,7 +145,8 @@ class LMDataset(Dataset):
         return shifted, golden
         # END SOLUTION
 
-    def collate_fn(self, batch: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def collate_fn(self, batch: list[tuple[torch.Tensor, torch.Tensor]]
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Pad a list of ``(shifted, golden)`` pairs into one batch.
 
         Args:
@@ -154,7 +161,7 @@ class LMDataset(Dataset):
         """
         if not batch:
             raise ValueError("collate_fn got an empty batch")
-        # TODO: pad the shifted and the golden sequences with pad_token to (N, T); lengths (N,) = true lengths
+        # TODO: pad shifted and golden with pad_token to (N, T); lengths (N,) = the true lengths
         # BEGIN SOLUTION
         shifted, golden = zip(*batch)
         lengths = torch.tensor([len(seq) for seq in shifted], dtype=torch.long)
@@ -182,16 +189,19 @@ class LMDataset(Dataset):
                 (all tokens then ``[EOS]``), in the same order as ``prompts``.
         """
         if num_samples < 1 or prompt_length < 1:
-            raise ValueError(f"num_samples and prompt_length must be >= 1, got {num_samples} and {prompt_length}")
-        eligible = [i for i, golden in enumerate(self.transcripts_golden) if len(golden) - 1 > prompt_length]
+            raise ValueError(f"num_samples and prompt_length must be >= 1, "
+                             f"got {num_samples} and {prompt_length}")
+        eligible = [i for i, golden in enumerate(self.transcripts_golden)
+                    if len(golden) - 1 > prompt_length]
         if len(eligible) < num_samples:
             raise ValueError(
-                f"Only {len(eligible)} of the {self.length} {self.partition!r} transcripts have more than "
-                f"{prompt_length} tokens (longest: {self.text_max_len - 1}); cannot draw {num_samples} "
-                "prompts. Use a shorter prompt_length or fewer samples."
+                f"Only {len(eligible)} of the {self.length} {self.partition!r} transcripts have "
+                f"more than {prompt_length} tokens (longest: {self.text_max_len - 1}); cannot "
+                f"draw {num_samples} prompts. Use a shorter prompt_length or fewer samples."
             )
         chosen = random.Random(seed).sample(eligible, num_samples)
-        prompts = torch.tensor([self.transcripts_shifted[i][: prompt_length + 1] for i in chosen], dtype=torch.long)
+        prompts = torch.tensor([self.transcripts_shifted[i][: prompt_length + 1] for i in chosen],
+                               dtype=torch.long)
         originals = [torch.tensor(self.transcripts_golden[i], dtype=torch.long) for i in chosen]
         return prompts, originals
 
@@ -199,7 +209,11 @@ class LMDataset(Dataset):
 def _check_listing(text_dir: Path, text_files: list[Path]) -> None:
     """Fail on a partition without transcripts; warn about files that are not ``.npy``."""
     if not text_files:
-        raise ValueError(f"No .npy transcript files in {text_dir}. Run `make data` to (re)build the dataset.")
-    others = [p.name for p in text_dir.iterdir() if p.suffix != ".npy" and not p.name.startswith(".")]
+        raise ValueError(
+            f"No .npy transcript files in {text_dir}. Run `make data` to (re)build the dataset."
+        )
+    others = [p.name for p in text_dir.iterdir()
+              if p.suffix != ".npy" and not p.name.startswith(".")]
     if others:
-        warnings.warn(f"Ignoring {len(others)} files of {text_dir} that are not .npy, e.g. {others[0]!r}", stacklevel=3)
+        warnings.warn(f"Ignoring {len(others)} files of {text_dir} that are not .npy, "
+                      f"e.g. {others[0]!r}", stacklevel=3)

@@ -32,7 +32,7 @@ TOKENIZER_FILES = {
     "10k": ("tokenizer_10000.json", 10000),
 }
 DEFAULT_TOKEN_MAP = {kind: str(TOKENIZER_DIR / name) for kind, (name, _) in TOKENIZER_FILES.items()}
-# Used by the self-check: only characters every tokenizer represents (upper case, apostrophe, space).
+# The self-check text uses only characters every tokenizer represents (A-Z, apostrophe, space).
 VALIDATION_TEXT = "HE SAID IT'S A QUICK BROWN FOX  JUMPING OVER THE LAZY DOG"
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,8 @@ class H4Tokenizer:
     """Tokenize, encode and decode transcripts with one of the four homework tokenizers.
 
     Args:
-        token_map: {token_type: path to a tokenizers JSON}, e.g. ``config["tokenization"]["token_map"]``.
+        token_map: {token_type: path to a tokenizers JSON}, e.g.
+            ``config["tokenization"]["token_map"]``.
         token_type: one of ``'char'``, ``'1k'``, ``'5k'``, ``'10k'``.
         validate: run a quick round-trip self-check (``decode(encode(text)) == text``) on load.
 
@@ -94,7 +95,9 @@ class H4Tokenizer:
         for token in SPECIAL_TOKENS:
             token_id = self.tokenizer.token_to_id(token)
             if token_id is None:
-                raise ValueError(f"{self.path} lacks the special token {token}; rebuild it with `make tokenizers`")
+                raise ValueError(
+                    f"{self.path} lacks the special token {token}; rebuild it with `make tokenizers`"
+                )
             special_ids[token] = token_id
         self.pad_id = special_ids["[PAD]"]
         self.unk_id = special_ids["[UNK]"]
@@ -120,8 +123,9 @@ class H4Tokenizer:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """``[encode(t) for t in texts]``, computed in one call of the Rust library (much faster)."""
-        return [enc.ids for enc in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        """``[encode(t) for t in texts]`` in one call of the Rust library (much faster)."""
+        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [encoding.ids for encoding in encodings]
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         """Text of ``ids`` (a list, 1-d tensor or 1-d array of ints).
@@ -150,14 +154,17 @@ class H4Tokenizer:
             )
 
     def __repr__(self) -> str:
-        return f"H4Tokenizer(token_type={self.token_type!r}, vocab_size={self.vocab_size}, path='{self.path}')"
+        return (f"H4Tokenizer(token_type={self.token_type!r}, vocab_size={self.vocab_size}, "
+                f"path='{self.path}')")
 
 
 def _as_int_list(ids: Iterable[int]) -> list[int]:
-    """Plain Python ints from a list, tuple, torch tensor or numpy array (the Rust side needs them)."""
+    """Plain Python ints from a list, tuple, tensor or numpy array (what the Rust side accepts)."""
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
     try:
         return [int(i) for i in ids]
     except TypeError as error:
-        raise ValueError(f"expected a 1-d sequence of token ids, got {type(ids).__name__} of nested values") from error
+        raise ValueError(
+            f"expected a 1-d sequence of token ids, got a {type(ids).__name__} of nested values"
+        ) from error

@@ -5,7 +5,7 @@ from torch.utils.data import DataLoader
 
 
 def verify_dataloader(loader: DataLoader) -> dict:
-    """Print the partition, sizes, first-batch shapes and dtypes, and length statistics of ``loader``.
+    """Print the partition, sizes, first-batch shapes and dtypes and length statistics of a loader.
 
     ``loader`` must iterate over an LMDataset and yield ``(shifted, golden, lengths)`` batches
     (the dataset's ``collate_fn``). Only the first batch is drawn, so this is fast on any split.
@@ -39,9 +39,11 @@ def verify_dataloader(loader: DataLoader) -> dict:
     print(f"Batch size / batches   : {stats['batch_size']} / {stats['num_batches']}")
     print(f"First batch shifted    : {stats['shifted_shape']} {shifted.dtype}")
     print(f"First batch golden     : {stats['golden_shape']} {golden.dtype}")
-    print(f"First batch lengths    : {stats['lengths_shape']} {lengths.dtype} (max {stats['batch_max_len']})")
+    print(f"First batch lengths    : {stats['lengths_shape']} {lengths.dtype} "
+          f"(max {stats['batch_max_len']})")
     print(f"Longest sequence       : {stats['max_len']} tokens ([SOS] included)")
-    print(f"Characters / targets   : {stats['total_chars']} / {stats['total_tokens']} ([EOS] included)")
+    print(f"Characters / targets   : {stats['total_chars']} / {stats['total_tokens']} "
+          "([EOS] included)")
     print(f"Avg chars per token    : {stats['avg_chars_per_token']:.4f}")
     print(rule)
     return stats
