@@ -222,7 +222,7 @@ for name in sys.argv[2:]:
     try:
         grouped = collect(importlib.import_module("tests." + name))
     except BaseException as error:
-        results[name] = {"<import>": [type(error).__name__, str(error)]}
+        results[name] = {"<import>": [type(error).__name__, str(error), None]}
         continue
     results[name] = {}
     for tests in grouped.values():
