@@ -1,0 +1,99 @@
+"""FeedForwardLayer: pre-norm position-wise feed-forward network with a residual connection."""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Feed-forward sublayer": 5}
+
+
+def reference_feed_forward(layer, x):
+    """Recompute x + W2 GELU(W1 LN(x) + b1) + b2 from the layer's parameters, with exact (erf) GELU.
+
+    Args:
+        layer: a FeedForwardLayer (reads layer.norm and the two Linear layers of layer.ffn).
+        x: (N, T, D).
+
+    Returns:
+        (N, T, D).
+    """
+    d_model = x.shape[-1]
+    first, second = layer.ffn[0], layer.ffn[3]
+    normed = F.layer_norm(x, (d_model,), layer.norm.weight, layer.norm.bias, layer.norm.eps)
+    hidden = normed @ first.weight.T + first.bias
+    hidden = 0.5 * hidden * (1.0 + torch.erf(hidden / math.sqrt(2.0)))
+    return x + hidden @ second.weight.T + second.bias
+
+
+@rubric("Feed-forward sublayer")
+def test_ffn_layout():
+    from hw4lib.model import FeedForwardLayer
+
+    layer = FeedForwardLayer(d_model=8, d_ff=32, dropout=0.2)
+    assert isinstance(layer.ffn, nn.Sequential) and len(layer.ffn) == 4, (
+        "ffn must be nn.Sequential(Linear(d_model, d_ff), GELU(), Dropout(dropout), Linear(d_ff, d_model))"
+    )
+    expected_types = [nn.Linear, nn.GELU, nn.Dropout, nn.Linear]
+    actual_types = [type(module) for module in layer.ffn]
+    assert actual_types == expected_types, f"ffn layout must be {expected_types}, got {actual_types}"
+    assert (layer.ffn[0].in_features, layer.ffn[0].out_features) == (8, 32), "first Linear must map d_model -> d_ff"
+    assert (layer.ffn[3].in_features, layer.ffn[3].out_features) == (32, 8), "last Linear must map d_ff -> d_model"
+    assert layer.ffn[2].p == 0.2, "the Dropout inside ffn must use the dropout rate"
+    assert isinstance(layer.norm, nn.LayerNorm) and layer.norm.normalized_shape == (8,), "norm must be LayerNorm(d_model)"
+    assert isinstance(layer.dropout, nn.Dropout) and layer.dropout.p == 0.2, "dropout must be nn.Dropout(dropout)"
+
+
+@rubric("Feed-forward sublayer")
+def test_output_matches_recomputation():
+    from hw4lib.model import FeedForwardLayer
+
+    generator = torch.Generator().manual_seed(0)
+    layer = FeedForwardLayer(d_model=12, d_ff=40, dropout=0.0)
+    with torch.no_grad():
+        for parameter in layer.parameters():  # LayerNorm affine included, so no term can hide
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+    x = torch.randn(3, 5, 12, generator=generator)
+    for mode in ("train", "eval"):
+        layer.train(mode == "train")
+        out = layer(x)
+        expected = reference_feed_forward(layer, x)
+        assert out.shape == x.shape, f"expected output shape {tuple(x.shape)}, got {tuple(out.shape)}"
+        assert torch.allclose(out, expected, atol=1e-5), (
+            f"({mode}) output differs from x + FFN(LayerNorm(x)) by {(out - expected).abs().max():.2e}"
+        )
+
+
+@rubric("Feed-forward sublayer")
+def test_positions_are_transformed_independently():
+    from hw4lib.model import FeedForwardLayer
+
+    torch.manual_seed(1)
+    layer = FeedForwardLayer(8, 16).eval()
+    x = torch.randn(2, 6, 8)
+    changed = x.clone()
+    changed[:, 3] += 1.0
+    difference = (layer(changed) - layer(x)).abs().amax(dim=(0, 2))
+    assert torch.all(difference[[0, 1, 2, 4, 5]] == 0), "changing position 3 must not change other positions"
+    assert difference[3] > 0, "changing position 3 must change its output"
+
+
+@rubric("Feed-forward sublayer")
+def test_dropout_acts_only_in_training():
+    from hw4lib.model import FeedForwardLayer
+
+    torch.manual_seed(2)
+    layer = FeedForwardLayer(8, 32, dropout=0.5)
+    x = torch.randn(2, 5, 8)
+    layer.eval()
+    assert torch.allclose(layer(x), reference_feed_forward(layer, x), atol=1e-5), "in eval mode dropout must be off"
+    layer.train()
+    assert not torch.allclose(layer(x), reference_feed_forward(layer, x)), (
+        "with dropout=0.5 in training mode the output must change"
+    )
+
+
+if __name__ == "__main__":
+    run_module(__name__)

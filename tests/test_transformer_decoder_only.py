@@ -1,0 +1,221 @@
+"""DecoderOnlyTransformer: structure, causality, padding, score(), weight tying, layer drop, checks."""
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+from torch import nn
+
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Decoder-only Transformer": 15}
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(num_layers=2, d_model=16, num_heads=4, d_ff=32, dropout=0.0, max_len=12, num_classes=11)
+
+
+def tiny_model(**overrides):
+    from hw4lib.model import DecoderOnlyTransformer
+
+    torch.manual_seed(0)
+    return DecoderOnlyTransformer(**{**TINY, **overrides})
+
+
+def random_tokens(batch, length, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, TINY["num_classes"], (batch, length), generator=generator)
+
+
+@rubric("Decoder-only Transformer")
+def test_members_and_default_config():
+    from hw4lib.model import PositionalEncoding, SelfAttentionDecoderLayer
+
+    model = tiny_model()
+    assert isinstance(model.dec_layers, nn.ModuleList) and len(model.dec_layers) == 2, (
+        "dec_layers must be an nn.ModuleList of num_layers layers"
+    )
+    assert all(isinstance(layer, SelfAttentionDecoderLayer) for layer in model.dec_layers)
+    assert isinstance(model.target_embedding, nn.Embedding) and tuple(model.target_embedding.weight.shape) == (11, 16)
+    assert isinstance(model.positional_encoding, PositionalEncoding)
+    assert isinstance(model.dropout, nn.Dropout) and isinstance(model.norm, nn.LayerNorm)
+    assert isinstance(model.final_linear, nn.Linear) and tuple(model.final_linear.weight.shape) == (11, 16)
+    assert (model.max_len, model.num_classes, model.num_layers) == (12, 11, 2)
+
+    config = yaml.safe_load((REPO_ROOT / "configs" / "default.yaml").read_text())
+    from hw4lib.model import DecoderOnlyTransformer
+
+    model = DecoderOnlyTransformer(**config["model"], num_classes=37)
+    assert model.num_layers == config["model"]["num_layers"] and model.max_len == config["model"]["max_len"]
+
+
+@rubric("Decoder-only Transformer")
+def test_output_shapes_and_attention_keys():
+    model = tiny_model(num_layers=3).eval()
+    logits, attention = model(random_tokens(4, 7), torch.tensor([7, 5, 3, 1]))
+    assert logits.shape == (4, 7, 11), f"expected logits of shape (N, T, num_classes) = (4, 7, 11), got {tuple(logits.shape)}"
+    expected_keys = ["layer1_dec_self", "layer2_dec_self", "layer3_dec_self"]
+    assert list(attention) == expected_keys, f"expected attention keys {expected_keys}, got {list(attention)}"
+    for key, weights in attention.items():
+        assert weights.shape == (4, 7, 7), f"{key}: expected (N, T, T) = (4, 7, 7), got {tuple(weights.shape)}"
+
+
+@rubric("Decoder-only Transformer")
+def test_forward_order_and_data_flow():
+    model = tiny_model(num_layers=2).eval()
+    calls = []
+
+    def record(name):
+        def hook(module, inputs, output):
+            calls.append((name, inputs[0], output[0] if isinstance(output, tuple) else output))
+        return hook
+
+    named = [("target_embedding", model.target_embedding), ("positional_encoding", model.positional_encoding),
+             ("dropout", model.dropout), ("dec_layers.0", model.dec_layers[0]),
+             ("dec_layers.1", model.dec_layers[1]), ("norm", model.norm), ("final_linear", model.final_linear)]
+    handles = [module.register_forward_hook(record(name)) for name, module in named]
+    try:
+        logits, _ = model(random_tokens(2, 5))
+    finally:
+        for handle in handles:
+            handle.remove()
+    order = [name for name, _, _ in calls]
+    assert order == [name for name, _ in named], f"expected the order {[n for n, _ in named]}, got {order}"
+    for (previous, _, produced), (current, consumed, _) in zip(calls, calls[1:]):
+        assert torch.equal(produced, consumed), f"{current} must receive the output of {previous}"
+    assert torch.equal(calls[-1][2], logits), "the logits must be the output of final_linear"
+
+
+@rubric("Decoder-only Transformer")
+def test_causality():
+    model = tiny_model().eval()
+    tokens = random_tokens(3, 9)
+    lengths = torch.tensor([9, 9, 9])
+    for target_lengths in (None, lengths):
+        reference, _ = model(tokens, target_lengths)
+        for t in range(9):
+            changed = tokens.clone()
+            changed[:, t] = (changed[:, t] + 1) % TINY["num_classes"]
+            logits, _ = model(changed, target_lengths)
+            assert torch.allclose(logits[:, :t], reference[:, :t], atol=1e-6), (
+                f"changing the token at position {t} changed logits at earlier positions"
+            )
+            assert not torch.allclose(logits[:, t], reference[:, t]), f"logits at position {t} must depend on token {t}"
+
+
+@rubric("Decoder-only Transformer")
+def test_padding_is_masked_and_ignored():
+    model = tiny_model().eval()
+    lengths = torch.tensor([8, 5, 2])
+    tokens = random_tokens(3, 8)
+    is_pad = torch.arange(8).unsqueeze(0) >= lengths.unsqueeze(1)
+    other_pads = tokens.masked_fill(is_pad, 0)
+    logits, attention = model(tokens, lengths)
+    logits_other, _ = model(other_pads, lengths)
+    assert torch.allclose(logits[~is_pad], logits_other[~is_pad], atol=1e-6), (
+        "changing pad tokens must not change the logits at real positions"
+    )
+    for key, weights in attention.items():
+        for n, real in enumerate(lengths.tolist()):
+            assert torch.all(weights[n, :, real:] == 0), f"{key}: sequence {n} attends to padded keys >= {real}"
+    _, unmasked = model(tokens)
+    assert unmasked["layer1_dec_self"][2, 7, 2:].sum() > 0, (
+        "without target_lengths no padding mask may be applied (only the causal mask)"
+    )
+
+
+@rubric("Decoder-only Transformer")
+def test_score_is_the_last_position_in_eval_mode_only():
+    model = tiny_model()
+    prompts = random_tokens(4, 6)
+    with pytest.raises(RuntimeError):
+        model.score(prompts)
+    model.eval()
+    logits, _ = model(prompts)
+    scores = model.score(prompts)
+    assert scores.shape == (4, 11), f"expected (N, num_classes) = (4, 11), got {tuple(scores.shape)}"
+    assert torch.allclose(scores, logits[:, -1], atol=1e-6), "score(x) must equal forward(x) logits at the last position"
+    with torch.no_grad():
+        assert torch.allclose(model.score(prompts), logits[:, -1], atol=1e-5), "score must also hold under no_grad"
+
+
+@rubric("Decoder-only Transformer")
+def test_weight_tying_shares_one_parameter():
+    untied = tiny_model(weight_tying=False)
+    tied = tiny_model(weight_tying=True)
+    assert untied.target_embedding.weight is not untied.final_linear.weight, "without weight_tying keep two matrices"
+    assert tied.target_embedding.weight is tied.final_linear.weight, (
+        "with weight_tying the embedding and the output projection must be the same Parameter"
+    )
+    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    saved = TINY["num_classes"] * TINY["d_model"]
+    assert count(untied) - count(tied) == saved, f"tying must save num_classes * d_model = {saved} parameters"
+
+
+@rubric("Decoder-only Transformer")
+def test_layer_drop_rate_in_training_and_never_in_eval():
+    model = tiny_model(num_layers=10, layer_drop_rate=0.3)
+    tokens = random_tokens(1, 2)
+    ran = []
+    handles = [layer.register_forward_hook(lambda *_: ran.append(1)) for layer in model.dec_layers]
+    try:
+        model.eval()
+        for _ in range(20):
+            _, attention = model(tokens)
+            assert len(attention) == 10, "in eval mode no layer may be dropped"
+        assert len(ran) == 200, "in eval mode every layer must run"
+        ran.clear()
+        model.train()
+        torch.manual_seed(123)
+        trials = 200
+        for _ in range(trials):
+            model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    drop_fraction = 1 - len(ran) / (trials * 10)
+    # 2000 Bernoulli(0.3) draws: the standard deviation of the fraction is about 0.01.
+    assert abs(drop_fraction - 0.3) < 0.04, f"expected about 30% of layers dropped in training, got {drop_fraction:.1%}"
+
+
+@rubric("Decoder-only Transformer")
+def test_initial_loss_is_near_uniform():
+    model = tiny_model(num_classes=50, d_model=32, num_heads=4, d_ff=64, num_layers=2, weight_tying=True).eval()
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 50, (8, 12), generator=generator)
+    logits, _ = model(tokens)
+    loss = F.cross_entropy(logits.reshape(-1, 50), tokens.reshape(-1)).item()
+    assert abs(loss - math.log(50)) < 0.25, f"initial loss {loss:.3f} should be close to ln(50) = {math.log(50):.3f}"
+
+
+@rubric("Decoder-only Transformer")
+def test_bad_configs_and_inputs_raise_clear_errors():
+    from hw4lib.model import DecoderOnlyTransformer
+
+    bad_configs = {
+        "d_model": dict(d_model=30, num_heads=4),
+        "num_layers": dict(num_layers=0),
+        "d_ff": dict(d_ff=-8),
+        "max_len": dict(max_len=0),
+        "num_classes": dict(num_classes=0),
+        "dropout": dict(dropout=1.0),
+        "layer_drop_rate": dict(layer_drop_rate=-0.1),
+    }
+    for name, overrides in bad_configs.items():
+        with pytest.raises(ValueError) as error:
+            DecoderOnlyTransformer(**{**TINY, **overrides})
+        assert name in str(error.value), f"the error for a bad {name} must name it, got: {error.value}"
+
+    model = tiny_model().eval()
+    with pytest.raises(ValueError) as error:
+        model(random_tokens(1, 13))
+    assert "13" in str(error.value) and "12" in str(error.value), f"must name T=13 and max_len=12: {error.value}"
+    with pytest.raises(ValueError):
+        model(torch.full((1, 3), TINY["num_classes"]))
+    with pytest.raises(ValueError):
+        model(torch.zeros(1, 3))
+
+
+if __name__ == "__main__":
+    run_module(__name__)
