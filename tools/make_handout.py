@@ -83,7 +83,6 @@ class Region:
 
     path: str                # repo-relative POSIX path of the file
     cell: int | None         # 1-based position of the notebook cell among all cells; None for .py
-    todo_line: int           # first line of the "# TODO:" comment that ends right above begin
     begin: int               # the "# BEGIN SOLUTION" line
     end: int                 # the "# END SOLUTION" line
     indent: str              # leading whitespace shared by the three marker lines
@@ -148,18 +147,18 @@ def _parse_python(source: str, where: str, notebook: bool) -> ast.AST | None:
         raise HandoutError(f"{where}:{error.lineno}: does not parse: {error.msg}") from error
 
 
-def _todo_above(lines: list[str], begin: int, indent: str) -> tuple[int, str]:
-    """(line number, text) of the TODO comment ending right above line ``begin``: a line
-    ``<indent># TODO: text`` followed by any continuation comment lines at the same indent. The
-    text joins the lines with spaces; it is "" when there is no such comment."""
+def _todo_above(lines: list[str], begin: int, indent: str) -> str:
+    """The text of the TODO comment ending right above line ``begin``: a line ``<indent># TODO:
+    text`` followed by any continuation comment lines at the same indent, joined with spaces; ""
+    when there is no such comment."""
     number = begin - 1
     while number >= 1 and lines[number - 1].startswith(indent + "#"):
         if lines[number - 1].startswith(indent + TODO_PREFIX):
             parts = [lines[number - 1].strip()[len(TODO_PREFIX):]]
             parts += [line.strip()[1:] for line in lines[number:begin - 1]]
-            return number, " ".join(part.strip() for part in parts if part.strip())
+            return " ".join(part.strip() for part in parts if part.strip())
         number -= 1
-    return 0, ""
+    return ""
 
 
 def _marker_pairs(lines: list[str], where: str) -> list[tuple[int, int]]:
@@ -205,7 +204,7 @@ def find_regions(lines: list[str], path: str, cell: int | None = None) -> list[R
         if _indent(lines[end - 1]) != indent:
             raise HandoutError(f"{where}:{end}: '{END_MARK}' is not at the indentation of its "
                                f"'{BEGIN_MARK}' (line {begin})")
-        todo_line, todo = _todo_above(lines, begin, indent)
+        todo = _todo_above(lines, begin, indent)
         if not todo:
             raise HandoutError(f"{where}:{begin}: a region needs a '{TODO_PREFIX} <what to do, "
                                f"with shapes>' comment directly above '{BEGIN_MARK}', at its "
@@ -213,13 +212,13 @@ def find_regions(lines: list[str], path: str, cell: int | None = None) -> list[R
         body = tuple(lines[begin:end - 1])
         if not any(line.strip() for line in body):
             raise HandoutError(f"{where}:{begin}: empty solution region")
-        found.append((todo_line, begin, end, indent, todo, body))
+        found.append((begin, end, indent, todo, body))
     if not found:
         return []
 
     tree = _parse_python("".join(lines), where, notebook=cell is not None)
     regions = []
-    for todo_line, begin, end, indent, todo, body in found:
+    for begin, end, indent, todo, body in found:
         scopes = _enclosing_scopes(tree, begin) if tree is not None else []
         in_function = bool(scopes) and not isinstance(scopes[-1], ast.ClassDef)
         if cell is None and not in_function:
@@ -227,7 +226,7 @@ def find_regions(lines: list[str], path: str, cell: int | None = None) -> list[R
             raise HandoutError(f"{where}:{begin}: solution region at {place}: its stub would raise "
                                f"when the module is imported; move the code into a function")
         qualname = ".".join(scope.name for scope in scopes)
-        regions.append(Region(path, cell, todo_line, begin, end, indent, todo, qualname, body))
+        regions.append(Region(path, cell, begin, end, indent, todo, qualname, body))
     return regions
 
 
@@ -258,7 +257,7 @@ def restore(lines: list[str], regions: list[Region]) -> list[str]:
         except ValueError:
             raise HandoutError(f"{region.where}: stub for {region.qualname or 'top-level code'!r} "
                                f"not found in the handout") from None
-        if _todo_above(lines, at + 1, region.indent)[1] != region.todo:
+        if _todo_above(lines, at + 1, region.indent) != region.todo:
             raise HandoutError(f"{region.where}: the stub is not right below its TODO comment")
         out.extend(lines[cursor:at])
         out.extend(region.body)
