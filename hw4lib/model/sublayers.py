@@ -25,8 +25,8 @@ class SelfAttentionLayer(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
         super().__init__()
-        if d_model % num_heads != 0:
-            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        if num_heads <= 0 or d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads} (> 0)")
         # TODO: create self.mha (batch_first=True, dropout=dropout), self.norm and self.dropout
         # BEGIN SOLUTION
         self.mha = nn.MultiheadAttention(d_model, num_heads, dropout=dropout, batch_first=True)
