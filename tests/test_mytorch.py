@@ -215,11 +215,13 @@ def test_softmax_matches_torch_over_every_dim():
     for ndim in range(1, 6):
         shape = tuple(int(n) for n in rng.integers(1, 5, size=ndim))
         Z = rng.standard_normal(shape) * 3
+        Z_given = Z.copy()
         for dim in range(-ndim, ndim):
             dLdA = rng.standard_normal(shape)
             softmax = Softmax(dim=dim)
             A = softmax.forward(Z)
             dLdZ = softmax.backward(dLdA)
+            assert np.array_equal(Z, Z_given), "Softmax.forward must not modify its input Z"
             tZ = tensor(Z)
             tA = torch.softmax(tZ, dim=dim)
             tA.backward(torch.from_numpy(dLdA))
@@ -294,9 +296,11 @@ def test_sdpa_matches_torch_with_masks_and_batch_dims():
         Q, K = rng.standard_normal((*batch, L, E)), rng.standard_normal((*batch, S, E))
         V, d_output = rng.standard_normal((*batch, S, Ev)), rng.standard_normal((*batch, L, Ev))
         mask = None if mask_shape is None else random_mask(rng, mask_shape)
+        given = [x.copy() for x in (Q, K, V)]
         attention = ScaledDotProductAttention()
         out = attention.forward(Q, K, V, mask)
         dQ, dK, dV = attention.backward(d_output)
+        assert all(np.array_equal(x, y) for x, y in zip((Q, K, V), given)), "Q, K, V were modified"
 
         t_out, t_dQ, t_dK, t_dV = torch_attention(Q, K, V, mask, d_output)
         where = f"Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mask_shape}"

@@ -21,6 +21,8 @@ class Softmax:
     def forward(self, Z: np.ndarray) -> np.ndarray:
         """Return softmax(Z) along ``self.dim``, same shape and dtype as Z; store it in ``self.A``.
 
+        Leave Z itself unchanged (write into a new array): the caller may still need it.
+
         Hint: softmax does not change when a constant is subtracted from a slice. Subtract each
         slice's maximum before ``np.exp`` so logits like +1000 do not overflow to inf (and
         -1000 slices do not underflow to 0/0). ``keepdims=True`` keeps the reductions

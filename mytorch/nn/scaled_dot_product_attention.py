@@ -45,6 +45,11 @@ class ScaledDotProductAttention:
              ``self.attention_weights`` (``backward`` needs them).
           4. output = attention_weights V: (N, ..., H, L, Ev).
         The inputs are already stored in ``self.Q``, ``self.K``, ``self.V``, ``self.mask``.
+
+        Keep the inputs' dtype: float32 in, float32 out. Python floats (``self.eps``,
+        ``math.sqrt(E)``) do not promote a float32 array; numpy float64 scalars (``np.sqrt(E)``)
+        and float64 arrays (``self.eps * mask``) do. ``np.where(mask, scores - self.eps, scores)``
+        is one dtype-safe way to mask.
         """
         Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
         mask = self._check_inputs(Q, K, V, mask)

@@ -1,0 +1,1 @@
+"""Tests the Autolab grader runs on a student's mytorch (instructor-only: not in the handout)."""
