@@ -5,8 +5,14 @@ load, and reports the fastest of a few rounds per side (the least disturbed meas
 shared computer) and the ratio mytorch / torch. The peak memory mytorch allocates during one
 forward + backward is measured separately with tracemalloc, which sees numpy's allocations.
 
-    .venv/bin/python -m bench bench_mytorch      # or: make bench BENCH=bench_mytorch
+Both libraries use their default thread counts. When other jobs keep every core busy, OpenBLAS's
+spinning threads slow numpy far more than PyTorch, so the ratios are only meaningful at a low
+load average (printed first); ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1`` compares one thread
+against one thread.
+
+    make bench BENCH=bench_mytorch
 """
+import os
 import time
 import tracemalloc
 from typing import Callable
@@ -100,8 +106,10 @@ def mha_runners(N: int, H: int, L: int, head_dim: int):
 
 
 def main() -> None:
-    print(f"float32, causal mask, forward + backward; torch threads: {torch.get_num_threads()}, "
-          f"best of {ROUNDS} alternating rounds")
+    print(f"float32, causal mask, forward + backward, best of {ROUNDS} alternating rounds; "
+          f"torch threads {torch.get_num_threads()}, OPENBLAS_NUM_THREADS "
+          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'module':<6} {'N':>3} {'H':>3} {'L=S':>5} {'E':>5} {'mytorch s':>10} {'torch s':>9} "
           f"{'ratio':>6} {'mytorch peak MB':>16}")
     for name, make_runners in (("SDPA", sdpa_runners), ("MHA", mha_runners)):
