@@ -51,7 +51,8 @@ class SequenceGenerator:
     def _check_prompts(self, x) -> torch.Tensor:
         """Validate the prompt batch and return it on ``self.device``."""
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor of token ids with shape (N, T), got {type(x).__name__}")
+            raise TypeError(f"x must be a torch.Tensor of token ids with shape (N, T), "
+                            f"got {type(x).__name__}")
         if x.dim() != 2:
             raise ValueError(
                 f"x must have shape (N, T) (a batch of prompts), got shape {tuple(x.shape)}; "
@@ -60,7 +61,8 @@ class SequenceGenerator:
         if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
             raise TypeError(f"x must hold integer token ids, got dtype {x.dtype}")
         if x.size(0) == 0 or x.size(1) == 0:
-            raise ValueError(f"x must hold at least one prompt of at least one token (e.g. SOS), got shape {tuple(x.shape)}")
+            raise ValueError(f"x must hold at least one prompt of at least one token (e.g. SOS), "
+                             f"got shape {tuple(x.shape)}")
         if x.size(1) > self.max_length:
             raise ValueError(
                 f"x: prompts have {x.size(1)} tokens but max_length is {self.max_length}; "
@@ -95,7 +97,7 @@ class SequenceGenerator:
             sequences: (M, T) int64 tokens generated so far (prompt included), row-aligned with logits.
             penalty: a number > 0.
         Returns:
-            (M, V) penalised logits (a new tensor; the input is not modified).
+            (M, V) penalised logits; the input tensor is never modified in place.
         """
         self._check_positive("repeat_penalty", penalty)
         if penalty == 1.0:
@@ -230,7 +232,8 @@ class SequenceGenerator:
             candidates = (scores.unsqueeze(-1) + step_scores).view(batch_size, beam * vocab_size)
             scores, flat_index = candidates.topk(beam, dim=-1)
             parent, token = flat_index // vocab_size, flat_index % vocab_size
-            seqs = torch.cat([seqs.gather(1, parent.unsqueeze(-1).expand_as(seqs)), token.unsqueeze(-1)], dim=-1)
+            parent_seqs = seqs.gather(1, parent.unsqueeze(-1).expand_as(seqs))
+            seqs = torch.cat([parent_seqs, token.unsqueeze(-1)], dim=-1)
             finished = finished.gather(1, parent) | (token == self.tokenizer.eos_id)
         return seqs, scores
 
@@ -261,7 +264,8 @@ class SequenceGenerator:
         for _ in range(self.max_length - x.size(1)):
             if finished.all():
                 break
-            log_probs = torch.log_softmax(self._filter_logits(self.score_fn(x), temperature, top_k, top_p), dim=-1)
+            logits = self._filter_logits(self.score_fn(x), temperature, top_k, top_p)
+            log_probs = torch.log_softmax(logits, dim=-1)
             next_tokens = torch.multinomial(log_probs.exp(), num_samples=1, generator=generator).squeeze(1)
             token_scores = log_probs.gather(1, next_tokens.unsqueeze(1)).squeeze(1)
             scores = torch.where(finished, scores, scores + token_scores)
