@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def main(selected: list[str]) -> None:
-    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent))
+    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
                    if m.name.startswith("bench_"))
     if selected:
         names = [n for n in names if any(s in n for s in selected)]
