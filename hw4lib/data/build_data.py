@@ -47,6 +47,7 @@ PASS_MARK = 3.5  # the homework's per-character test perplexity threshold
 _ID_BASE = {"train": 1000, "val": 5000, "test": 7000}  # speaker-id range of each generated split
 _APOSTROPHES = "\u2018\u2019\u02bc\u0060\u00b4\u2032"
 _DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2015_/"
+DIGIT_RUNS = ("digit runs (0-9)", "number words")  # how the card reports spelled-out numbers
 
 
 @dataclass
@@ -89,8 +90,9 @@ def normalise(raw: str) -> tuple[str, Counter]:
     counts each (from, to) replacement; ``to`` is '' for a removal.
     """
     changes: Counter = Counter()
-    for digits in re.findall(r"\d+", raw):
-        changes[(digits if len(digits) <= 4 else "<digit run>", "<number words>")] += 1
+    runs = len(re.findall(r"\d+", raw))
+    if runs:
+        changes[DIGIT_RUNS] += runs
     spelled = re.sub(r"\d+", _spell_digits, raw)
     out = []
     for char in spelled:
@@ -153,8 +155,9 @@ def read_librispeech(root: Path) -> list[Utterance]:
             if not line.strip():
                 continue
             utterance_id, _, text = line.strip().partition(" ")
-            if not re.fullmatch(r"[A-Za-z0-9_-]+", utterance_id):
-                raise ValueError(f"{path}:{number}: expected '<utterance-id> <TEXT>', got {line!r}")
+            if not re.fullmatch(r"\d+-\d+-\d+", utterance_id):
+                raise ValueError(f"{path}:{number}: expected '<speaker>-<chapter>-<utterance> <TEXT>' "
+                                 f"as in LibriSpeech, got {line!r}")
             items.append(Utterance(utterance_id, text))
     return items
 
@@ -254,6 +257,8 @@ def ngram_baselines(train: Sequence[str], evaluate: dict[str, Sequence[str]]) ->
 
 
 def _show(char: str) -> str:
+    if char in DIGIT_RUNS:
+        return char
     if char == " ":
         return "space"
     if len(char) == 1 and (char.isspace() or not char.isprintable()):

@@ -88,7 +88,10 @@ def _discounts(counts: np.ndarray) -> np.ndarray:
     if min(n) == 0:  # too little data for the estimate: fall back to a plain discount
         return np.array([0.0, 0.5, 0.75, 0.75])
     y = n[0] / (n[0] + 2 * n[1])
-    return np.array([0.0, 1 - 2 * y * n[1] / n[0], 2 - 3 * y * n[2] / n[1], 3 - 4 * y * n[3] / n[2]])
+    estimate = np.array([0.0, 1 - 2 * y * n[1] / n[0], 2 - 3 * y * n[2] / n[1], 3 - 4 * y * n[3] / n[2]])
+    # Sparse counts can push an estimate outside (0, c]; clip so no count goes negative and
+    # every context keeps some back-off mass (so no symbol ever gets probability zero).
+    return np.clip(estimate, [0.0, 0.1, 0.1, 0.1], [0.0, 1.0, 2.0, 3.0])
 
 
 @dataclass
