@@ -35,7 +35,10 @@ from hw4lib.trainers.lm_trainer import evaluate_language_model
 
 HIDDEN_TEXT_FILE = "test.txt"  # inside the hidden-set folder: one transcript per line
 HIDDEN_PARTITION = "test"
-BATCH_SIZE = 32
+MAX_BATCH_SIZE = 32
+# Attention weights of one batch (batch x heads x T x T floats) stay under this many elements, so a
+# model with many heads on long character sequences does not exhaust memory.
+ATTENTION_BUDGET = 2**26
 # DecoderOnlyTransformer's keyword arguments (num_classes comes from the tokenizer) and their types.
 MODEL_KEYS = {"num_layers": int, "d_model": int, "num_heads": int, "d_ff": int, "dropout": float,
               "max_len": int, "weight_tying": bool, "layer_drop_rate": float}
@@ -97,7 +100,8 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
     if dataset.text_max_len > model.max_len:
         raise GradingError(f"the longest hidden test transcript is {dataset.text_max_len} tokens with "
                            f"the {token_type} tokenizer, but the model's max_len is {model.max_len}")
-    metrics = evaluate_language_model(model, length_sorted_loader(dataset), torch.device("cpu"))
+    loader = length_sorted_loader(dataset, model_config["num_heads"])
+    metrics = evaluate_language_model(model, loader, torch.device("cpu"))
     if not math.isfinite(metrics["perplexity_char"]):
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or infinite "
                            f"weights or logits)")
@@ -184,10 +188,19 @@ def write_hidden_set(hidden_set: Path, work: Path) -> Path:
     return work / "data"
 
 
-def length_sorted_loader(dataset: LMDataset) -> DataLoader:
-    """Batches of similar lengths (little padding); the metric does not depend on the order."""
+def length_sorted_loader(dataset: LMDataset, num_heads: int) -> DataLoader:
+    """Batches of similar lengths (little padding), each within ATTENTION_BUDGET.
+
+    The metric is a sum over transcripts, so neither the order nor the batching changes it.
+    """
     order = sorted(range(len(dataset)), key=lambda i: len(dataset.transcripts_shifted[i]))
-    batches = [order[i:i + BATCH_SIZE] for i in range(0, len(order), BATCH_SIZE)]
+    batches: list[list[int]] = [[]]
+    for index in order:
+        length = len(dataset.transcripts_shifted[index])  # the longest so far: sorted order
+        if batches[-1] and (len(batches[-1]) == MAX_BATCH_SIZE
+                            or (len(batches[-1]) + 1) * num_heads * length**2 > ATTENTION_BUDGET):
+            batches.append([])
+        batches[-1].append(index)
     return DataLoader(dataset, batch_sampler=batches, collate_fn=dataset.collate_fn)
 
 

@@ -388,5 +388,251 @@ def test_child_cannot_write_huge_files(tmp_path):
     assert (tmp_path / "big.bin").stat().st_size <= 2**20
 
 
+# ------------------------------------------------------------------------------------------------
+# End to end: make in a grading folder, as Autolab does
+# ------------------------------------------------------------------------------------------------
+
+# Wide thresholds, so that an untrained tiny model earns partial credit and the end-to-end tests
+# see the score move with the measured perplexity (the default line gives such a model 0).
+TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL = 2.0, 1000.0
+TEST_HIDDEN_CHARS = 20_000  # a quarter of the default: the test measures the model twice
+HANDIN_FILES = ("config.yaml", "model_arch.txt", "test_metrics.json", "test_generated_results.json")
+
+
+@functools.lru_cache(maxsize=None)
+def built_autograder() -> Path:
+    """dist/ of ``make autograde``, built once per test process into a temporary folder."""
+    from tools import make_autograde
+
+    out = Path(tempfile.mkdtemp(prefix="hw4p1-autograde-"))
+    make_autograde.build(out, hidden_chars=TEST_HIDDEN_CHARS, full_marks_ppl=TEST_FULL_MARKS_PPL,
+                         zero_marks_ppl=TEST_ZERO_MARKS_PPL)
+    return out
+
+
+def hidden_lines() -> list[str]:
+    with tarfile.open(built_autograder() / "autograde.tar") as tar:
+        data = tar.extractfile("autograde/autograder/hidden_set/test.txt").read()
+    return data.decode("utf-8").splitlines()
+
+
+def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "") -> tuple[list[str], dict]:
+    """Grade ``handin`` in ``tmp_path/grading`` with make; return (output lines, scores).
+
+    Checks that the last line is the scores line with every category, and that nothing outside
+    the grading folder changed.
+    """
+    grading = tmp_path / "grading"
+    grading.mkdir()
+    shutil.copy(built_autograder() / "autograde.tar", grading / "autograde.tar")
+    shutil.copy(built_autograder() / "autograde-Makefile", grading / "Makefile")
+    if handin is not None:
+        shutil.copy(handin, grading / "handin.tar")
+    outside = {path: (tmp_path / path).stat().st_mtime_ns for path in tree(tmp_path)
+               if not path.startswith("grading")}
+    process = subprocess.run(["make", f"PYTHON={sys.executable}", f"GRADER_FLAGS={grader_flags}"],
+                             cwd=grading, capture_output=True, text=True, timeout=900)
+    lines = process.stdout.splitlines()
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    scores = json.loads(lines[-1])["scores"]
+    assert list(scores) == list(rubric.RUBRIC), scores
+    assert all(0 <= scores[c] <= rubric.RUBRIC[c] for c in scores), scores
+    after = {path: (tmp_path / path).stat().st_mtime_ns for path in tree(tmp_path)
+             if not path.startswith("grading")}
+    assert after == outside, f"written outside the grading folder: {set(after) ^ set(outside)}"
+    return lines, scores
+
+
+def copy_reference_mytorch(root: Path) -> Path:
+    shutil.copytree(REPO_ROOT / "mytorch", root / "mytorch", ignore=shutil.ignore_patterns("__pycache__"))
+    return root / "mytorch"
+
+
+def make_run_folder(root: Path, state_dict: dict, reported_ppl: float) -> None:
+    """expts/run/ with the files the trainer writes; test_metrics.json claims ``reported_ppl``."""
+    run = root / "expts" / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    config = {"name": "run", "tokenization": {"token_type": "char"}, "model": TINY_MODEL}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "model_arch.txt").write_text("DecoderOnlyTransformer(...)\n")
+    metrics = {"ce_loss_token": 0.0, "ce_loss_char": 0.0, "perplexity_token": reported_ppl,
+               "perplexity_char": reported_ppl}
+    (run / "test_metrics.json").write_text(json.dumps(metrics))
+    (run / "test_generated_results.json").write_text(json.dumps({"greedy": []}))
+    torch.save({"model_state_dict": state_dict, "epoch": 1}, run / "checkpoints" / "checkpoint-best-metric-model.pth")
+
+
+def reported_perplexity(lines: list[str]) -> float:
+    found = [re.search(r"perplexity on the hidden test set: ([0-9.]+)", line) for line in lines]
+    values = [float(match.group(1)) for match in found if match]
+    assert len(values) == 1, "\n".join(lines[-60:])
+    return values[0]
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
+    from hw4lib.utils.handin import pack
+
+    student = tmp_path / "student"
+    copy_reference_mytorch(student)
+    tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, "char")
+    torch.manual_seed(0)
+    model = DecoderOnlyTransformer(**TINY_MODEL, num_classes=tokenizer.vocab_size)
+    make_run_folder(student, model.state_dict(), reported_ppl=1.0)
+    pack(student, "run", student / "handin.tar")
+
+    start = time.monotonic()
+    lines, scores = run_grader(tmp_path, student / "handin.tar")
+    seconds = time.monotonic() - start
+    text = "\n".join(lines)
+    for category, points in rubric.MYTORCH_RUBRIC.items():
+        assert scores[category] == points, (category, text[-4000:])
+
+    # The language model is scored on the perplexity its weights give on the hidden set, measured
+    # here independently; the 1.0 the student reported changes nothing.
+    measured = reported_perplexity(lines)
+    expected = direct_perplexity_char(model, tokenizer, hidden_lines())
+    assert measured == pytest.approx(expected, rel=1e-5)
+    assert 0 < scores["LanguageModel"] < rubric.LM_POINTS
+    assert scores["LanguageModel"] == rubric.lm_score(measured, TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL)
+    assert "reports 1.0000" in text
+    # the secrets are gone before student code ran; the hidden set lives only in autograde.tar
+    grading = tmp_path / "grading"
+    assert not (grading / "autograde.tar").exists()
+    assert not (grading / "autograde" / "hw4lib").exists()
+    assert not (grading / "autograde" / "autograder" / "hidden_set").exists()
+    print(f"graded a good handin in {seconds:.1f} s")
+
+
+def sabotaged_mytorch(root: Path) -> None:
+    """The reference mytorch, misbehaving differently in each category's process."""
+    package = copy_reference_mytorch(root)
+    sabotage = """
+import atexit, os, subprocess, sys, time
+if "Linear" in sys.argv:
+    raise RuntimeError("a student bug at import time")
+if "Softmax" in sys.argv:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    open("sleeper.pid", "w").write(str(sleeper.pid))
+    while True:
+        time.sleep(0.1)
+if "ScaledDotProductAttention" in sys.argv:
+    for _ in range(100_000):
+        print("flood " * 50 + "\\x1b[31m")
+if "MultiHeadAttention" in sys.argv:
+    atexit.register(print, "a print after the scores line")
+"""
+    with open(package / "__init__.py", "a") as init:
+        init.write(sabotage)
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_hostile_handin_gets_zeros_where_due_and_nothing_escapes(tmp_path):
+    student = tmp_path / "student"
+    sabotaged_mytorch(student)
+    torch.manual_seed(0)
+    model = DecoderOnlyTransformer(**TINY_MODEL, num_classes=H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size)
+
+    class RunsCode:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "pickle_ran_code"), "w"))
+
+    weights = io.BytesIO()
+    torch.save({**model.state_dict(), "payload": RunsCode()}, weights)
+    config = yaml.safe_dump({"tokenization": {"token_type": "char"}, "model": TINY_MODEL}).encode()
+    members = [regular(f"handin/{p.relative_to(student).as_posix()}", p.read_bytes())
+               for p in sorted((student / "mytorch").rglob("*.py"))]
+    members += [
+        regular("handin/config.yaml", config),
+        regular("handin/model_state_dict.pt", weights.getvalue()),
+        regular("handin/test_metrics.json", b'{"perplexity_char": 1.0}'),
+        regular("/tmp/hw4p1_escape_absolute.txt"),
+        regular("../../escaped_two_up.py"),
+        regular("handin/../../../escaped_three_up.py"),
+        special("handin/model_arch.txt", tarfile.SYMTYPE, "/etc/passwd"),
+        special("handin/test_generated_results.json", tarfile.LNKTYPE, "/etc/passwd"),
+        special("handin/mytorch/fifo.py", tarfile.FIFOTYPE),
+        special("handin/mytorch/device.py", tarfile.CHRTYPE),
+    ]
+    handin = write_tar(tmp_path / "handin.tar", members)
+
+    lines, scores = run_grader(tmp_path, handin, grader_flags="--mytorch-timeout 20")
+    text = "\n".join(lines)
+    assert scores == {"Linear": 0, "Softmax": 0, "ScaledDotProductAttention": 20,
+                      "MultiHeadAttention": 0, "LanguageModel": 0}, text[-6000:]
+    assert "weights_only" in text and not (tmp_path / "pickle_ran_code").exists()
+    assert "a student bug at import time" in text
+    assert "stopped at the 20 s time limit" in text
+    assert "bytes of output omitted" in text and "\x1b" not in text
+    assert len(text.encode()) < 100_000, "the student's flood reached the grader's output"
+    assert "printed no scores line last" in text
+    for reason in ("absolute", "'..'", "symbolic link", "hard link", "device or a fifo"):
+        assert reason in text, reason
+    assert not Path("/tmp/hw4p1_escape_absolute.txt").exists()
+    sleeper = int((tmp_path / "grading" / "work" / "handin" / "sleeper.pid").read_text())
+    deadline = time.monotonic() + 5
+    while process_alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process_alive(sleeper), "a process started by student code outlived its time limit"
+
+
+@rubric_category("End to end")
+def test_garbage_missing_and_incomplete_handins_score_zero(tmp_path):
+    cases = {
+        "garbage": (tmp_path / "garbage.tar", "not a tar archive"),
+        "missing": (None, "no handin.tar"),
+        "no model, no mytorch": (write_tar(tmp_path / "metrics_only.tar", [
+            regular("handin/test_metrics.json", b'{"perplexity_char": 1.0}')]), "no mytorch/"),
+    }
+    (tmp_path / "garbage.tar").write_bytes(b"this is not a tar file\n" * 100)
+    for index, (name, (handin, message)) in enumerate(cases.items()):
+        folder = tmp_path / f"case{index}"
+        folder.mkdir()
+        lines, scores = run_grader(folder, handin)
+        assert scores == rubric.zero_scores(), (name, scores)
+        assert message in "\n".join(lines), (name, lines)
+    assert "no config.yaml and no model_state_dict.pt" in "\n".join(lines)
+
+
+@rubric_category("End to end")
+def test_makefile_prints_zeros_when_the_driver_cannot_start(tmp_path):
+    grading = tmp_path / "grading"
+    grading.mkdir()
+    shutil.copy(built_autograder() / "autograde-Makefile", grading / "Makefile")
+    (grading / "autograde.tar").write_bytes(b"broken")
+    process = subprocess.run(["make", f"PYTHON={sys.executable}"], cwd=grading, capture_output=True,
+                             text=True, timeout=60)
+    assert json.loads(process.stdout.splitlines()[-1]) == {"scores": rubric.zero_scores()}
+
+
+@rubric_category("End to end")
+def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
+    from autograder import hidden_data
+    from tools import make_autograde
+
+    builds = [make_autograde.build(tmp_path / name, hidden_chars=TEST_HIDDEN_CHARS,
+                                   full_marks_ppl=TEST_FULL_MARKS_PPL, zero_marks_ppl=TEST_ZERO_MARKS_PPL)
+              for name in ("first", "second")]
+    assert builds[0] == builds[1]
+    assert (tmp_path / "first/autograde.tar").read_bytes() == (tmp_path / "second/autograde.tar").read_bytes()
+    info = builds[0]
+    with tarfile.open(tmp_path / "first/autograde.tar") as tar:
+        names = tar.getnames()
+        shipped = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+        lines = tar.extractfile("autograde/autograder/hidden_set/test.txt").read().decode().splitlines()
+    assert str(hidden_data.HIDDEN_SEED).encode() not in shipped
+    assert not any(name.endswith(("hidden_data.py", "README.md")) or name.startswith("autograde/mytorch")
+                   for name in names), names
+    for needed in ("autograde/autograder/grade.py", "autograde/tests/testing_framework.py",
+                   "autograde/hw4lib/data/tokenizer_jsons/tokenizer_char.json",
+                   "autograde/autograder/hidden_tests/test_mytorch_hidden.py", "autograde/build_info.json"):
+        assert needed in names, needed
+    assert sum(map(len, lines)) == info["hidden_chars"] >= TEST_HIDDEN_CHARS
+    assert info["lm_thresholds"] == {"full_marks_ppl": TEST_FULL_MARKS_PPL, "zero_marks_ppl": TEST_ZERO_MARKS_PPL}
+    assert not set(lines) & hidden_data.public_transcripts(info["public_seed"])
+
+
 if __name__ == "__main__":
     run_module(__name__)

@@ -1,0 +1,31 @@
+"""The hidden test set of the language model: drawn at build time, never shipped as a seed.
+
+``tools/make_autograde.py`` calls :func:`build_hidden_transcripts` and ships only the transcripts it
+returns; this file (with ``HIDDEN_SEED``) stays in the instructors' repository. Change the seed to
+draw a new hidden set for a new semester.
+"""
+from __future__ import annotations
+
+from hw4lib.data import build_data
+from hw4lib.data.corpus import generate_split
+
+HIDDEN_SEED = 7_310_925_468_113
+HIDDEN_SPLIT = "hidden"  # the corpus stream name; the public data uses "train", "val" and "test"
+HIDDEN_NUM_CHARS = 80_000
+
+
+def public_transcripts(public_seed: int) -> set[str]:
+    """Every transcript of the public train, val and test splits that ``make data SEED=public_seed``
+    writes from the embedded corpus (regenerated: about a second)."""
+    splits = build_data.generated_splits(public_seed, build_data.DEFAULT_SIZES,
+                                         build_data.Provenance(source="public splits, for exclusion"))
+    return {utterance.text for split in splits.values() for utterance in split}
+
+
+def build_hidden_transcripts(public_seed: int = 0, num_chars: int = HIDDEN_NUM_CHARS) -> list[str]:
+    """At least ``num_chars`` characters of transcripts from the public data's distribution, none of
+    which occurs in any public split. Deterministic."""
+    if num_chars <= 0:
+        raise ValueError(f"num_chars must be positive, got {num_chars}")
+    return generate_split(HIDDEN_SEED, num_chars, exclude=public_transcripts(public_seed),
+                          split=HIDDEN_SPLIT)
