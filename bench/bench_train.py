@@ -1,0 +1,128 @@
+"""Training speed of the default config, where its time goes, and how long the last run took.
+
+``python -m bench train`` prints:
+
+1. training throughput (target tokens per second, forward + backward + AdamW step) of the
+   default model on real batches of the training set (or of a generated stand-in corpus when
+   ``make data`` has not run);
+2. a torch.profiler table of the operators that dominate a training step;
+3. from the latest ``expts/default-*`` run with metrics: per-epoch time and validation
+   perplexity, and the wall time at which the validation perplexity first reached the pass mark.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hw4lib.data import LMDataset
+from hw4lib.train import build_loader, build_model, build_tokenizer, load_config, set_seed
+from hw4lib.utils import create_optimizer
+
+CONFIG = Path("configs/default.yaml")
+PASS_MARK = 3.5  # per-character test perplexity of the homework
+
+
+def training_dataset(config, tokenizer) -> LMDataset:
+    """The config's training partition, or 300k generated characters when it is missing."""
+    try:
+        return LMDataset(config["data"]["train_partition"], config["data"], tokenizer)
+    except FileNotFoundError:
+        from hw4lib.data.corpus import generate_split
+
+        print("(no built data: timing on a generated stand-in corpus; run `make data` for the real one)")
+        root = Path(tempfile.mkdtemp(prefix="bench_train_"))
+        (root / "train").mkdir()
+        for index, text in enumerate(generate_split(0, 300_000, split="bench")):
+            np.save(root / "train" / f"{index:06d}.npy", np.array(list(text)))
+        return LMDataset("train", {**config["data"], "root": str(root), "subset": 1.0}, tokenizer)
+
+
+def measure_training(config, dataset, num_batches: int = 20, warmup_batches: int = 3):
+    """Time ``num_batches`` training steps after ``warmup_batches``; return (tokens/s, chars/s, model)."""
+    set_seed(0)
+    model = build_model(config, build_tokenizer(config))
+    optimizer = create_optimizer(model, config["optimizer"])
+    criterion = torch.nn.CrossEntropyLoss(ignore_index=dataset.pad_token)
+    batches = iter(build_loader(config, dataset, shuffle=True))
+    model.train()
+
+    def step(batch):
+        shifted, golden, lengths = batch
+        logits, _ = model(shifted, lengths)
+        loss = criterion(logits.reshape(-1, logits.size(-1)), golden.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return int(lengths.sum())
+
+    for _ in range(warmup_batches):
+        step(next(batches))
+    tokens, start = 0, time.perf_counter()
+    for _ in range(num_batches):
+        tokens += step(next(batches))
+    seconds = time.perf_counter() - start
+    tokens_per_second = tokens / seconds
+    return tokens_per_second, tokens_per_second * dataset.get_avg_chars_per_token(), model, step, batches
+
+
+def profile_steps(step, batches, num_batches: int = 5, rows: int = 12) -> str:
+    """A torch.profiler table (self CPU time) over ``num_batches`` training steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for _ in range(num_batches):
+            step(next(batches))
+    return profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def latest_run_summary(expts: Path = Path("expts"), prefix: str = "default") -> str:
+    """Per-epoch times and validation perplexities of the newest ``<prefix>-*`` run with metrics."""
+    runs = sorted((p for p in expts.glob(f"{prefix}*") if (p / "metrics" / "history.json").is_file()),
+                  key=lambda p: (p / "metrics" / "history.json").stat().st_mtime)
+    if not runs:
+        return (f"no finished '{prefix}' run under {expts}/: run `make train` first, then this "
+                "benchmark reports the time to reach the pass mark")
+    run = runs[-1]
+    history = json.loads((run / "metrics" / "history.json").read_text())
+    lines = [f"latest run: {run}"]
+    elapsed, reached = 0.0, None
+    for record in history:
+        elapsed += record.get("epoch_seconds", 0.0)
+        ppl = record["val"]["perplexity_char"]
+        lines.append(f"  epoch {record['epoch']:>2}: {record.get('epoch_seconds', 0):6.0f}s  "
+                     f"val ppl/char {ppl:.3f}")
+        if reached is None and ppl <= PASS_MARK:
+            reached = (record["epoch"], elapsed)
+    if reached:
+        lines.append(f"  validation ppl/char <= {PASS_MARK} after epoch {reached[0]}, "
+                     f"{reached[1]:.0f}s of training")
+    for name in ("test_metrics.json", "timing.json"):
+        if (run / name).is_file():
+            lines.append(f"  {name}: {(run / name).read_text().strip()}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    config = load_config(CONFIG)
+    tokenizer = build_tokenizer(config)
+    dataset = training_dataset(config, tokenizer)
+    print(f"config {CONFIG}: tokenizer {config['tokenization']['token_type']}, "
+          f"batch {config['data']['batch_size']}, torch threads {torch.get_num_threads()}")
+    tokens_per_second, chars_per_second, model, step, batches = measure_training(config, dataset)
+    parameters = sum(p.numel() for p in model.parameters())
+    epoch_seconds = dataset.total_tokens / tokens_per_second
+    print(f"training throughput: {tokens_per_second:,.0f} target tokens/s "
+          f"({chars_per_second:,.0f} chars/s), {parameters:,} parameters; "
+          f"one epoch of this training set ~ {epoch_seconds:.0f}s")
+    print("profile of 5 training steps (self CPU time):")
+    print(profile_steps(step, batches))
+    print(latest_run_summary())
+
+
+if __name__ == "__main__":
+    main()
