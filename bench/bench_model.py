@@ -7,6 +7,7 @@ best of a few repeats after one warm-up, which is the least disturbed figure on 
 
     .venv/bin/python -m bench bench_model      # or: make bench BENCH=bench_model
 """
+import os
 import time
 from pathlib import Path
 
@@ -68,7 +69,9 @@ def main() -> None:
     config_text = ", ".join(f"{key}={value}" for key, value in model_config.items())
     print(f"model: {config_text}, num_classes={vocab}")
     print(f"parameters: {parameters:,} ({parameters * 4 / 2**20:.1f} MiB in float32)")
-    print(f"batch: {BATCH} x {LENGTH} tokens, torch threads: {torch.get_num_threads()}")
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"batch: {BATCH} x {LENGTH} tokens, torch threads: {torch.get_num_threads()}, "
+          f"load average: {load} (a busy machine slows every figure)")
     print(f"{'measurement':<36} {'seconds':>8} {'tokens/s':>10}")
     tokens_per_batch = BATCH * LENGTH
     for name, seconds in [("train step (forward + backward)", train_seconds),
