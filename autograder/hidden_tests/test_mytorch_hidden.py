@@ -153,6 +153,20 @@ def test_linear_finite_differences():
     check("dLdb", layer.dLdb, finite_difference(loss, b), RTOL_FD)
 
 
+@rubric("Linear")
+def test_linear_float32_stays_float32():
+    from mytorch.nn import Linear
+
+    rng = np.random.default_rng(104)
+    layer = Linear(5, 2)
+    layer.init_weights(rng.standard_normal((2, 5)).astype(np.float32),
+                       rng.standard_normal(2).astype(np.float32))
+    Z = layer.forward(rng.standard_normal((2, 3, 5)).astype(np.float32))
+    dLdA = layer.backward(rng.standard_normal(Z.shape).astype(np.float32))
+    for name, x in (("Z", Z), ("dLdA", dLdA), ("dLdW", layer.dLdW), ("dLdb", layer.dLdb)):
+        assert x.dtype == np.float32, f"{name}: float32 in, got {x.dtype}"
+
+
 # ---------------------------------------------------------------------------------------------
 # Softmax
 # ---------------------------------------------------------------------------------------------
@@ -428,6 +442,14 @@ def test_mha_self_attention_with_one_array_for_query_key_value():
     out_t.backward(torch.from_numpy(d_output))
     check("self-attention output", out, out_t)
     check("self-attention dquery + dkey + dvalue", dq + dk + dv, tx.grad)
+
+    mha32 = MultiHeadAttention(E, H)
+    mha32.init_weights(*(w.astype(np.float32) for w in weights))
+    out32 = mha32.forward(*[x.astype(np.float32)] * 3, key_padding_mask=padding, attn_mask=causal)
+    grads32 = mha32.backward(d_output.astype(np.float32))
+    for name, y in zip(("output", "dquery", "dkey", "dvalue"), (out32, *grads32)):
+        assert y.dtype == np.float32, f"float32 self-attention: {name} is {y.dtype}"
+    check("float32 self-attention output", out32, out, 1e-5)
 
 
 @rubric("MultiHeadAttention")
