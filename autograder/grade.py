@@ -1,8 +1,9 @@
-"""Grade one handin.tar and print the Autolab line ``{"scores": {...}}`` last. Standard library only.
+"""Grade one handin.tar; the last line printed is Autolab's ``{"scores": {...}}``. Stdlib only.
 
 Run from the extracted autograder (the Makefile does this)::
 
-    cd autograde && python3 -m autograder.grade ../handin.tar --work ../work --autograde-tar ../autograde.tar
+    cd autograde && python3 -m autograder.grade ../handin.tar --work ../work \
+        --autograde-tar ../autograde.tar
 
 Steps, in this order on purpose:
 
@@ -63,13 +64,14 @@ class ChildRun:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Grade a hw4p1 handin.tar; prints the scores line last.")
+    parser = argparse.ArgumentParser(description="Grade a hw4p1 handin.tar; the scores line "
+                                                 "comes last.")
     parser.add_argument("handin", type=Path, help="the student's handin.tar")
     parser.add_argument("--work", type=Path, default=AUTOGRADE_ROOT.parent / "work",
                         help="scratch folder, emptied first (default: beside the autograder)")
     parser.add_argument("--autograde-tar", type=Path,
-                        help="the autograde.tar this autograder came in: deleted with the hidden set "
-                             "before student code runs")
+                        help="the autograde.tar this autograder came in: deleted with the "
+                             "hidden set before student code runs")
     parser.add_argument("--mytorch-timeout", type=float, default=rubric.MYTORCH_TIMEOUT_S,
                         help="seconds allowed to each mytorch category")
     parser.add_argument("--model-timeout", type=float, default=rubric.MODEL_TIMEOUT_S,
@@ -123,7 +125,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float]) -> None:
 
 
 def child_environment(work: Path, python_path: list[Path]) -> dict[str, str]:
-    """A child's environment: ``python_path`` importable first, caches and temp files under work/."""
+    """A child's environment: ``python_path`` importable first, caches and temp files in work/."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONSAFEPATH",
                           "PYTHONUSERBASE")}
@@ -158,7 +160,8 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     """Rebuild and evaluate the handed-in model in a child process; return the points earned."""
     missing = [name for name in ("config.yaml", "model_state_dict.pt") if name not in handin.files]
     if missing:
-        print(f"  the handin has no {' and no '.join(missing)}: run `make handin` after training. 0 points")
+        print(f"  the handin has no {' and no '.join(missing)}: run `make handin` after "
+              f"training. 0 points")
         return 0
     result_path = work / "lm" / "result.json"
     command = [sys.executable, "-m", "autograder.grade_model",
@@ -185,13 +188,15 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
 
 def report_self_reported_metrics(handin: Extraction) -> None:
     """Echo the student's own test_metrics.json next to the measurement; it never counts."""
-    reported = read_json(handin.files["test_metrics.json"]) if "test_metrics.json" in handin.files else None
+    path = handin.files.get("test_metrics.json")
+    reported = read_json(path) if path is not None else None
     value = reported.get("perplexity_char") if isinstance(reported, dict) else None
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         print(f"  (your test_metrics.json reports {value:.4f} on the public test set; "
               f"only the measurement above counts)")
     else:
-        print("  (no usable perplexity_char in test_metrics.json; only the measurement above counts)")
+        print("  (no usable perplexity_char in test_metrics.json; only the measurement above "
+              "counts)")
 
 
 def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
@@ -207,7 +212,7 @@ def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
 
 
 def grade_mytorch_category(category: str, handin: Extraction, work: Path, timeout: float) -> float:
-    """Run one category of the hidden mytorch tests on the student's code; return the points earned."""
+    """Run one category of the hidden mytorch tests on the student's code; return its points."""
     points = rubric.MYTORCH_RUBRIC[category]
     if not any(name.startswith("mytorch/") for name in handin.files):
         print(f"  the handin has no mytorch/ .py files. 0/{points}")
@@ -220,8 +225,8 @@ def grade_mytorch_category(category: str, handin: Extraction, work: Path, timeou
                     timeout=timeout, max_file_bytes=MAX_CHILD_FILE_BYTES)
     print(indent(run.output))
     if run.timed_out:
-        print(f"  => {category}: stopped at the {timeout:.0f} s time limit (an infinite loop, or far "
-              f"too slow). 0/{points}")
+        print(f"  => {category}: stopped at the {timeout:.0f} s time limit (an infinite loop, "
+              f"or far too slow). 0/{points}")
         return 0
     earned = parse_category_score(run.output, category)
     if run.returncode != 0 or earned is None:

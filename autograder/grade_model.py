@@ -51,10 +51,12 @@ class GradingError(Exception):
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Evaluate a handed-in model on the hidden test set.")
-    parser.add_argument("--handin", type=Path, required=True, help="folder with config.yaml and model_state_dict.pt")
-    parser.add_argument("--hidden-set", type=Path, required=True, help=f"folder with {HIDDEN_TEXT_FILE}")
-    parser.add_argument("--work", type=Path, required=True, help="scratch folder for the .npy files")
+    parser = argparse.ArgumentParser(description="Evaluate a handed-in model on the hidden set.")
+    parser.add_argument("--handin", type=Path, required=True,
+                        help="folder with config.yaml and model_state_dict.pt")
+    parser.add_argument("--hidden-set", type=Path, required=True,
+                        help=f"folder with {HIDDEN_TEXT_FILE}")
+    parser.add_argument("--work", type=Path, required=True, help="scratch folder for .npy files")
     parser.add_argument("--out", type=Path, required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
     start = time.monotonic()
@@ -72,7 +74,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
-    """Rebuild the model of ``handin`` and return evaluate_language_model's metrics on the hidden set."""
+    """Rebuild the model of ``handin``; return evaluate_language_model's metrics on the hidden set.
+
+    Raises GradingError naming the problem when the handin cannot be evaluated.
+    """
     torch.manual_seed(0)
     config = load_config(handin / "config.yaml")
     token_type = config["tokenization"]["token_type"]
@@ -80,8 +85,8 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
     model_config = config["model"]
     estimate = estimate_parameters(model_config, tokenizer.vocab_size)
     if estimate > rubric.MAX_PARAMETERS:
-        raise GradingError(f"config.yaml describes a model of about {estimate:,} parameters; the grader "
-                           f"builds at most {rubric.MAX_PARAMETERS:,}")
+        raise GradingError(f"config.yaml describes a model of about {estimate:,} parameters; "
+                           f"the grader builds at most {rubric.MAX_PARAMETERS:,}")
     state_dict = load_state_dict(handin / "model_state_dict.pt")
     try:
         model = DecoderOnlyTransformer(**model_config, num_classes=tokenizer.vocab_size)
@@ -95,16 +100,17 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
             f"({token_type} tokenizer, vocab_size {tokenizer.vocab_size}): {error}. Hand in the "
             f"config.yaml of the run the weights come from (`make handin`)") from error
 
-    dataset = LMDataset(HIDDEN_PARTITION, {"root": str(write_hidden_set(hidden_set, work)), "subset": 1.0},
-                        tokenizer)
+    data_config = {"root": str(write_hidden_set(hidden_set, work)), "subset": 1.0}
+    dataset = LMDataset(HIDDEN_PARTITION, data_config, tokenizer)
     if dataset.text_max_len > model.max_len:
-        raise GradingError(f"the longest hidden test transcript is {dataset.text_max_len} tokens with "
-                           f"the {token_type} tokenizer, but the model's max_len is {model.max_len}")
+        raise GradingError(f"the longest hidden test transcript is {dataset.text_max_len} tokens "
+                           f"with the {token_type} tokenizer, but the model's max_len is "
+                           f"{model.max_len}")
     loader = length_sorted_loader(dataset, model_config["num_heads"])
     metrics = evaluate_language_model(model, loader, torch.device("cpu"))
     if not math.isfinite(metrics["perplexity_char"]):
-        raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or infinite "
-                           f"weights or logits)")
+        raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
+                           f"infinite weights or logits)")
     return {**metrics, "token_type": token_type, "num_utterances": len(dataset),
             "num_parameters": sum(p.numel() for p in model.parameters())}
 
@@ -120,8 +126,8 @@ def load_config(path: Path) -> dict:
     tokenization = config.get("tokenization")
     token_type = tokenization.get("token_type") if isinstance(tokenization, dict) else None
     if not isinstance(token_type, str) or token_type not in DEFAULT_TOKEN_MAP:
-        raise GradingError(f"config.yaml's tokenization.token_type is {token_type!r}; it must be one of "
-                           f"{list(DEFAULT_TOKEN_MAP)}")
+        raise GradingError(f"config.yaml's tokenization.token_type is {token_type!r}; it must "
+                           f"be one of {list(DEFAULT_TOKEN_MAP)}")
     check_model_config(config.get("model"))
     return config
 
@@ -129,12 +135,13 @@ def load_config(path: Path) -> dict:
 def check_model_config(model_config) -> None:
     """Raise GradingError unless ``model_config`` holds sane DecoderOnlyTransformer arguments."""
     if not isinstance(model_config, dict):
-        raise GradingError("config.yaml has no 'model' mapping (DecoderOnlyTransformer's arguments)")
+        raise GradingError("config.yaml has no 'model' mapping (DecoderOnlyTransformer's "
+                           "arguments)")
     unknown = sorted(set(model_config) - set(MODEL_KEYS))
     missing = sorted(set(MODEL_KEYS) - OPTIONAL_MODEL_KEYS - set(model_config))
     if unknown or missing:
-        raise GradingError(f"config.yaml's model section: unknown keys {unknown}, missing keys {missing}; "
-                           f"it takes exactly {list(MODEL_KEYS)}")
+        raise GradingError(f"config.yaml's model section: unknown keys {unknown}, missing keys "
+                           f"{missing}; it takes exactly {list(MODEL_KEYS)}")
     for key, kind in MODEL_KEYS.items():
         value = model_config.get(key)
         if value is None and key in OPTIONAL_MODEL_KEYS:
@@ -147,11 +154,12 @@ def check_model_config(model_config) -> None:
             raise GradingError(f"config.yaml: model.{key} must be {kind.__name__}, got {value!r}")
     for key, (low, high) in rubric.MODEL_LIMITS.items():
         if not low <= model_config[key] <= high:
-            raise GradingError(f"config.yaml: model.{key} = {model_config[key]} is outside [{low}, {high}]")
+            raise GradingError(f"config.yaml: model.{key} = {model_config[key]} is outside "
+                               f"[{low}, {high}]")
 
 
 def estimate_parameters(model_config: dict, vocab_size: int) -> int:
-    """Parameters (plus the positional table) of the model, counted from the config without building it."""
+    """Parameters plus positional-table entries of the model, counted from the config alone."""
     d, d_ff = model_config["d_model"], model_config["d_ff"]
     attention = 4 * d * d + 4 * d             # fused q/k/v and output projections with biases
     feed_forward = 2 * d * d_ff + d_ff + d
@@ -163,7 +171,7 @@ def estimate_parameters(model_config: dict, vocab_size: int) -> int:
 
 
 def load_state_dict(path: Path) -> dict:
-    """The tensors of model_state_dict.pt, refusing anything torch.load's weights_only mode refuses."""
+    """The tensors of model_state_dict.pt; anything torch.load's weights_only mode refuses fails."""
     try:
         state_dict = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - unpickling errors come in many types
@@ -172,14 +180,15 @@ def load_state_dict(path: Path) -> dict:
             f"{type(error).__name__}: {error}. Save it with torch.save(model.state_dict(), path) "
             f"(`make handin` does)") from error
     if not isinstance(state_dict, dict) or not all(
-            isinstance(key, str) and isinstance(value, torch.Tensor) for key, value in state_dict.items()):
-        raise GradingError("model_state_dict.pt must hold model.state_dict(): a mapping of names to "
-                           "tensors, not a checkpoint or a whole model")
+            isinstance(key, str) and isinstance(value, torch.Tensor)
+            for key, value in state_dict.items()):
+        raise GradingError("model_state_dict.pt must hold model.state_dict(): a mapping of names "
+                           "to tensors, not a checkpoint or a whole model")
     return state_dict
 
 
 def write_hidden_set(hidden_set: Path, work: Path) -> Path:
-    """Write each hidden transcript as ``<work>/data/test/hidden-NNNNN.npy``; return the data root."""
+    """Write each hidden transcript as ``<work>/data/test/hidden-NNNNN.npy``; return the root."""
     lines = (hidden_set / HIDDEN_TEXT_FILE).read_text(encoding="utf-8").splitlines()
     partition = work / "data" / HIDDEN_PARTITION
     partition.mkdir(parents=True, exist_ok=True)

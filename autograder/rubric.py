@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-# mytorch categories: the names `autograder/hidden_tests/test_mytorch_hidden.py` tags its tests with.
+# mytorch categories: the names autograder/hidden_tests/test_mytorch_hidden.py tags its tests with.
 MYTORCH_RUBRIC = {
     "Linear": 5,
     "Softmax": 5,
@@ -58,12 +58,14 @@ MODEL_LIMITS = {  # key: (smallest, largest) accepted integer value
 
 def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,
              zero_marks_ppl: float = ZERO_MARKS_PPL) -> float:
-    """Points for a per-character perplexity: LM_POINTS at <= full_marks_ppl, 0 at >= zero_marks_ppl.
+    """Points for a per-character perplexity on the hidden test set.
 
-    Linear in between, rounded to 2 decimals. NaN, infinite and non-numeric values score 0.
+    LM_POINTS at or below ``full_marks_ppl``, 0 at or above ``zero_marks_ppl``, linear in between,
+    rounded to 2 decimals. NaN, infinite and non-numeric values score 0.
     """
     if not full_marks_ppl < zero_marks_ppl:
-        raise ValueError(f"full_marks_ppl ({full_marks_ppl}) must be below zero_marks_ppl ({zero_marks_ppl})")
+        raise ValueError(f"full_marks_ppl ({full_marks_ppl}) must be below zero_marks_ppl "
+                         f"({zero_marks_ppl})")
     if not isinstance(perplexity_char, (int, float)) or isinstance(perplexity_char, bool):
         return 0.0
     if not math.isfinite(perplexity_char) or perplexity_char >= zero_marks_ppl:

@@ -40,7 +40,7 @@ class HandinError(Exception):
 
 @dataclass
 class Extraction:
-    """What came out of a handin: {relative path: extracted file} and one note per skipped member."""
+    """What came out of a handin: {relative path: extracted file}, one note per skipped member."""
 
     files: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -59,7 +59,8 @@ def extract_handin(tar_path: Path, dest: Path) -> Extraction:
     try:
         archive = tarfile.open(tar_path, mode="r:*")
     except (tarfile.TarError, OSError, EOFError) as error:
-        raise HandinError(f"handin.tar is not a tar archive ({error}); create it with `make handin`")
+        raise HandinError(f"{tar_path.name} is not a tar archive ({error}); create it with "
+                          f"`make handin`") from None
     with archive:
         accepted = _select_members(archive, result.notes)
         for relative, member in accepted.items():
@@ -74,7 +75,8 @@ def _check_archive_file(tar_path: Path) -> None:
     try:
         info = os.lstat(tar_path)
     except FileNotFoundError:
-        raise HandinError(f"no {tar_path.name} was handed in; create it with `make handin`") from None
+        message = f"no {tar_path.name} was handed in; create it with `make handin`"
+        raise HandinError(message) from None
     if not os.path.isfile(tar_path) or os.path.islink(tar_path):
         raise HandinError(f"{tar_path.name} is not a regular file")
     if info.st_size > rubric.MAX_TAR_BYTES:
@@ -83,7 +85,7 @@ def _check_archive_file(tar_path: Path) -> None:
 
 
 def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tarfile.TarInfo]:
-    """Read the headers one by one and return {checked relative path: member} of those to extract."""
+    """Read the headers one by one; return {checked relative path: member} of those to extract."""
     accepted: dict[str, tarfile.TarInfo] = {}
     declared_bytes = 0
     mytorch_bytes = 0
@@ -91,19 +93,22 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
         try:
             member = archive.next()
         except (tarfile.TarError, OSError, EOFError) as error:
-            notes.append(f"the archive is damaged after {count} members ({error}); the rest is ignored")
+            notes.append(f"the archive is damaged after {count} members ({error}); "
+                         f"the rest is ignored")
             break
         if member is None:
             break
         if count == rubric.MAX_MEMBERS:
-            notes.append(f"the archive has more than {rubric.MAX_MEMBERS} members; the rest is ignored")
+            notes.append(f"the archive has more than {rubric.MAX_MEMBERS} members; "
+                         f"the rest is ignored")
             break
         declared_bytes += max(member.size, 0)
         if declared_bytes > rubric.MAX_TAR_BYTES:
             # Only a compressed archive can declare more than the file holds: stop before
             # decompressing a bomb.
             notes.append(f"the archive's members add up to more than "
-                         f"{rubric.MAX_TAR_BYTES / 2**20:.0f} MiB; {member.name} and the rest are ignored")
+                         f"{rubric.MAX_TAR_BYTES / 2**20:.0f} MiB; {member.name!r} and the rest "
+                         f"are ignored")
             break
         relative, problem = _check_member(member)
         if problem is None and relative in accepted:
@@ -111,7 +116,7 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
         if problem is None and relative.startswith(MYTORCH_DIR + "/"):
             mytorch_bytes += member.size
             if mytorch_bytes > rubric.MAX_MYTORCH_BYTES:
-                problem = (f"mytorch/ adds up to more than {rubric.MAX_MYTORCH_BYTES / 2**20:.0f} MiB "
+                problem = (f"mytorch/ adds up to more than {rubric.MAX_MYTORCH_BYTES / 1e6:.0f} MB "
                            f"of .py files")
         if problem is not None:
             notes.append(f"{member.name!r}: {problem}; skipped")
@@ -131,7 +136,8 @@ def _check_member(member: tarfile.TarInfo) -> tuple[str | None, str | None]:
     if member.isdir():
         return None, None
     if member.issym() or member.islnk():
-        return None, f"is a {'symbolic' if member.issym() else 'hard'} link (to {member.linkname!r})"
+        kind = "symbolic" if member.issym() else "hard"
+        return None, f"is a {kind} link (to {member.linkname!r})"
     if member.ischr() or member.isblk() or member.isfifo():
         return None, "is a device or a fifo"
     if not member.isreg() or member.issparse():

@@ -7,8 +7,8 @@ Writes two files in Autolab's convention:
   ``autograder/hidden_data.py``), the reference ``hw4lib`` with its tokenizer JSONs,
   ``tests/testing_framework.py`` and ``build_info.json``;
 * ``dist/autograde-Makefile``: upload it as the assessment's Makefile. In a folder holding it (as
-  ``Makefile``), ``autograde.tar`` and a student's ``handin.tar``, ``make`` grades the handin and the
-  last line it prints is ``{"scores": {...}}``.
+  ``Makefile``), ``autograde.tar`` and a student's ``handin.tar``, ``make`` grades the handin and
+  the last line it prints is ``{"scores": {...}}``.
 
 The archive is reproducible: sorted members, fixed owners and times, so the same tree and seed give
 the same bytes. The hidden set's seed stays out of the archive; only its transcripts go in.
@@ -52,8 +52,8 @@ class AutogradeBuildError(Exception):
 
 
 def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CHARS,
-          full_marks_ppl: float = rubric.FULL_MARKS_PPL, zero_marks_ppl: float = rubric.ZERO_MARKS_PPL,
-          repo: Path = REPO_ROOT) -> dict:
+          full_marks_ppl: float = rubric.FULL_MARKS_PPL,
+          zero_marks_ppl: float = rubric.ZERO_MARKS_PPL, repo: Path = REPO_ROOT) -> dict:
     """Write ``out_dir/autograde.tar`` and ``out_dir/autograde-Makefile``; return the build info.
 
     ``public_seed`` is the seed of the public data (its transcripts are kept out of the hidden set);
@@ -78,21 +78,25 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
     members["build_info.json"] = (json.dumps(info, indent=2) + "\n").encode("utf-8")
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_tar(out_dir / "autograde.tar", {f"{ARCHIVE_ROOT}/{path}": data for path, data in members.items()})
+    write_tar(out_dir / "autograde.tar",
+              {f"{ARCHIVE_ROOT}/{path}": data for path, data in members.items()})
     (out_dir / "autograde-Makefile").write_text(makefile_text(), encoding="utf-8")
     return info
 
 
 def check_hidden_tests_rubric(path: Path) -> None:
-    """The hidden tests must exist and declare exactly the mytorch categories and points we award."""
+    """The hidden tests must exist and declare exactly the mytorch categories and points awarded."""
     if not path.is_file():
-        raise AutogradeBuildError(f"{path} not found: the hidden mytorch tests are part of the autograder")
+        raise AutogradeBuildError(f"{path} not found: the hidden mytorch tests are part of the "
+                                  f"autograder")
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "RUBRIC" for t in node.targets):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(getattr(target, "id", None) == "RUBRIC" for target in targets):
             declared = ast.literal_eval(node.value)
             if declared != rubric.MYTORCH_RUBRIC:
-                raise AutogradeBuildError(f"{path} declares RUBRIC = {declared}, but autograder/rubric.py "
-                                          f"awards {rubric.MYTORCH_RUBRIC}; make them agree")
+                raise AutogradeBuildError(f"{path} declares RUBRIC = {declared}, but "
+                                          f"autograder/rubric.py awards {rubric.MYTORCH_RUBRIC}; "
+                                          f"make them agree")
             return
     raise AutogradeBuildError(f"{path} has no literal RUBRIC = {{...}} assignment")
 
@@ -102,7 +106,8 @@ def hw4lib_files(repo: Path) -> list[str]:
     paths = sorted(p for p in (repo / "hw4lib").rglob("*")
                    if p.is_file() and p.suffix in HW4LIB_SUFFIXES and "__pycache__" not in p.parts)
     if not (repo / "hw4lib/data/tokenizer_jsons/tokenizer_char.json").is_file():
-        raise AutogradeBuildError("hw4lib/data/tokenizer_jsons/ has no tokenizer JSONs: run `make tokenizers`")
+        raise AutogradeBuildError("hw4lib/data/tokenizer_jsons/ has no tokenizer JSONs: run "
+                                  "`make tokenizers`")
     return [p.relative_to(repo).as_posix() for p in paths]
 
 
@@ -111,7 +116,8 @@ def git_commit(repo: Path) -> str:
     try:
         commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
                                 check=True, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
+                                "--untracked-files=no"],
                                check=True, capture_output=True, text=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -119,7 +125,8 @@ def git_commit(repo: Path) -> str:
 
 
 def write_tar(path: Path, members: dict[str, bytes]) -> None:
-    """Write an uncompressed tar of ``members`` (sorted, mode 644, owner root, fixed time) atomically."""
+    """Write an uncompressed tar of ``members`` atomically: sorted, mode 644, owner root, fixed
+    time, so equal contents give equal bytes."""
     partial = path.with_name(path.name + ".partial")
     with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(members):
@@ -131,7 +138,7 @@ def write_tar(path: Path, members: dict[str, bytes]) -> None:
 
 
 def makefile_text() -> str:
-    """The Autolab Makefile; when the driver cannot even start, it still prints a zero scores line."""
+    """The Autolab Makefile; when the driver cannot even start, it prints a line of zeros."""
     zero_line = json.dumps({"scores": rubric.zero_scores()})
     return f"""\
 # hw4p1 autograder, generated by `make autograde` (tools/make_autograde.py): do not edit by hand.
@@ -148,25 +155,31 @@ all:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Build dist/autograde.tar and dist/autograde-Makefile.")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "dist", help="output folder (default: dist/)")
+    parser = argparse.ArgumentParser(description="Build dist/autograde.tar and "
+                                                 "dist/autograde-Makefile.")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "dist",
+                        help="output folder (default: dist/)")
     parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the PUBLIC data (make data SEED=...): its transcripts are excluded")
+                        help="seed of the PUBLIC data (make data SEED=...), whose transcripts "
+                             "the hidden set leaves out")
     parser.add_argument("--hidden-chars", type=int, default=HIDDEN_NUM_CHARS,
                         help="characters of hidden test text to draw")
     parser.add_argument("--full-marks-ppl", type=float, default=rubric.FULL_MARKS_PPL,
-                        help="per-character perplexity at or below which the model earns full marks")
+                        help="per-character perplexity at or below which the model earns "
+                             "full marks")
     parser.add_argument("--zero-marks-ppl", type=float, default=rubric.ZERO_MARKS_PPL,
                         help="per-character perplexity at or above which it earns nothing")
     args = parser.parse_args(argv)
     try:
-        info = build(args.out, args.seed, args.hidden_chars, args.full_marks_ppl, args.zero_marks_ppl)
+        info = build(args.out, args.seed, args.hidden_chars, args.full_marks_ppl,
+                     args.zero_marks_ppl)
     except (AutogradeBuildError, ValueError) as error:
         raise SystemExit(f"make autograde: {error}")
     tar_path = args.out / "autograde.tar"
-    print(f"wrote {tar_path} ({tar_path.stat().st_size / 2**20:.1f} MiB) and {args.out / 'autograde-Makefile'}")
-    print(f"  hidden test set: {info['hidden_utterances']} transcripts, {info['hidden_chars']:,} characters, "
-          f"sha256 {info['hidden_set_sha256'][:16]}")
+    print(f"wrote {tar_path} ({tar_path.stat().st_size / 2**20:.1f} MiB) and "
+          f"{args.out / 'autograde-Makefile'}")
+    print(f"  hidden test set: {info['hidden_utterances']} transcripts, "
+          f"{info['hidden_chars']:,} characters, sha256 {info['hidden_set_sha256'][:16]}")
     print(f"  rubric: {info['rubric']}; language model: full marks at perplexity <= "
           f"{args.full_marks_ppl}, none at >= {args.zero_marks_ppl}; commit {info['git_commit']}")
     print("  upload both to the Autolab assessment (the Makefile under the name Makefile)")
