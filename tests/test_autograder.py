@@ -62,8 +62,8 @@ def special(name: str, kind: bytes, linkname: str = "") -> tuple[tarfile.TarInfo
 
 
 def write_tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]],
-              mode: str = "w") -> Path:
-    with tarfile.open(path, mode) as tar:
+              mode: str = "w", **options) -> Path:
+    with tarfile.open(path, mode, **options) as tar:
         for info, data in members:
             tar.addfile(info, io.BytesIO(data) if data is not None else None)
     return path
@@ -129,17 +129,20 @@ def test_hostile_members_are_skipped_and_nothing_lands_outside(tmp_path):
         special("handin/mytorch/device.py", tarfile.CHRTYPE),
         special("handin/mytorch/block.py", tarfile.BLKTYPE),
         special("handin/mytorch/fifo.py", tarfile.FIFOTYPE),
+        special("handin/mytorch/sparse.py", tarfile.GNUTYPE_SPARSE),
         regular("handin/mytorch/__init__.py", b"GOOD = 1\n"),
     ]
-    result = extract_handin(write_tar(grading / "handin.tar", members), grading / "work/handin")
+    archive = write_tar(grading / "handin.tar", members, format=tarfile.GNU_FORMAT)
+    result = extract_handin(archive, grading / "work/handin")
     assert set(result.files) == {"mytorch/__init__.py"}, result.files
     expected_reasons = ["absolute", "'..'", "'..'", "'..'", "symbolic link", "symbolic link",
-                        "hard link", "device or a fifo", "device or a fifo", "device or a fifo"]
+                        "hard link", "device or a fifo", "device or a fifo", "device or a fifo",
+                        "not a regular file"]
     assert len(result.notes) == len(expected_reasons), result.notes
     for note, reason in zip(result.notes, expected_reasons):
         assert reason in note, (reason, note)
-    assert tree(tmp_path) == {"grading", "grading/handin.tar", "grading/work", "grading/work/handin",
-                              "grading/work/handin/mytorch",
+    assert tree(tmp_path) == {"grading", "grading/handin.tar", "grading/work",
+                              "grading/work/handin", "grading/work/handin/mytorch",
                               "grading/work/handin/mytorch/__init__.py"}
     assert not (grading / "work/handin/mytorch").is_symlink()
     assert not Path("/tmp/hw4p1_absolute_escape.py").exists()
@@ -165,6 +168,12 @@ def test_oversize_duplicate_and_excess_members_are_skipped(tmp_path):
     (tmp_path / "huge.tar").write_bytes(header.tobuf(format=tarfile.GNU_FORMAT))
     result = extract_handin(tmp_path / "huge.tar", tmp_path / "huge")
     assert not result.files and any("limit" in note for note in result.notes), result.notes
+    # What a decompression bomb shows first: a header declaring more than any handin may hold.
+    header = tarfile.TarInfo("handin/padding.bin")
+    header.size = rubric.MAX_TAR_BYTES + 1
+    (tmp_path / "bomb.tar").write_bytes(header.tobuf(format=tarfile.GNU_FORMAT))
+    result = extract_handin(tmp_path / "bomb.tar", tmp_path / "bomb")
+    assert not result.files and any("add up to" in note for note in result.notes), result.notes
 
     many = [regular(f"handin/mytorch/m{i}.py") for i in range(rubric.MAX_MEMBERS + 5)]
     result = extract_handin(write_tar(tmp_path / "many.tar", many), tmp_path / "many")
@@ -595,17 +604,23 @@ def test_hostile_handin_gets_zeros_where_due_and_nothing_escapes(tmp_path):
 
 
 @rubric_category("End to end")
-def test_garbage_missing_and_incomplete_handins_score_zero(tmp_path):
+def test_garbage_missing_incomplete_and_slow_handins_score_zero(tmp_path):
     (tmp_path / "garbage.tar").write_bytes(b"this is not a tar file\n" * 100)
     metrics_only = write_tar(tmp_path / "metrics_only.tar",
                              [regular("handin/test_metrics.json", b'{"perplexity_char": 1.0}')])
-    cases = [(tmp_path / "garbage.tar", ["not a tar archive"]),
-             (None, ["no handin.tar"]),
-             (metrics_only, ["no config.yaml and no model_state_dict.pt", "no mytorch/"])]
-    for index, (handin, messages) in enumerate(cases):
+    make_model_handin(tmp_path / "model")
+    model_only = write_tar(tmp_path / "model_only.tar", [
+        regular(f"handin/{name}", (tmp_path / "model" / name).read_bytes())
+        for name in ("config.yaml", "model_state_dict.pt")])
+    # (handin, grader flags, messages expected in the report)
+    cases = [(tmp_path / "garbage.tar", "", ["not a tar archive"]),
+             (None, "", ["no handin.tar"]),
+             (metrics_only, "", ["no config.yaml and no model_state_dict.pt", "no mytorch/"]),
+             (model_only, "--model-timeout 1", ["more than the 1 s limit", "no mytorch/"])]
+    for index, (handin, flags, messages) in enumerate(cases):
         folder = tmp_path / f"case{index}"
         folder.mkdir()
-        lines, scores = run_grader(folder, handin)
+        lines, scores = run_grader(folder, handin, flags)
         assert scores == rubric.zero_scores(), (handin, scores)
         for message in messages:
             assert message in "\n".join(lines), (message, lines)
