@@ -2,6 +2,7 @@
 
     python -m tests.test_tokenizer      (or: python -m pytest -q tests/test_tokenizer.py)
 """
+import functools
 import random
 from pathlib import Path
 
@@ -11,8 +12,9 @@ import torch
 
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.build_tokenizers import main as build_tokenizers_main
-from hw4lib.data.build_tokenizers import (round_trip_failures, train_all, train_bpe_tokenizer,
-                                          write_all)
+from hw4lib.data.build_data import DEFAULT_SIZES, SPLITS, Provenance, generated_splits
+from hw4lib.data.build_tokenizers import (read_partition, round_trip_failures, train_all,
+                                          train_bpe_tokenizer, write_all)
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP, SPECIAL_TOKENS, TOKENIZER_FILES
 from tests.testing_framework import rubric, run_module
 
@@ -20,6 +22,7 @@ RUBRIC = {"Tokenizer": 5}
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOT = REPO_ROOT / "hw4_data" / "hw4p1_data"
+TOKEN_TYPE_OF_FILE = {name: kind for kind, (name, _) in TOKENIZER_FILES.items()}
 # Awkward but legal LibriSpeech-style text: repeated, leading and trailing spaces, apostrophes.
 EDGE_TEXTS = [
     "HELLO WORLD",
@@ -189,22 +192,39 @@ def test_builder_cli_reads_npy_splits_and_writes_four_files(tmp_path):
                                "--out", str(tmp_path / "out2")])
 
 
+@functools.lru_cache(maxsize=1)
+def corpus_splits() -> tuple[str, dict[str, list[str]]]:
+    """(where from, {split: transcripts}): the built data folder, else the default corpus that
+    ``make data`` would write, generated in memory (a second or two)."""
+    if (DATA_ROOT / ".complete").exists():
+        return str(DATA_ROOT), {part: read_partition(DATA_ROOT, part) for part in SPLITS}
+    splits = generated_splits(0, DEFAULT_SIZES, Provenance("test_tokenizer"))
+    return "the default corpus", {part: [item.text for item in splits[part]] for part in SPLITS}
+
+
 @rubric("Tokenizer")
 @pytest.mark.slow
-def test_committed_tokenizers_round_trip_every_transcript_of_the_built_data():
+def test_committed_tokenizers_round_trip_every_transcript_of_every_split():
     """Acceptance: every transcript of every split comes back exactly from all four tokenizers."""
-    from hw4lib.data.build_tokenizers import read_partition
-
-    if not (DATA_ROOT / ".complete").exists():
-        print(f"    (no built data at {DATA_ROOT}; run `make data` to include this check)")
-        return
-    splits = {part: read_partition(DATA_ROOT, part) for part in ("train", "val", "test")}
+    source, splits = corpus_splits()
     for token_type, tokenizer in load_all().items():
         for partition, texts in splits.items():
-            assert texts, partition
+            assert texts, (source, partition)
             failures = round_trip_failures(tokenizer.tokenizer, texts)
-            assert not failures, (f"{token_type}: {len(failures)} {partition} transcripts "
-                                  f"differ, e.g. {failures[0]!r}")
+            assert not failures, (f"{token_type}: {len(failures)} {partition} transcripts of "
+                                  f"{source} differ, e.g. {failures[0]!r}")
+
+
+@rubric("Tokenizer")
+@pytest.mark.slow
+def test_committed_tokenizers_are_what_make_tokenizers_builds(tmp_path):
+    """The committed JSONs must be current: retraining on the data gives the same bytes."""
+    source, splits = corpus_splits()
+    for path in write_all(train_all(splits["train"]), tmp_path):
+        committed = Path(DEFAULT_TOKEN_MAP[TOKEN_TYPE_OF_FILE[path.name]])
+        assert committed.read_bytes() == path.read_bytes(), (
+            f"{committed} differs from a rebuild on {source}: run `make data` then "
+            "`make tokenizers` and commit the four JSON files")
 
 
 if __name__ == "__main__":

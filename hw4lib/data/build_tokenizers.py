@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> None:
                 )
     paths = write_all(tokenizers, args.out)
 
-    print(f"Trained on {len(train_texts)} train transcripts in {time.perf_counter() - start:.1f}s; "
-          f"round trip checked on {', '.join(check_texts)}")
+    print(f"Read, trained on {len(train_texts)} train transcripts and checked the round trip on "
+          f"{', '.join(check_texts)} in {time.perf_counter() - start:.1f}s")
     for (token_type, tokenizer), path in zip(tokenizers.items(), paths):
         ids = [enc.ids for enc in tokenizer.encode_batch(train_texts, add_special_tokens=False)]
         chars_per_token = sum(map(len, train_texts)) / sum(map(len, ids))
