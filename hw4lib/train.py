@@ -245,22 +245,25 @@ def validate_config(config: Any) -> dict[str, Any]:
 
 
 def _validate_schedule(scheduler: dict, epochs: int) -> None:
-    """Keys the chosen schedule needs, named in the error when absent or out of range."""
+    """Check the keys the chosen schedule needs; a cosine without ``T_max`` spans the rest of training."""
     name = scheduler["name"]
-    needed = {"cosine": ("T_max",), "cosine_warm": ("T_0",)}.get(name, ())
-    for key in needed:
-        value = scheduler[name].get(key)
-        if not _is_number(value) or value <= 0:
-            raise ConfigError(f"config key 'scheduler.{name}.{key}' must be a number of epochs > 0, got {value!r}")
     warmup = scheduler["warmup"]
+    warmup_epochs = warmup.get("epochs", 0) if warmup.get("enabled") else 0
     if warmup.get("enabled"):
         if name == "reduce_lr":
             raise ConfigError("config key 'scheduler.warmup.enabled' must be false with scheduler.name "
                               "'reduce_lr' (a plateau schedule has no clock to warm up on)")
-        span = warmup.get("epochs")
-        if not _is_number(span) or not 0 < span <= epochs:
-            raise ConfigError(f"config key 'scheduler.warmup.epochs' must be in (0, training.epochs={epochs}], "
-                              f"got {span!r}")
+        if not _is_number(warmup_epochs) or not 0 < warmup_epochs < epochs:
+            raise ConfigError(f"config key 'scheduler.warmup.epochs' must be in (0, training.epochs={epochs}), "
+                              f"got {warmup_epochs!r}")
+    if name == "cosine" and scheduler["cosine"].get("T_max") is None:
+        scheduler["cosine"] = {**scheduler["cosine"], "T_max": epochs - warmup_epochs}
+    needed = {"cosine": "T_max", "cosine_warm": "T_0"}.get(name)
+    if needed:
+        value = scheduler[name].get(needed)
+        if not _is_number(value) or value <= 0:
+            raise ConfigError(f"config key 'scheduler.{name}.{needed}' must be a number of epochs > 0, "
+                              f"got {value!r}")
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -35,6 +35,9 @@ def test_shipped_configs_are_valid():
     for name in ("default.yaml", "tiny.yaml"):
         config = load_config(REPO / "configs" / name)
         assert config["training"]["gradient_accumulation_steps"] >= 1, "defaults are filled in"
+    config = load_config(REPO / "configs" / "tiny.yaml",
+                         {"training.epochs": 5, "scheduler.warmup.epochs": 0.5, "scheduler.cosine": {}})
+    assert config["scheduler"]["cosine"]["T_max"] == 4.5, "a cosine without T_max spans the rest of training"
 
 
 @rubric("Config validation")
@@ -50,7 +53,7 @@ def test_config_errors_name_the_key():
         (("model", "num_classes"), 10, "model.num_classes"),
         (("model", "d_model"), 129, "d_model"),
         (("training", "epoch"), 3, "training.epoch"),
-        (("scheduler", "cosine"), {"eta_min": 0.0}, "scheduler.cosine.T_max"),
+        (("scheduler", "cosine"), {"T_max": -1}, "scheduler.cosine.T_max"),
         (("generation", "beam"), {"beam_width": 0}, "generation.beam.beam_width"),
     ]
     for (section, key), value, named in cases:
