@@ -17,7 +17,7 @@ The notebook runs the very same steps by calling the functions below one by one:
 
 The run folder ``expts/<run_name>/`` then holds config.yaml, model_arch.txt, checkpoints/,
 metrics/, attn/, text/, lr_schedule.png, test_metrics.json, test_generated_results.json and
-timing.json (see DEVELOPERS.md).
+timing.json.
 """
 from __future__ import annotations
 
