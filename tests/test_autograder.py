@@ -459,8 +459,8 @@ def run_grader(tmp_path: Path, handin: Path | None,
                 if path.split("/")[0] != "grading"}
 
     before = outside()
-    process = subprocess.run(["make", f"PYTHON={sys.executable}", f"GRADER_FLAGS={grader_flags}"],
-                             cwd=grading, capture_output=True, text=True, timeout=900)
+    process = autolab_make([f"PYTHON={sys.executable}", f"GRADER_FLAGS={grader_flags}"],
+                           cwd=grading, timeout=900)
     lines = process.stdout.splitlines()
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
     scores = json.loads(lines[-1])["scores"]
@@ -469,6 +469,14 @@ def run_grader(tmp_path: Path, handin: Path | None,
     after = outside()
     assert after == before, f"changed outside the grading folder: {set(after) ^ set(before)}"
     return lines, scores
+
+
+def autolab_make(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    """Run `make` as Autolab does: a top-level make, even when these tests run under `make test`
+    (an inherited MAKELEVEL would make GNU make print "Leaving directory" after the scores line)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    return subprocess.run(["make", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def copy_reference_mytorch(root: Path) -> Path:
@@ -630,8 +638,7 @@ def test_garbage_missing_incomplete_and_slow_handins_score_zero(tmp_path):
 def test_makefile_prints_zeros_when_the_driver_cannot_start(tmp_path):
     shutil.copy(built_autograder() / "autograde-Makefile", tmp_path / "Makefile")
     (tmp_path / "autograde.tar").write_bytes(b"broken")
-    process = subprocess.run(["make", f"PYTHON={sys.executable}"], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=60)
+    process = autolab_make([f"PYTHON={sys.executable}"], cwd=tmp_path, timeout=60)
     assert json.loads(process.stdout.splitlines()[-1]) == {"scores": rubric.zero_scores()}
 
 
