@@ -5,7 +5,7 @@ Writes two files in Autolab's convention:
 * ``dist/autograde.tar``: one folder ``autograde/`` holding the grading driver (``autograder/``),
   the hidden mytorch tests, the hidden test set of the language model (drawn here, see
   ``autograder/hidden_data.py``), the reference ``hw4lib`` with its tokenizer JSONs,
-  ``tests/testing_framework.py`` and ``build_info.json``;
+  ``tests/testing_framework.py``, ``tests/numeric_checks.py`` and ``build_info.json``;
 * ``dist/autograde-Makefile``: upload it as the assessment's Makefile. In a folder holding it (as
   ``Makefile``), ``autograde.tar`` and a student's ``handin.tar``, ``make`` grades the handin and
   the last line it prints is ``{"scores": {...}}``.
@@ -40,6 +40,7 @@ SHIPPED_FILES = (
     "autograder/hidden_tests/test_mytorch_hidden.py",
     "tests/__init__.py",
     "tests/testing_framework.py",
+    "tests/numeric_checks.py",  # helpers the hidden mytorch tests share with tests/test_mytorch.py
 )
 HIDDEN_TESTS = "autograder/hidden_tests/test_mytorch_hidden.py"
 HW4LIB_SUFFIXES = (".py", ".json")

@@ -13,60 +13,27 @@ differences. Checks that a shortcut cannot pass: every gradient is compared for 
 upstream gradients, a second forward must replace what the first stored, inputs must come back
 unmodified, masked keys must not influence the output, and every projection's dLdW/dLdb is checked.
 
-Only numpy, torch, ``tests.testing_framework`` and the student's ``mytorch`` are available here
-(the autograder ships nothing else), so the few helpers below are self-contained.
+A query row whose keys are all masked passes in either of the two conventions described in
+``tests/numeric_checks.py``; every other check uses masks that leave each row an allowed key.
+
+Only numpy, torch, ``tests.testing_framework``, ``tests.numeric_checks`` and the student's
+``mytorch`` are available here (the autograder ships nothing else).
 """
 import math
 
 import numpy as np
 import torch
 
+from tests.numeric_checks import (RTOL_TORCH, as_tensor, assert_close,
+                                  check_linear_finite_differences, check_mha_against_torch,
+                                  check_mha_finite_differences, check_mha_fully_masked,
+                                  check_sdpa_finite_differences, check_sdpa_fully_masked,
+                                  check_softmax_finite_differences, leaf, mask_with_visible_keys,
+                                  padding_and_causal_masks, random_mha_case,
+                                  torch_multihead_attention)
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Linear": 5, "Softmax": 5, "ScaledDotProductAttention": 20, "MultiHeadAttention": 20}
-
-RTOL = 1e-8  # float64 against PyTorch autograd
-RTOL_FD = 1e-6  # float64 against central finite differences
-
-
-def check(name: str, actual, expected, rtol: float = RTOL) -> None:
-    """max|actual - expected| <= rtol * max(max|expected|, 1), shapes equal, everything finite."""
-    if isinstance(expected, torch.Tensor):
-        expected = expected.detach().numpy()
-    assert actual is not None, f"{name}: got None (was it computed and stored?)"
-    actual = np.asarray(actual)
-    assert actual.shape == expected.shape, (f"{name}: expected shape {expected.shape}, "
-                                            f"got {actual.shape}")
-    assert np.all(np.isfinite(actual)), f"{name}: contains NaN or inf"
-    error = float(np.max(np.abs(actual - expected), initial=0.0))
-    scale = max(float(np.max(np.abs(expected), initial=0.0)), 1.0)
-    assert error <= rtol * scale, f"{name}: max abs error {error:.3e} > {rtol:.0e} x {scale:.3g}"
-
-
-def finite_difference(loss, x: np.ndarray, step: float = 1e-6) -> np.ndarray:
-    """Central-difference gradient of the scalar loss() with respect to x (perturbed in place)."""
-    grad = np.empty_like(x)
-    for index in np.ndindex(x.shape):
-        saved = x[index]
-        x[index] = saved + step
-        up = loss()
-        x[index] = saved - step
-        down = loss()
-        x[index] = saved
-        grad[index] = (up - down) / (2 * step)
-    return grad
-
-
-def leaf(x: np.ndarray) -> torch.Tensor:
-    return torch.tensor(x, dtype=torch.float64, requires_grad=True)
-
-
-def masks_with_a_visible_key(rng: np.random.Generator, shape: tuple, p: float) -> np.ndarray:
-    """Bool mask, True = hidden, where every row along the last axis keeps one visible key."""
-    mask = rng.random(shape) < p
-    rows = mask.reshape(-1, shape[-1])
-    rows[np.arange(rows.shape[0]), rng.integers(0, shape[-1], rows.shape[0])] = False
-    return mask
 
 
 def attention_truth(Q, K, V, mask, d_output):
@@ -110,10 +77,10 @@ def test_linear_against_torch_for_two_upstream_gradients():
             dLdA = layer.backward(dLdZ)
             Z_t, dLdA_t, dLdW_t, dLdb_t = linear_truth(W, b, A, dLdZ)
             where = f"A {A.shape}, upstream gradient #{attempt + 1}"
-            check(f"{where}: Z", Z, Z_t)
-            check(f"{where}: dLdA", dLdA, dLdA_t)
-            check(f"{where}: stored dLdW", layer.dLdW, dLdW_t)
-            check(f"{where}: stored dLdb", layer.dLdb, dLdb_t)
+            assert_close(f"{where}: Z", Z, Z_t)
+            assert_close(f"{where}: dLdA", dLdA, dLdA_t)
+            assert_close(f"{where}: stored dLdW", layer.dLdW, dLdW_t)
+            assert_close(f"{where}: stored dLdb", layer.dLdb, dLdb_t)
         assert np.array_equal(A, A_given), "Linear modified its input A"
 
 
@@ -131,9 +98,9 @@ def test_linear_second_forward_replaces_the_first():
     dLdZ = rng.standard_normal((5, 3))
     dLdA = layer.backward(dLdZ)
     _, dLdA_t, dLdW_t, dLdb_t = linear_truth(W, b, A, dLdZ)
-    check("dLdA after two forwards", dLdA, dLdA_t)
-    check("dLdW after two forwards", layer.dLdW, dLdW_t)
-    check("dLdb after two forwards", layer.dLdb, dLdb_t)
+    assert_close("dLdA after two forwards", dLdA, dLdA_t)
+    assert_close("dLdW after two forwards", layer.dLdW, dLdW_t)
+    assert_close("dLdb after two forwards", layer.dLdb, dLdb_t)
 
 
 @rubric("Linear")
@@ -145,12 +112,7 @@ def test_linear_finite_differences():
     A, dLdZ = rng.standard_normal((2, 2, 2, 3)), rng.standard_normal((2, 2, 2, 2))
     layer = Linear(3, 2)
     layer.init_weights(W, b)
-    layer.forward(A)
-    dLdA = layer.backward(dLdZ)
-    loss = lambda: float(np.sum(layer.forward(A) * dLdZ))  # noqa: E731
-    check("dLdA", dLdA, finite_difference(loss, A), RTOL_FD)
-    check("dLdW", layer.dLdW, finite_difference(loss, W), RTOL_FD)
-    check("dLdb", layer.dLdb, finite_difference(loss, b), RTOL_FD)
+    check_linear_finite_differences(layer, A, dLdZ)
 
 
 @rubric("Linear")
@@ -189,8 +151,8 @@ def test_softmax_every_dim_against_torch_for_two_upstream_gradients():
                 tA = torch.softmax(tZ, dim=dim)
                 tA.backward(torch.from_numpy(dLdA))
                 where = f"Z {shape}, dim {dim}, upstream gradient #{attempt + 1}"
-                check(f"{where}: A", A, tA)
-                check(f"{where}: dLdZ", dLdZ, tZ.grad)
+                assert_close(f"{where}: A", A, tA)
+                assert_close(f"{where}: dLdZ", dLdZ, tZ.grad)
         assert np.array_equal(Z, Z_given), "Softmax.forward modified its input Z"
 
 
@@ -201,11 +163,7 @@ def test_softmax_finite_differences():
     rng = np.random.default_rng(202)
     Z, dLdA = rng.standard_normal((3, 2, 4)), rng.standard_normal((3, 2, 4))
     for dim in (0, -2, 2):
-        softmax = Softmax(dim=dim)
-        softmax.forward(Z)
-        dLdZ = softmax.backward(dLdA)
-        loss = lambda: float(np.sum(softmax.forward(Z) * dLdA))  # noqa: E731
-        check(f"dLdZ over dim {dim}", dLdZ, finite_difference(loss, Z), RTOL_FD)
+        check_softmax_finite_differences(Softmax(dim=dim), Z, dLdA, f"over dim {dim}: ")
 
 
 @rubric("Softmax")
@@ -215,7 +173,7 @@ def test_softmax_extreme_logits():
     rng = np.random.default_rng(203)
     Z = np.stack([rng.uniform(-1200, 1200, 8), rng.uniform(1000, 1005, 8),
                   rng.uniform(-1005, -1000, 8), np.full(8, 1e4)])
-    for dtype, rtol in ((np.float64, RTOL), (np.float32, 1e-5)):
+    for dtype, rtol in ((np.float64, RTOL_TORCH), (np.float32, 1e-5)):
         dLdA = rng.standard_normal(Z.shape)
         softmax = Softmax(dim=1)
         A = softmax.forward(Z.T.astype(dtype).T)  # a non-contiguous input too
@@ -225,8 +183,8 @@ def test_softmax_extreme_logits():
         tZ = leaf(Z.astype(dtype).astype(np.float64))
         tA = torch.softmax(tZ, dim=1)
         tA.backward(torch.from_numpy(dLdA.astype(dtype).astype(np.float64)))
-        check(f"{np.dtype(dtype).name} softmax of huge logits", A, tA, rtol)
-        check(f"{np.dtype(dtype).name} gradient of huge logits", dLdZ, tZ.grad, rtol)
+        assert_close(f"{np.dtype(dtype).name} softmax of huge logits", A, tA, rtol)
+        assert_close(f"{np.dtype(dtype).name} gradient of huge logits", dLdZ, tZ.grad, rtol)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +207,7 @@ def test_sdpa_against_explicit_torch_formula():
     for batch, L, S, E, Ev, mask_shape in cases:
         Q, K, V = (rng.standard_normal((*batch, n, d)) for n, d in ((L, E), (S, E), (S, Ev)))
         given = [x.copy() for x in (Q, K, V)]
-        mask = None if mask_shape is None else masks_with_a_visible_key(rng, mask_shape, 0.6)
+        mask = None if mask_shape is None else mask_with_visible_keys(rng, mask_shape, 0.6)
         attention = ScaledDotProductAttention()
         for attempt in range(2):
             d_output = rng.standard_normal((*batch, L, Ev)) * (attempt + 1)
@@ -259,7 +217,7 @@ def test_sdpa_against_explicit_torch_formula():
             where = (f"Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mask_shape}, "
                      f"upstream #{attempt + 1}")
             for name, mine, theirs in zip(("output", "dQ", "dK", "dV"), (out, *grads), truth):
-                check(f"{where}: {name}", mine, theirs)
+                assert_close(f"{where}: {name}", mine, theirs)
         assert all(np.array_equal(x, y) for x, y in zip((Q, K, V), given)), "Q, K or V was modified"
 
 
@@ -270,15 +228,15 @@ def test_sdpa_second_forward_replaces_the_first():
     rng = np.random.default_rng(302)
     attention = ScaledDotProductAttention()
     attention.forward(*(rng.standard_normal((2, 3, 4)) for _ in range(3)),
-                      masks_with_a_visible_key(rng, (3, 3), 0.5))
+                      mask_with_visible_keys(rng, (3, 3), 0.5))
     Q, K, V = (rng.standard_normal(shape) for shape in ((2, 2, 5), (2, 6, 5), (2, 6, 3)))
-    mask = masks_with_a_visible_key(rng, (2, 2, 6), 0.5)
+    mask = mask_with_visible_keys(rng, (2, 2, 6), 0.5)
     attention.forward(Q, K, V, mask)
     d_output = rng.standard_normal((2, 2, 3))
     grads = attention.backward(d_output)
     truth = attention_truth(Q, K, V, mask, d_output)[1:]
     for name, mine, theirs in zip(("dQ", "dK", "dV"), grads, truth):
-        check(f"{name} after two forwards", mine, theirs)
+        assert_close(f"{name} after two forwards", mine, theirs)
 
 
 @rubric("ScaledDotProductAttention")
@@ -297,24 +255,19 @@ def test_sdpa_masked_keys_have_no_influence():
     for n, keys in enumerate(hidden_keys):
         K2[n, :, keys] = rng.standard_normal(K2[n, :, keys].shape) * 100
         V2[n, :, keys] = 1e3
-    check("output with other keys and values where masked", attention.forward(Q, K2, V2, mask), out)
+    assert_close("output with other keys and values where masked",
+                 attention.forward(Q, K2, V2, mask), out)
 
 
 @rubric("ScaledDotProductAttention")
-def test_sdpa_finite_differences_with_a_fully_masked_row():
+def test_sdpa_finite_differences():
     from mytorch.nn import ScaledDotProductAttention
 
     rng = np.random.default_rng(304)
     Q, K, V = (rng.standard_normal(shape) for shape in ((2, 2, 3), (2, 3, 3), (2, 3, 2)))
     d_output = rng.standard_normal((2, 2, 2))
-    mask = masks_with_a_visible_key(rng, (2, 2, 3), 0.4)
-    mask[0, 0] = True
-    attention = ScaledDotProductAttention()
-    attention.forward(Q, K, V, mask)
-    grads = attention.backward(d_output)
-    loss = lambda: float(np.sum(attention.forward(Q, K, V, mask) * d_output))  # noqa: E731
-    for name, mine, x in zip(("dQ", "dK", "dV"), grads, (Q, K, V)):
-        check(name, mine, finite_difference(loss, x), RTOL_FD)
+    mask = mask_with_visible_keys(rng, (2, 2, 3), 0.4)
+    check_sdpa_finite_differences(ScaledDotProductAttention(), Q, K, V, mask, d_output)
 
 
 @rubric("ScaledDotProductAttention")
@@ -322,26 +275,23 @@ def test_sdpa_fully_masked_rows_are_uniform_in_float32_and_float64():
     from mytorch.nn import ScaledDotProductAttention
 
     rng = np.random.default_rng(305)
+    cases = []  # (Q, K, V, mask, d_output, description)
     Q, K = rng.standard_normal((3, 4, 2)) * 20, rng.standard_normal((3, 5, 2)) * 20
-    V, d_output = rng.standard_normal((3, 5, 3)), rng.standard_normal((3, 4, 3))
-    mask = masks_with_a_visible_key(rng, (3, 4, 5), 0.5)
+    mask = mask_with_visible_keys(rng, (3, 4, 5), 0.5)
     mask[2, 3] = True
-    for dtype, rtol in ((np.float64, RTOL), (np.float32, 1e-5)):
-        attention = ScaledDotProductAttention()
-        out = attention.forward(*(x.astype(dtype) for x in (Q, K, V)), mask)
-        dQ, dK, dV = attention.backward(d_output.astype(dtype))
-        name = np.dtype(dtype).name
-        for label, x in (("output", out), ("dQ", dQ), ("dK", dK), ("dV", dV)):
-            assert x.dtype == dtype, f"{label}: {name} in, got {x.dtype}"
-            assert np.all(np.isfinite(x)), f"{label} ({name}) not finite with a fully masked row"
-        check(f"{name}: fully masked row = mean of V", out[2, 3], V[2].mean(axis=0), rtol)
-        check(f"{name}: fully masked row's dQ", dQ[2, 3], np.zeros(2), rtol)
-        keep = [0, 1, 2]
-        _, dQ_t, dK_t, dV_t = attention_truth(Q[2, keep], K[2], V[2], mask[2, keep],
-                                              d_output[2, keep])
-        check(f"{name}: dK of the sequence with the fully masked row", dK[2], dK_t, rtol)
-        check(f"{name}: dV of the sequence with the fully masked row", dV[2],
-              dV_t + d_output[2, 3] / K.shape[1], rtol)
+    cases.append((Q, K, rng.standard_normal((3, 5, 3)), mask, rng.standard_normal((3, 4, 3)),
+                  "query 3 of sequence 2"))
+    Q, K = rng.standard_normal((2, 3, 2, 4)), rng.standard_normal((2, 3, 6, 4))
+    mask = np.zeros((2, 1, 1, 6), dtype=bool)
+    mask[1] = True  # every key of sequence 1 is padding: all its rows, in every head
+    cases.append((Q, K, rng.standard_normal((2, 3, 6, 2)), mask, rng.standard_normal((2, 3, 2, 2)),
+                  "sequence 1 all padding"))
+    for Q, K, V, mask, d_output, description in cases:
+        for dtype, rtol in ((np.float64, RTOL_TORCH), (np.float32, 1e-5)):
+            check_sdpa_fully_masked(ScaledDotProductAttention(),
+                                    *(x.astype(dtype) for x in (Q, K, V)), mask,
+                                    d_output.astype(dtype), attention_truth, rtol,
+                                    f"{description}, {np.dtype(dtype).name}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,52 +304,6 @@ def weights_for(rng: np.random.Generator, E: int) -> list[np.ndarray]:
                                            rng.uniform(-0.3, 0.3, E))]
 
 
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
-
-
-def torch_reference(weights: list[np.ndarray], num_heads: int) -> torch.nn.MultiheadAttention:
-    Wq, bq, Wk, bk, Wv, bv, Wo, bo = (torch.from_numpy(w) for w in weights)
-    reference = torch.nn.MultiheadAttention(Wq.shape[0], num_heads, batch_first=True,
-                                            dtype=torch.float64)
-    with torch.no_grad():
-        reference.in_proj_weight.copy_(torch.cat([Wq, Wk, Wv]))
-        reference.in_proj_bias.copy_(torch.cat([bq, bk, bv]))
-        reference.out_proj.weight.copy_(Wo)
-        reference.out_proj.bias.copy_(bo)
-    return reference
-
-
-def compare_mha_with_torch(mha, weights, num_heads, query, key, value, padding, causal, d_output,
-                           where: str) -> None:
-    """Forward and backward of mha against torch, inputs, and every projection's dLdW, dLdb."""
-    reference = torch_reference(weights, num_heads)
-    inputs = [leaf(x) for x in (query, key, value)]
-    as_tensor = lambda m: None if m is None else torch.from_numpy(m)  # noqa: E731
-    out_t, _ = reference(*inputs, key_padding_mask=as_tensor(padding), attn_mask=as_tensor(causal),
-                         need_weights=False)
-    out_t.backward(torch.from_numpy(d_output))
-    out = mha.forward(query, key, value, key_padding_mask=padding, attn_mask=causal)
-    grads = mha.backward(d_output)
-    check(f"{where}: output", out, out_t)
-    for name, mine, x in zip(("dquery", "dkey", "dvalue"), grads, inputs):
-        check(f"{where}: {name}", mine, x.grad)
-    W_grads = list(reference.in_proj_weight.grad.chunk(3)) + [reference.out_proj.weight.grad]
-    b_grads = list(reference.in_proj_bias.grad.chunk(3)) + [reference.out_proj.bias.grad]
-    for layer_name, W_grad, b_grad in zip(PROJECTIONS, W_grads, b_grads):
-        layer = getattr(mha, layer_name)
-        check(f"{where}: {layer_name}.dLdW", layer.dLdW, W_grad)
-        check(f"{where}: {layer_name}.dLdb", layer.dLdb, b_grad)
-
-
-def length_and_causal_masks(rng, N: int, L: int, S: int):
-    """Padding masks from lengths >= 1 and a causal (L, S) mask: no row is fully masked."""
-    lengths = rng.integers(1, S + 1, size=N)
-    lengths[0] = S  # one sequence without padding
-    padding = np.arange(S)[None, :] >= lengths[:, None]
-    causal = np.arange(S)[None, :] > np.arange(L)[:, None]
-    return padding, causal
-
-
 @rubric("MultiHeadAttention")
 def test_mha_cross_attention_against_torch_for_two_upstream_gradients():
     from mytorch.nn import MultiHeadAttention
@@ -407,7 +311,7 @@ def test_mha_cross_attention_against_torch_for_two_upstream_gradients():
     rng = np.random.default_rng(401)
     for N, L, S, E, H in [(2, 6, 4, 8, 4), (3, 3, 9, 6, 1), (1, 5, 5, 10, 5)]:
         weights = weights_for(rng, E)
-        padding, causal = length_and_causal_masks(rng, N, L, S)
+        padding, causal = padding_and_causal_masks(rng, N, L, S)
         for case, (p, c) in {"no mask": (None, None), "padding": (padding, None),
                              "causal": (None, causal), "both": (padding, causal)}.items():
             mha = MultiHeadAttention(E, H)
@@ -417,7 +321,7 @@ def test_mha_cross_attention_against_torch_for_two_upstream_gradients():
             for attempt in range(2):
                 d_output = rng.standard_normal((N, L, E)) * (attempt + 1)
                 where = f"N={N} L={L} S={S} E={E} H={H}, {case}, upstream #{attempt + 1}"
-                compare_mha_with_torch(mha, weights, H, query, key, value, p, c, d_output, where)
+                check_mha_against_torch(mha, weights, H, query, key, value, p, c, d_output, where)
             assert all(np.array_equal(x, y) for x, y in zip((query, key, value), given)), (
                 "query, key or value was modified")
 
@@ -430,18 +334,19 @@ def test_mha_self_attention_with_one_array_for_query_key_value():
     N, T, E, H = 3, 5, 12, 3
     weights = weights_for(rng, E)
     x = rng.standard_normal((N, T, E))
-    padding, causal = length_and_causal_masks(rng, N, T, T)
+    padding, causal = padding_and_causal_masks(rng, N, T, T)
     mha = MultiHeadAttention(E, H)
     mha.init_weights(*weights)
     d_output = rng.standard_normal((N, T, E))
     out = mha.forward(x, x, x, key_padding_mask=padding, attn_mask=causal)
     dq, dk, dv = mha.backward(d_output)
     tx = leaf(x)
-    out_t, _ = torch_reference(weights, H)(tx, tx, tx, key_padding_mask=torch.from_numpy(padding),
-                                           attn_mask=torch.from_numpy(causal), need_weights=False)
+    reference = torch_multihead_attention(weights, H)
+    out_t, _ = reference(tx, tx, tx, key_padding_mask=as_tensor(padding),
+                         attn_mask=as_tensor(causal), need_weights=False)
     out_t.backward(torch.from_numpy(d_output))
-    check("self-attention output", out, out_t)
-    check("self-attention dquery + dkey + dvalue", dq + dk + dv, tx.grad)
+    assert_close("self-attention output", out, out_t)
+    assert_close("self-attention dquery + dkey + dvalue", dq + dk + dv, tx.grad)
 
     mha32 = MultiHeadAttention(E, H)
     mha32.init_weights(*(w.astype(np.float32) for w in weights))
@@ -449,7 +354,7 @@ def test_mha_self_attention_with_one_array_for_query_key_value():
     grads32 = mha32.backward(d_output.astype(np.float32))
     for name, y in zip(("output", "dquery", "dkey", "dvalue"), (out32, *grads32)):
         assert y.dtype == np.float32, f"float32 self-attention: {name} is {y.dtype}"
-    check("float32 self-attention output", out32, out, 1e-5)
+    assert_close("float32 self-attention output", out32, out, 1e-5)
 
 
 @rubric("MultiHeadAttention")
@@ -463,33 +368,32 @@ def test_mha_second_forward_replaces_the_first():
     mha.init_weights(*weights)
     mha.forward(*(rng.standard_normal((4, 7, E)) for _ in range(3)))
     query, key, value = (rng.standard_normal((2, T, E)) for T in (3, 5, 5))
-    padding, causal = length_and_causal_masks(rng, 2, 3, 5)
-    compare_mha_with_torch(mha, weights, H, query, key, value, padding, causal,
-                           rng.standard_normal((2, 3, E)), "after a forward of other shapes")
+    padding, causal = padding_and_causal_masks(rng, 2, 3, 5)
+    check_mha_against_torch(mha, weights, H, query, key, value, padding, causal,
+                            rng.standard_normal((2, 3, E)), "after a forward of other shapes")
 
 
 @rubric("MultiHeadAttention")
-def test_mha_finite_differences_with_a_fully_masked_row():
-    from mytorch.nn import MultiHeadAttention
-
-    rng = np.random.default_rng(404)
+def test_mha_finite_differences():
     N, L, S, E, H = 2, 2, 3, 4, 2
-    weights = weights_for(rng, E)
-    mha = MultiHeadAttention(E, H)
-    mha.init_weights(*weights)
-    query, key, value = (rng.standard_normal((N, T, E)) for T in (L, S, S))
-    d_output = rng.standard_normal((N, L, E))
+    rng, _, mha, (query, key, value) = random_mha_case(404, weights_for, N, L, S, E, H)
     padding = np.array([[False, False, True], [False, True, True]])
-    causal = np.array([[True, False, False], [False, False, True]])  # sequence 1, query 0: no key
-    loss = lambda: float(np.sum(mha.forward(query, key, value, padding, causal) * d_output))  # noqa
-    loss()
-    grads = mha.backward(d_output)
-    for name, mine, x in zip(("dquery", "dkey", "dvalue"), grads, (query, key, value)):
-        check(name, mine, finite_difference(loss, x), RTOL_FD)
-    for layer_name in PROJECTIONS:
-        layer = getattr(mha, layer_name)
-        check(f"{layer_name}.dLdW", layer.dLdW, finite_difference(loss, layer.W), RTOL_FD)
-        check(f"{layer_name}.dLdb", layer.dLdb, finite_difference(loss, layer.b), RTOL_FD)
+    causal = np.array([[False, True, False], [False, False, True]])  # every query sees key 0
+    check_mha_finite_differences(mha, query, key, value, padding, causal,
+                                 rng.standard_normal((N, L, E)))
+
+
+@rubric("MultiHeadAttention")
+def test_mha_fully_masked_rows():
+    N, L, S, E, H = 3, 3, 4, 6, 3
+    rng, weights, mha, (query, key, value) = random_mha_case(406, weights_for, N, L, S, E, H)
+    padding = np.array([[False] * 4, [False, False, True, True], [False, True, True, True]])
+    causal = np.zeros((L, S), dtype=bool)
+    causal[1, :2] = True  # query 1 sees no key of sequence 1 or 2
+    causal[2, 0] = True  # query 2 sees no key of sequence 2
+    check_mha_fully_masked(mha, weights, H, query, key, value, padding, causal,
+                           rng.standard_normal((N, L, E)),
+                           "query 1 of sequences 1 and 2, query 2 of sequence 2")
 
 
 @rubric("MultiHeadAttention")
@@ -502,9 +406,9 @@ def test_mha_helpers():
     x = rng.standard_normal((N, T, E))
     heads = mha._split_heads(x)
     expected = np.stack([x[:, :, h * (E // H):(h + 1) * (E // H)] for h in range(H)], axis=1)
-    check("_split_heads", heads, expected, 0.0)
-    check("_concat_heads(_split_heads(x))", mha._concat_heads(heads), x, 0.0)
-    check("_concat_heads", mha._concat_heads(expected.copy()), x, 0.0)
+    assert_close("_split_heads", heads, expected, 0.0)
+    assert_close("_concat_heads(_split_heads(x))", mha._concat_heads(heads), x, 0.0)
+    assert_close("_concat_heads", mha._concat_heads(expected.copy()), x, 0.0)
 
     padding, causal = rng.random((N, S)) < 0.4, rng.random((L, S)) < 0.4
     full = (N, H, L, S)

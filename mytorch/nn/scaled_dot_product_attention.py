@@ -16,11 +16,19 @@ class ScaledDotProductAttention:
 
     Masking: ``-self.eps`` (eps = 1e30) is added to the scores where the mask is True. Against
     scores of any realistic size (below ~1e13 in float64, ~1e22 in float32) the sum rounds to
-    exactly -eps, so a masked score is a constant, carries no gradient, and its softmax weight
-    is exactly 0 as long as the row attends to at least one key. A row whose keys are all masked
-    therefore has S equal scores: it attends uniformly to all S keys (its output is the mean of
-    V over the keys), its gradient reaches V only, and everything stays finite. PyTorch returns
-    NaN for such rows.
+    exactly -eps, so a masked score is a constant and its softmax weight is exactly 0 as long as
+    the row attends to at least one key. A row whose keys are all masked therefore has S equal
+    scores: it attends uniformly to all S keys (its output is the mean of V over the keys) and
+    everything stays finite. PyTorch returns NaN for such rows.
+
+    Fully masked rows in backward: two conventions pass the tests. This reference zeroes the
+    score gradient wherever the mask is True, which matches finite differences (the masked
+    scores are the constant -eps, so Q and K cannot move them): such a row's gradient reaches V
+    only. Applying the softmax backward as it stands, without the zeroing, gives those rows a
+    nonzero dQ and a dK contribution instead. The spec does not single these rows out and the
+    two agree everywhere else (elsewhere the weight, hence the gradient, at a masked position is
+    already 0), so the tests check these rows' outputs, dV and finiteness, and leave their dQ and
+    dK contributions free.
     """
 
     def __init__(self):
@@ -71,8 +79,8 @@ class ScaledDotProductAttention:
           dV = P^T d_output                        (N, ..., H, S, Ev)
           dP = d_output V^T                        (N, ..., H, L, S)
           dscores = self.softmax.backward(dP), then 0 where the mask is True (masked scores are
-                    the constant -eps; this only matters for fully masked rows, since P is
-                    already 0 at masked positions of any other row)
+                    the constant -eps; this only changes fully masked rows, since P is already 0
+                    at masked positions of any other row, and the tests accept it either way)
           dQ = scale * dscores K                   (N, ..., H, L, E)
           dK = scale * dscores^T Q                 (N, ..., H, S, E)
         """

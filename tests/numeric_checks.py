@@ -1,0 +1,322 @@
+"""Numeric checks shared by the mytorch tests: ``tests/test_mytorch.py`` and the autograder's hidden
+tests (``make autograde`` ships this file with ``tests/testing_framework.py``; it needs only numpy
+and torch).
+
+Comparisons are relative to the truth's largest entry:
+max|actual - truth| <= rtol * max(max|truth|, 1).
+
+Fully masked query rows (every key masked) have two accepted conventions. Adding -eps to every
+score of such a row leaves S equal scores, so the row attends uniformly: its output is the mean of
+V over the keys and it adds d_output_row / S to every key's dV, whatever the backward does. Its
+gradient into Q and K is where implementations differ: zeroing the score gradient at masked
+positions gives 0 (what finite differences measure, since the masked scores are the constant -eps),
+while the plain softmax backward at the uniform weights gives a nonzero dQ row and a dK
+contribution. The handout's formula does not single these rows out, so ``check_sdpa_fully_masked``
+and ``check_mha_fully_masked`` accept both: they compare only the parts the two conventions share,
+and compare everything on a second backward whose upstream gradient is 0 on those rows. Every other
+check uses masks that leave each row at least one allowed key, where the conventions agree.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+RTOL_TORCH = 1e-8  # float64 against PyTorch autograd
+RTOL_FINITE_DIFF = 1e-6  # central differences with step 1e-6 are good to about 1e-9
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")  # MultiHeadAttention's Linear layers
+
+# truth(Q, K, V, mask, d_output) -> (output, dQ, dK, dV) as float64 numpy arrays, for masks that
+# leave every query row at least one allowed key.
+AttentionTruth = Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+
+
+def assert_close(name: str, actual, expected, rtol: float = RTOL_TORCH) -> None:
+    """Shapes equal, actual finite, and max|actual - expected| <= rtol * max(max|expected|, 1)."""
+    if isinstance(expected, torch.Tensor):
+        expected = expected.detach().numpy()
+    expected = np.asarray(expected)
+    assert actual is not None, f"{name}: got None (was it computed and stored?)"
+    actual = np.asarray(actual)
+    assert actual.shape == expected.shape, (f"{name}: expected shape {expected.shape}, "
+                                            f"got {actual.shape}")
+    assert np.all(np.isfinite(actual)), f"{name}: contains NaN or inf"
+    error = float(np.max(np.abs(actual - expected), initial=0.0))
+    scale = max(float(np.max(np.abs(expected), initial=0.0)), 1.0)
+    assert error <= rtol * scale, (f"{name}: max abs error {error:.3e} exceeds {rtol:.0e} x "
+                                   f"{scale:.3g} (shape {expected.shape})")
+
+
+def numerical_gradient(loss: Callable[[], float], x: np.ndarray, step: float = 1e-6) -> np.ndarray:
+    """d loss() / d x by central differences; x is perturbed in place and restored."""
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        original = x[index]
+        x[index] = original + step
+        plus = loss()
+        x[index] = original - step
+        minus = loss()
+        x[index] = original
+        grad[index] = (plus - minus) / (2 * step)
+    return grad
+
+
+def as_tensor(mask: np.ndarray | None) -> torch.Tensor | None:
+    """A numpy mask as a torch tensor sharing its memory; None stays None."""
+    return None if mask is None else torch.from_numpy(mask)
+
+
+def leaf(x: np.ndarray) -> torch.Tensor:
+    """A float64 copy of x as a torch leaf tensor that records its gradient."""
+    return torch.tensor(x, dtype=torch.float64, requires_grad=True)
+
+
+def mask_with_visible_keys(rng: np.random.Generator, shape: tuple,
+                           p_masked: float = 0.5) -> np.ndarray:
+    """Bool mask (True = do not attend) leaving an allowed key in every row (last axis)."""
+    mask = rng.random(shape) < p_masked
+    keep = rng.integers(0, shape[-1], size=(*shape[:-1], 1))
+    np.put_along_axis(mask, keep, False, axis=-1)
+    return mask
+
+
+def padding_and_causal_masks(rng: np.random.Generator, N: int, L: int, S: int):
+    """key_padding_mask (N, S) from random lengths >= 1 (sequence 0 unpadded), causal attn_mask
+    (L, S) hiding future keys. Key 0 is never hidden, so no query row is fully masked."""
+    lengths = rng.integers(1, S + 1, size=N)
+    lengths[0] = S
+    key_padding_mask = np.arange(S)[None, :] >= lengths[:, None]
+    attn_mask = np.arange(S)[None, :] > np.arange(L)[:, None]
+    return key_padding_mask, attn_mask
+
+
+# ---------------------------------------------------------------------------------------------
+# MultiHeadAttention: PyTorch's module with the same weights, and the projections' gradients
+# ---------------------------------------------------------------------------------------------
+
+def mytorch_mha(weights: list[np.ndarray], num_heads: int):
+    """The student's ``MultiHeadAttention`` loaded with [Wq, bq, Wk, bk, Wv, bv, Wo, bo]."""
+    from mytorch.nn import MultiHeadAttention
+
+    mha = MultiHeadAttention(weights[0].shape[0], num_heads)
+    mha.init_weights(*weights)
+    return mha
+
+
+def random_mha_case(seed: int, draw_weights, N: int, L: int, S: int, E: int, H: int):
+    """(rng, weights, mha, [query, key, value]): weights = draw_weights(rng, E), ``mytorch_mha``
+    holding them with H heads, then random query (N, L, E), key and value (N, S, E)."""
+    rng = np.random.default_rng(seed)
+    weights = draw_weights(rng, E)
+    return rng, weights, mytorch_mha(weights, H), [rng.standard_normal((N, T, E))
+                                                   for T in (L, S, S)]
+
+
+def torch_multihead_attention(weights: list[np.ndarray],
+                              num_heads: int) -> torch.nn.MultiheadAttention:
+    """float64 ``torch.nn.MultiheadAttention(batch_first=True)`` holding ``weights``, given in the
+    order of ``MultiHeadAttention.init_weights``: [Wq, bq, Wk, bk, Wv, bv, Wo, bo]."""
+    Wq, bq, Wk, bk, Wv, bv, Wo, bo = (torch.from_numpy(np.asarray(w, np.float64)) for w in weights)
+    reference = torch.nn.MultiheadAttention(Wq.shape[0], num_heads, batch_first=True,
+                                            dtype=torch.float64)
+    with torch.no_grad():
+        reference.in_proj_weight.copy_(torch.cat([Wq, Wk, Wv]))
+        reference.in_proj_bias.copy_(torch.cat([bq, bk, bv]))
+        reference.out_proj.weight.copy_(Wo)
+        reference.out_proj.bias.copy_(bo)
+    return reference
+
+
+def torch_parameter_grads(reference: torch.nn.MultiheadAttention) -> list[np.ndarray]:
+    """The module's parameter gradients as [dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo]."""
+    weights = list(reference.in_proj_weight.grad.chunk(3)) + [reference.out_proj.weight.grad]
+    biases = list(reference.in_proj_bias.grad.chunk(3)) + [reference.out_proj.bias.grad]
+    return [g.numpy() for pair in zip(weights, biases) for g in pair]
+
+
+def assert_projection_grads_close(mha, expected: list[np.ndarray], where: str,
+                                  rtol: float = RTOL_TORCH, layers=PROJECTIONS) -> None:
+    """Each projection's stored dLdW, dLdb against ``expected`` (order of torch_parameter_grads);
+    only the projections named in ``layers`` are checked."""
+    for index, layer_name in enumerate(PROJECTIONS):
+        if layer_name not in layers:
+            continue
+        layer = getattr(mha, layer_name)
+        assert_close(f"{where}: {layer_name}.dLdW", layer.dLdW, expected[2 * index], rtol)
+        assert_close(f"{where}: {layer_name}.dLdb", layer.dLdb, expected[2 * index + 1], rtol)
+
+
+def check_mha_against_torch(mha, weights: list[np.ndarray], num_heads: int, query, key, value,
+                            key_padding_mask, attn_mask, d_output, where: str) -> None:
+    """float64 forward and backward of ``mha`` (loaded with ``weights``) against PyTorch's module:
+    the output, the inputs' gradients and every projection's dLdW, dLdb."""
+    reference = torch_multihead_attention(weights, num_heads)
+    inputs = [leaf(x) for x in (query, key, value)]
+    t_out, _ = reference(*inputs, key_padding_mask=as_tensor(key_padding_mask),
+                         attn_mask=as_tensor(attn_mask), need_weights=False)
+    t_out.backward(torch.from_numpy(d_output))
+    out = mha.forward(query, key, value, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
+    d_inputs = mha.backward(d_output)
+    assert_close(f"{where}: output", out, t_out)
+    for name, mine, x in zip(("dquery", "dkey", "dvalue"), d_inputs, inputs):
+        assert_close(f"{where}: {name}", mine, x.grad)
+    assert_projection_grads_close(mha, torch_parameter_grads(reference), where)
+
+
+# ---------------------------------------------------------------------------------------------
+# Finite differences of sum(output * upstream) for each layer
+# ---------------------------------------------------------------------------------------------
+
+def assert_matches_finite_differences(loss: Callable[[], float], gradients, where: str) -> None:
+    """``gradients`` is [(name, mine, x), ...]: each ``mine`` against d loss() / d x."""
+    for name, mine, x in gradients:
+        assert_close(f"{where}{name}", mine, numerical_gradient(loss, x), RTOL_FINITE_DIFF)
+
+
+def check_linear_finite_differences(layer, A: np.ndarray, dLdZ: np.ndarray) -> None:
+    """Linear's dLdA and stored dLdW, dLdb against finite differences in A, layer.W, layer.b."""
+    layer.forward(A)
+    dLdA = layer.backward(dLdZ)
+    loss = lambda: float(np.sum(layer.forward(A) * dLdZ))  # noqa: E731
+    assert_matches_finite_differences(loss, [("dLdA", dLdA, A), ("dLdW", layer.dLdW, layer.W),
+                                             ("dLdb", layer.dLdb, layer.b)], "")
+
+
+def check_softmax_finite_differences(softmax, Z: np.ndarray, dLdA: np.ndarray,
+                                     where: str) -> None:
+    """Softmax's dLdZ against finite differences in Z."""
+    softmax.forward(Z)
+    dLdZ = softmax.backward(dLdA)
+    loss = lambda: float(np.sum(softmax.forward(Z) * dLdA))  # noqa: E731
+    assert_matches_finite_differences(loss, [("dLdZ", dLdZ, Z)], where)
+
+
+def check_sdpa_finite_differences(attention, Q, K, V, mask, d_output) -> None:
+    """ScaledDotProductAttention's (dQ, dK, dV) against finite differences in Q, K, V."""
+    attention.forward(Q, K, V, mask)
+    dQ, dK, dV = attention.backward(d_output)
+    loss = lambda: float(np.sum(attention.forward(Q, K, V, mask) * d_output))  # noqa: E731
+    assert_matches_finite_differences(loss, [("dQ", dQ, Q), ("dK", dK, K), ("dV", dV, V)], "")
+
+
+def mha_finite_differences(mha, query, key, value, masks: dict, upstream) -> list[np.ndarray]:
+    """Finite differences of sum(mha.forward(query, key, value, **masks) * upstream):
+    [dquery, dkey, dvalue] + every projection's [dW, db] (order of torch_parameter_grads)."""
+    loss = lambda: float(np.sum(mha.forward(query, key, value, **masks) * upstream))  # noqa
+    return ([numerical_gradient(loss, x) for x in (query, key, value)]
+            + [numerical_gradient(loss, getattr(getattr(mha, layer), param))
+               for layer in PROJECTIONS for param in ("W", "b")])
+
+
+def check_mha_finite_differences(mha, query, key, value, key_padding_mask, attn_mask,
+                                 d_output) -> None:
+    """MultiHeadAttention's input gradients and every projection's dLdW, dLdb against finite
+    differences."""
+    masks = {"key_padding_mask": key_padding_mask, "attn_mask": attn_mask}
+    truth = mha_finite_differences(mha, query, key, value, masks, d_output)
+    mha.forward(query, key, value, **masks)
+    d_inputs = mha.backward(d_output)
+    for name, mine, theirs in zip(("dquery", "dkey", "dvalue"), d_inputs, truth):
+        assert_close(name, mine, theirs, RTOL_FINITE_DIFF)
+    assert_projection_grads_close(mha, truth[3:], "finite differences", RTOL_FINITE_DIFF)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fully masked query rows: both conventions accepted (see the module docstring)
+# ---------------------------------------------------------------------------------------------
+
+def assert_outputs_finite(dtype, **arrays: np.ndarray) -> None:
+    """Every array has ``dtype`` and holds no NaN or inf."""
+    for name, x in arrays.items():
+        assert x.dtype == dtype, f"{name}: {np.dtype(dtype).name} in, got {x.dtype}"
+        assert np.all(np.isfinite(x)), f"{name} has NaN or inf with a fully masked query row"
+
+
+def check_sdpa_fully_masked(attention, Q, K, V, mask, d_output, truth: AttentionTruth,
+                            rtol: float, where: str) -> None:
+    """ScaledDotProductAttention on a mask with fully masked query rows, in either convention.
+
+    Q, K, V, d_output share one dtype (float32 or float64), which every result must keep. The truth
+    runs in float64 with the fully masked rows unmasked and their upstream gradient set to 0, so
+    it gives everything the other rows determine.
+    Backward 1 (d_output): the output (the mean of V on the fully masked rows), dQ of the other
+    rows, and dV in full. Backward 2 (d_output 0 on the fully masked rows): dQ, dK and dV in full.
+    """
+    scores_shape = (*Q.shape[:-1], K.shape[-2])
+    full = np.broadcast_to(mask, scores_shape).all(axis=-1)  # (N, ..., H, L)
+    assert full.any(), "the case must have a fully masked query row"
+    truth_mask = np.broadcast_to(mask, scores_shape).copy()
+    truth_mask[full] = False  # any allowed key will do: these rows get no upstream gradient
+    d_zeroed = d_output * ~full[..., None]
+    t_out, t_dQ, t_dK, t_dV = truth(*(x.astype(np.float64) for x in (Q, K, V)), truth_mask,
+                                    d_zeroed.astype(np.float64))
+    t_out = np.where(full[..., None], V.astype(np.float64).mean(axis=-2, keepdims=True), t_out)
+    # Each fully masked row adds d_output_row / S to the gradient of every key's value.
+    uniform_share = np.sum(d_output * full[..., None], axis=-2, keepdims=True) / K.shape[-2]
+
+    out = attention.forward(Q, K, V, mask)
+    dQ, dK, dV = attention.backward(d_output)
+    assert_outputs_finite(Q.dtype, output=out, dQ=dQ, dK=dK, dV=dV)
+    assert_close(f"{where}: output (fully masked rows: mean of V over the keys)", out, t_out, rtol)
+    assert_close(f"{where}: dQ of the rows with an allowed key", dQ[~full], t_dQ[~full], rtol)
+    assert_close(f"{where}: dV (a fully masked row adds d_output_row / S to every key)", dV,
+                 t_dV + uniform_share, rtol)
+
+    attention.forward(Q, K, V, mask)
+    dQ, dK, dV = attention.backward(d_zeroed)
+    assert_outputs_finite(Q.dtype, dQ=dQ, dK=dK, dV=dV)
+    for name, mine, theirs in (("dQ", dQ, t_dQ), ("dK", dK, t_dK), ("dV", dV, t_dV)):
+        assert_close(f"{where}, d_output 0 on the fully masked rows: {name}", mine, theirs, rtol)
+
+
+def check_mha_fully_masked(mha, weights: list[np.ndarray], num_heads: int, query, key, value,
+                           key_padding_mask, attn_mask, d_output, where: str) -> None:
+    """float64 MultiHeadAttention, loaded with ``weights``, whose masks hide every key from some
+    query rows, in either convention.
+
+    Outputs: PyTorch's on the other rows (it gives NaN on these), and out_proj(mean over the keys
+    of v_proj(value)) on the fully masked rows. Gradients against finite differences of the same
+    forward: for d_output, the parts both conventions share (dquery of the other rows, dvalue,
+    v_proj's and out_proj's); for d_output set to 0 on the fully masked rows, all of them.
+    """
+    N, L, S = query.shape[0], query.shape[1], key.shape[1]
+    padding = np.zeros((N, S), bool) if key_padding_mask is None else key_padding_mask
+    causal = np.zeros((L, S), bool) if attn_mask is None else attn_mask
+    full = (padding[:, None, :] | causal[None]).all(axis=-1)  # (N, L)
+    assert full.any(), "the case must have a fully masked query row"
+
+    reference = torch_multihead_attention(weights, num_heads)
+    t_out, _ = reference(*(torch.from_numpy(x) for x in (query, key, value)),
+                         key_padding_mask=as_tensor(key_padding_mask),
+                         attn_mask=as_tensor(attn_mask), need_weights=False)
+    _, _, _, _, Wv, bv, Wo, bo = weights
+    mean_of_values = (value.mean(axis=1) @ Wv.T + bv) @ Wo.T + bo  # (N, E)
+    t_out = np.where(full[..., None], mean_of_values[:, None, :], t_out.detach().numpy())
+    masks = {"key_padding_mask": key_padding_mask, "attn_mask": attn_mask}
+
+    def backward_and_truth(upstream: np.ndarray, label: str):
+        """mha's (dquery, dkey, dvalue) for ``upstream``, and the finite differences of
+        sum(output * upstream) for query, key, value and every projection's W and b."""
+        truth = mha_finite_differences(mha, query, key, value, masks, upstream)
+        out = mha.forward(query, key, value, **masks)
+        d_inputs = mha.backward(upstream)
+        assert_outputs_finite(np.float64, output=out, dquery=d_inputs[0], dkey=d_inputs[1],
+                              dvalue=d_inputs[2])
+        assert_close(f"{where}, {label}: output (fully masked rows: out_proj(mean of "
+                     f"v_proj(value)))", out, t_out)
+        return d_inputs, truth
+
+    label = "d_output"  # the fully masked rows' dq, so dkey, q_proj and k_proj, may differ
+    (dquery, _, dvalue), truth = backward_and_truth(d_output, label)
+    assert_close(f"{where}, {label}: dquery of the rows with an allowed key", dquery[~full],
+                 truth[0][~full], RTOL_FINITE_DIFF)
+    assert_close(f"{where}, {label}: dvalue", dvalue, truth[2], RTOL_FINITE_DIFF)
+    assert_projection_grads_close(mha, truth[3:], f"{where}, {label}", RTOL_FINITE_DIFF,
+                                  layers=("v_proj", "out_proj"))
+
+    label = "d_output 0 on the fully masked rows"
+    d_inputs, truth = backward_and_truth(d_output * ~full[..., None], label)
+    for name, mine, theirs in zip(("dquery", "dkey", "dvalue"), d_inputs, truth):
+        assert_close(f"{where}, {label}: {name}", mine, theirs, RTOL_FINITE_DIFF)
+    assert_projection_grads_close(mha, truth[3:], f"{where}, {label}", RTOL_FINITE_DIFF)
