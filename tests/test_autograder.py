@@ -657,6 +657,7 @@ def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
     assert not [name for name in names if name.endswith(("hidden_data.py", "README.md"))
                 or name.startswith("autograde/mytorch")]
     for needed in ("autograde/autograder/grade.py", "autograde/tests/testing_framework.py",
+                   "autograde/tests/numeric_checks.py",
                    "autograde/hw4lib/data/tokenizer_jsons/tokenizer_char.json",
                    "autograde/autograder/hidden_tests/test_mytorch_hidden.py",
                    "autograde/build_info.json", HIDDEN_SET_MEMBER):
