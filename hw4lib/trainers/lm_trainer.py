@@ -118,9 +118,15 @@ def generation_configs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     and its ``method`` defaults to the sub-dict's name.
     """
     section = config.get("generation") or {}
-    shared = {k: v for k, v in section.items() if not isinstance(v, dict)}
-    return {name: {**GENERATION_DEFAULTS, **shared, "method": name, **options}
+    shared = shared_generation_settings(config)
+    return {name: {**shared, "method": name, **options}
             for name, options in section.items() if isinstance(options, dict)}
+
+
+def shared_generation_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """``GENERATION_DEFAULTS`` updated with the non-strategy keys of ``config["generation"]``."""
+    section = config.get("generation") or {}
+    return {**GENERATION_DEFAULTS, **{k: v for k, v in section.items() if not isinstance(v, dict)}}
 
 
 class LMTrainer(BaseTrainer):
@@ -264,7 +270,8 @@ class LMTrainer(BaseTrainer):
             if train_attn is not None:
                 self._save_attention_plot(train_attn, epoch, "train_last_layer")
             if samples_every and epoch % samples_every == 0:
-                samples = self.generate(val_loader, {"method": "greedy", "num_samples": 3})
+                settings = {**shared_generation_settings(self.config), "method": "greedy", "num_samples": 3}
+                samples = self.generate(val_loader, settings)
                 self._save_generated_text(samples, f"val_greedy_epoch{epoch:03d}")
             if val_metrics["perplexity_char"] < self.best_metric:
                 self.best_metric = val_metrics["perplexity_char"]
