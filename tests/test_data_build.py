@@ -194,6 +194,7 @@ def test_librispeech_build_normalises_reports_and_splits(tmp_path):
     assert re.search(r"\| `\u2019` \(U\+2019\) \| `'` \| 1 \|", card), "curly apostrophe not reported"
     assert re.search(r"\| `t` \| `T` \| 2 \|", card), "upper-casing not reported"
     assert re.search(r"\| `!` \| space \| 1 \|", card), "punctuation removal not reported"
+    assert re.search(r"\| space \| \(removed\) \| 4 \|", card), "collapsed spaces not reported"  # "-- !"
     assert re.search(r"\| empty after normalisation \| 1 \| 103-1240-0003 \|", card)
     assert re.search(rf"\| longer than {MAX_CHARS} characters \| 1 \| 103-1240-0004 \|", card)
     assert len(merged) + 2 + card.count("text already in an earlier split") >= 46

@@ -75,6 +75,7 @@ class Provenance:
 
 
 def _spell_digits(match: re.Match) -> str:
+    """'1842' -> ' ONE THOUSAND EIGHT HUNDRED AND FORTY TWO '; long or 0-led runs digit by digit."""
     digits = match.group(0)
     if len(digits) <= 6 and not (len(digits) > 1 and digits.startswith("0")):
         return " " + number_words(int(digits)) + " "
@@ -109,13 +110,18 @@ def normalise(raw: str) -> tuple[str, Counter]:
             mapped = base if base and all("A" <= c <= "Z" for c in base) else " "
         changes[(char, mapped)] += 1
         out.append(mapped)
+    spaced = "".join(out)
     words = []
-    for word in "".join(out).split():
+    for word in spaced.split():
         if word.strip("'"):
             words.append(word)
         else:
             changes[(word, "")] += 1
-    return " ".join(words), changes
+    text = " ".join(words)
+    extra_spaces = spaced.count(" ") - text.count(" ")
+    if extra_spaces:
+        changes[(" ", "")] += extra_spaces  # runs of spaces collapsed, ends stripped
+    return text, changes
 
 
 def normalise_all(items: Sequence[Utterance], provenance: Provenance) -> list[Utterance]:
