@@ -118,6 +118,7 @@ def test_default_build_layout_card_and_marker(tmp_path):
     out = tmp_path / "hw4p1_data"
     build_data.build(out, seed=0, sizes=SMALL_SIZES)
     assert (out / ".complete").is_file() and (out / "DATA_CARD.md").is_file()
+    assert out.stat().st_mode & 0o755 == 0o755, "the data folder must be readable by everyone"
     assert not list(tmp_path.glob(".*building*")), "the staging folder was left behind"
     texts = _split_texts(out)
     for split in build_data.SPLITS:

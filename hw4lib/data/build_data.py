@@ -386,6 +386,7 @@ def build(out: Path, seed: int = 0, librispeech: Path | None = None,
     for stale in out.parent.glob(f".{out.name}.building-*"):
         shutil.rmtree(stale, ignore_errors=True)  # left by an interrupted build
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private (0700); the data folder is for everyone
     try:
         for name in SPLITS:
             write_split(staging / name, splits[name])
