@@ -1350,7 +1350,8 @@ class _Utterance:
         rng = self.rng
         subject = self.subject()
         verb = self.topic_or_common_verb()
-        return (f"{subject.text} {self.have(subject)} {verb.participle} {self.thing_phrase(subject, verb=verb)} "
+        return (f"{subject.text} {self.have(subject)} {verb.participle} "
+                f"{self.thing_phrase(subject, verb=verb)} "
                 f"{_pick(rng, _TIME)}")
 
     # ---- dialogue (the quotes are in the present tense) ------------------------------------
@@ -1401,7 +1402,8 @@ class _Utterance:
             plural = _chance(rng, 0.35)
             word = noun.plural if plural else noun.sing
             question = f"WHERE {'ARE' if plural else 'IS'} THE {word}"
-            answer = f"{'THEY ARE' if plural else _pick(rng, ('IT IS', 'THE ' + word + ' IS'))} {self.location()}"
+            where = "THEY ARE" if plural else _pick(rng, ("IT IS", f"THE {word} IS"))
+            answer = f"{where} {self.location()}"
         elif kind == 1:
             question = f"HAVE YOU SEEN THE {noun.sing}"
             answer = _pick(rng, (f"YES I SAW IT {self.location()}", f"NO I HAVE NOT SEEN THE {noun.sing}",
