@@ -17,7 +17,6 @@ and how to fix it>"}`` and exits 1.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from autograder import rubric
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.trainers.base_trainer import write_json
 from hw4lib.trainers.lm_trainer import evaluate_language_model
 
 HIDDEN_TEXT_FILE = "test.txt"  # inside the hidden-set folder: one transcript per line
@@ -59,18 +59,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, required=True, help="scratch folder for .npy files")
     parser.add_argument("--out", type=Path, required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
         result = evaluate_handin(args.handin, args.hidden_set, args.work)
     except GradingError as error:
         message = str(error)[:MAX_ERROR_CHARS]
         print(message)
-        _write_json(args.out, {"error": message})
+        write_json(args.out, {"error": message})
         raise SystemExit(1)
     result["seconds"] = round(time.monotonic() - start, 2)
     print(f"evaluated {result['num_parameters']:,} parameters on {result['num_chars']:,} hidden "
           f"characters ({result['token_type']} tokenizer) in {result['seconds']} s")
-    _write_json(args.out, result)
+    write_json(args.out, result)
 
 
 def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
@@ -211,11 +212,6 @@ def length_sorted_loader(dataset: LMDataset, num_heads: int) -> DataLoader:
             batches.append([])
         batches[-1].append(index)
     return DataLoader(dataset, batch_sampler=batches, collate_fn=dataset.collate_fn)
-
-
-def _write_json(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":
