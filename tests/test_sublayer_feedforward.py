@@ -47,11 +47,17 @@ def test_ffn_layout():
     expected_types = [nn.Linear, nn.GELU, nn.Dropout, nn.Linear]
     actual_types = [type(module) for module in layer.ffn]
     assert actual_types == expected_types, f"ffn layout must be {expected_types}, got {actual_types}"
-    assert (layer.ffn[0].in_features, layer.ffn[0].out_features) == (8, 32), "first Linear must map d_model -> d_ff"
-    assert (layer.ffn[3].in_features, layer.ffn[3].out_features) == (32, 8), "last Linear must map d_ff -> d_model"
-    assert layer.ffn[2].p == 0.2, "the Dropout inside ffn must use the dropout rate"
-    assert isinstance(layer.norm, nn.LayerNorm) and layer.norm.normalized_shape == (8,), "norm must be LayerNorm(d_model)"
-    assert isinstance(layer.dropout, nn.Dropout) and layer.dropout.p == 0.2, "dropout must be nn.Dropout(dropout)"
+    first = (layer.ffn[0].in_features, layer.ffn[0].out_features)
+    assert first == (8, 32), f"the first Linear must map d_model -> d_ff: expected (8, 32), got {first}"
+    last = (layer.ffn[3].in_features, layer.ffn[3].out_features)
+    assert last == (32, 8), f"the last Linear must map d_ff -> d_model: expected (32, 8), got {last}"
+    assert layer.ffn[2].p == 0.2, f"the Dropout inside ffn must use the dropout rate: expected p=0.2, got {layer.ffn[2].p}"
+    assert isinstance(layer.norm, nn.LayerNorm) and layer.norm.normalized_shape == (8,), (
+        f"norm must be LayerNorm(d_model=8), got {layer.norm}"
+    )
+    assert isinstance(layer.dropout, nn.Dropout) and layer.dropout.p == 0.2, (
+        f"dropout must be nn.Dropout(0.2), got {layer.dropout}"
+    )
 
 
 @rubric("Feed-forward sublayer")

@@ -36,18 +36,36 @@ def test_members_and_default_config():
     assert isinstance(model.dec_layers, nn.ModuleList) and len(model.dec_layers) == 2, (
         "dec_layers must be an nn.ModuleList of num_layers layers"
     )
-    assert all(isinstance(layer, SelfAttentionDecoderLayer) for layer in model.dec_layers)
-    assert isinstance(model.target_embedding, nn.Embedding) and tuple(model.target_embedding.weight.shape) == (11, 16)
-    assert isinstance(model.positional_encoding, PositionalEncoding)
-    assert isinstance(model.dropout, nn.Dropout) and isinstance(model.norm, nn.LayerNorm)
-    assert isinstance(model.final_linear, nn.Linear) and tuple(model.final_linear.weight.shape) == (11, 16)
-    assert (model.max_len, model.num_classes, model.num_layers) == (12, 11, 2)
+    kinds = [type(layer).__name__ for layer in model.dec_layers]
+    assert all(isinstance(layer, SelfAttentionDecoderLayer) for layer in model.dec_layers), (
+        f"every entry of dec_layers must be a SelfAttentionDecoderLayer, got {kinds}"
+    )
+    assert len({id(layer) for layer in model.dec_layers}) == 2, (
+        "dec_layers must hold num_layers distinct layers (build one per layer, not [layer] * n)"
+    )
+    embedding = getattr(model.target_embedding, "weight", None)
+    assert isinstance(model.target_embedding, nn.Embedding) and tuple(embedding.shape) == (11, 16), (
+        f"target_embedding must be nn.Embedding(num_classes=11, d_model=16), got {model.target_embedding}"
+    )
+    assert isinstance(model.positional_encoding, PositionalEncoding), (
+        f"positional_encoding must be a PositionalEncoding, got {type(model.positional_encoding).__name__}"
+    )
+    assert isinstance(model.dropout, nn.Dropout) and isinstance(model.norm, nn.LayerNorm), (
+        f"dropout must be nn.Dropout and norm nn.LayerNorm, got {model.dropout} and {model.norm}"
+    )
+    assert isinstance(model.final_linear, nn.Linear) and tuple(model.final_linear.weight.shape) == (11, 16), (
+        f"final_linear must be nn.Linear(d_model=16, num_classes=11), got {model.final_linear}"
+    )
+    got = (model.max_len, model.num_classes, model.num_layers)
+    assert got == (12, 11, 2), f"(max_len, num_classes, num_layers): expected (12, 11, 2), got {got}"
 
     config = yaml.safe_load((REPO_ROOT / "configs" / "default.yaml").read_text())
     from hw4lib.model import DecoderOnlyTransformer
 
     model = DecoderOnlyTransformer(**config["model"], num_classes=37)
-    assert model.num_layers == config["model"]["num_layers"] and model.max_len == config["model"]["max_len"]
+    got = (model.num_layers, model.max_len)
+    expected = (config["model"]["num_layers"], config["model"]["max_len"])
+    assert got == expected, f"default config: (num_layers, max_len) expected {expected}, got {got}"
 
 
 @rubric("Decoder-only Transformer")

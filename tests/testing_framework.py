@@ -95,8 +95,11 @@ def _call(test_fn: Callable) -> None:
 
 def _describe(error: BaseException) -> str:
     """One readable line or a few: the exception type, its message, and where it was raised."""
-    message = str(error).strip() or "(no message)"
     frames = traceback.extract_tb(error.__traceback__)
+    message = str(error).strip()
+    if not message:
+        line = frames[-1].line if frames and frames[-1].line else ""
+        message = f"this check failed: {line}" if line else "(no message)"
     where = ""
     if frames:
         last = frames[-1]
