@@ -15,7 +15,8 @@ SEED      ?= 0
 DATA_DIR  ?= hw4_data/hw4p1_data
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install test test-fast train data data-if-stale tokenizers handin handout autograde figures bench clean
+.PHONY: help install test test-fast train data data-if-stale tokenizers handin handout autograde figures \
+	bench mutants clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
@@ -64,6 +65,9 @@ figures: $(STAMP) ## redraw the diagrams in figures/
 
 bench: $(STAMP) ## print speed and memory measurements (mytorch, data, model, training)
 	$(PY) -m bench $(BENCH)
+
+mutants: $(STAMP) ## check that the component tests reject every bug in tools/mutant_catalogue/ (ONLY=glob)
+	$(PY) -m tools.mutants $(if $(ONLY),--only '$(ONLY)')
 # END INSTRUCTOR TARGETS
 
 clean: ## remove built data, runs, dist/ and caches (keeps .venv)
