@@ -124,6 +124,11 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
     report["sandbox"] = mode
     for note in notes:
         print(f"  not used: {note}")
+    if mode is None:
+        print(f"  the sandbox asked for (--sandbox {args.sandbox}) does not work here, so student "
+              f"code was not run; mytorch scores 0. Grade without --sandbox to use the strongest "
+              f"mode that works")
+        return
     print(f"  {sandbox.mode_summary(mode)}")
     for category, points in rubric.MYTORCH_RUBRIC.items():
         section(f"{category} ({points} points)")

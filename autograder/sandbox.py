@@ -13,7 +13,8 @@ which tries each in turn with a probe (start the worker's Python and import nump
 ``setpriv``
     (root only) the worker runs as the unprivileged uid/gid 65534: it cannot signal the grader or
     read its files (the judge makes them private), and ``RLIMIT_NPROC`` caps its processes. No
-    network isolation.
+    network isolation. Needs the interpreter, numpy and the grading folder's parents to be
+    readable and traversable by that uid (the probe finds out).
 ``unshare``
     unprivileged user, mount, PID, IPC and network namespaces: the grading folder is remounted
     read-only; the autograder, the extracted handin, ``/tmp`` and ``/dev/shm`` are covered by
@@ -151,11 +152,11 @@ def _reap() -> None:
             return
 
 
-def choose_mode(layout: Layout, python: str, wanted: str | None = None) -> tuple[str, list[str]]:
-    """(mode, notes): the first of MODES (or ``wanted`` alone) whose probe passes; 'none' last.
-
-    The notes say why each stronger mode was passed over.
-    """
+def choose_mode(layout: Layout, python: str,
+                wanted: str | None = None) -> tuple[str | None, list[str]]:
+    """(mode, notes): the first of MODES whose probe passes, 'none' last; the notes say why each
+    stronger mode was passed over. A ``wanted`` mode is tried alone: (None, notes) when it fails,
+    so that student code never runs less isolated than asked."""
     notes = []
     for mode in ([wanted] if wanted else MODES):
         if mode == "none":
@@ -167,7 +168,7 @@ def choose_mode(layout: Layout, python: str, wanted: str | None = None) -> tuple
                 return mode, notes
             reason = f"its probe failed: {run.output.strip()[-300:] or run.returncode}"
         notes.append(f"{mode}: {reason}")
-    return "none", notes
+    return (None, notes) if wanted else ("none", notes)
 
 
 def unavailable(mode: str) -> str | None:

@@ -12,6 +12,7 @@ scores line, the report, and that nothing changed outside the grading folder.
 """
 import atexit
 import functools
+import gzip
 import io
 import json
 import math
@@ -24,6 +25,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -476,12 +478,13 @@ def read_hidden_lines(autograde_tar: Path) -> list[str]:
         return tar.extractfile(HIDDEN_SET_MEMBER).read().decode("utf-8").splitlines()
 
 
-def run_grader(tmp_path: Path, handin: Path | None,
-               grader_flags: str = "") -> tuple[list[str], dict]:
+def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
+               peak_memory: list | None = None) -> tuple[list[str], dict]:
     """Grade ``handin`` with make in ``tmp_path/grading``; return (output lines, scores).
 
     Checks that the last line is the scores line with every category in range, and that nothing
-    outside the grading folder was created, deleted or modified.
+    outside the grading folder was created, deleted or modified. ``peak_memory`` (a list) receives
+    the largest resident set, in bytes, of any process of the grading.
     """
     grading = tmp_path / "grading"
     grading.mkdir()
@@ -499,6 +502,8 @@ def run_grader(tmp_path: Path, handin: Path | None,
                            cwd=grading, timeout=900)
     lines = process.stdout.splitlines()
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    if peak_memory is not None:
+        peak_memory.append(int(re.findall(r"PEAK_RSS_KIB (\d+)", process.stderr)[-1]) * 1024)
     scores = json.loads(lines[-1])["scores"]
     assert list(scores) == list(rubric.RUBRIC), scores
     assert all(0 <= scores[c] <= rubric.RUBRIC[c] for c in scores), scores
@@ -511,8 +516,14 @@ def autolab_make(args: list[str], cwd: Path, timeout: float) -> subprocess.Compl
     """Run `make` as Autolab does: a top-level make, even when these tests run under `make test`
     (an inherited MAKELEVEL would make GNU make print "Leaving directory" after the scores line)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
-    return subprocess.run(["make", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    # A small wrapper reports the peak memory of every process make waited for, on stderr.
+    wrapper = ("import resource, subprocess, sys\n"
+               "code = subprocess.run(sys.argv[1:]).returncode\n"
+               "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+               "sys.stderr.write(f'PEAK_RSS_KIB {peak}\\n')\n"
+               "sys.exit(code)\n")
+    return subprocess.run([sys.executable, "-c", wrapper, "make", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def copy_reference_mytorch(root: Path) -> Path:
@@ -839,6 +850,144 @@ def test_bad_side_files_cost_only_their_own_category(tmp_path):
         assert "The autograder itself failed" not in text and len(text) < 100_000, text[-3000:]
         if message:
             assert message in text, (name, text[-3000:])
+
+
+# ------------------------------------------------------------------------------------------------
+# Ordinary archives: every way a student may re-pack the handin is read alike
+# ------------------------------------------------------------------------------------------------
+
+def repacked_handins(folder: Path) -> dict[str, Path]:
+    """The honest handin as make handin packs it ("original"), then re-packed every ordinary way:
+    GNU tar and bsdtar (when installed), Python's tarfile in each format, with and without
+    directory entries and ./ prefixes, gzip-compressed."""
+    handin = folder / "handin"
+    make_model_handin(handin)
+    copy_reference_mytorch(handin)
+    (handin / "test_metrics.json").write_text('{"perplexity_char": 3.0}')
+    archives = {"original": pack_folder(handin, folder / "original.tar")}
+    commands = {"gnu-tar-dirs": ["tar", "-cf", "{out}", "handin"],
+                "gnu-tar-dot": ["tar", "-cf", "{out}", "-C", "handin", "."],
+                "gnu-tar-pax": ["tar", "--format=pax", "-cf", "{out}", "handin"],
+                "gnu-tar-ustar": ["tar", "--format=ustar", "-cf", "{out}", "handin"],
+                "gnu-tar-gzip": ["tar", "-czf", "{out}", "handin"],
+                "bsdtar": ["bsdtar", "-cf", "{out}", "handin"],
+                "bsdtar-gzip-dot": ["bsdtar", "-czf", "{out}", "-C", "handin", "."]}
+    for name, command in commands.items():
+        if shutil.which(command[0]) is None:
+            continue
+        out = folder / f"{name}.tar"
+        subprocess.run([arg.replace("{out}", str(out)) for arg in command], cwd=folder,
+                       check=True)
+        archives[name] = out
+    for fmt in (tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+        for prefix, root in (("handin", folder), (".", handin)):
+            out = folder / f"tarfile-{fmt}-{prefix}.tar"
+            with tarfile.open(out, "w", format=fmt) as tar:
+                tar.add(root / prefix if prefix == "handin" else handin, arcname=prefix)
+            archives[out.stem] = out
+    return archives
+
+
+@rubric_category("Handin extraction")
+def test_every_ordinary_repacking_extracts_the_same_files(tmp_path):
+    archives = repacked_handins(tmp_path)
+    assert {"gnu-tar-dirs", "gnu-tar-dot", "gnu-tar-gzip"} <= set(archives), archives
+    reference = extract_handin(archives.pop("original"), tmp_path / "out-original")
+    expected = {name: path.read_bytes() for name, path in reference.files.items()}
+    assert "model_state_dict.pt" in expected and "mytorch/nn/linear.py" in expected
+    for name, archive in archives.items():
+        result = extract_handin(archive, tmp_path / f"out-{name}")
+        got = {relative: path.read_bytes() for relative, path in result.files.items()}
+        assert got == expected, f"{name}: extracted {sorted(got)}, expected {sorted(expected)}"
+        assert not [note for note in result.notes if "stopped" in note], (name, result.notes)
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_repacked_handins_score_exactly_what_the_original_scores(tmp_path):
+    archives = repacked_handins(tmp_path)
+    for name in ("original", "gnu-tar-dirs", "bsdtar" if "bsdtar" in archives else "gnu-tar-pax"):
+        folder = tmp_path / f"grade-{name}"
+        folder.mkdir()
+        _, scores = run_grader(folder, archives[name])
+        assert scores == honest_scores(), f"{name}: {scores}, original {honest_scores()}"
+
+
+def honest_tar_bytes(folder: Path) -> bytes:
+    """The honest handin's members as tar bytes, without the end-of-archive blocks."""
+    handin = folder / "handin"
+    make_model_handin(handin)
+    copy_reference_mytorch(handin)
+    buffer = io.BytesIO()
+    tar = tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT)
+    for path in sorted(handin.rglob("*")):
+        if path.is_file():
+            tar.add(path, arcname=f"handin/{path.relative_to(handin).as_posix()}")
+    return buffer.getvalue()  # read before close(), which would add the end blocks
+
+
+def long_name_header(size: int) -> bytes:
+    info = tarfile.TarInfo("././@LongLink")
+    info.type, info.size = tarfile.GNUTYPE_LONGNAME, size
+    return info.tobuf(format=tarfile.GNU_FORMAT)
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_damaged_tails_and_name_bombs_keep_the_honest_members(tmp_path):
+    """Honest members followed by a damaged header, 20,000 chained long-name records, or (gzip) a
+    2 GiB long-name record: the honest part scores in full, with a note, in bounded memory."""
+    honest = honest_tar_bytes(tmp_path / "members")
+    damaged = bytearray(regular("handin/model_arch.txt", b"x")[0].tobuf())
+    damaged[148:156] = b"0000000\0"  # a wrong checksum
+    chain = b"".join(long_name_header(1000) + b"n" * 1000 + bytes(24) for _ in range(20_000))
+    zeros = zlib.compressobj(1, zlib.DEFLATED, 31)
+    zero_member = zeros.compress(bytes(16 * 2**20)) + zeros.flush()
+    name_bomb = (gzip.compress(honest + long_name_header(2 * 2**30), compresslevel=1)
+                 + zero_member * 128)  # concatenated gzip members: 2 GiB of name when inflated
+    handins = {"damaged": honest + bytes(damaged) + bytes(1024),
+               "chain": honest + chain + bytes(1024), "gzip-name-bomb": name_bomb}
+    for name, data in handins.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "handin.tar").write_bytes(data)
+        peak = []
+        lines, scores = run_grader(folder, folder / "handin.tar", peak_memory=peak)
+        text = "\n".join(lines)
+        assert scores == honest_scores(), f"{name}: {scores}\n{text[-3000:]}"
+        assert "reading stopped after" in text, (name, text[-3000:])
+        assert peak[0] < 1.5 * 2**30, f"{name}: a grader process used {peak[0] / 2**30:.1f} GiB"
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+@pytest.mark.parametrize("mode", ["setpriv", "unshare", "none"])
+def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
+    """Each fallback mode, forced: the grader-killing attack still scores 0 for mytorch and the
+    honest model keeps its points; 'none' grades honest code and warns."""
+    reason = sandbox.unavailable(mode)
+    if reason is not None:
+        pytest.skip(f"{mode} cannot run here: {reason}")
+    init_code, nn_code, _ = ATTACKS["kill_the_grader_through_proc"]
+    if mode == "none":
+        init_code, nn_code = "", None  # unisolated, the attack would kill the test's own make
+    # The uid of setpriv must reach the grading folder: pytest's own tmp_path is private to root.
+    folder = Path(tempfile.mkdtemp(prefix=f"hw4p1-{mode}-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder.chmod(0o755)
+    lines, scores = run_grader(folder, attack_handin(tmp_path, init_code, nn_code),
+                               f"--sandbox {mode}")
+    text = "\n".join(lines)
+    if "does not work here, so student code was not run" in text:
+        assert scores == {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
+        pytest.skip(f"{mode} is installed but does not work here: "
+                    f"{[line for line in lines if 'not used' in line]}")
+    if mode == "none":
+        assert scores == honest_scores() and "WARNING: student code ran UNISOLATED" in text
+    else:
+        expected = {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
+        assert scores == expected, f"{mode}: {scores}\n{text[-3000:]}"
+        assert sandbox.mode_summary(mode) in text
 
 
 @rubric_category("End to end")
