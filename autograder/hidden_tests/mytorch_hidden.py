@@ -92,6 +92,12 @@ def assert_fd_matches(name: str, mine, fd: np.ndarray, truth) -> None:
                  RTOL_FINITE_DIFF)
 
 
+def assert_all_close(r, where: str, names, refs, truths, rtol: float = RTOL_TORCH) -> None:
+    """Each returned value ``r[ref]`` against its truth, named ``where: name`` in the message."""
+    for name, ref, expected in zip(names, refs, truths):
+        assert_close(f"{where}: {name}", r[ref], expected, rtol)
+
+
 def assert_unchanged(r: dict, echoes: list[tuple[Ref, np.ndarray]], what: str) -> None:
     assert all(np.array_equal(r[ref], given) for ref, given in echoes), f"{what} was modified"
 
@@ -142,9 +148,7 @@ def linear_against_torch_for_two_upstream_gradients(p: Program) -> Check:
 
     def check(r):
         for where, refs, truth in pending:
-            for name, ref, expected in zip(("Z", "dLdA", "stored dLdW", "stored dLdb"), refs,
-                                           truth):
-                assert_close(f"{where}: {name}", r[ref], expected)
+            assert_all_close(r, where, ("Z", "dLdA", "stored dLdW", "stored dLdb"), refs, truth)
         assert_unchanged(r, echoes, "Linear's input A")
     return check
 
@@ -241,9 +245,8 @@ def softmax_every_dim_against_torch_for_two_upstream_gradients(p: Program) -> Ch
         echoes.append((p.echo(z), Z))
 
     def check(r):
-        for where, (a, dz), (t_a, t_dz) in pending:
-            assert_close(f"{where}: A", r[a], t_a)
-            assert_close(f"{where}: dLdZ", r[dz], t_dz)
+        for where, refs, truth in pending:
+            assert_all_close(r, where, ("A", "dLdZ"), refs, truth)
         assert_unchanged(r, echoes, "Softmax.forward's input Z")
     return check
 
@@ -301,10 +304,8 @@ def softmax_extreme_logits(p: Program) -> Check:
 # ScaledDotProductAttention
 # ---------------------------------------------------------------------------------------------
 
-def check_attention(r, where: str, refs, truth, rtol: float = RTOL_TORCH,
-                    names=("output", "dQ", "dK", "dV")) -> None:
-    for name, ref, expected in zip(names, refs, truth):
-        assert_close(f"{where}: {name}", r[ref], expected, rtol)
+def check_attention(r, where: str, refs, truth, names=("output", "dQ", "dK", "dV")) -> None:
+    assert_all_close(r, where, names, refs, truth)
 
 
 @hidden_test("ScaledDotProductAttention", 8)
