@@ -393,6 +393,9 @@ def test_numpy_training_tracks_torch_on_the_tiny_config():
     twin = numpy_model_from_state(config["model"], model.state_dict(), np.float64)
     batches = list(itertools.islice(train_loader, 20))
 
+    # numpy first: its twin starts from the torch model's initial weights.
+    numpy_losses = train_numpy(twin, model, config, batches, train_loader, tokenizer.pad_id)
+
     optimizer = create_optimizer(model, config["optimizer"])
     scheduler = create_scheduler(optimizer, config["scheduler"], train_loader, 1)
     criterion = torch.nn.CrossEntropyLoss(ignore_index=tokenizer.pad_id)
@@ -408,7 +411,6 @@ def test_numpy_training_tracks_torch_on_the_tiny_config():
         scheduler.step()
         torch_losses.append(loss.item())
 
-    numpy_losses = train_numpy(twin, model, config, batches, train_loader, tokenizer.pad_id)
     differences = np.abs(np.array(numpy_losses) - np.array(torch_losses))
     assert differences.max() <= 1e-6, (
         f"numpy training loss differs from torch's by up to {differences.max():.2e} (step "
