@@ -327,7 +327,7 @@ class LMTrainer(BaseTrainer):
         prompts, originals = loader.dataset.sample_prompts(
             settings["num_samples"], settings["prompt_length"], seed=settings["seed"])
         max_length = min(int(settings["max_length"]), self.model.max_len)
-        generator = SequenceGenerator(self.model.score, self.tokenizer, max_length, self.device)
+        generator = SequenceGenerator.for_model(self.model, self.tokenizer, max_length, self.device)
         self.model.eval()
         with torch.no_grad():
             # TODO: seqs (N, T') and scores (N,) from generator.generate_greedy / generate_beam
