@@ -104,7 +104,8 @@ SEQUENCES = [[3, 4, 5, 6], [4, 5, 6, 7], [5, 6, 7, 3], [6, 7, 3, 4, 5], [7, 3, 4
 def _config(tmp_path, **training):
     return {
         "training": {"expts_dir": str(tmp_path / "expts"), "gradient_accumulation_steps": 1,
-                     "grad_clip_norm": 1.0, "progress_bar": False, **training},
+                     "grad_clip_norm": 1.0, "progress_bar": False,
+                     "precision": "fp32", **training},  # float32: the tests compare runs exactly
         "scheduler": {"name": "cosine", "interval": "step"},
         "generation": {"num_samples": 2, "prompt_length": 2, "max_length": 8,
                        "greedy": {}, "beam": {"beam_width": 2}, "sample": {"top_k": 3, "seed": 1}},

@@ -60,15 +60,19 @@ class SequenceGenerator:
 
     @classmethod
     def for_model(cls, model, tokenizer, max_length: int, device: str | torch.device) -> "SequenceGenerator":
-        """A generator for ``model`` (a ``DecoderOnlyTransformer`` in eval mode) with a key/value cache.
+        """The fastest generator for ``model`` (in eval mode), with the results of ``model.score``.
 
-        Same searches, same results as ``SequenceGenerator(model.score, tokenizer, max_length,
-        device)``; each step runs only the newest tokens through the model.
+        A ``DecoderOnlyTransformer`` gets a key/value cache: same searches, same results as
+        ``SequenceGenerator(model.score, tokenizer, max_length, device)``, but each step runs only
+        the newest tokens through the model. Any other model gets exactly that plain generator.
         """
         # Imported here: the cached generator is a subclass of this class.
         from hw4lib.decoding.cached_generator import CachedSequenceGenerator
+        from hw4lib.model import DecoderOnlyTransformer
 
-        return CachedSequenceGenerator(model, tokenizer, max_length, device)
+        if isinstance(model, DecoderOnlyTransformer):
+            return CachedSequenceGenerator(model, tokenizer, max_length, device)
+        return cls(model.score, tokenizer, max_length, device)
 
     # ----------------------------------------------------------------------------------------
     # Checks and logit transforms shared by the searches
