@@ -13,10 +13,10 @@ export PYTHONHASHSEED := 0
 CONFIG    ?= configs/default.yaml
 SEED      ?= 0
 DATA_DIR  ?= hw4_data/hw4p1_data
-DATA_DONE := $(DATA_DIR)/.complete
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install test test-fast train data tokenizers handin handout autograde figures bench clean
+.PHONY: help install test test-fast train data data-if-stale tokenizers handin handout autograde figures \
+	bench mutants clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
@@ -34,17 +34,19 @@ test: $(STAMP) ## run the whole test suite (slow end-to-end tests included)
 test-fast: $(STAMP) ## run the suite without the tests marked slow
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" tests
 
-$(DATA_DONE): | $(STAMP)
-	$(PY) -m hw4lib.data.build_data --out $(DATA_DIR) --seed $(SEED)
+# Builds the default data unless DATA_DIR holds this SEED's data from this version of the
+# generator (its .complete marker records both) or data built from real text.
+data-if-stale: $(STAMP)
+	$(PY) -m datagen.build_data --out $(DATA_DIR) --seed $(SEED) --if-stale
 
 data: $(STAMP) ## build hw4_data/hw4p1_data (LIBRISPEECH=/path or TEXT="a.txt b.txt" for real text)
-	$(PY) -m hw4lib.data.build_data --out $(DATA_DIR) --seed $(SEED) \
+	$(PY) -m datagen.build_data --out $(DATA_DIR) --seed $(SEED) \
 		$(if $(LIBRISPEECH),--librispeech $(LIBRISPEECH)) $(if $(TEXT),--text $(TEXT))
 
-tokenizers: $(DATA_DONE) ## retrain the four tokenizers on the train split
-	$(PY) -m hw4lib.data.build_tokenizers --data $(DATA_DIR) --seed $(SEED)
+tokenizers: data-if-stale ## retrain the four tokenizers on the train split
+	$(PY) -m datagen.build_tokenizers --data $(DATA_DIR) --seed $(SEED)
 
-train: $(DATA_DONE) ## train CONFIG (default configs/default.yaml), evaluate, then pack handin.tar
+train: data-if-stale ## train CONFIG (default configs/default.yaml), evaluate, then pack handin.tar
 	$(PY) -m hw4lib.train --config $(CONFIG)
 	$(MAKE) --no-print-directory handin
 
@@ -63,6 +65,9 @@ figures: $(STAMP) ## redraw the diagrams in figures/
 
 bench: $(STAMP) ## print speed and memory measurements (mytorch, data, model, training)
 	$(PY) -m bench $(BENCH)
+
+mutants: $(STAMP) ## check that the component tests reject every bug in tools/mutant_catalogue/ (ONLY=glob)
+	$(PY) -m tools.mutants $(if $(ONLY),--only '$(ONLY)')
 # END INSTRUCTOR TARGETS
 
 clean: ## remove built data, runs, dist/ and caches (keeps .venv)

@@ -6,8 +6,8 @@ draw a new hidden set for a new semester.
 """
 from __future__ import annotations
 
-from hw4lib.data import build_data
-from hw4lib.data.corpus import generate_split
+from datagen import build_data
+from datagen.corpus import generate_split
 
 HIDDEN_SEED = 7_310_925_468_113
 HIDDEN_SPLIT = "hidden"  # the corpus stream name; the public data uses "train", "val" and "test"

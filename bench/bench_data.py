@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from hw4lib.data import H4Tokenizer, LMDataset
-from hw4lib.data.corpus import load_transcript
+from hw4lib.data.lm_dataset import load_transcript
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP, TOKENIZER_FILES
 
 DATA_ROOT = Path(__file__).resolve().parents[1] / "hw4_data" / "hw4p1_data"

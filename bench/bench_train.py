@@ -32,7 +32,7 @@ def training_dataset(config, tokenizer) -> LMDataset:
     try:
         return LMDataset(config["data"]["train_partition"], config["data"], tokenizer)
     except FileNotFoundError:
-        from hw4lib.data.corpus import generate_split
+        from datagen.corpus import generate_split
 
         print("(no built data: timing on a generated stand-in corpus; run `make data` for the real one)")
         root = Path(tempfile.mkdtemp(prefix="bench_train_"))

@@ -8,6 +8,7 @@ The notebook runs the very same steps by calling the functions below one by one:
     set_seed(config["seed"])
     tokenizer = build_tokenizer(config)
     train_set, val_set, test_set = build_datasets(config, tokenizer)
+    check_generation_settings(config, test_set)
     train_loader, val_loader, test_loader = build_loaders(config, (train_set, val_set, test_set))
     model = build_model(config, tokenizer, max_sequence_length(train_set, val_set, test_set))
     trainer = build_trainer(config, model, tokenizer, train_loader, run_name, config_file)
@@ -41,6 +42,7 @@ from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers import LMTrainer, NonFiniteLossError
 from hw4lib.trainers.base_trainer import CHECKPOINT_BEST, write_json
+from hw4lib.trainers.lm_trainer import generation_configs
 from hw4lib.trainers.precision import PRECISIONS, requested_precision
 from hw4lib.utils import create_optimizer, create_scheduler, plot_lr_schedule
 
@@ -311,6 +313,20 @@ def build_datasets(config: dict[str, Any], tokenizer) -> tuple[LMDataset, LMData
                  for split in ("train", "val", "test"))
 
 
+def check_generation_settings(config: dict[str, Any], test_set) -> None:
+    """Draw the prompts of every strategy in ``config["generation"]`` from ``test_set`` once.
+
+    ``evaluate`` draws them after training; a test split too small for the configured
+    ``num_samples`` and ``prompt_length`` must fail here, before any training time is spent.
+    """
+    for name, settings in generation_configs(config).items():
+        try:
+            test_set.sample_prompts(settings["num_samples"], settings["prompt_length"], seed=settings["seed"])
+        except ValueError as error:
+            raise ConfigError(f"config section 'generation.{name}' does not fit the test split "
+                              f"(checked before training): {error}") from error
+
+
 class LengthBucketBatchSampler(Sampler[list[int]]):
     """Batches of transcripts of similar length, in a random order every epoch.
 
@@ -433,6 +449,7 @@ def run(config_file: str | Path, seed: int | None = None, run_name: str | None =
     set_seed(config["seed"])
     tokenizer = build_tokenizer(config)
     datasets = build_datasets(config, tokenizer)
+    check_generation_settings(config, datasets[2])
     train_loader, val_loader, test_loader = build_loaders(config, datasets)
     model = build_model(config, tokenizer, max_sequence_length(*datasets))
     trainer = build_trainer(config, model, tokenizer, train_loader, run_name, config_file)

@@ -5,18 +5,21 @@
 
 The fixtures are tiny LibriSpeech trees and text files written into temporary folders.
 """
+import hashlib
+import json
 import math
 import re
+import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hw4lib.data import build_data
-from hw4lib.data.corpus import (ALPHABET, MAX_CHARS, generate_chapters, generate_split,
-                                load_transcript, number_words)
-from hw4lib.data.ngram import EOS, NUM_PREDICTED, CharNgramLM
+from datagen import build_data
+from datagen.corpus import ALPHABET, MAX_CHARS, generate_chapters, generate_split, number_words
+from datagen.ngram import EOS, NUM_PREDICTED, CharNgramLM
+from hw4lib.data.lm_dataset import load_transcript
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Corpus": 3, "Default build": 3, "Real text": 3, "N-gram baselines": 2}
@@ -24,10 +27,49 @@ RUBRIC = {"Corpus": 3, "Default build": 3, "Real text": 3, "N-gram baselines": 2
 ID_PATTERN = re.compile(r"\d+-\d+-\d+")
 SMALL_SIZES = {"train": 20_000, "val": 4_000, "test": 4_000}
 
+# What the generator writes, recorded when it moved from hw4lib/data/ to datagen/ (the .npy digests
+# before the move, at commit 110d434; the data card after it, as the card names the modules). Each
+# digest is tree_digest() of the .npy files of build(out, seed, sizes); "card" is the sha256 of
+# DATA_CARD.md. A change to the generator or the lexicon changes them: then rebuild the data and the
+# tokenizers (make data tokenizers), draw the hidden set again, and record the new digests here.
+RECORDED_SMALL = {  # SMALL_SIZES
+    0: {"npy": "7c2b49f43e2d748f873b60d690758d803cd9255ce9bda6be39c2cc70111b8083",
+        "card": "4f647f5942232e586dfe1de9a16cbf156414174d1ebce7943a90d822603258f2"},
+    1: {"npy": "8da0b6ecb1c9e9dfe3f8fc718a8da2ebecf4e9401172a90c130e50664363e0b3",
+        "card": "5ec3010222f090b2e0e191dae7f479fc96f6f2cc374cdd9b2afc1eceea388c60"},
+}
+RECORDED_FULL = {  # DEFAULT_SIZES, what `make data SEED=<seed>` writes
+    0: {"npy": "bc0700ef4307da025e856b8551527c574b2b26fad2b9ff42982c673f3ada06b3",
+        "card": "ec58287862620116f54bdf36c2d8867a9cea7c46368db664994ef1e3fbb8af78"},
+    1: {"npy": "f004d6f9bca40b00b8e7dfcab61398732e20d4b4a22aef99438cb8828f5547c1",
+        "card": "ff3bad0cc6d936043f6b81cb92206364263fd99c9af0ab9f47e18c3032f35bf1"},
+    2: {"npy": "de9300a51afc2a818bd5e98d4d6816a9aadc0820dbac93678f8dcfbb50a78c1f",
+        "card": "af55294381f4613bc6bc1786e2d42d2f2d0c4803e1bdb0358140c38d3db2db13"},
+}
+# sha256 of the hidden set's text as tools/make_autograde.py ships it (public seed 0).
+RECORDED_HIDDEN_SET = "833830bcecac4a9a2e60225b2fbd66753f585a618fa1b2c104439745d1a81f85"
+
 
 def _files(root: Path) -> dict[str, bytes]:
     """{relative path: bytes} of every file under root."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over (relative path, sha256 of the bytes) of every .npy file under root, by path."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.npy")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0"
+                      + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _check_recorded(root: Path, seed: int, recorded: dict[str, str]) -> None:
+    npy, card = tree_digest(root), hashlib.sha256((root / "DATA_CARD.md").read_bytes()).hexdigest()
+    assert npy == recorded["npy"], (f"seed {seed}: the .npy files differ from the recorded ones "
+                                    f"(expected digest {recorded['npy']}, got {npy})")
+    assert card == recorded["card"], (f"seed {seed}: DATA_CARD.md differs from the recorded one "
+                                      f"(expected sha256 {recorded['card']}, got {card})")
 
 
 def _split_texts(root: Path) -> dict[str, dict[str, str]]:
@@ -149,6 +191,83 @@ def test_default_build_is_byte_identical_per_seed(tmp_path):
     shared = set(a) & set(c)
     assert any(a[name] != c[name] for name in shared if name.endswith(".npy")), \
         "a different seed gave the same transcripts"
+
+
+@rubric("Default build")
+def test_default_build_matches_the_recorded_digests(tmp_path):
+    for seed, recorded in RECORDED_SMALL.items():
+        build_data.build(tmp_path / str(seed), seed=seed, sizes=SMALL_SIZES)
+        _check_recorded(tmp_path / str(seed), seed, recorded)
+
+
+@rubric("Default build")
+@pytest.mark.slow
+def test_full_builds_and_hidden_set_match_the_recorded_digests(tmp_path):
+    """What make data writes for seeds 0-2 and the autograder's hidden set, byte for byte."""
+    for seed, recorded in RECORDED_FULL.items():
+        build_data.build(tmp_path / str(seed), seed=seed)
+        _check_recorded(tmp_path / str(seed), seed, recorded)
+        shutil.rmtree(tmp_path / str(seed))
+    from autograder.hidden_data import build_hidden_transcripts
+    text = "\n".join(build_hidden_transcripts(public_seed=0)) + "\n"
+    got = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert got == RECORDED_HIDDEN_SET, f"hidden set: expected sha256 {RECORDED_HIDDEN_SET}, got {got}"
+
+
+@rubric("Default build")
+def test_marker_records_the_source_and_if_stale_rebuilds_only_stale_data(tmp_path, monkeypatch,
+                                                                        capsys):
+    monkeypatch.setattr(build_data, "DEFAULT_SIZES", SMALL_SIZES)  # main() builds these sizes
+    out = tmp_path / "data"
+    sentinel = out / "train" / "sentinel.npy"  # survives exactly when the folder is kept
+
+    def if_stale(seed: int) -> bool:
+        """Run `--if-stale`; True when it rebuilt the folder."""
+        build_data.main(["--out", str(out), "--seed", str(seed), "--if-stale"])
+        rebuilt = not sentinel.exists()
+        sentinel.write_bytes(b"")
+        return rebuilt
+
+    assert if_stale(4), "a missing folder must be built"
+    marker = json.loads((out / build_data.MARKER).read_text())
+    assert marker == {"source": "generator", "seed": 4, "sizes": SMALL_SIZES,
+                      "fingerprint": build_data.generator_fingerprint()}, marker
+    assert "--if-stale" not in (out / "DATA_CARD.md").read_text(), "the card must name make data's command"
+    assert not if_stale(4), "current data was rebuilt"
+    assert "is current" in capsys.readouterr().out
+    assert if_stale(5), "data of another seed was kept"
+    (out / build_data.MARKER).write_text(json.dumps({**marker, "seed": 5, "fingerprint": "old"}))
+    assert if_stale(5), "data of another version of the generator was kept"
+    (out / build_data.MARKER).write_text("")  # as builds before the fingerprint left it
+    assert if_stale(5), "generated data with a marker from before fingerprints was kept"
+
+    lexicon = tmp_path / "lexicon"
+    shutil.copytree(build_data.LEXICON_DIR, lexicon)
+    words = lexicon / "words.ini"
+    words.write_text(words.read_text().replace("JOHN WILLIAM", "JOHN WILFRED"))
+    before = build_data.generator_fingerprint()
+    monkeypatch.setattr(build_data, "LEXICON_DIR", lexicon)
+    assert build_data.generator_fingerprint() != before, "a lexicon edit must change the fingerprint"
+
+
+@rubric("Real text")
+def test_if_stale_never_replaces_data_built_from_real_text(tmp_path, capsys):
+    root = tmp_path / "LibriSpeech"
+    _write_librispeech(root, {"train-clean-100/1/2": [f"UTTERANCE {number_words(i)}" for i in range(60)]})
+    out = tmp_path / "data"
+    build_data.build(out, seed=0, librispeech=root)
+    assert json.loads((out / build_data.MARKER).read_text()) == {"source": "real text", "seed": 0}
+    before = _files(out)
+    for marker in (None, ""):  # this build's marker, then an empty one as older builds left it
+        if marker is not None:
+            (out / build_data.MARKER).write_text(marker)
+            before = _files(out)
+        build_data.main(["--out", str(out), "--seed", "3", "--if-stale"])
+        assert _files(out) == before, "--if-stale replaced data built from LibriSpeech"
+        assert "kept" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        build_data.main(["--out", str(out), "--librispeech", str(root), "--if-stale"])
+    assert "--if-stale checks generated data" in capsys.readouterr().err
 
 
 @rubric("Default build")

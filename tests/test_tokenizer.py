@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from datagen.build_data import DEFAULT_SIZES, SPLITS, Provenance, generated_splits
+from datagen.build_tokenizers import main as build_tokenizers_main
+from datagen.build_tokenizers import (read_partition, round_trip_failures, train_all,
+                                      train_bpe_tokenizer, write_all)
 from hw4lib.data import H4Tokenizer
-from hw4lib.data.build_tokenizers import main as build_tokenizers_main
-from hw4lib.data.build_data import DEFAULT_SIZES, SPLITS, Provenance, generated_splits
-from hw4lib.data.build_tokenizers import (read_partition, round_trip_failures, train_all,
-                                          train_bpe_tokenizer, write_all)
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP, SPECIAL_TOKENS, TOKENIZER_FILES
 from tests.testing_framework import rubric, run_module
 

@@ -107,7 +107,7 @@ def test_bucketed_batches_cover_each_transcript_once_with_little_padding():
 
 def _write_corpus(root: Path, train_chars: int) -> None:
     """A small train/val/test corpus from the data builder's generator, as .npy transcripts."""
-    from hw4lib.data.corpus import generate_split
+    from datagen.corpus import generate_split
 
     train = generate_split(0, train_chars, split="train")
     splits = {"train": train,

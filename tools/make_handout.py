@@ -67,7 +67,7 @@ TASK_ORDER: dict[str, tuple[str, ...]] = {
     "hw4lib/decoding/sequence_generator.py": ("test_decoding",),
     "hw4lib/trainers/lm_trainer.py": ("test_lm_trainer",),
 }
-IMPORT_PACKAGES = ("mytorch", "hw4lib")
+IMPORT_PACKAGES = ("mytorch", "hw4lib", "datagen")
 
 
 class HandoutError(Exception):

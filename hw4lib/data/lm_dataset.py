@@ -22,15 +22,26 @@ from __future__ import annotations
 
 import random
 import warnings
+from os import PathLike
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 from tqdm import tqdm
 
-from hw4lib.data.corpus import load_transcript
 from hw4lib.data.tokenizer import H4Tokenizer, resolve_repo_path
+
+
+def load_transcript(path: str | PathLike) -> str:
+    """Text of one ``.npy`` transcript, stored either as a 1-d array of single characters or as a
+    0-d string array (both forms occur in the course's data)."""
+    array = np.load(path, allow_pickle=False)
+    if array.ndim > 1:
+        raise ValueError(f"{path}: expected a 1-d array of characters or a 0-d string, "
+                         f"got shape {array.shape}")
+    return "".join(array.tolist()) if array.ndim == 1 else str(array.item())
 
 
 def partition_dir(root: str | Path, partition: str) -> Path:

@@ -1,6 +1,6 @@
 """H4Tokenizer: text <-> token ids, backed by a Hugging Face ``tokenizers`` JSON file.
 
-Four tokenizers ship with the homework (built by ``make tokenizers``, see build_tokenizers.py):
+Four tokenizers ship with the homework (built by ``make tokenizers``: datagen/build_tokenizers.py):
 
 ========== ============================== =====================================================
 token_type file                           model

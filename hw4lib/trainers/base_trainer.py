@@ -11,6 +11,10 @@ A trainer owns one run folder ``<training.expts_dir>/<run_name>/``::
 
 Subclasses implement ``train``, ``evaluate`` and ``generate``; everything that only writes files
 or restores state lives here, so the student-facing subclass stays about the learning itself.
+
+The extras of an epoch (curves, attention maps, samples, wandb) go through :meth:`BaseTrainer._run_extra`:
+a failure in one of them is reported in one line and training goes on. The metrics JSON and the
+checkpoints are not extras: a failure to write them ends the run.
 """
 from __future__ import annotations
 
@@ -18,10 +22,11 @@ import json
 import math
 import os
 import random
+import sys
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -145,7 +150,7 @@ class BaseTrainer(ABC):
                            lambda tmp: tmp.write_text(yaml.safe_dump(config, sort_keys=False)))
         atomic_write_bytes(self.expt_root / "model_arch.txt",
                            lambda tmp: tmp.write_text(describe_model(self.model)))
-        self.wandb_run = self._init_wandb()
+        self.wandb_run = self._run_extra("starting wandb (the run goes on without it)", self._init_wandb)
 
     # ------------------------------------------------------------------ what subclasses provide
 
@@ -174,6 +179,20 @@ class BaseTrainer(ABC):
 
     # ------------------------------------------------------------------ logging
 
+    def _run_extra(self, what: str, action: Callable[[], Any]) -> Any:
+        """Return ``action()``; if it raises, print one line naming ``what`` failed and return None.
+
+        For the side features of a run (plots, samples, wandb): hours of training must not be lost
+        to a full disk in a PNG, an odd last batch or an unreachable wandb. ``Exception`` only, so
+        Ctrl-C still stops the run.
+        """
+        try:
+            return action()
+        except Exception as error:
+            print(f"warning: {what} failed ({type(error).__name__}: {error}); training goes on",
+                  file=sys.stderr, flush=True)
+            return None
+
     def _init_wandb(self):
         """Start a wandb run when ``training.use_wandb`` is true: offline, never required."""
         if not self.training_config.get("use_wandb", False):
@@ -193,11 +212,12 @@ class BaseTrainer(ABC):
         self.history.append(record)
         write_json(self.metrics_dir / f"epoch_{epoch:03d}.json", record)
         write_json(self.metrics_dir / "history.json", self.history)
-        self._plot_curves()
+        self._run_extra(f"drawing the curves of epoch {epoch}", self._plot_curves)
         if self.wandb_run is not None:
             flat = {f"{split}/{key}": value for split, values in metrics.items()
                     if isinstance(values, dict) for key, value in values.items()}
-            self.wandb_run.log({**flat, "epoch": epoch}, step=self.global_step)
+            self._run_extra(f"logging epoch {epoch} to wandb",
+                            lambda: self.wandb_run.log({**flat, "epoch": epoch}, step=self.global_step))
 
     def _plot_curves(self) -> None:
         """Draw loss.png and perplexity.png (train vs val, per epoch) from ``self.history``."""
@@ -301,5 +321,5 @@ class BaseTrainer(ABC):
     def cleanup(self) -> None:
         """Close the wandb run, if any. Call once the trainer is no longer needed."""
         if self.wandb_run is not None:
-            self.wandb_run.finish()
+            self._run_extra("closing the wandb run", self.wandb_run.finish)
             self.wandb_run = None

@@ -47,6 +47,7 @@ GENERATION_DEFAULTS = {
     "top_k": 0,
     "top_p": 1.0,
 }
+EPOCH_SAMPLES = 3            # greedy continuations of validation prompts after an epoch
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -123,6 +124,23 @@ def generation_configs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     shared = shared_generation_settings(config)
     return {name: {**shared, "method": name, **options}
             for name, options in section.items() if isinstance(options, dict)}
+
+
+def fit_prompt_request(dataset, num_samples: int, prompt_length: int, seed: int) -> tuple[int, int]:
+    """The largest ``(num_samples, prompt_length)``, each at most the one asked, that ``dataset`` can give.
+
+    More prompts come before longer ones; ``(0, 0)`` when no transcript is long enough for any
+    prompt. The answer comes from ``dataset.sample_prompts`` itself (it raises ValueError when it
+    cannot draw), so which transcripts can give a prompt is decided in one place only.
+    """
+    for count in range(num_samples, 0, -1):
+        for length in range(prompt_length, 0, -1):
+            try:
+                dataset.sample_prompts(count, length, seed=seed)
+            except ValueError:
+                continue
+            return count, length
+    return 0, 0
 
 
 def shared_generation_settings(config: dict[str, Any]) -> dict[str, Any]:
@@ -245,12 +263,20 @@ class LMTrainer(BaseTrainer):
         ``perplexity_char`` improved, ``last`` always. The checkpoints are written last, so the
         RNG state they hold is exactly the one the next epoch starts from.
 
+        The curves, the attention map and the samples are extras: a failure in one is reported in
+        one line and training goes on. The samples take as many prompts as the validation split
+        can give (see :func:`fit_prompt_request`).
+
         Raises:
             NonFiniteLossError: a loss became NaN/inf; the checkpoints of the last good epoch stay.
         """
         if self.optimizer is None:
             raise RuntimeError("set trainer.optimizer (and trainer.scheduler) before calling train()")
         samples_every = int(self.training_config.get("samples_every", 0))
+        sample_settings = None
+        if samples_every:
+            sample_settings = self._run_extra("choosing the validation prompts",
+                                              lambda: self._epoch_sample_settings(val_loader.dataset))
         for epoch in range(self.current_epoch + 1, epochs + 1):
             start = time.perf_counter()
             # TODO: train_metrics, train_attn = one training epoch on train_loader; then
@@ -271,11 +297,12 @@ class LMTrainer(BaseTrainer):
                                "lr": self.optimizer.param_groups[0]["lr"], "epoch_seconds": elapsed},
                               epoch)
             if train_attn is not None:
-                self._save_attention_plot(train_attn, epoch, "train_last_layer")
-            if samples_every and epoch % samples_every == 0:
-                settings = {**shared_generation_settings(self.config), "method": "greedy", "num_samples": 3}
-                samples = self.generate(val_loader, settings)
-                self._save_generated_text(samples, f"val_greedy_epoch{epoch:03d}")
+                self._run_extra(f"the attention map of epoch {epoch}",
+                                lambda: self._save_attention_plot(train_attn, epoch, "train_last_layer"))
+            if sample_settings and epoch % samples_every == 0:
+                self._run_extra(f"the validation samples of epoch {epoch}",
+                                lambda: self._save_generated_text(self.generate(val_loader, sample_settings),
+                                                                  f"val_greedy_epoch{epoch:03d}"))
             if val_metrics["perplexity_char"] < self.best_metric:
                 self.best_metric = val_metrics["perplexity_char"]
                 self.save_checkpoint(CHECKPOINT_BEST)
@@ -361,6 +388,27 @@ class LMTrainer(BaseTrainer):
                 for prompt, original, sequence, score in zip(prompts, originals, sequences, scores)]
 
     # ------------------------------------------------------------------ helpers
+
+    def _epoch_sample_settings(self, dataset) -> dict[str, Any] | None:
+        """Greedy settings for the per-epoch samples, cut down to what ``dataset`` can give.
+
+        Says so in one line when it had to take fewer or shorter prompts; None when it can take none.
+        """
+        settings = {**shared_generation_settings(self.config), "method": "greedy",
+                    "num_samples": EPOCH_SAMPLES}
+        asked = (settings["num_samples"], settings["prompt_length"])
+        count, length = fit_prompt_request(dataset, *asked, seed=settings["seed"])
+        split = getattr(dataset, "partition", "validation")
+        if not count:
+            print(f"note: no {split} transcript is long enough for a prompt; no samples during training",
+                  flush=True)
+            return None
+        if (count, length) != asked:
+            fewer = f"{count} of the {asked[0]}" if count < asked[0] else f"{count}"
+            shorter = f" (prompt length {length} instead of {asked[1]})" if length < asked[1] else ""
+            print(f"note: the {split} split gives {fewer} prompts{shorter} for the samples after each "
+                  f"epoch; training goes on with those", flush=True)
+        return {**settings, "num_samples": count, "prompt_length": length}
 
     def _scheduler_interval(self) -> str:
         return scheduler_interval(self.config.get("scheduler") or {})

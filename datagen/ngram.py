@@ -30,7 +30,7 @@ from typing import Iterable
 
 import numpy as np
 
-from hw4lib.data.corpus import ALPHABET
+from datagen.corpus import ALPHABET
 
 EOS = len(ALPHABET)           # index of the end-of-utterance symbol
 BOS = len(ALPHABET) + 1       # left padding, never predicted

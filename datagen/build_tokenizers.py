@@ -1,6 +1,6 @@
 """Train the four homework tokenizers on the training split and write their JSON files.
 
-    python -m hw4lib.data.build_tokenizers --data hw4_data/hw4p1_data --seed 0   # = make tokenizers
+    python -m datagen.build_tokenizers --data hw4_data/hw4p1_data --seed 0   # = make tokenizers
 
 Writes ``tokenizer_char.json``, ``tokenizer_1000.json``, ``tokenizer_5000.json`` and
 ``tokenizer_10000.json`` to ``hw4lib/data/tokenizer_jsons/`` (or ``--out``):
@@ -26,8 +26,8 @@ from typing import Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from hw4lib.data.corpus import ALPHABET, load_transcript
-from hw4lib.data.lm_dataset import partition_dir
+from datagen.corpus import ALPHABET
+from hw4lib.data.lm_dataset import load_transcript, partition_dir
 from hw4lib.data.tokenizer import SPECIAL_TOKENS, TOKENIZER_DIR, TOKENIZER_FILES
 
 def read_partition(root: str | Path, partition: str) -> list[str]:

@@ -1,17 +1,20 @@
 """Build the homework's data folder: ``make data`` runs this.
 
-    python -m hw4lib.data.build_data --out hw4_data/hw4p1_data --seed 0
-    python -m hw4lib.data.build_data --out hw4_data/hw4p1_data --librispeech /path/to/LibriSpeech
-    python -m hw4lib.data.build_data --out hw4_data/hw4p1_data --text book1.txt book2.txt
+    python -m datagen.build_data --out hw4_data/hw4p1_data --seed 0
+    python -m datagen.build_data --out hw4_data/hw4p1_data --librispeech /path/to/LibriSpeech
+    python -m datagen.build_data --out hw4_data/hw4p1_data --text book1.txt book2.txt
+    python -m datagen.build_data --out hw4_data/hw4p1_data --seed 0 --if-stale   # make train
 
 Writes ``<out>/{train,val,test}/<utterance-id>.npy`` (one transcript per file, a 1-d numpy array
 of single characters), ``<out>/DATA_CARD.md`` (counts, lengths, characters, every change and
-drop, n-gram baselines) and last the empty marker ``<out>/.complete``. Everything is written
-into a temporary sibling folder that replaces ``<out>`` only once complete, so an interrupted
-build never looks finished.
+drop, n-gram baselines) and last the marker ``<out>/.complete`` (JSON: the source, the seed and,
+for generated data, the fingerprint of the generator). Everything is written into a temporary
+sibling folder that replaces ``<out>`` only once complete, so an interrupted build never looks
+finished. With ``--if-stale`` nothing is built when ``<out>`` holds generated data of this seed
+from this version of the generator, or data built from real text (never overwritten that way).
 
 Sources:
-* default: the embedded generator (``hw4lib.data.corpus``): train ~2.2 M characters, val and
+* default: the embedded generator (``datagen.corpus``): train ~2.2 M characters, val and
   test ~100 k each, from streams seeded by ``--seed``; val and test leave out any utterance text
   of an earlier split.
 * ``--librispeech PATH``: every ``*.trans.txt`` under PATH (any subsets), lines
@@ -22,6 +25,8 @@ Sources:
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import random
 import re
 import shutil
@@ -37,8 +42,8 @@ from typing import Sequence
 import numpy as np
 from tqdm import tqdm
 
-from hw4lib.data.corpus import ALPHABET, MAX_CHARS, generate_chapters, number_words
-from hw4lib.data.ngram import CharNgramLM
+from datagen.corpus import ALPHABET, LEXICON_DIR, MAX_CHARS, generate_chapters, number_words
+from datagen.ngram import CharNgramLM
 
 SPLITS = ("train", "val", "test")
 DEFAULT_SIZES = {"train": 2_200_000, "val": 100_000, "test": 100_000}  # characters per split
@@ -48,6 +53,7 @@ _ID_BASE = {"train": 1000, "val": 5000, "test": 7000}  # speaker-id range of eac
 _APOSTROPHES = "\u2018\u2019\u02bc\u0060\u00b4\u2032"
 _DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2015_/"
 DIGIT_RUNS = ("digit runs (0-9)", "number words")  # how the card reports spelled-out numbers
+MARKER = ".complete"  # written last; what the folder was built from (JSON)
 
 
 @dataclass
@@ -283,8 +289,9 @@ def data_card(splits: dict[str, list[Utterance]], provenance: Provenance,
         f"Source: {provenance.source}.  ",
         f"Built by: `{command}`.", "",
         f"Each file `<split>/<utterance-id>.npy` holds one transcript as a 1-d numpy array of single "
-        f"characters over `{ALPHABET}` (A-Z, apostrophe, space); `hw4lib.data.corpus.load_transcript` "
-        f"reads it. Every utterance has at most {MAX_CHARS} characters.", "",
+        f"characters over `{ALPHABET}` (A-Z, apostrophe, space); "
+        f"`hw4lib.data.lm_dataset.load_transcript` reads it. Every utterance has at most "
+        f"{MAX_CHARS} characters.", "",
         "## Splits", "",
         "| split | utterances | characters | words | min | median | mean | p95 | max |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -336,7 +343,7 @@ def data_card(splits: dict[str, list[Utterance]], provenance: Provenance,
         lines.append("None.")
 
     lines += ["", "## Character n-gram baselines", "",
-              "Interpolated modified Kneser-Ney character n-grams (`hw4lib.data.ngram`), fit on train. "
+              "Interpolated modified Kneser-Ney character n-grams (`datagen.ngram`), fit on train. "
               "Each utterance is predicted character by character and then its end (EOS), with "
               "per-character perplexity = exp(total NLL in nats over every target including EOS / "
               "number of characters), the same definition as the homework's metric. "
@@ -345,6 +352,48 @@ def data_card(splits: dict[str, list[Utterance]], provenance: Provenance,
     for order, result in baselines.items():
         lines.append(f"| {order} | {result['val']:.3f} | {result['test']:.3f} |")
     return "\n".join(lines) + "\n"
+
+
+# ---- the marker: what a data folder was built from -------------------------------------------
+
+
+def generator_fingerprint() -> str:
+    """sha256 of the sources that decide the generated text: ``corpus.py``, this file (splits,
+    ids, sizes) and the lexicon files. Generated data with another fingerprint is stale."""
+    digest = hashlib.sha256()
+    for path in (Path(__file__).with_name("corpus.py"), Path(__file__),
+                 *sorted(LEXICON_DIR.glob("*.ini"))):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def currency(out: Path, seed: int) -> tuple[bool, str]:
+    """(whether ``out`` can be used as it is for this seed, why). ``make train`` rebuilds it when not.
+
+    Data built from real text counts as current whatever the seed: only ``make data`` replaces it.
+    A marker from before fingerprints is empty; the data card then tells where the text came from.
+    """
+    marker = out / MARKER
+    if not marker.is_file():
+        return False, f"{out} has no finished build"
+    try:
+        built = json.loads(marker.read_text())
+    except ValueError:
+        built = None
+    if not isinstance(built, dict):
+        card = out / "DATA_CARD.md"
+        if card.is_file() and "Source: the embedded generator" in card.read_text():
+            return False, f"{out} was built by an older version of the generator"
+        return True, f"{out} was not built by the generator; kept (`make data` replaces it)"
+    if built.get("source") != "generator":
+        return True, f"{out} was built from real text; kept (`make data` replaces it)"
+    if built.get("seed") != seed:
+        return False, f"{out} was generated with seed {built.get('seed')}, not {seed}"
+    if built.get("sizes") != DEFAULT_SIZES:
+        return False, f"{out} was generated with split sizes {built.get('sizes')}"
+    if built.get("fingerprint") != generator_fingerprint():
+        return False, f"{out} was built by another version of the generator"
+    return True, f"{out} is current (seed {seed}, this version of the generator)"
 
 
 # ---- writing --------------------------------------------------------------------------------
@@ -359,15 +408,19 @@ def write_split(folder: Path, items: Sequence[Utterance]) -> None:
 def build(out: Path, seed: int = 0, librispeech: Path | None = None,
           text_files: Sequence[Path] = (), sizes: dict[str, int] | None = None,
           val_fraction: float = 0.05, test_fraction: float = 0.05,
-          command: str = "python -m hw4lib.data.build_data") -> dict[int, dict[str, float]]:
+          command: str = "python -m datagen.build_data") -> dict[int, dict[str, float]]:
     """Build the data folder ``out`` (replacing it only once complete); returns the baselines."""
     if librispeech is None and not text_files:
-        provenance = Provenance(f"the embedded generator `hw4lib.data.corpus`, seed {seed}")
-        splits = generated_splits(seed, sizes or DEFAULT_SIZES, provenance)
+        provenance = Provenance(f"the embedded generator `datagen.corpus`, seed {seed}")
+        sizes = sizes or DEFAULT_SIZES
+        splits = generated_splits(seed, sizes, provenance)
+        marker = {"source": "generator", "seed": seed, "sizes": sizes,
+                  "fingerprint": generator_fingerprint()}
     else:
         parts = ([f"LibriSpeech transcripts under `{librispeech}`"] if librispeech else []) + \
                 ([f"text files {', '.join(f'`{p}`' for p in text_files)}"] if text_files else [])
         provenance = Provenance(" and ".join(parts) + f", split with seed {seed}")
+        marker = {"source": "real text", "seed": seed}
         items = read_librispeech(librispeech) if librispeech else []
         items += read_text_files(text_files, provenance)
         items = normalise_all(items, provenance)
@@ -391,7 +444,7 @@ def build(out: Path, seed: int = 0, librispeech: Path | None = None,
         for name in SPLITS:
             write_split(staging / name, splits[name])
         (staging / "DATA_CARD.md").write_text(data_card(splits, provenance, baselines, command))
-        (staging / ".complete").touch()
+        (staging / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
         if out.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-old-", dir=out.parent))
             out.rename(retired / out.name)
@@ -420,8 +473,20 @@ def main(argv: list[str] | None = None) -> None:
                         help="share of real utterances for val (default 0.05)")
     parser.add_argument("--test-fraction", type=float, default=0.05,
                         help="share of real utterances for test (default 0.05)")
+    parser.add_argument("--if-stale", action="store_true",
+                        help="build only when --out lacks this seed's data from this version of "
+                             "the generator (data built from real text is kept)")
     args = parser.parse_args(argv)
-    command = " ".join(["python -m hw4lib.data.build_data"] + (sys.argv[1:] if argv is None else argv))
+    arguments = sys.argv[1:] if argv is None else argv
+    if args.if_stale:
+        if args.librispeech or args.text:
+            parser.error("--if-stale checks generated data; drop it to build from real text")
+        current, why = currency(args.out, args.seed)
+        print(why if current else f"{why}: rebuilding it")
+        if current:
+            return
+    # the card records the command that builds these bytes, the same with or without --if-stale
+    command = " ".join(["python -m datagen.build_data"] + [a for a in arguments if a != "--if-stale"])
     start = time.perf_counter()
     try:
         baselines = build(args.out, args.seed, args.librispeech, args.text,

@@ -1,0 +1,238 @@
+# hw4p1: instructor-only
+"""A side feature of training never ends a run: samples, attention maps, curves, wandb.
+
+Run: ``python -m tests.test_training_extras`` (or pytest). Each test trains a one-layer model for
+two epochs on a few transcripts written to a temporary data folder, with the real tokenizer,
+``LMDataset`` and ``LMTrainer`` (the PNGs are not drawn, to keep it fast), and breaks one extra: a validation split too small for the
+samples, a plot that raises (as a full disk would), a wandb that cannot start or log. The run must
+finish with its metrics and checkpoints, and say in one line what it skipped.
+"""
+import contextlib
+import io
+import json
+import random
+import sys
+import types
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Samples fit the split": 4, "Extras never end a run": 4, "Generation checked at start": 2}
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN_TEXTS = ["THE CAT SAT ON THE MAT", "A DOG RAN IN THE PARK", "SHE SAID IT WAS LATE",
+               "WE WALKED HOME TOGETHER", "THE RAIN FELL ALL NIGHT", "HE OPENED THE OLD DOOR"]
+LONG_TEXT = "THE MILLER WALKED DOWN TO THE RIVER"
+
+
+def _write_split(folder: Path, texts: list[str]) -> None:
+    folder.mkdir(parents=True)
+    for index, text in enumerate(texts):
+        np.save(folder / f"1000-000000-{index:04d}.npy", np.array(list(text), dtype="<U1"))
+
+
+def _char_tokenizer():
+    from hw4lib.data import H4Tokenizer
+
+    token_map = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())["tokenization"]["token_map"]
+    return H4Tokenizer(token_map, "char")
+
+
+def _trainer(tmp_path, val_texts, **training):
+    """An LMTrainer of a one-layer model, and loaders over TRAIN_TEXTS and ``val_texts`` (char tokens)."""
+    from torch.utils.data import DataLoader
+
+    from hw4lib.data import LMDataset
+    from hw4lib.model import DecoderOnlyTransformer
+    from hw4lib.trainers import LMTrainer
+
+    root = tmp_path / "data"
+    _write_split(root / "train", TRAIN_TEXTS)
+    _write_split(root / "val", val_texts)
+    tokenizer = _char_tokenizer()
+    loaders = []
+    for split in ("train", "val"):
+        dataset = LMDataset(split, {"root": str(root), "subset": 1.0}, tokenizer)
+        loaders.append(DataLoader(dataset, batch_size=4, collate_fn=dataset.collate_fn))
+    torch.manual_seed(0)
+    model = DecoderOnlyTransformer(num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0,
+                                   max_len=64, num_classes=tokenizer.vocab_size)
+    config = {"training": {"expts_dir": str(tmp_path / "expts"), "progress_bar": False,
+                           "samples_every": 1, **training},
+              "scheduler": {"name": "constant"},
+              "generation": {"num_samples": 4, "prompt_length": 8, "max_length": 24, "greedy": {}}}
+    trainer = LMTrainer(model, tokenizer, config, "run", None, device="cpu")
+    trainer.optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=1e-3)
+    # The PNGs are not under test here and matplotlib is most of the time: skip drawing them.
+    trainer._plot_curves = trainer._save_attention_plot = lambda *args: None
+    return trainer, loaders
+
+
+def _train(trainer, loaders, epochs=2) -> tuple[str, str]:
+    """Train and return what it printed on (stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        trainer.train(*loaders, epochs=epochs)
+    return out.getvalue(), err.getvalue()
+
+
+def _assert_run_finished(trainer, epochs=2) -> None:
+    from hw4lib.trainers.base_trainer import CHECKPOINT_LAST
+
+    root = trainer.expt_root
+    history = json.loads((root / "metrics" / "history.json").read_text())
+    assert [record["epoch"] for record in history] == list(range(1, epochs + 1)), \
+        f"expected metrics of epochs 1..{epochs}, got epochs {[r['epoch'] for r in history]}"
+    checkpoint = torch.load(root / "checkpoints" / CHECKPOINT_LAST, weights_only=False)
+    assert checkpoint["epoch"] == epochs, f"expected the last checkpoint at epoch {epochs}, got {checkpoint['epoch']}"
+
+
+def _lines(text: str, prefix: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+@rubric("Samples fit the split")
+def test_fit_prompt_request_matches_a_brute_force_count():
+    from hw4lib.data import LMDataset
+    from hw4lib.trainers.lm_trainer import fit_prompt_request
+
+    class Lengths:
+        """Only what sample_prompts reads: transcripts of the given token counts."""
+
+        partition = "val"
+
+        def __init__(self, counts):
+            self.transcripts_golden = [[5] * count + [2] for count in counts]
+            self.transcripts_shifted = [[1] + [5] * count for count in counts]
+            self.length, self.text_max_len = len(counts), max(counts) + 1
+
+        sample_prompts = LMDataset.sample_prompts
+
+    draw = random.Random(0)
+    for _ in range(200):
+        counts = [draw.randint(1, 12) for _ in range(draw.randint(1, 6))]
+        asked_count, asked_length = draw.randint(1, 5), draw.randint(1, 10)
+        # Independent truth: a transcript of c tokens gives a prompt of p tokens when c > p.
+        expected = (0, 0)
+        for count in range(asked_count, 0, -1):
+            fitting = [p for p in range(asked_length, 0, -1) if sum(c > p for c in counts) >= count]
+            if fitting:
+                expected = (count, fitting[0])
+                break
+        got = fit_prompt_request(Lengths(counts), asked_count, asked_length, seed=0)
+        assert got == expected, (f"token counts {counts}, asked ({asked_count}, {asked_length}): "
+                                 f"expected {expected}, got {got}")
+
+
+@rubric("Samples fit the split")
+def test_one_validation_transcript_gives_one_sample_and_training_goes_on(tmp_path):
+    trainer, loaders = _trainer(tmp_path, [LONG_TEXT])
+    out, _ = _train(trainer, loaders)
+    _assert_run_finished(trainer)
+    notes = _lines(out, "note:")
+    assert len(notes) == 1 and "1 of the 3 prompts" in notes[0], \
+        f"expected one note saying 1 of the 3 prompts, got {notes}"
+    for epoch in (1, 2):
+        samples = json.loads((trainer.text_dir / f"val_greedy_epoch{epoch:03d}.json").read_text())
+        assert [s["prompt"] for s in samples] == [LONG_TEXT[:8]], \
+            f"epoch {epoch}: expected one prompt {LONG_TEXT[:8]!r}, got {[s['prompt'] for s in samples]}"
+
+
+@rubric("Samples fit the split")
+def test_short_validation_transcripts_give_shorter_prompts(tmp_path):
+    trainer, loaders = _trainer(tmp_path, ["NO", "YES SIR", "OK"])
+    out, _ = _train(trainer, loaders)
+    _assert_run_finished(trainer)
+    notes = _lines(out, "note:")
+    assert len(notes) == 1 and "3 prompts (prompt length 1 instead of 8)" in notes[0], \
+        f"expected one note about 3 prompts of 1 token, got {notes}"
+    samples = json.loads((trainer.text_dir / "val_greedy_epoch002.json").read_text())
+    assert sorted(s["prompt"] for s in samples) == ["N", "O", "Y"], \
+        f"expected the one-character prompts N, O, Y, got {[s['prompt'] for s in samples]}"
+
+
+@rubric("Samples fit the split")
+def test_no_usable_validation_transcript_means_no_samples(tmp_path):
+    trainer, loaders = _trainer(tmp_path, ["A", "I"])
+    out, _ = _train(trainer, loaders)
+    _assert_run_finished(trainer)
+    notes = _lines(out, "note:")
+    assert len(notes) == 1 and "no val transcript is long enough" in notes[0], \
+        f"expected one note saying there are no samples, got {notes}"
+    assert not list(trainer.text_dir.iterdir()), \
+        f"expected no sample files, got {[p.name for p in trainer.text_dir.iterdir()]}"
+
+
+def _broken(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+
+@rubric("Extras never end a run")
+def test_a_failing_map_curve_or_sample_is_reported_and_skipped(tmp_path):
+    # Each extra in turn raises what a full disk raises; the others and the run must go on.
+    for method, named, still_written in (
+            ("_save_attention_plot", "attention map", "text/val_greedy_epoch002.json"),
+            ("_plot_curves", "curves", "metrics/epoch_002.json"),
+            ("generate", "validation samples", "metrics/epoch_002.json")):
+        trainer, loaders = _trainer(tmp_path / method, [LONG_TEXT, LONG_TEXT[:-4]])
+        setattr(trainer, method, _broken)
+        _, err = _train(trainer, loaders)
+        _assert_run_finished(trainer)
+        warnings = _lines(err, "warning:")
+        assert len(warnings) == 2 and all(named in w and "No space left" in w for w in warnings), \
+            f"{method} failing: expected one warning per epoch naming the {named}, got {warnings}"
+        assert (trainer.expt_root / still_written).is_file(), \
+            f"{method} failing: expected {still_written} to be written all the same"
+
+
+class _FakeWandb(types.ModuleType):
+    """A ``wandb`` whose init, log or finish raise, as an offline run whose folder cannot be written."""
+
+    def __init__(self, fail_at: str):
+        super().__init__("wandb")
+        self.fail_at = fail_at
+
+    def init(self, **kwargs):
+        if self.fail_at == "init":
+            raise RuntimeError("wandb: cannot write the offline run folder")
+        return types.SimpleNamespace(log=_broken if self.fail_at == "log" else lambda *a, **k: None,
+                                     finish=_broken)
+
+
+@rubric("Extras never end a run")
+def test_wandb_that_cannot_start_or_log_is_reported_and_skipped(tmp_path):
+    for fail_at, expected in (("init", "starting wandb"), ("log", "logging epoch")):
+        err = io.StringIO()
+        with mock.patch.dict(sys.modules, {"wandb": _FakeWandb(fail_at)}), contextlib.redirect_stderr(err):
+            trainer, loaders = _trainer(tmp_path / fail_at, [LONG_TEXT], use_wandb=True)
+            out, train_err = _train(trainer, loaders)
+            trainer.cleanup()
+        _assert_run_finished(trainer)
+        warnings = _lines(err.getvalue() + train_err, "warning:")
+        assert any(expected in w for w in warnings), \
+            f"wandb failing at {fail_at}: expected a warning with {expected!r}, got {warnings}"
+        assert trainer.wandb_run is None, "cleanup leaves no wandb run behind, even when finish fails"
+
+
+@rubric("Generation checked at start")
+def test_generation_settings_are_checked_against_the_test_split(tmp_path):
+    from hw4lib.data import LMDataset
+    from hw4lib.train import ConfigError, check_generation_settings
+
+    _write_split(tmp_path / "test", [LONG_TEXT, "SHORT ONE", LONG_TEXT + " AGAIN"])
+    test_set = LMDataset("test", {"root": str(tmp_path), "subset": 1.0}, _char_tokenizer())
+    config = {"generation": {"num_samples": 2, "prompt_length": 10, "greedy": {}, "beam": {"beam_width": 2}}}
+    check_generation_settings(config, test_set)  # two transcripts have more than 10 characters
+    config["generation"]["beam"]["num_samples"] = 3
+    with pytest.raises(ConfigError, match=r"generation\.beam.*test.*cannot draw 3 prompts"):
+        check_generation_settings(config, test_set)
+
+
+if __name__ == "__main__":
+    run_module(__name__)

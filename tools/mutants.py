@@ -1,0 +1,331 @@
+"""Check that the component tests reject typical wrong implementations: ``make mutants``.
+
+Each entry of the catalogue (``tools/mutant_catalogue/*.yaml``, one file per area) is a plausible
+student bug written as a text replacement in the reference solution::
+
+    - id: sdpa-no-scale                  # unique, kebab-case
+      file: mytorch/nn/scaled_dot_product_attention.py
+      find: |                            # occurs exactly once in the reference file
+        scores = Q @ K.swapaxes(-1, -2) / np.sqrt(d_k)
+      replace: |
+        scores = Q @ K.swapaxes(-1, -2)
+      test: tests.test_mytorch           # the module a student runs for that file
+      bug: forgets to scale the scores by 1/sqrt(d_k)
+
+A ``find`` that ends with a newline (a YAML ``|`` block) is a run of whole lines: YAML strips the
+block's indentation, so the runner matches those lines at whatever indentation they have in the
+file and indents ``replace`` the same way. A ``find`` without a final newline (a plain string or a
+``|-`` block) is matched as a raw substring, for a fragment inside a line.
+
+For each entry the runner applies the replacement to a private copy of the tree (the git-tracked
+and untracked-but-not-ignored files), runs ``python -m <test>`` there exactly as a student does,
+and counts the mutant *rejected* when that exits non-zero. Before that, each test module named in
+the selection runs once on the unmutated copy and must pass, otherwise a broken test would
+"reject" everything. It prints one line per entry (with the first failure the student would read),
+then a table per student file. Exit status 1 when any mutant survives, an entry no longer applies
+(its ``find`` text is missing or ambiguous), or a baseline run fails.
+
+    python -m tools.mutants                       # the whole catalogue, 2 workers
+    python -m tools.mutants --only 'sdpa-*'       # entries whose id matches a glob
+    python -m tools.mutants --file tools/mutant_catalogue/mytorch.yaml --workers 1
+    python -m tools.mutants --list                # check the catalogue and list it, run nothing
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CATALOGUE_DIR = REPO_ROOT / "tools" / "mutant_catalogue"
+KEYS = ("id", "file", "find", "replace", "test", "bug")
+ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+TEST_PATTERN = re.compile(r"^tests\.test_[a-z0-9_]+$")
+DEFAULT_TIMEOUT_S = 300
+
+
+class CatalogueError(Exception):
+    """A malformed catalogue file or entry."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One catalogue entry: replace ``find`` by ``replace`` in ``file``; ``test`` must then fail."""
+
+    id: str
+    file: str
+    find: str
+    replace: str
+    test: str
+    bug: str
+    source: str  # the catalogue file it came from, for messages
+
+
+@dataclass
+class Outcome:
+    """What running one test module on one (possibly unmutated) tree gave."""
+
+    returncode: int | None  # None: killed after the timeout
+    seconds: float
+    first_failure: str
+
+
+def load_catalogue(paths: list[Path]) -> list[Mutant]:
+    """Parse and validate the YAML files; ids must be unique across all of them."""
+    mutants: list[Mutant] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        where = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+        entries = yaml.safe_load(path.read_text()) or []
+        if not isinstance(entries, list):
+            raise CatalogueError(f"{where}: expected a YAML list of entries, got {type(entries).__name__}")
+        for number, entry in enumerate(entries, start=1):
+            if not isinstance(entry, dict) or set(entry) != set(KEYS):
+                got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+                raise CatalogueError(f"{where}: entry {number} must have exactly the keys {list(KEYS)}, got {got}")
+            if not all(isinstance(entry[key], str) for key in KEYS):
+                raise CatalogueError(f"{where}: entry {number} ({entry.get('id')}): every value must be a string")
+            if not ID_PATTERN.match(entry["id"]):
+                raise CatalogueError(f"{where}: id {entry['id']!r} is not kebab-case")
+            if entry["id"] in seen:
+                raise CatalogueError(f"{where}: id {entry['id']!r} is already used in {seen[entry['id']]}")
+            if not TEST_PATTERN.match(entry["test"]):
+                raise CatalogueError(f"{where}: {entry['id']}: test must look like tests.test_x, got {entry['test']!r}")
+            if entry["find"] == entry["replace"]:
+                raise CatalogueError(f"{where}: {entry['id']}: replace is the same as find")
+            seen[entry["id"]] = str(where)
+            mutants.append(Mutant(**{key: entry[key] for key in KEYS}, source=str(where)))
+    return mutants
+
+
+def _indent(block: str, indent: str) -> str:
+    return "".join(indent + line if line.strip() else line for line in block.splitlines(True))
+
+
+def locate(text: str, mutant: Mutant) -> list[tuple[str, str]]:
+    """Every (find, replace) pair, indented as in ``text``, whose find occurs in ``text``.
+
+    Whole-line finds (ending in a newline) are tried at every indentation used in ``text`` and
+    must start a line; raw fragments are taken as they are. Each pair appears once per occurrence.
+    """
+    if not mutant.find.endswith("\n"):
+        return [(mutant.find, mutant.replace)] * text.count(mutant.find)
+    found = []
+    for indent in sorted({line[: len(line) - len(line.lstrip())] for line in text.splitlines()}):
+        find = _indent(mutant.find, indent)
+        found += [(find, _indent(mutant.replace, indent))] * ("\n" + text).count("\n" + find)
+    return found
+
+
+def mutate(text: str, mutant: Mutant) -> str:
+    """``text`` with the single occurrence of the mutant's find text replaced."""
+    (find, replace), = locate(text, mutant)
+    start = ("\n" + text).index("\n" + find) if mutant.find.endswith("\n") else text.index(find)
+    return text[:start] + replace + text[start + len(find):]
+
+
+def applicability_problem(mutant: Mutant, root: Path = REPO_ROOT) -> str | None:
+    """Why ``mutant`` cannot be applied to the tree at ``root``, or None when it can."""
+    path = root / mutant.file
+    if not path.is_file():
+        return f"no longer applies: {mutant.file} does not exist"
+    count = len(locate(path.read_text(), mutant))
+    if count != 1:
+        return f"no longer applies: its find text occurs {count} times in {mutant.file} (must be exactly 1)"
+    return None
+
+
+def tree_files(root: Path = REPO_ROOT) -> list[str]:
+    """The files a fresh clone would have, plus untracked files that git does not ignore."""
+    listing = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root, check=True, capture_output=True, text=True,
+    ).stdout
+    return sorted(name for name in listing.split("\0") if name and (root / name).is_file())
+
+
+def make_copy(destination: Path, files: list[str], root: Path = REPO_ROOT) -> None:
+    """Copy ``files`` from ``root`` to ``destination``, keeping their relative paths."""
+    for name in files:
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, target)
+
+
+def first_failure(output: str) -> str:
+    """The first thing a student would read as the reason for failing, on one line."""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("  FAILED  "):
+            detail = lines[index + 1].strip() if index + 1 < len(lines) else ""
+            return f"{line.strip()[len('FAILED'):].strip()}: {detail}"
+    tail = [line.strip() for line in lines if line.strip()]
+    return tail[-1] if tail else "(no output)"
+
+
+def run_test(copy: Path, test: str, timeout_s: float) -> Outcome:
+    """Run ``python -m <test>`` in ``copy`` as a student would; never raises on test failure."""
+    env = dict(os.environ, WANDB_MODE="disabled", PYTHONHASHSEED="0",
+               PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-m", test], cwd=copy, env=env, timeout=timeout_s,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except subprocess.TimeoutExpired:
+        return Outcome(None, time.perf_counter() - start, f"timed out after {timeout_s:.0f}s")
+    return Outcome(done.returncode, time.perf_counter() - start,
+                   first_failure(done.stdout) if done.returncode else "")
+
+
+def run_mutant(copy: Path, mutant: Mutant, timeout_s: float) -> Outcome:
+    """Apply ``mutant`` to ``copy``, run its test, and put the file back whatever happens."""
+    path = copy / mutant.file
+    original = path.read_text()
+    try:
+        path.write_text(mutate(original, mutant))
+        return run_test(copy, mutant.test, timeout_s)
+    finally:
+        path.write_text(original)
+
+
+def shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def print_table(mutants: list[Mutant], results: dict[str, Outcome | str]) -> None:
+    """One row per student file: rejected / total, then the survivors and stale entries."""
+    by_file: dict[str, list[Mutant]] = {}
+    for mutant in mutants:
+        by_file.setdefault(mutant.file, []).append(mutant)
+    print(f"\n{'file':<44s} {'rejected':>8s} / total")
+    total_rejected = 0
+    for name in sorted(by_file):
+        rejected = sum(1 for m in by_file[name] if isinstance(results[m.id], Outcome)
+                       and results[m.id].returncode != 0)
+        total_rejected += rejected
+        mark = "" if rejected == len(by_file[name]) else "   <-- survivors"
+        print(f"{name:<44s} {rejected:>8d} / {len(by_file[name])}{mark}")
+    print(f"{'all':<44s} {total_rejected:>8d} / {len(mutants)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--file", action="append", type=Path,
+                        help="catalogue file to use (repeatable; default: every tools/mutant_catalogue/*.yaml)")
+    parser.add_argument("--only", action="append",
+                        help="run only entries whose id matches this glob (repeatable)")
+    parser.add_argument("--workers", type=int, default=2, help="test runs in parallel (default 2)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                        help=f"seconds per test run before it counts as a hang (default {DEFAULT_TIMEOUT_S})")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip checking that each test module passes on the unmutated tree")
+    parser.add_argument("--list", action="store_true", help="validate and list the entries, run nothing")
+    args = parser.parse_args(argv)
+
+    paths = [p.resolve() for p in args.file] if args.file else sorted(CATALOGUE_DIR.glob("*.yaml"))
+    try:
+        mutants = load_catalogue(paths)
+    except CatalogueError as error:
+        print(f"mutants: {error}", file=sys.stderr)
+        return 1
+    if args.only:
+        mutants = [m for m in mutants if any(fnmatch.fnmatch(m.id, pattern) for pattern in args.only)]
+    if not mutants:
+        print("mutants: no catalogue entry selected", file=sys.stderr)
+        return 1
+
+    results: dict[str, Outcome | str] = {}
+    runnable = []
+    for mutant in mutants:
+        problem = applicability_problem(mutant)
+        if problem:
+            results[mutant.id] = problem
+        else:
+            runnable.append(mutant)
+    if args.list:
+        for mutant in mutants:
+            status = results.get(mutant.id, "ok")
+            print(f"{mutant.id:<40s} {mutant.test:<40s} {status}")
+        return 1 if any(isinstance(r, str) for r in results.values()) else 0
+
+    files = tree_files()
+    workers = max(1, min(args.workers, len(runnable) or 1))
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="hw4p1-mutants-") as scratch:
+        copies: queue.Queue[Path] = queue.Queue()
+        for index in range(workers):
+            copy = Path(scratch) / f"tree{index}"
+            make_copy(copy, files)
+            copies.put(copy)
+        lock = threading.Lock()
+
+        def on_copy(job):
+            copy = copies.get()
+            try:
+                return job(copy)
+            finally:
+                copies.put(copy)
+
+        tests = sorted({m.test for m in runnable})
+        durations: dict[str, float] = {}
+        baseline_failed = []
+        if not args.no_baseline and tests:
+            print(f"baseline: {len(tests)} test modules on the unmutated tree ...", flush=True)
+            with ThreadPoolExecutor(workers) as pool:
+                outcomes = dict(zip(tests, pool.map(
+                    lambda test: on_copy(lambda copy: run_test(copy, test, args.timeout)), tests)))
+            for test, outcome in outcomes.items():
+                durations[test] = outcome.seconds
+                if outcome.returncode != 0:
+                    baseline_failed.append(test)
+                    print(f"  BASELINE FAILS  {test}: {outcome.first_failure}")
+            if baseline_failed:
+                print("mutants: fix the failing test modules first; a mutant cannot be judged "
+                      "against a test that already fails", file=sys.stderr)
+                return 1
+
+        # Longest test modules first, so the two workers finish together.
+        ordered = sorted(runnable, key=lambda m: -durations.get(m.test, 0.0))
+        print(f"running {len(ordered)} mutants on {workers} workers ...", flush=True)
+
+        def judge(mutant: Mutant) -> None:
+            outcome = on_copy(lambda copy: run_mutant(copy, mutant, args.timeout))
+            with lock:
+                results[mutant.id] = outcome
+                verdict = "SURVIVED" if outcome.returncode == 0 else "rejected"
+                detail = (f"bug: {mutant.bug.strip()}" if outcome.returncode == 0
+                          else outcome.first_failure)
+                print(f"  {verdict:<8s} {mutant.id:<38s} {outcome.seconds:5.1f}s  "
+                      f"{shorten(' '.join(detail.split()), 140)}", flush=True)
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(judge, ordered))
+
+    print_table(mutants, results)
+    survivors = [m for m in mutants if isinstance(results[m.id], Outcome) and results[m.id].returncode == 0]
+    stale = [m for m in mutants if isinstance(results[m.id], str)]
+    for mutant in survivors:
+        print(f"SURVIVED  {mutant.id} ({mutant.test}): {mutant.bug.strip()}")
+    for mutant in stale:
+        print(f"STALE     {mutant.id} ({mutant.source}): {results[mutant.id]}")
+    print(f"{len(mutants)} entries, {len(survivors)} survived, {len(stale)} no longer apply; "
+          f"{time.perf_counter() - start:.0f}s with {workers} workers")
+    return 1 if survivors or stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
