@@ -191,6 +191,9 @@ def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path)
         f"training should ask for attention weights in its last batch only, got {train_calls}")
     assert not any(val_calls), f"validation never reads attention weights, got {val_calls}"
     assert attn is not None and attn.shape[0] == attn.shape[1], "the plotted attention map must be (T, T)"
+    bf16 = make_trainer(tmp_path, "bf16")
+    assert isinstance(bf16._attention_weights(needed=False), nullcontext), (
+        "bf16 training on a CPU should keep the plain attention path (its fused backward is slower)")
 
 
 if __name__ == "__main__":
