@@ -1,23 +1,27 @@
-"""Grade one handin.tar; the last line printed is Autolab's ``{"scores": {...}}``. Stdlib only.
+"""Grade one handin.tar; the last line printed is Autolab's ``{"scores": {...}}``.
 
 Run from the extracted autograder (the Makefile does this)::
 
     cd autograde && python3 -m autograder.grade ../handin.tar --work ../work \
         --autograde-tar ../autograde.tar
 
-Steps, in this order on purpose:
+This process is the judge: it decides every score and prints the scores line, and it never imports
+or runs student code. Steps, in this order on purpose:
 
-1. extract handin.tar safely into ``<work>/handin`` (``autograder.safe_tar``);
-2. grade the language model in a child process (``autograder.grade_model``): the reference model
+1. import everything the judge needs (before any student code runs, so nothing written later can
+   shadow it) and become a child subreaper, so no descendant can outlive a step unnoticed;
+2. extract handin.tar safely into ``<work>/handin`` (``autograder.safe_tar``);
+3. grade the language model in a child process (``autograder.grade_model``): the reference model
    code rebuilds the handed-in weights and measures per-character perplexity on the hidden test set.
-   No student code runs in that process, and the student's self-reported metrics are only echoed;
-3. delete what student code must not read: the hidden test set (the shipped copy and the files
-   written for the dataset), the reference ``hw4lib`` and the autograde.tar they came in;
-4. run each mytorch category of the hidden tests in its own child process, the student's
-   ``mytorch/`` first on ``sys.path``, with a time limit and bounded output capture.
+   No student code runs there, and the student's self-reported metrics are only echoed;
+4. delete the hidden test set, the reference ``hw4lib`` and the autograde.tar they came in;
+5. choose the strongest sandbox that works here (``autograder.sandbox``), then for each mytorch
+   category send the hidden tests' programs to a sandboxed worker (``autograder.worker``) and judge
+   each test on the arrays it returns (``autograder.judge``). Each test earns its share of the
+   category's points.
 
-Whatever happens, the last line printed is the scores line; a category that cannot be graded
-scores 0 and the report says why.
+Whatever happens, every category's outcome and reason are printed and the last line is the scores
+line, printed once every worker and every process they started is dead.
 """
 from __future__ import annotations
 
@@ -25,18 +29,13 @@ import argparse
 import json
 import math
 import os
-import re
 import shutil
-import signal
-import subprocess
 import sys
-import threading
-import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-from autograder import rubric
+from autograder import judge, rubric, sandbox
 from autograder.safe_tar import Extraction, HandinError, extract_handin
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
@@ -45,22 +44,8 @@ REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
 # repository, whose hw4lib it would otherwise delete.
 BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
-HIDDEN_TESTS_MODULE = "autograder.hidden_tests.test_mytorch_hidden"
-MAX_CHILD_FILE_BYTES = 64 * 2**20  # student code writing a bigger file than this is stopped
-_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-@dataclass
-class ChildRun:
-    """How a child process ended and the part of its output that was kept."""
-
-    returncode: int | None  # None when it was killed at the time limit
-    seconds: float
-    output: str  # head and tail of stdout+stderr, control characters removed
-
-    @property
-    def timed_out(self) -> bool:
-        return self.returncode is None
+RUNTIME_FILES = ("__init__.py", "sandbox.py", "wire.py", "worker.py")  # what the worker imports
+MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy files, no more
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,19 +61,28 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds allowed to each mytorch category")
     parser.add_argument("--model-timeout", type=float, default=rubric.MODEL_TIMEOUT_S,
                         help="seconds allowed to rebuild and evaluate the model")
+    parser.add_argument("--sandbox", choices=sandbox.MODES,
+                        help="force one isolation mode (default: the strongest that works)")
+    parser.add_argument("--results-json", type=Path,
+                        help="also write every test's outcome here (for other platforms)")
     args = parser.parse_args(argv)
     scores = rubric.zero_scores()
+    report: dict = {"tests": [], "lm": None, "sandbox": None}
     try:
-        grade(args, scores)
+        sandbox.become_subreaper()
+        grade(args, scores, report)
     except BaseException:  # noqa: BLE001 - a bug of ours must still leave a scores line
         print("The autograder itself failed; please send this output to the course staff:")
         traceback.print_exc(file=sys.stdout)
     finally:
+        sandbox.kill_descendants()
         print_summary(scores)
+        if args.results_json is not None:
+            write_results(args.results_json, scores, report)
         print(json.dumps({"scores": scores}), flush=True)
 
 
-def grade(args: argparse.Namespace, scores: dict[str, float]) -> None:
+def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> None:
     """Fill ``scores`` category by category (it stays valid if this stops half-way)."""
     build_info = read_json(BUILD_INFO)
     if not isinstance(build_info, dict):
@@ -107,21 +101,107 @@ def grade(args: argparse.Namespace, scores: dict[str, float]) -> None:
         handin = extract_handin(args.handin, work / "handin")
     except HandinError as error:
         print(f"  {error}")
-        remove_secrets(work, args.autograde_tar)
-        return
-    report_extraction(handin)
+        handin = Extraction()
+    else:
+        report_extraction(handin)
 
     section(f"{rubric.LM_CATEGORY} ({rubric.LM_POINTS} points)")
     thresholds = build_info.get("lm_thresholds", {})
-    scores[rubric.LM_CATEGORY] = grade_language_model(
+    scores[rubric.LM_CATEGORY], report["lm"] = grade_language_model(
         handin, work, args.model_timeout,
         thresholds.get("full_marks_ppl", rubric.FULL_MARKS_PPL),
         thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL))
     remove_secrets(work, args.autograde_tar)
 
+    layout = prepare_sandbox(handin, work)
+    if layout is None:
+        for category, points in rubric.MYTORCH_RUBRIC.items():
+            section(f"{category} ({points} points)")
+            print(f"  the handin has no mytorch/ .py files. 0/{points}")
+        return
+    section("Sandbox")
+    mode, notes = sandbox.choose_mode(layout, judge.python_executable(), args.sandbox)
+    report["sandbox"] = mode
+    for note in notes:
+        print(f"  not used: {note}")
+    if mode is None:
+        print(f"  the sandbox asked for (--sandbox {args.sandbox}) does not work here, so student "
+              f"code was not run; mytorch scores 0. Grade without --sandbox to use the strongest "
+              f"mode that works")
+        return
+    print(f"  {sandbox.mode_summary(mode)}")
     for category, points in rubric.MYTORCH_RUBRIC.items():
         section(f"{category} ({points} points)")
-        scores[category] = grade_mytorch_category(category, handin, work, args.mytorch_timeout)
+        scores[category] = grade_mytorch_category(category, layout, mode, args.mytorch_timeout,
+                                                  report)
+
+
+def prepare_sandbox(handin: Extraction, work: Path) -> sandbox.Layout | None:
+    """The folders the worker sees, or None when there is no mytorch code to run.
+
+    The student's ``mytorch/`` is copied alone into ``sandbox/student`` and the worker's own code
+    into ``sandbox/runtime``; the autograder and the rest of ``work/`` are made private to the
+    grader's user (which matters when the worker runs as another uid).
+    """
+    sources = {name: path for name, path in handin.files.items() if name.startswith("mytorch/")}
+    if not sources:
+        return None
+    root = work / "sandbox"
+    layout = sandbox.Layout(runtime_dir=root / "runtime", pylib_dir=root / "pylib",
+                            student_dir=root / "student", input_dir=root / "input",
+                            tmp_dir=root / "tmp", hidden_dirs=(AUTOGRADE_ROOT, work / "handin"),
+                            readonly_dir=AUTOGRADE_ROOT.parent)
+    for name, path in sources.items():
+        target = layout.student_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    (layout.runtime_dir / "autograder").mkdir(parents=True)
+    for name in RUNTIME_FILES:
+        shutil.copyfile(Path(__file__).parent / name, layout.runtime_dir / "autograder" / name)
+    link_numpy(layout.pylib_dir)
+    layout.tmp_dir.mkdir()
+    layout.input_dir.mkdir()
+    sandbox.make_readable(root)
+    if os.geteuid() == 0:
+        os.chown(layout.tmp_dir, sandbox.SANDBOX_UID, sandbox.SANDBOX_UID)
+    os.chmod(layout.tmp_dir, 0o700)
+    os.chmod(work, 0o711)
+    for private in (AUTOGRADE_ROOT, work / "handin", work / "home", work / "tmp"):
+        if private.exists():
+            os.chmod(private, 0o700)
+    return layout
+
+
+def link_numpy(folder: Path) -> None:
+    """``folder`` holding links to numpy (and its bundled libraries) and nothing else."""
+    import numpy
+
+    folder.mkdir(parents=True)
+    numpy_dir = Path(numpy.__file__).resolve().parent
+    for source in (numpy_dir, numpy_dir.parent / "numpy.libs"):
+        if source.is_dir():
+            (folder / source.name).symlink_to(source)
+
+
+def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, timeout: float,
+                           report: dict) -> float:
+    """Judge one category's hidden tests; print each test's outcome; return the points."""
+    points = rubric.MYTORCH_RUBRIC[category]
+    run = judge.grade_category(category, layout, mode, timeout)
+    for result in run.results:
+        verdict = "PASS" if result.passed else "FAIL"
+        print(f"  [{verdict}] {result.name}: {result.points:g}/{result.max_points:g}")
+        print(f"         checks: {result.summary}")
+        if result.message:
+            print(indent(result.message, "         why: "))
+        report["tests"].append(asdict(result))
+    if run.output.strip():
+        print("  output of your code:")
+        print(indent(run.output))
+    earned = round(sum(result.points for result in run.results), 2)
+    reason = f" ({run.note})" if run.note else ""
+    print(f"  => {category}: {earned:g}/{points}{reason}   [{run.seconds:.1f} s]")
+    return earned
 
 
 def child_environment(work: Path, python_path: list[Path]) -> dict[str, str]:
@@ -156,34 +236,49 @@ def report_extraction(handin: Extraction) -> None:
 
 
 def grade_language_model(handin: Extraction, work: Path, timeout: float,
-                         full_marks_ppl: float, zero_marks_ppl: float) -> float:
-    """Rebuild and evaluate the handed-in model in a child process; return the points earned."""
+                         full_marks_ppl: float, zero_marks_ppl: float) -> tuple[float, dict]:
+    """Rebuild and evaluate the handed-in model in a child process; return (points, details)."""
     missing = [name for name in ("config.yaml", "model_state_dict.pt") if name not in handin.files]
     if missing:
-        print(f"  the handin has no {' and no '.join(missing)}: run `make handin` after "
-              f"training. 0 points")
-        return 0
+        message = (f"the handin has no {' and no '.join(missing)}: run `make handin` after "
+                   f"training")
+        print(f"  {message}. 0 points")
+        return 0, {"message": message}
     result_path = work / "lm" / "result.json"
     command = [sys.executable, "-m", "autograder.grade_model",
                "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
                "--work", str(work / "lm"), "--out", str(result_path)]
-    run = run_child(command, cwd=AUTOGRADE_ROOT, env=child_environment(work, [AUTOGRADE_ROOT]),
-                    timeout=timeout)
+    run = sandbox.run_process(command, cwd=AUTOGRADE_ROOT,
+                              env=child_environment(work, [AUTOGRADE_ROOT]), timeout=timeout,
+                              limits=model_limits())
     print(indent(run.output))
     if run.timed_out:
-        print(f"  evaluating the model took more than the {timeout:.0f} s limit. 0 points")
-        return 0
+        message = f"evaluating the model took more than the {timeout:.0f} s limit"
+        print(f"  {message}. 0 points")
+        return 0, {"message": message}
     result = read_json(result_path)
-    if run.returncode != 0 or not isinstance(result, dict) or "perplexity_char" not in result:
-        print("  the model could not be evaluated (see above). 0 points")
-        return 0
-    perplexity = result["perplexity_char"]
+    perplexity = result.get("perplexity_char") if isinstance(result, dict) else None
+    if run.returncode != 0 or not isinstance(perplexity, float):
+        error = result.get("error") if isinstance(result, dict) else None
+        message = (f"the model could not be evaluated: {sandbox.printable(str(error))[:2000]}"
+                   if error else "the model could not be evaluated (see above)")
+        print(f"  {message}. 0 points")
+        return 0, {"message": message}
     points = rubric.lm_score(perplexity, full_marks_ppl, zero_marks_ppl)
-    print(f"  per-character perplexity on the hidden test set: {perplexity:.6f} "
-          f"(full marks <= {full_marks_ppl}, none >= {zero_marks_ppl}, linear in between) "
-          f"-> {points}/{rubric.LM_POINTS}   [{run.seconds:.1f} s]")
+    message = (f"per-character perplexity on the hidden test set: {perplexity:.6f} "
+               f"(full marks <= {full_marks_ppl}, none >= {zero_marks_ppl}, linear in between) "
+               f"-> {points}/{rubric.LM_POINTS}")
+    print(f"  {message}   [{run.seconds:.1f} s]")
     report_self_reported_metrics(handin)
-    return points
+    return points, {"message": message, "perplexity_char": perplexity}
+
+
+def model_limits() -> dict[int, int]:
+    """Limits of the model child: no core dumps, no big files. Its memory is bounded by the checks
+    on the config and the state dict it does before allocating anything."""
+    import resource
+
+    return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: MODEL_FILE_BYTES}
 
 
 def report_self_reported_metrics(handin: Extraction) -> None:
@@ -191,7 +286,14 @@ def report_self_reported_metrics(handin: Extraction) -> None:
     path = handin.files.get("test_metrics.json")
     reported = read_json(path) if path is not None else None
     value = reported.get("perplexity_char") if isinstance(reported, dict) else None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        value = None
+    else:
+        try:
+            value = float(value)  # a 400-digit integer does not fit
+        except OverflowError:
+            value = None
+    if value is not None and math.isfinite(value):
         print(f"  (your test_metrics.json reports {value:.4f} on the public test set; "
               f"only the measurement above counts)")
     else:
@@ -200,10 +302,9 @@ def report_self_reported_metrics(handin: Extraction) -> None:
 
 
 def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
-    """Delete the hidden test set and the reference solution before any student code runs.
+    """Delete the hidden test set and the reference solution once the model is graded.
 
-    Student code runs with the grader's permissions and its output is shown to the student, so
-    anything left on disk could be printed; nothing after the language model needs these files.
+    Defence in depth: the sandbox already keeps the worker from seeing them.
     """
     for path in (HIDDEN_SET, REFERENCE_HW4LIB, work / "lm"):
         shutil.rmtree(path, ignore_errors=True)
@@ -211,137 +312,28 @@ def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
         autograde_tar.unlink()
 
 
-def grade_mytorch_category(category: str, handin: Extraction, work: Path, timeout: float) -> float:
-    """Run one category of the hidden mytorch tests on the student's code; return its points."""
-    points = rubric.MYTORCH_RUBRIC[category]
-    if not any(name.startswith("mytorch/") for name in handin.files):
-        print(f"  the handin has no mytorch/ .py files. 0/{points}")
-        return 0
-    student = work / "handin"
-    command = [sys.executable, "-m", HIDDEN_TESTS_MODULE, "--category", category, "--json"]
-    # The student's folder holds nothing importable but mytorch/ (safe_tar extracts nothing else
-    # with a .py suffix), so it can go first on sys.path without shadowing the grader's modules.
-    run = run_child(command, cwd=student, env=child_environment(work, [student, AUTOGRADE_ROOT]),
-                    timeout=timeout, max_file_bytes=MAX_CHILD_FILE_BYTES)
-    print(indent(run.output))
-    if run.timed_out:
-        print(f"  => {category}: stopped at the {timeout:.0f} s time limit (an infinite loop, "
-              f"or far too slow). 0/{points}")
-        return 0
-    earned = parse_category_score(run.output, category)
-    if run.returncode != 0 or earned is None:
-        reason = (f"the tests exited with status {run.returncode}" if run.returncode != 0
-                  else "the tests printed no scores line last (does something print after them?)")
-        print(f"  => {category}: {reason}. 0/{points}   [{run.seconds:.1f} s]")
-        return 0
-    earned = min(max(earned, 0), points)
-    print(f"  => {category}: {earned}/{points}   [{run.seconds:.1f} s]")
-    return earned
-
-
-def parse_category_score(output: str, category: str) -> float | None:
-    """The category's points from the last non-empty output line, if it is a valid scores line."""
-    lines = [line for line in output.splitlines() if line.strip()]
-    if not lines:
-        return None
-    try:
-        parsed = json.loads(lines[-1])
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict) or not isinstance(parsed.get("scores"), dict):
-        return None
-    value = parsed["scores"].get(category)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return value
-
-
-def run_child(command: list[str], cwd: Path, env: dict[str, str], timeout: float,
-              max_file_bytes: int | None = None) -> ChildRun:
-    """Run ``command`` in a new process group; kill the whole group when it ends or times out.
-
-    stdout and stderr are read as they come and only the first OUTPUT_HEAD_BYTES and the last
-    OUTPUT_TAIL_BYTES are kept, so a flood of prints costs neither memory nor disk.
-    """
-    def limit_resources() -> None:  # runs in the child between fork and exec
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if max_file_bytes is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
-
-    start = time.monotonic()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True, preexec_fn=limit_resources)
-    capture = _BoundedCapture(process.stdout)
-    reader = threading.Thread(target=capture.read_all, daemon=True)
-    reader.start()
-    try:
-        returncode = process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        returncode = None
-    seconds = time.monotonic() - start
-    _kill_group(process.pid)  # the child at the time limit, and whatever it started and left behind
-    process.wait()
-    reader.join(timeout=5)
-    return ChildRun(returncode, seconds, capture.text())
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already gone
-
-
-class _BoundedCapture:
-    """Keep the head and the tail of a byte stream; count the bytes dropped in between."""
-
-    def __init__(self, stream) -> None:
-        self.stream = stream
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.omitted = 0
-
-    def read_all(self) -> None:
-        while chunk := self.stream.read1(65536):
-            room = rubric.OUTPUT_HEAD_BYTES - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            self.tail += chunk
-            overflow = len(self.tail) - rubric.OUTPUT_TAIL_BYTES
-            if overflow > 0:
-                del self.tail[:overflow]
-                self.omitted += overflow
-
-    def text(self) -> str:
-        head = _printable(self.head.decode("utf-8", errors="replace"))
-        tail = _printable(self.tail.decode("utf-8", errors="replace"))
-        if not self.omitted:
-            return head + tail
-        return f"{head}\n[... {self.omitted:,} bytes of output omitted ...]\n{tail}"
-
-
-def _printable(text: str) -> str:
-    """Text with line breaks normalised and other control characters (terminal escapes) removed."""
-    return _CONTROL_CHARS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-
-
 def read_json(path: Path):
-    """Parsed JSON from ``path``, or None when it is missing or not JSON."""
+    """Parsed JSON from ``path``, or None when it is missing, not JSON, or absurdly nested."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 
-def indent(text: str) -> str:
-    """Child output, each line prefixed so it cannot be mistaken for the grader's own lines."""
+def write_results(path: Path, scores: dict[str, float], report: dict) -> None:
+    """Every test's outcome, the model's and the scores, as JSON (for the Gradescope adapter)."""
+    try:
+        path.write_text(json.dumps({"scores": scores, **report}, indent=1), encoding="utf-8")
+    except (OSError, TypeError, ValueError) as error:
+        print(f"could not write {path}: {error}")
+
+
+def indent(text: str, prefix: str = "    | ") -> str:
+    """Text from elsewhere (child output, messages), each line prefixed so that it cannot be
+    mistaken for the grader's own lines."""
     if not text.strip():
-        return "    | (no output)"
-    return "\n".join("    | " + line for line in text.rstrip("\n").splitlines())
+        return prefix + "(no output)"
+    return "\n".join(prefix + line for line in text.rstrip("\n").splitlines())
 
 
 def section(title: str) -> None:
@@ -351,9 +343,9 @@ def section(title: str) -> None:
 def print_summary(scores: dict[str, float]) -> None:
     section("Summary")
     for category, points in rubric.RUBRIC.items():
-        print(f"  {category:<28s} {scores[category]:>6}/{points}")
+        print(f"  {category:<28s} {scores[category]:>6g}/{points}")
     total = round(sum(scores.values()), 2)
-    print(f"  {'Total':<28s} {total:>6}/{sum(rubric.RUBRIC.values())}", flush=True)
+    print(f"  {'Total':<28s} {total:>6g}/{sum(rubric.RUBRIC.values())}", flush=True)
 
 
 if __name__ == "__main__":

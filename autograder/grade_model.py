@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import reprlib
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,10 @@ MODEL_KEYS = {"num_layers": int, "d_model": int, "num_heads": int, "d_ff": int, 
               "max_len": int, "weight_tying": bool, "layer_drop_rate": float}
 OPTIONAL_MODEL_KEYS = {"weight_tying", "layer_drop_rate"}
 MAX_ERROR_CHARS = 2000
+# Config values quoted in error messages: a YAML alias bomb expands to billions of items when
+# printed in full; reprlib prints a few of each level.
+SHORT = reprlib.Repr()
+SHORT.maxlevel, SHORT.maxlist, SHORT.maxdict, SHORT.maxstring, SHORT.maxother = 2, 4, 4, 40, 40
 
 
 class GradingError(Exception):
@@ -127,7 +133,8 @@ def load_config(path: Path) -> dict:
     tokenization = config.get("tokenization")
     token_type = tokenization.get("token_type") if isinstance(tokenization, dict) else None
     if not isinstance(token_type, str) or token_type not in DEFAULT_TOKEN_MAP:
-        raise GradingError(f"config.yaml's tokenization.token_type is {token_type!r}; it must "
+        raise GradingError(f"config.yaml's tokenization.token_type is {SHORT.repr(token_type)}; "
+                           f"it must "
                            f"be one of {list(DEFAULT_TOKEN_MAP)}")
     check_model_config(config.get("model"))
     return config
@@ -152,7 +159,7 @@ def check_model_config(model_config) -> None:
         else:
             valid = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
         if not valid:
-            raise GradingError(f"config.yaml: model.{key} must be {kind.__name__}, got {value!r}")
+            raise GradingError(f"config.yaml: model.{key} must be {kind.__name__}, got {SHORT.repr(value)}")
     for key, (low, high) in rubric.MODEL_LIMITS.items():
         if not low <= model_config[key] <= high:
             raise GradingError(f"config.yaml: model.{key} = {model_config[key]} is outside "
@@ -172,7 +179,12 @@ def estimate_parameters(model_config: dict, vocab_size: int) -> int:
 
 
 def load_state_dict(path: Path) -> dict:
-    """The tensors of model_state_dict.pt; anything torch.load's weights_only mode refuses fails."""
+    """The tensors of model_state_dict.pt; anything torch.load's weights_only mode refuses fails.
+
+    torch.save writes a zip of stored (uncompressed) entries; a compressed entry could inflate to
+    far more than the file's size, so it is refused before torch reads anything.
+    """
+    check_stored_zip(path)
     try:
         state_dict = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - unpickling errors come in many types
@@ -186,6 +198,20 @@ def load_state_dict(path: Path) -> dict:
         raise GradingError("model_state_dict.pt must hold model.state_dict(): a mapping of names "
                            "to tensors, not a checkpoint or a whole model")
     return state_dict
+
+
+def check_stored_zip(path: Path) -> None:
+    """Raise GradingError unless ``path`` is a zip whose entries are all stored, not compressed."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            compressed = [info.filename for info in archive.infolist()
+                          if info.compress_type != zipfile.ZIP_STORED]
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise GradingError(f"model_state_dict.pt is not the zip file torch.save writes ({error}); "
+                           f"save it with torch.save(model.state_dict(), path)") from error
+    if compressed:
+        raise GradingError(f"model_state_dict.pt holds compressed entries ({SHORT.repr(compressed)})"
+                           f"; the grader reads only what torch.save writes (stored entries)")
 
 
 def write_hidden_set(hidden_set: Path, work: Path) -> Path:

@@ -9,15 +9,27 @@ under an optional leading ``handin/``. A member is skipped, with a note saying w
 * is anything but a regular file: a symlink, a hard link, a device, a fifo, a sparse file;
 * is not one of the expected files, is a duplicate, or is larger than its limit.
 
+Before ``tarfile`` sees anything, :func:`normalize` copies the archive (decompressing gzip, bzip2 or
+xz) block by block into a plain tar, checking each header: the copy stops, with a note, at the
+first damaged header, at a name record (GNU long name, pax header) over MAX_META_BYTES or after
+MAX_META_RUN of them in a row, or once MAX_TAR_BYTES are written. So a decompression bomb, a
+multi-gigabyte long name or an endless chain of name records costs neither memory nor time, and
+the members before the problem are still graded. Any ordinary archive (GNU tar, bsdtar, Python's
+``tarfile`` in ustar, gnu or pax format, with or without directory entries and ``./``) is read alike.
+
 Accepted members are written by ``tarfile`` with ``filter="data"`` (the library's own refusal of
 unsafe members, when the Python has it) after being renamed to their checked relative path, and
 the final path is checked once more to lie inside the destination.
 """
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import re
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -31,6 +43,13 @@ TOP_LEVEL_FILES = {
     "model_arch.txt": rubric.MAX_SMALL_FILE_BYTES,
 }
 MYTORCH_DIR = "mytorch"
+BLOCK = 512
+MAX_META_BYTES = 64 * 1024  # one GNU long-name / long-link record or pax header
+MAX_META_RUN = 8  # name records in a row before a member
+META_TYPES = (b"L", b"K", b"x", b"g")  # GNU long name, long link; pax extended, global
+COMPRESSED = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
+ARCHIVE_END = "the end of the file"  # an archive without its two zero blocks ends here too
+STREAM_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -56,19 +75,123 @@ def extract_handin(tar_path: Path, dest: Path) -> Extraction:
     _check_archive_file(tar_path)
     dest.mkdir(parents=True)
     result = Extraction()
+    plain = dest.with_name(dest.name + ".plain.tar")
     try:
-        archive = tarfile.open(tar_path, mode="r:*")
-    except (tarfile.TarError, OSError, EOFError) as error:
-        raise HandinError(f"{tar_path.name} is not a tar archive ({error}); create it with "
+        normalize(tar_path, plain, result.notes)
+        with tarfile.open(plain, mode="r:") as archive:
+            accepted = _select_members(archive, result.notes)
+            for relative, member in accepted.items():
+                try:
+                    result.files[relative] = _extract_member(archive, member, relative, dest)
+                except (tarfile.TarError, OSError, EOFError, ValueError) as error:
+                    result.notes.append(f"{member.name}: could not be extracted ({error}); "
+                                        f"skipped")
+    except (tarfile.TarError, OSError) as error:
+        raise HandinError(f"{tar_path.name} could not be read ({error}); create it with "
                           f"`make handin`") from None
-    with archive:
-        accepted = _select_members(archive, result.notes)
-        for relative, member in accepted.items():
-            try:
-                result.files[relative] = _extract_member(archive, member, relative, dest)
-            except (tarfile.TarError, OSError, EOFError, ValueError) as error:
-                result.notes.append(f"{member.name}: could not be extracted ({error}); skipped")
+    finally:
+        plain.unlink(missing_ok=True)
     return result
+
+
+def normalize(tar_path: Path, out: Path, notes: list[str]) -> None:
+    """Copy ``tar_path`` as a plain tar into ``out``, header by header, up to the first problem.
+
+    Raises HandinError when not even the first header is a tar header.
+    """
+    with open(tar_path, "rb") as raw:
+        magic = raw.read(6)
+    opener = next((open_ for prefix, open_ in COMPRESSED.items() if magic.startswith(prefix)),
+                  None)
+    with (opener or open)(tar_path, "rb") as source, open(out, "wb") as sink:
+        complete, run_length, members, headers = 0, 0, 0, 0
+        while True:
+            problem, block = _read_exactly(source, BLOCK)
+            if problem or block.count(0) == BLOCK:
+                break
+            if not _checksum_ok(block):
+                problem = "a damaged header"
+                break
+            headers += 1
+            size = _header_size(block)
+            kind = block[156:157]
+            if size is None:
+                problem = "a header with an unreadable size"
+                break
+            if kind in META_TYPES:
+                if size > MAX_META_BYTES:
+                    problem = f"a {size:,}-byte name record (at most {MAX_META_BYTES:,})"
+                    break
+                run_length += 1
+                if run_length > MAX_META_RUN:
+                    problem = f"more than {MAX_META_RUN} name records in a row"
+                    break
+            padded = -(-size // BLOCK) * BLOCK
+            if sink.tell() + BLOCK + padded > rubric.MAX_TAR_BYTES:
+                problem = (f"members adding up to more than "
+                           f"{rubric.MAX_TAR_BYTES / 2**20:.0f} MiB")
+                break
+            sink.write(block)
+            problem = _copy(source, sink, padded)
+            if problem:
+                break
+            if kind not in META_TYPES:
+                members += 1
+                complete, run_length = sink.tell(), 0
+        if problem and headers == 0:
+            raise HandinError(f"{tar_path.name} is not a tar archive ({problem}); create it "
+                              f"with `make handin`")
+        if problem and problem != ARCHIVE_END:
+            notes.append(f"reading stopped after {members} members at {problem}; the rest is "
+                         f"ignored")
+        sink.truncate(complete)  # drops a member cut short and name records left without one
+        sink.seek(complete)
+        sink.write(bytes(2 * BLOCK))
+
+
+def _read_exactly(source, size: int) -> tuple[str, bytes]:
+    """(problem or '', bytes): a problem when the stream ends early or cannot be decompressed."""
+    try:
+        data = source.read(size)
+    except STREAM_ERRORS as error:
+        return f"compressed data that cannot be read ({type(error).__name__})", b""
+    if len(data) < size:
+        return ("a member cut short" if data else ARCHIVE_END), data
+    return "", data
+
+
+def _copy(source, sink, size: int) -> str:
+    """Copy ``size`` bytes in chunks; a problem string when the stream ends early."""
+    while size:
+        problem, chunk = _read_exactly(source, min(size, 1 << 20))
+        if problem:
+            return "a member cut short" if problem == ARCHIVE_END else problem
+        sink.write(chunk)
+        size -= len(chunk)
+    return ""
+
+
+def _checksum_ok(block: bytes) -> bool:
+    """The header checksum, computed as tar does (unsigned, or signed by old tars)."""
+    stored = _octal(block[148:156])
+    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
+    signed = unsigned - 2 * sum(b for b in block[:148] + block[156:] if b > 127)
+    return stored is not None and stored in (unsigned, signed)
+
+
+def _header_size(block: bytes) -> int | None:
+    field = block[124:136]
+    if field[0] & 0x80:  # GNU base-256: a big-endian number in the remaining bytes
+        return None if field[0] == 0xFF else int.from_bytes(field[1:], "big")
+    return _octal(field)
+
+
+def _octal(field: bytes) -> int | None:
+    digits = field.replace(b"\0", b" ").strip()
+    try:
+        return int(digits, 8) if digits else 0
+    except ValueError:
+        return None
 
 
 def _check_archive_file(tar_path: Path) -> None:
@@ -87,12 +210,11 @@ def _check_archive_file(tar_path: Path) -> None:
 def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tarfile.TarInfo]:
     """Read the headers one by one; return {checked relative path: member} of those to extract."""
     accepted: dict[str, tarfile.TarInfo] = {}
-    declared_bytes = 0
     mytorch_bytes = 0
     for count in range(rubric.MAX_MEMBERS + 1):
         try:
             member = archive.next()
-        except (tarfile.TarError, OSError, EOFError) as error:
+        except (tarfile.TarError, OSError, EOFError, RecursionError) as error:
             notes.append(f"the archive is damaged after {count} members ({error}); "
                          f"the rest is ignored")
             break
@@ -102,16 +224,12 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
             notes.append(f"the archive has more than {rubric.MAX_MEMBERS} members; "
                          f"the rest is ignored")
             break
-        declared_bytes += max(member.size, 0)
-        if declared_bytes > rubric.MAX_TAR_BYTES:
-            # Only a compressed archive can declare more than the file holds: stop before
-            # decompressing a bomb.
-            notes.append(f"the archive's members add up to more than "
-                         f"{rubric.MAX_TAR_BYTES / 2**20:.0f} MiB; {member.name!r} and the rest "
-                         f"are ignored")
-            break
         relative, problem = _check_member(member)
-        if problem is None and relative in accepted:
+        if relative is None:  # a directory, or a member refused for the reason given
+            if problem is not None:
+                notes.append(f"{member.name!r}: {problem}; skipped")
+            continue
+        if relative in accepted:
             problem = "appears twice in the archive; the first copy is used"
         if problem is None and relative.startswith(MYTORCH_DIR + "/"):
             mytorch_bytes += member.size
@@ -120,7 +238,7 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
                            f"of .py files")
         if problem is not None:
             notes.append(f"{member.name!r}: {problem}; skipped")
-        elif relative is not None:
+        else:
             accepted[relative] = member
     return accepted
 

@@ -12,6 +12,7 @@ scores line, the report, and that nothing changed outside the grading folder.
 """
 import atexit
 import functools
+import gzip
 import io
 import json
 import math
@@ -23,13 +24,17 @@ import sys
 import tarfile
 import tempfile
 import time
+import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-from autograder import grade, grade_model, rubric
+import numpy as np
+
+from autograder import grade_model, rubric, sandbox, wire
 from autograder.safe_tar import HandinError, extract_handin
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
@@ -161,19 +166,23 @@ def test_oversize_duplicate_and_excess_members_are_skipped(tmp_path):
     assert [("limit" in note, "twice" in note) for note in result.notes] == [
         (True, False), (True, False), (False, True)]
 
-    # A header declaring a state dict over the limit, with no data behind it: refused from the
-    # header alone, before anything is read or written.
+    # A header declaring a state dict over the limit: refused from the header (here the data is
+    # missing too, which stops the reading first).
     header = tarfile.TarInfo("handin/model_state_dict.pt")
     header.size = rubric.MAX_STATE_DICT_BYTES + 1
     (tmp_path / "huge.tar").write_bytes(header.tobuf(format=tarfile.GNU_FORMAT))
     result = extract_handin(tmp_path / "huge.tar", tmp_path / "huge")
+    assert not result.files and any("cut short" in note for note in result.notes), result.notes
+    big = write_tar(tmp_path / "big.tar", [regular("handin/model_state_dict.pt",
+                                                   bytes(rubric.MAX_STATE_DICT_BYTES + 1))])
+    result = extract_handin(big, tmp_path / "big")
     assert not result.files and any("limit" in note for note in result.notes), result.notes
     # What a decompression bomb shows first: a header declaring more than any handin may hold.
     header = tarfile.TarInfo("handin/padding.bin")
     header.size = rubric.MAX_TAR_BYTES + 1
     (tmp_path / "bomb.tar").write_bytes(header.tobuf(format=tarfile.GNU_FORMAT))
     result = extract_handin(tmp_path / "bomb.tar", tmp_path / "bomb")
-    assert not result.files and any("add up to" in note for note in result.notes), result.notes
+    assert not result.files and any("adding up to" in note for note in result.notes), result.notes
 
     many = [regular(f"handin/mytorch/m{i}.py") for i in range(rubric.MAX_MEMBERS + 5)]
     result = extract_handin(write_tar(tmp_path / "many.tar", many), tmp_path / "many")
@@ -220,14 +229,26 @@ def test_lm_score_curve():
 
 
 @rubric_category("Scoring")
-def test_category_score_parsing_takes_only_a_valid_last_line():
-    line = '{"scores": {"Linear": 5}}'
-    assert grade.parse_category_score(f"noise\n{line}\n\n", "Linear") == 5
-    assert grade.parse_category_score(f"{line}\ntrailing print", "Linear") is None
-    assert grade.parse_category_score(line, "Softmax") is None
-    for bad in ('{"scores": {"Linear": NaN}}', '{"scores": {"Linear": true}}',
-                '{"scores": {"Linear": "5"}}', '{"scores": [5]}', "[1, 2]", "", "{"):
-        assert grade.parse_category_score(bad, "Linear") is None, bad
+def test_worker_records_are_decoded_without_trusting_them():
+    good = {"r1": np.arange(6.0).reshape(2, 3), "r2": np.array([True, False]), "r3": None}
+    stream = wire.encode_record("t", None, good)
+    records, note = wire.decode_records(stream, {"t": ["r1", "r2", "r3"]})
+    assert note == "" and records["t"].error is None and not records["t"].problems
+    assert np.array_equal(records["t"].values["r1"], good["r1"]) and records["t"].values["r3"] is None
+    # strings and pickled objects are refused, never unpickled; the first record of a test counts
+    pickled = io.BytesIO()
+    np.save(pickled, np.array([object()], dtype=object), allow_pickle=True)
+    forged = bytearray(wire.encode_record("t", None, {"r1": np.array(["text"])}))
+    header = json.dumps({"test": "u", "error": None, "sizes": {"r1": len(pickled.getvalue())},
+                         "none": []}).encode()
+    forged += len(header).to_bytes(8, "little") + header + pickled.getvalue()
+    records, note = wire.decode_records(bytes(forged) + stream, {"t": ["r1"], "u": ["r1"]})
+    assert records["t"].values["r1"] is None and "not numbers" in records["t"].problems[0]
+    assert records["u"].values["r1"] is None and "not a plain .npy" in records["u"].problems[0]
+    # garbage, huge headers and truncated arrays end the decoding with a note
+    for junk in (b"\xff" * 100, (2**40).to_bytes(8, "little"), stream[:-5]):
+        records, note = wire.decode_records(junk, {"t": ["r1"]})
+        assert "unreadable" in note and "t" not in records, (junk[:20], note)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -347,8 +368,22 @@ def test_grade_model_refuses_broken_state_dicts(tmp_path):
             grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
     assert not (tmp_path / "pickle_ran_code").exists()
     weights.write_bytes(b"not a torch file")
-    with pytest.raises(grade_model.GradingError, match="weights_only"):
+    with pytest.raises(grade_model.GradingError, match="not the zip file torch.save writes"):
         grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+    # torch.save's zip with its entries deflated: refused before anything is inflated
+    torch.save(state, weights)
+    deflate_zip(weights)
+    with pytest.raises(grade_model.GradingError, match="compressed entries"):
+        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+
+
+def deflate_zip(path: Path) -> None:
+    """Rewrite the zip at ``path`` with every entry deflated (torch.save stores them)."""
+    with zipfile.ZipFile(path) as source:
+        entries = [(info.filename, source.read(info)) for info in source.infolist()]
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as sink:
+        for name, data in entries:
+            sink.writestr(name, data)
 
 
 @rubric_category("Model grading")
@@ -367,42 +402,45 @@ def test_parameter_estimate_matches_the_built_model():
 # Child processes
 # ------------------------------------------------------------------------------------------------
 
-def python_child(code: str, tmp_path: Path, timeout: float, **kwargs) -> grade.ChildRun:
-    return grade.run_child([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ),
-                           timeout=timeout, **kwargs)
+def python_child(code: str, tmp_path: Path, timeout: float,
+                 limits: dict | None = None) -> sandbox.Run:
+    return sandbox.run_process([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ),
+                               timeout=timeout, limits=limits or {})
 
 
 @rubric_category("Child processes")
-def test_child_over_its_time_limit_is_killed_with_its_children(tmp_path):
-    code = ("import subprocess, sys, time\n"
-            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+def test_child_over_its_time_limit_is_killed_with_its_detached_children(tmp_path):
+    sandbox.become_subreaper()  # as the grader does: detached descendants stay its own
+    code = ("import os, subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
+            "                         start_new_session=True)\n"
             "open('grandchild.pid', 'w').write(str(child.pid))\n"
             "print('started', flush=True)\n"
             "while True: time.sleep(0.1)\n")
     run = python_child(code, tmp_path, timeout=3)
-    assert run.timed_out and "started" in run.output
+    assert run.timed_out and "started" in run.output, run
     assert wait_until_dead(int((tmp_path / "grandchild.pid").read_text())), \
-        "the grandchild outlived the time limit"
+        "the detached grandchild outlived the time limit"
 
 
 @rubric_category("Child processes")
-def test_child_output_flood_is_bounded_and_keeps_the_last_line(tmp_path):
+def test_child_output_flood_is_bounded_and_escapes_removed(tmp_path):
     code = ("import sys\n"
             "for i in range(200_000): sys.stdout.write('spam ' * 20 + '\\x1b[2J\\r\\n')\n"
-            "print('{\"scores\": {\"Linear\": 5}}')\n")
+            "print('last line')\n")
     run = python_child(code, tmp_path, timeout=60)
     assert run.returncode == 0
-    assert len(run.output) < rubric.OUTPUT_HEAD_BYTES + rubric.OUTPUT_TAIL_BYTES + 200
+    assert len(run.output) < sandbox.OUTPUT_HEAD_BYTES + sandbox.OUTPUT_TAIL_BYTES + 200
     assert "bytes of output omitted" in run.output and "\x1b" not in run.output
-    assert grade.parse_category_score(run.output, "Linear") == 5
-    run = python_child("import os; os.write(1, b'partial line'); os._exit(3)", tmp_path, timeout=60)
-    assert run.returncode == 3 and run.output == "partial line"
+    assert run.output.rstrip().endswith("last line")
 
 
 @rubric_category("Child processes")
 def test_child_cannot_write_huge_files(tmp_path):
+    import resource
+
     code = "open('big.bin', 'wb').write(b'0' * (4 * 2**20))"
-    run = python_child(code, tmp_path, timeout=60, max_file_bytes=2**20)
+    run = python_child(code, tmp_path, timeout=60, limits={resource.RLIMIT_FSIZE: 2**20})
     assert run.returncode != 0
     assert (tmp_path / "big.bin").stat().st_size <= 2**20
 
@@ -440,12 +478,13 @@ def read_hidden_lines(autograde_tar: Path) -> list[str]:
         return tar.extractfile(HIDDEN_SET_MEMBER).read().decode("utf-8").splitlines()
 
 
-def run_grader(tmp_path: Path, handin: Path | None,
-               grader_flags: str = "") -> tuple[list[str], dict]:
+def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
+               peak_memory: list | None = None) -> tuple[list[str], dict]:
     """Grade ``handin`` with make in ``tmp_path/grading``; return (output lines, scores).
 
     Checks that the last line is the scores line with every category in range, and that nothing
-    outside the grading folder was created, deleted or modified.
+    outside the grading folder was created, deleted or modified. ``peak_memory`` (a list) receives
+    the largest resident set, in bytes, of any process of the grading.
     """
     grading = tmp_path / "grading"
     grading.mkdir()
@@ -463,6 +502,8 @@ def run_grader(tmp_path: Path, handin: Path | None,
                            cwd=grading, timeout=900)
     lines = process.stdout.splitlines()
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    if peak_memory is not None:
+        peak_memory.append(int(re.findall(r"PEAK_RSS_KIB (\d+)", process.stderr)[-1]) * 1024)
     scores = json.loads(lines[-1])["scores"]
     assert list(scores) == list(rubric.RUBRIC), scores
     assert all(0 <= scores[c] <= rubric.RUBRIC[c] for c in scores), scores
@@ -475,8 +516,14 @@ def autolab_make(args: list[str], cwd: Path, timeout: float) -> subprocess.Compl
     """Run `make` as Autolab does: a top-level make, even when these tests run under `make test`
     (an inherited MAKELEVEL would make GNU make print "Leaving directory" after the scores line)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
-    return subprocess.run(["make", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    # A small wrapper reports the peak memory of every process make waited for, on stderr.
+    wrapper = ("import resource, subprocess, sys\n"
+               "code = subprocess.run(sys.argv[1:]).returncode\n"
+               "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+               "sys.stderr.write(f'PEAK_RSS_KIB {peak}\\n')\n"
+               "sys.exit(code)\n")
+    return subprocess.run([sys.executable, "-c", wrapper, "make", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def copy_reference_mytorch(root: Path) -> Path:
@@ -540,75 +587,407 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     assert not (grading / "autograde/autograder/hidden_set").exists()
 
 
-def sabotaged_mytorch(root: Path) -> None:
-    """The reference mytorch, misbehaving differently in each category's process."""
-    package = copy_reference_mytorch(root)
-    sabotage = """
-import atexit, subprocess, sys, time
-if "Linear" in sys.argv:
-    raise RuntimeError("a student bug at import time")
-if "Softmax" in sys.argv:
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    open("sleeper.pid", "w").write(str(sleeper.pid))
-    while True:
-        time.sleep(0.1)
-if "ScaledDotProductAttention" in sys.argv:
-    for _ in range(100_000):
-        print("flood " * 50 + "\\x1b[31m")
-if "MultiHeadAttention" in sys.argv:
-    atexit.register(print, "a print after the scores line")
+# ------------------------------------------------------------------------------------------------
+# Attacks: each builds a malicious handin, grades it through make, and checks the exact scores
+# ------------------------------------------------------------------------------------------------
+
+FULL_LINE = json.dumps({"scores": {c: p for c, p in rubric.RUBRIC.items()}})
+MYTORCH_ZERO = {category: 0 for category in rubric.MYTORCH_RUBRIC}
+# A mytorch that does no work: every class raises when used (what the handout's stubs do).
+STUB_NN = """
+class _Stub:
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("stub")
+Linear = Softmax = ScaledDotProductAttention = MultiHeadAttention = _Stub
 """
-    with open(package / "__init__.py", "a") as init:
-        init.write(sabotage)
+# A mytorch that returns zeros everywhere, for harness-patching attacks.
+ZEROS_NN = """
+import numpy as np
+class _Zeros:
+    def __init__(self, *args, **kwargs): pass
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: (np.zeros(1),) * 3
+Linear = Softmax = ScaledDotProductAttention = MultiHeadAttention = _Zeros
+"""
+# Values no numeric check may accept: NaN, strings, a 256 MiB array, Python objects.
+BAD_VALUES_NN = """
+import numpy as np
+class _Bad:
+    value = None
+    def __init__(self, *args, **kwargs): pass
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self.value
+class Linear(_Bad): value = np.full((2, 2), np.nan)
+class Softmax(_Bad): value = np.array(["a", "b"])
+class ScaledDotProductAttention(_Bad): value = np.zeros(2**25)
+class MultiHeadAttention(_Bad): value = [object(), object()]
+"""
+ATTACKS = {  # name: (code run when mytorch is imported, mytorch.nn, grader flags)
+    "forged_line_then_os_exit": (f"import os\nprint({FULL_LINE!r}, flush=True)\nos._exit(0)\n",
+                                 STUB_NN, ""),
+    "forged_line_from_atexit": (f"import atexit\natexit.register(print, {FULL_LINE!r})\n",
+                                STUB_NN, ""),
+    "kill_the_grader_through_proc": (f"""
+import os, signal
+pid = os.getpid()
+for _ in range(30):
+    try:
+        pid = int(open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError):
+        break
+    if pid <= 0:
+        break
+    for fd in (1, 2):
+        try:
+            with open(f"/proc/{{pid}}/fd/{{fd}}", "w") as out:
+                out.write({FULL_LINE!r} + "\\n")
+        except OSError:
+            pass
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+try:
+    os.kill(-1, signal.SIGKILL)
+except OSError:
+    pass
+""", STUB_NN, ""),
+    "setsid_double_fork_survivor": (f"""
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/bin/sh", ["sh", "-c", "sleep 7.25; echo '{FULL_LINE}'"])
+    os._exit(0)
+""", STUB_NN, ""),
+    "patch_the_harness": ("""
+import sys, numpy as np
+np.array_equal = np.allclose = lambda *args, **kwargs: True
+np.testing.assert_allclose = lambda *args, **kwargs: None
+main = sys.modules.get("__main__")
+for name in list(vars(main)) if main else []:
+    if callable(getattr(main, name)):
+        setattr(main, name, lambda *args, **kwargs: None)
+worker = sys.modules.get("autograder.worker")
+if worker is not None:
+    worker.run_test = lambda nn, folder, test: worker.wire.encode_record(test, None, {})
+""", ZEROS_NN, ""),
+    "torch_instead_of_numpy": ("import torch\n", None, ""),
+    "fork_bomb": ("""
+import os, time
+for _ in range(7):
+    try:
+        os.fork()
+    except OSError:
+        pass
+while True:
+    time.sleep(1)
+""", STUB_NN, "--mytorch-timeout 4"),
+    "flood_then_hang": ("""
+import sys
+for _ in range(100_000):
+    sys.stdout.write("flood " * 40 + "\\x1b[31m\\n")
+while True:
+    pass
+""", STUB_NN, "--mytorch-timeout 4"),
+    "values_that_are_not_arrays": ("", BAD_VALUES_NN, ""),
+}
+
+
+def attack_handin(folder: Path, init_code: str, nn_code: str | None) -> Path:
+    """handin.tar: the tiny model, and the reference mytorch (or ``nn_code`` as mytorch.nn) with
+    ``init_code`` run at its import."""
+    handin = folder / "handin"
+    make_model_handin(handin)
+    package = copy_reference_mytorch(handin)
+    if nn_code is not None:
+        shutil.rmtree(package / "nn")
+        (package / "nn").mkdir()
+        (package / "nn/__init__.py").write_text(nn_code)
+    (package / "__init__.py").write_text(init_code + (package / "__init__.py").read_text())
+    return pack_folder(handin, folder / "handin.tar")
+
+
+def pack_folder(handin: Path, tar_path: Path, **options) -> Path:
+    """``handin/`` packed as make handin does: regular files only, under handin/."""
+    members = [regular(f"handin/{path.relative_to(handin).as_posix()}", path.read_bytes())
+               for path in sorted(handin.rglob("*")) if path.is_file()]
+    return write_tar(tar_path, members, **options)
+
+
+@functools.lru_cache(maxsize=None)
+def honest_scores() -> dict:
+    """Scores of the honest tiny handin (reference mytorch), graded once per test process."""
+    folder = Path(tempfile.mkdtemp(prefix="hw4p1-honest-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    _, scores = run_grader(folder, attack_handin(folder, "", None))
+    assert all(scores[c] == p for c, p in rubric.MYTORCH_RUBRIC.items()), scores
+    assert 0 < scores["LanguageModel"] < rubric.LM_POINTS, scores
+    return scores
+
+
+def survivors(marker: str) -> list[int]:
+    """Live processes whose command line contains ``marker``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes() and not _is_zombie(cmdline.parent):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            pass
+    return found
+
+
+def _is_zombie(proc: Path) -> bool:
+    try:
+        return (proc / "stat").read_text().rsplit(") ", 1)[1][:1] in "ZX"
+    except OSError:
+        return True
 
 
 @pytest.mark.slow
 @rubric_category("End to end")
-def test_hostile_handin_gets_zeros_where_due_and_nothing_escapes(tmp_path):
-    student = tmp_path / "student"
-    sabotaged_mytorch(student)
-    vocab_size = H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size
-    model = DecoderOnlyTransformer(**TINY_MODEL, num_classes=vocab_size)
-
-    class RunsCode:
-        def __reduce__(self):
-            return (open, (str(tmp_path / "pickle_ran_code"), "w"))
-
-    weights = io.BytesIO()
-    torch.save({**model.state_dict(), "payload": RunsCode()}, weights)
-    config = yaml.safe_dump({"tokenization": {"token_type": "char"}, "model": TINY_MODEL})
-    members = [regular(f"handin/{path.relative_to(student).as_posix()}", path.read_bytes())
-               for path in sorted((student / "mytorch").rglob("*.py"))]
-    members += [
-        regular("handin/config.yaml", config.encode()),
-        regular("handin/model_state_dict.pt", weights.getvalue()),
-        regular("handin/test_metrics.json", b'{"perplexity_char": 1.0}'),
-        regular("/tmp/hw4p1_escape_absolute.txt"),
-        regular("../../../escaped_three_up.py"),
-        regular("handin/../../../../escaped_four_up.py"),
-        special("handin/model_arch.txt", tarfile.SYMTYPE, "/etc/passwd"),
-        special("handin/test_generated_results.json", tarfile.LNKTYPE, "/etc/passwd"),
-        special("handin/mytorch/fifo.py", tarfile.FIFOTYPE),
-        special("handin/mytorch/device.py", tarfile.CHRTYPE),
-    ]
-    handin = write_tar(tmp_path / "handin.tar", members)
-
-    lines, scores = run_grader(tmp_path, handin, grader_flags="--mytorch-timeout 20")
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_attack_on_mytorch_scores_zero_there_and_keeps_the_rest(tmp_path, attack):
+    init_code, nn_code, flags = ATTACKS[attack]
+    lines, scores = run_grader(tmp_path, attack_handin(tmp_path, init_code, nn_code), flags)
     text = "\n".join(lines)
-    assert scores == {"Linear": 0, "Softmax": 0, "ScaledDotProductAttention": 20,
-                      "MultiHeadAttention": 0, "LanguageModel": 0}, text[-6000:]
-    assert "weights_only" in text and not (tmp_path / "pickle_ran_code").exists()
-    assert "a student bug at import time" in text
-    assert "stopped at the 20 s time limit" in text
-    assert "bytes of output omitted" in text and "\x1b" not in text
-    assert len(text.encode()) < 100_000, "the student's flood reached the grader's output"
-    assert "printed no scores line last" in text
-    for reason in ("absolute", "'..'", "symbolic link", "hard link", "device or a fifo"):
-        assert reason in text, reason
-    assert not Path("/tmp/hw4p1_escape_absolute.txt").exists()
-    assert not [path for path in tree(tmp_path) if "escape" in path]
-    sleeper = int((tmp_path / "grading/work/handin/sleeper.pid").read_text())
-    assert wait_until_dead(sleeper), "a process started by student code outlived its time limit"
+    expected = {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
+    assert scores == expected, f"{attack}: expected {expected}, got {scores}\n{text[-4000:]}"
+    assert "The autograder itself failed" not in text, text[-4000:]
+    assert lines.count(FULL_LINE) == 0, "a forged scores line reached the grader's output"
+    assert len(text.encode()) < 200_000, "the student's output reached the grader's unbounded"
+    assert "\x1b" not in text
+    if attack == "torch_instead_of_numpy":
+        assert "mytorch must be written with numpy only: it imports torch" in text
+    if attack == "setsid_double_fork_survivor":
+        time.sleep(0.5)
+        assert not survivors("sleep 7.25"), "a detached process outlived the grading"
+    if attack == "fork_bomb":
+        assert "time limit" in text
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_snooping_and_writing_outside_the_sandbox_change_nothing(tmp_path):
+    """Honest code that also prints what it can find of the grader and writes where it should
+    not: full marks for the code, no secret in the output, nothing written."""
+    grading = tmp_path / "grading"
+    targets = [grading / "autograde/resource.py", grading / "autograde/autograder/rubric.py",
+               grading / "work/sandbox/runtime/autograder/wire.py", grading / "Makefile",
+               tmp_path / "outside.txt", Path("/tmp/hw4p1-written-by-student.txt"),
+               Path("autograde/resource.py"), Path("../autograde/resource.py")]
+    snoop = f"""
+import os, time
+start = time.time()
+for top in ("/", os.path.expanduser("~"), {str(grading)!r}, "/proc/1/root", "..", "../.."):
+    for folder, _, files in os.walk(top):
+        if time.time() - start > 3:
+            break
+        for name in files:
+            if name in ("mytorch_hidden.py", "test.txt", "grade.py", "build_info.json"):
+                try:
+                    print(open(os.path.join(folder, name)).read()[:3000])
+                except OSError:
+                    pass
+for target in {[str(t) for t in targets]!r}:
+    try:
+        with open(target, "a") as out:
+            out.write("import os\\n")
+    except OSError:
+        pass
+"""
+    lines, scores = run_grader(tmp_path, attack_handin(tmp_path, snoop, None))
+    text = "\n".join(lines)
+    assert scores == honest_scores(), text[-4000:]
+    assert "def sdpa_against_explicit_torch_formula" not in text, "the hidden tests leaked"
+    hidden_line = read_hidden_lines(built_autograder() / "autograde.tar")[0]
+    assert hidden_line not in text, "the hidden set leaked"
+    assert not (grading / "autograde/resource.py").exists()
+    assert "import os" not in (grading / "Makefile").read_text()
+    assert not Path("/tmp/hw4p1-written-by-student.txt").exists()
+    assert not (tmp_path / "outside.txt").exists()
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_bad_side_files_cost_only_their_own_category(tmp_path):
+    """test_metrics.json bombs change nothing; a YAML alias bomb and a deflated .pt cost only the
+    language model, with a bounded message."""
+    honest = honest_scores()
+    cases = {}
+    folder = tmp_path / "metrics"
+    handin = folder / "handin"
+    make_model_handin(handin)
+    copy_reference_mytorch(handin)
+    (handin / "test_metrics.json").write_text(
+        '{"perplexity_char": 1' + "0" * 400 + ', "nested": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    cases["metrics"] = (pack_folder(handin, folder / "handin.tar"), honest, None)
+    folder = tmp_path / "yaml"
+    handin = folder / "handin"
+    make_model_handin(handin)
+    copy_reference_mytorch(handin)
+    levels = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    model = ", ".join(f"{k}: *a8" if k == "num_layers" else f"{k}: {v}"
+                      for k, v in TINY_MODEL.items())
+    (handin / "config.yaml").write_text("\n".join(levels) + "\ntokenization: {token_type: char}"
+                                        f"\nmodel: {{{model}}}\n")
+    cases["yaml"] = (pack_folder(handin, folder / "handin.tar"),
+                     {**honest, "LanguageModel": 0}, "model.num_layers must be int")
+    folder = tmp_path / "deflated"
+    handin = folder / "handin"
+    make_model_handin(handin)
+    copy_reference_mytorch(handin)
+    deflate_zip(handin / "model_state_dict.pt")
+    cases["deflated"] = (pack_folder(handin, folder / "handin.tar"),
+                         {**honest, "LanguageModel": 0}, "compressed entries")
+    for name, (tar_path, expected, message) in cases.items():
+        lines, scores = run_grader(tar_path.parent, tar_path)
+        text = "\n".join(lines)
+        assert scores == expected, f"{name}: expected {expected}, got {scores}\n{text[-3000:]}"
+        assert "The autograder itself failed" not in text and len(text) < 100_000, text[-3000:]
+        if message:
+            assert message in text, (name, text[-3000:])
+
+
+# ------------------------------------------------------------------------------------------------
+# Ordinary archives: every way a student may re-pack the handin is read alike
+# ------------------------------------------------------------------------------------------------
+
+def repacked_handins(folder: Path) -> dict[str, Path]:
+    """The honest handin as make handin packs it ("original"), then re-packed every ordinary way:
+    GNU tar and bsdtar (when installed), Python's tarfile in each format, with and without
+    directory entries and ./ prefixes, gzip-compressed."""
+    handin = folder / "handin"
+    make_model_handin(handin)
+    copy_reference_mytorch(handin)
+    (handin / "test_metrics.json").write_text('{"perplexity_char": 3.0}')
+    archives = {"original": pack_folder(handin, folder / "original.tar")}
+    commands = {"gnu-tar-dirs": ["tar", "-cf", "{out}", "handin"],
+                "gnu-tar-dot": ["tar", "-cf", "{out}", "-C", "handin", "."],
+                "gnu-tar-pax": ["tar", "--format=pax", "-cf", "{out}", "handin"],
+                "gnu-tar-ustar": ["tar", "--format=ustar", "-cf", "{out}", "handin"],
+                "gnu-tar-gzip": ["tar", "-czf", "{out}", "handin"],
+                "bsdtar": ["bsdtar", "-cf", "{out}", "handin"],
+                "bsdtar-gzip-dot": ["bsdtar", "-czf", "{out}", "-C", "handin", "."]}
+    for name, command in commands.items():
+        if shutil.which(command[0]) is None:
+            continue
+        out = folder / f"{name}.tar"
+        subprocess.run([arg.replace("{out}", str(out)) for arg in command], cwd=folder,
+                       check=True)
+        archives[name] = out
+    for fmt in (tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+        for prefix, root in (("handin", folder), (".", handin)):
+            out = folder / f"tarfile-{fmt}-{prefix}.tar"
+            with tarfile.open(out, "w", format=fmt) as tar:
+                tar.add(root / prefix if prefix == "handin" else handin, arcname=prefix)
+            archives[out.stem] = out
+    return archives
+
+
+@rubric_category("Handin extraction")
+def test_every_ordinary_repacking_extracts_the_same_files(tmp_path):
+    archives = repacked_handins(tmp_path)
+    assert {"gnu-tar-dirs", "gnu-tar-dot", "gnu-tar-gzip"} <= set(archives), archives
+    reference = extract_handin(archives.pop("original"), tmp_path / "out-original")
+    expected = {name: path.read_bytes() for name, path in reference.files.items()}
+    assert "model_state_dict.pt" in expected and "mytorch/nn/linear.py" in expected
+    for name, archive in archives.items():
+        result = extract_handin(archive, tmp_path / f"out-{name}")
+        got = {relative: path.read_bytes() for relative, path in result.files.items()}
+        assert got == expected, f"{name}: extracted {sorted(got)}, expected {sorted(expected)}"
+        assert not [note for note in result.notes if "stopped" in note], (name, result.notes)
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_repacked_handins_score_exactly_what_the_original_scores(tmp_path):
+    archives = repacked_handins(tmp_path)
+    for name in ("original", "gnu-tar-dirs", "bsdtar" if "bsdtar" in archives else "gnu-tar-pax"):
+        folder = tmp_path / f"grade-{name}"
+        folder.mkdir()
+        _, scores = run_grader(folder, archives[name])
+        assert scores == honest_scores(), f"{name}: {scores}, original {honest_scores()}"
+
+
+def honest_tar_bytes(folder: Path) -> bytes:
+    """The honest handin's members as tar bytes, without the end-of-archive blocks."""
+    handin = folder / "handin"
+    make_model_handin(handin)
+    copy_reference_mytorch(handin)
+    buffer = io.BytesIO()
+    tar = tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT)
+    for path in sorted(handin.rglob("*")):
+        if path.is_file():
+            tar.add(path, arcname=f"handin/{path.relative_to(handin).as_posix()}")
+    return buffer.getvalue()  # read before close(), which would add the end blocks
+
+
+def long_name_header(size: int) -> bytes:
+    info = tarfile.TarInfo("././@LongLink")
+    info.type, info.size = tarfile.GNUTYPE_LONGNAME, size
+    return info.tobuf(format=tarfile.GNU_FORMAT)
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_damaged_tails_and_name_bombs_keep_the_honest_members(tmp_path):
+    """Honest members followed by a damaged header, 20,000 chained long-name records, or (gzip) a
+    2 GiB long-name record: the honest part scores in full, with a note, in bounded memory."""
+    honest = honest_tar_bytes(tmp_path / "members")
+    damaged = bytearray(regular("handin/model_arch.txt", b"x")[0].tobuf())
+    damaged[148:156] = b"0000000\0"  # a wrong checksum
+    chain = b"".join(long_name_header(1000) + b"n" * 1000 + bytes(24) for _ in range(20_000))
+    zeros = zlib.compressobj(1, zlib.DEFLATED, 31)
+    zero_member = zeros.compress(bytes(16 * 2**20)) + zeros.flush()
+    name_bomb = (gzip.compress(honest + long_name_header(2 * 2**30), compresslevel=1)
+                 + zero_member * 128)  # concatenated gzip members: 2 GiB of name when inflated
+    handins = {"damaged": honest + bytes(damaged) + bytes(1024),
+               "chain": honest + chain + bytes(1024), "gzip-name-bomb": name_bomb}
+    for name, data in handins.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "handin.tar").write_bytes(data)
+        peak = []
+        lines, scores = run_grader(folder, folder / "handin.tar", peak_memory=peak)
+        text = "\n".join(lines)
+        assert scores == honest_scores(), f"{name}: {scores}\n{text[-3000:]}"
+        assert "reading stopped after" in text, (name, text[-3000:])
+        assert peak[0] < 1.5 * 2**30, f"{name}: a grader process used {peak[0] / 2**30:.1f} GiB"
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+@pytest.mark.parametrize("mode", ["setpriv", "unshare", "none"])
+def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
+    """Each fallback mode, forced: the grader-killing attack still scores 0 for mytorch and the
+    honest model keeps its points; 'none' grades honest code and warns."""
+    reason = sandbox.unavailable(mode)
+    if reason is not None:
+        pytest.skip(f"{mode} cannot run here: {reason}")
+    init_code, nn_code, _ = ATTACKS["kill_the_grader_through_proc"]
+    if mode == "none":
+        init_code, nn_code = "", None  # unisolated, the attack would kill the test's own make
+    # The uid of setpriv must reach the grading folder: pytest's own tmp_path is private to root.
+    folder = Path(tempfile.mkdtemp(prefix=f"hw4p1-{mode}-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder.chmod(0o755)
+    lines, scores = run_grader(folder, attack_handin(tmp_path, init_code, nn_code),
+                               f"--sandbox {mode}")
+    text = "\n".join(lines)
+    if "does not work here, so student code was not run" in text:
+        assert scores == {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
+        pytest.skip(f"{mode} is installed but does not work here: "
+                    f"{[line for line in lines if 'not used' in line]}")
+    if mode == "none":
+        assert scores == honest_scores() and "WARNING: student code ran UNISOLATED" in text
+    else:
+        expected = {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
+        assert scores == expected, f"{mode}: {scores}\n{text[-3000:]}"
+        assert sandbox.mode_summary(mode) in text
 
 
 @rubric_category("End to end")
@@ -656,10 +1035,10 @@ def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
     assert str(hidden_data.HIDDEN_SEED).encode() not in shipped
     assert not [name for name in names if name.endswith(("hidden_data.py", "README.md"))
                 or name.startswith("autograde/mytorch")]
-    for needed in ("autograde/autograder/grade.py", "autograde/tests/testing_framework.py",
+    for needed in ("autograde/autograder/grade.py", "autograde/autograder/worker.py",
                    "autograde/tests/numeric_checks.py",
                    "autograde/hw4lib/data/tokenizer_jsons/tokenizer_char.json",
-                   "autograde/autograder/hidden_tests/test_mytorch_hidden.py",
+                   "autograde/autograder/hidden_tests/mytorch_hidden.py",
                    "autograde/build_info.json", HIDDEN_SET_MEMBER):
         assert needed in names, needed
     lines = read_hidden_lines(first)

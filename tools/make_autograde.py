@@ -3,9 +3,9 @@
 Writes two files in Autolab's convention:
 
 * ``dist/autograde.tar``: one folder ``autograde/`` holding the grading driver (``autograder/``),
-  the hidden mytorch tests, the hidden test set of the language model (drawn here, see
-  ``autograder/hidden_data.py``), the reference ``hw4lib`` with its tokenizer JSONs,
-  ``tests/testing_framework.py``, ``tests/numeric_checks.py`` and ``build_info.json``;
+  the judge, sandbox and worker, the hidden mytorch tests, the hidden test set of the language model
+  (drawn here, see ``autograder/hidden_data.py``), the reference ``hw4lib`` with its tokenizer
+  JSONs, ``tests/numeric_checks.py`` and ``build_info.json``;
 * ``dist/autograde-Makefile``: upload it as the assessment's Makefile. In a folder holding it (as
   ``Makefile``), ``autograde.tar`` and a student's ``handin.tar``, ``make`` grades the handin and
   the last line it prints is ``{"scores": {...}}``.
@@ -36,13 +36,16 @@ SHIPPED_FILES = (
     "autograder/safe_tar.py",
     "autograder/grade.py",
     "autograder/grade_model.py",
+    "autograder/judge.py",
+    "autograder/sandbox.py",
+    "autograder/wire.py",
+    "autograder/worker.py",
     "autograder/hidden_tests/__init__.py",
-    "autograder/hidden_tests/test_mytorch_hidden.py",
+    "autograder/hidden_tests/mytorch_hidden.py",
     "tests/__init__.py",
-    "tests/testing_framework.py",
-    "tests/numeric_checks.py",  # helpers the hidden mytorch tests share with tests/test_mytorch.py
+    "tests/numeric_checks.py",  # truths the hidden mytorch tests share with tests/test_mytorch.py
 )
-HIDDEN_TESTS = "autograder/hidden_tests/test_mytorch_hidden.py"
+HIDDEN_TESTS = "autograder/hidden_tests/mytorch_hidden.py"
 HW4LIB_SUFFIXES = (".py", ".json")
 HIDDEN_SET_FILE = "autograder/hidden_set/test.txt"  # autograder.grade_model reads it
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
@@ -98,8 +101,20 @@ def check_hidden_tests_rubric(path: Path) -> None:
                 raise AutogradeBuildError(f"{path} declares RUBRIC = {declared}, but "
                                           f"autograder/rubric.py awards {rubric.MYTORCH_RUBRIC}; "
                                           f"make them agree")
+            check_test_shares()
             return
     raise AutogradeBuildError(f"{path} has no literal RUBRIC = {{...}} assignment")
+
+
+def check_test_shares() -> None:
+    """Each category's hidden tests must share out exactly the category's points."""
+    from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+
+    for category, points in rubric.MYTORCH_RUBRIC.items():
+        shares = [test.points for test in HIDDEN_TESTS if test.category == category]
+        if not shares or abs(sum(shares) - points) > 1e-9:
+            raise AutogradeBuildError(f"the hidden tests of {category} share out {sum(shares)} "
+                                      f"points, but the category is worth {points}")
 
 
 def hw4lib_files(repo: Path) -> list[str]:

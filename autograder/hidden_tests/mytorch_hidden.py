@@ -1,0 +1,772 @@
+# hw4p1: instructor-only
+"""Hidden mytorch tests, split into what the judge computes and what the worker calls.
+
+Each test is a function of a :class:`autograder.wire.Program`: it draws its inputs, records the
+calls the worker must make on the student's ``mytorch.nn`` classes (``p.new``, ``p.call``,
+``p.get``...), computes the expected values itself (PyTorch autograd in float64 on explicitly
+written formulas, ``torch.nn.MultiheadAttention``), and returns a ``check(r)`` that compares the
+values the worker sent back (``r[ref]``: a numpy array, or None) and raises AssertionError with
+a message saying what was checked and what differed. The judge (``autograder/judge.py``) runs the
+program in the sandbox, then the check; no student code ever runs beside these truths.
+
+Same categories and points as ``tests/test_mytorch.py``, with other shapes and seeds. Checks that a
+shortcut cannot pass: every gradient is compared for two different upstream gradients, a second
+forward must replace what the first stored, inputs must come back unmodified, masked keys must not
+influence the output, and every projection's dLdW/dLdb is checked. Finite differences are taken of
+the student's own forward (the worker moves each entry by +-1e-6 in place) and must match both the
+student's backward and the PyTorch gradient, so neither can be faked alone. A query row whose keys
+are all masked passes in either convention described in ``tests/numeric_checks.py``.
+
+Each test carries its share of the category's points (``@hidden_test(category, points)``); a
+category scores the sum of the shares of the tests that pass.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from autograder.wire import Program, Ref
+from tests.numeric_checks import (PROJECTIONS, RTOL_FINITE_DIFF, RTOL_TORCH, as_tensor,
+                                  assert_close, leaf, mask_with_visible_keys,
+                                  padding_and_causal_masks, torch_multihead_attention,
+                                  torch_parameter_grads)
+
+RUBRIC = {"Linear": 5, "Softmax": 5, "ScaledDotProductAttention": 20, "MultiHeadAttention": 20}
+FD_STEP = 1e-6  # the step of tests/numeric_checks.numerical_gradient
+
+Check = Callable[[dict], None]  # check(r): r maps each Ref the worker sent back to its value
+
+
+@dataclass(frozen=True)
+class HiddenTest:
+    """One hidden test: its category, its share of the category's points, what it checks."""
+
+    name: str
+    category: str
+    points: float
+    summary: str  # what is checked, in a sentence (the feedback shows it)
+    build: Callable[[Program], Check]
+
+
+HIDDEN_TESTS: list[HiddenTest] = []
+
+
+def hidden_test(category: str, points: float):
+    """Register a test function as a hidden test worth ``points`` of ``category``."""
+    def register(build: Callable[[Program], Check]) -> Callable[[Program], Check]:
+        summary = " ".join((build.__doc__ or "").split())
+        HIDDEN_TESTS.append(HiddenTest(build.__name__, category, points, summary, build))
+        return build
+    return register
+
+
+def tests_of(category: str) -> list[HiddenTest]:
+    return [test for test in HIDDEN_TESTS if test.category == category]
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers: finite differences from the worker's perturbed outputs, unmodified inputs
+# ---------------------------------------------------------------------------------------------
+
+def fd_gradient(perturbed, upstream: np.ndarray, shape: tuple, name: str) -> np.ndarray:
+    """Central differences of sum(output * upstream) from the (2, size, *output) outputs the worker
+    returned for the +step and -step moves of each entry of an array of ``shape``."""
+    expected = (2, math.prod(shape), *upstream.shape)
+    assert perturbed is not None and perturbed.shape == expected, (
+        f"{name}: expected outputs of shape {expected} from the perturbed forwards, got "
+        f"{None if perturbed is None else perturbed.shape}")
+    losses = np.sum(perturbed * upstream, axis=tuple(range(2, perturbed.ndim)))
+    return ((losses[0] - losses[1]) / (2 * FD_STEP)).reshape(shape)
+
+
+def assert_fd_matches(name: str, mine, fd: np.ndarray, truth) -> None:
+    """The student's gradient against the finite differences of their forward, and those against
+    the PyTorch gradient (a forward faked to agree with a wrong backward fails the second)."""
+    assert_close(f"{name} (against finite differences of your forward)", mine, fd,
+                 RTOL_FINITE_DIFF)
+    assert_close(f"finite differences of your forward in {name} (against PyTorch)", fd, truth,
+                 RTOL_FINITE_DIFF)
+
+
+def assert_all_close(r, where: str, names, refs, truths, rtol: float = RTOL_TORCH) -> None:
+    """Each returned value ``r[ref]`` against its truth, named ``where: name`` in the message."""
+    for name, ref, expected in zip(names, refs, truths):
+        assert_close(f"{where}: {name}", r[ref], expected, rtol)
+
+
+def assert_unchanged(r: dict, echoes: list[tuple[Ref, np.ndarray]], what: str) -> None:
+    assert all(np.array_equal(r[ref], given) for ref, given in echoes), f"{what} was modified"
+
+
+def attention_truth(Q, K, V, mask, d_output):
+    """softmax(Q K^T / sqrt(E)) V written out in torch, -inf at masked scores: out, dQ, dK, dV."""
+    tq, tk, tv = leaf(Q), leaf(K), leaf(V)
+    scores = tq @ tk.transpose(-1, -2) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(torch.from_numpy(np.broadcast_to(mask, scores.shape).copy()),
+                                    float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ tv
+    out.backward(torch.from_numpy(d_output))
+    return out.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# Linear
+# ---------------------------------------------------------------------------------------------
+
+def linear_truth(W, b, A, dLdZ):
+    tA, tW, tb = leaf(A), leaf(W), leaf(b)
+    Z = tA @ tW.T + tb
+    Z.backward(torch.from_numpy(dLdZ))
+    return Z.detach().numpy(), tA.grad.numpy(), tW.grad.numpy(), tb.grad.numpy()
+
+
+@hidden_test("Linear", 2)
+def linear_against_torch_for_two_upstream_gradients(p: Program) -> Check:
+    """Z, dLdA and the stored dLdW, dLdb for batches of 1 to 4 dimensions, two upstream gradients
+    each, against PyTorch; A must come back unmodified."""
+    rng = np.random.default_rng(101)
+    in_features, out_features = 7, 4
+    pending, echoes = [], []
+    for batch_dims in [(3,), (1,), (2, 5), (3, 2, 2), (2, 2, 1, 3)]:
+        W, b = rng.standard_normal((out_features, in_features)), rng.standard_normal(out_features)
+        A = rng.standard_normal((*batch_dims, in_features))
+        a = p.array(A)
+        layer = p.new("Linear", in_features, out_features)
+        p.call(layer, "init_weights", W, b)
+        for attempt in range(2):
+            dLdZ = rng.standard_normal((*batch_dims, out_features)) * (attempt + 1)
+            refs = (p.call(layer, "forward", a), p.call(layer, "backward", dLdZ),
+                    p.get(layer, "dLdW"), p.get(layer, "dLdb"))
+            pending.append((f"A {A.shape}, upstream gradient #{attempt + 1}", refs,
+                            linear_truth(W, b, A, dLdZ)))
+        echoes.append((p.echo(a), A))
+
+    def check(r):
+        for where, refs, truth in pending:
+            assert_all_close(r, where, ("Z", "dLdA", "stored dLdW", "stored dLdb"), refs, truth)
+        assert_unchanged(r, echoes, "Linear's input A")
+    return check
+
+
+@hidden_test("Linear", 1)
+def linear_second_forward_replaces_the_first(p: Program) -> Check:
+    """After two forwards of different batch shapes, backward uses the second."""
+    rng = np.random.default_rng(102)
+    W, b = rng.standard_normal((3, 6)), rng.standard_normal(3)
+    layer = p.new("Linear", 6, 3)
+    p.call(layer, "init_weights", W, b)
+    p.call(layer, "forward", rng.standard_normal((4, 2, 6)))
+    A = rng.standard_normal((5, 6))
+    p.call(layer, "forward", A)
+    dLdZ = rng.standard_normal((5, 3))
+    refs = (p.call(layer, "backward", dLdZ), p.get(layer, "dLdW"), p.get(layer, "dLdb"))
+    truth = linear_truth(W, b, A, dLdZ)[1:]
+
+    def check(r):
+        for name, ref, expected in zip(("dLdA", "dLdW", "dLdb"), refs, truth):
+            assert_close(f"{name} after two forwards", r[ref], expected)
+    return check
+
+
+@hidden_test("Linear", 1)
+def linear_finite_differences(p: Program) -> Check:
+    """dLdA, dLdW and dLdb against finite differences of the forward, on a 4-d batch."""
+    rng = np.random.default_rng(103)
+    W, b = rng.standard_normal((2, 3)), rng.standard_normal(2)
+    A, dLdZ = rng.standard_normal((2, 2, 2, 3)), rng.standard_normal((2, 2, 2, 2))
+    layer = p.new("Linear", 3, 2)
+    p.call(layer, "init_weights", W, b)
+    a = p.array(A)
+    p.call(layer, "forward", a)
+    mine = (p.call(layer, "backward", dLdZ), p.get(layer, "dLdW"), p.get(layer, "dLdb"))
+    targets = (a, (layer, "W"), (layer, "b"))
+    perturbed = [p.perturbed_outputs(layer, "forward", t, (a,), {}, FD_STEP) for t in targets]
+    truth = linear_truth(W, b, A, dLdZ)[1:]
+
+    def check(r):
+        for name, ref, out, shape, expected in zip(("dLdA", "dLdW", "dLdb"), mine, perturbed,
+                                                   (A.shape, W.shape, b.shape), truth):
+            assert_fd_matches(name, r[ref], fd_gradient(r[out], dLdZ, shape, name), expected)
+    return check
+
+
+@hidden_test("Linear", 1)
+def linear_float32_stays_float32(p: Program) -> Check:
+    """float32 weights and inputs give float32 Z, dLdA, dLdW and dLdb."""
+    rng = np.random.default_rng(104)
+    layer = p.new("Linear", 5, 2)
+    p.call(layer, "init_weights", rng.standard_normal((2, 5)).astype(np.float32),
+           rng.standard_normal(2).astype(np.float32))
+    z = p.call(layer, "forward", rng.standard_normal((2, 3, 5)).astype(np.float32))
+    refs = {"Z": z, "dLdA": p.call(layer, "backward",
+                                   rng.standard_normal((2, 3, 2)).astype(np.float32)),
+            "dLdW": p.get(layer, "dLdW"), "dLdb": p.get(layer, "dLdb")}
+
+    def check(r):
+        for name, ref in refs.items():
+            x = r[ref]
+            assert x is not None and x.dtype == np.float32, (
+                f"{name}: float32 in, got {None if x is None else x.dtype}")
+    return check
+
+
+# ---------------------------------------------------------------------------------------------
+# Softmax
+# ---------------------------------------------------------------------------------------------
+
+def softmax_truth(Z, dim, dLdA):
+    tZ = leaf(Z)
+    tA = torch.softmax(tZ, dim=dim)
+    tA.backward(torch.from_numpy(dLdA))
+    return tA.detach().numpy(), tZ.grad.numpy()
+
+
+@hidden_test("Softmax", 2)
+def softmax_every_dim_against_torch_for_two_upstream_gradients(p: Program) -> Check:
+    """A and dLdZ over every dim of 1-d to 5-d inputs, two upstream gradients each, against
+    PyTorch; Z must come back unmodified."""
+    rng = np.random.default_rng(201)
+    pending, echoes = [], []
+    for shape in [(6,), (3, 1), (2, 5, 3), (1, 3, 2, 4), (2, 3, 1, 2, 3)]:
+        Z = rng.standard_normal(shape) * 4
+        z = p.array(Z)
+        for dim in range(-len(shape), len(shape)):
+            softmax = p.new("Softmax", dim=dim)
+            for attempt in range(2):
+                dLdA = rng.standard_normal(shape) * (attempt + 1)
+                refs = (p.call(softmax, "forward", z), p.call(softmax, "backward", dLdA))
+                pending.append((f"Z {shape}, dim {dim}, upstream gradient #{attempt + 1}", refs,
+                                softmax_truth(Z, dim, dLdA)))
+        echoes.append((p.echo(z), Z))
+
+    def check(r):
+        for where, refs, truth in pending:
+            assert_all_close(r, where, ("A", "dLdZ"), refs, truth)
+        assert_unchanged(r, echoes, "Softmax.forward's input Z")
+    return check
+
+
+@hidden_test("Softmax", 1.5)
+def softmax_finite_differences(p: Program) -> Check:
+    """dLdZ against finite differences of the forward, over dims 0, -2 and 2."""
+    rng = np.random.default_rng(202)
+    Z, dLdA = rng.standard_normal((3, 2, 4)), rng.standard_normal((3, 2, 4))
+    z = p.array(Z)
+    pending = []
+    for dim in (0, -2, 2):
+        softmax = p.new("Softmax", dim=dim)
+        p.call(softmax, "forward", z)
+        mine = p.call(softmax, "backward", dLdA)
+        perturbed = p.perturbed_outputs(softmax, "forward", z, (z,), {}, FD_STEP)
+        pending.append((dim, mine, perturbed, softmax_truth(Z, dim, dLdA)[1]))
+
+    def check(r):
+        for dim, mine, perturbed, truth in pending:
+            name = f"over dim {dim}: dLdZ"
+            assert_fd_matches(name, r[mine], fd_gradient(r[perturbed], dLdA, Z.shape, name),
+                              truth)
+    return check
+
+
+@hidden_test("Softmax", 1.5)
+def softmax_extreme_logits(p: Program) -> Check:
+    """Logits of +-1000 and 1e4, in float64 and float32 (a non-contiguous input too): finite,
+    dtype kept, equal to PyTorch's."""
+    rng = np.random.default_rng(203)
+    Z = np.stack([rng.uniform(-1200, 1200, 8), rng.uniform(1000, 1005, 8),
+                  rng.uniform(-1005, -1000, 8), np.full(8, 1e4)])
+    pending = []
+    for dtype, rtol in ((np.float64, RTOL_TORCH), (np.float32, 1e-5)):
+        dLdA = rng.standard_normal(Z.shape)
+        softmax = p.new("Softmax", dim=1)
+        a = p.call(softmax, "forward", Z.T.astype(dtype).T)  # Fortran order survives the .npy
+        dz = p.call(softmax, "backward", dLdA.astype(dtype))
+        truth = softmax_truth(Z.astype(dtype).astype(np.float64), 1,
+                              dLdA.astype(dtype).astype(np.float64))
+        pending.append((np.dtype(dtype), rtol, a, dz, truth))
+
+    def check(r):
+        for dtype, rtol, a, dz, (t_a, t_dz) in pending:
+            assert r[a] is not None and r[dz] is not None, "forward or backward returned None"
+            assert r[a].dtype == dtype and r[dz].dtype == dtype, (
+                f"{dtype.name} in: got A {r[a].dtype}, dLdZ {r[dz].dtype}")
+            assert_close(f"{dtype.name} softmax of huge logits", r[a], t_a, rtol)
+            assert_close(f"{dtype.name} gradient of huge logits", r[dz], t_dz, rtol)
+    return check
+
+
+# ---------------------------------------------------------------------------------------------
+# ScaledDotProductAttention
+# ---------------------------------------------------------------------------------------------
+
+def check_attention(r, where: str, refs, truth, names=("output", "dQ", "dK", "dV")) -> None:
+    assert_all_close(r, where, names, refs, truth)
+
+
+@hidden_test("ScaledDotProductAttention", 8)
+def sdpa_against_explicit_torch_formula(p: Program) -> Check:
+    """Output, dQ, dK and dV for batches of 1 to 4 dimensions, broadcast masks and two upstream
+    gradients, against softmax(QK^T/sqrt(E))V in PyTorch; Q, K, V must come back unmodified."""
+    rng = np.random.default_rng(301)
+    cases = [  # (N, ..., H), L, S, E, Ev, mask shape
+        ((3, 2), 5, 4, 6, 3, None),
+        ((2, 4), 3, 8, 4, 5, (3, 8)),
+        ((2, 3, 2), 4, 5, 3, 6, (2, 1, 2, 4, 5)),
+        ((2, 2), 7, 3, 5, 2, (2, 2, 7, 3)),
+        ((3,), 2, 6, 4, 4, (3, 1, 6)),
+        ((1, 1, 1, 2), 3, 4, 2, 3, (4,)),
+    ]
+    pending, echoes = [], []
+    for batch, L, S, E, Ev, mask_shape in cases:
+        Q, K, V = (rng.standard_normal((*batch, n, d)) for n, d in ((L, E), (S, E), (S, Ev)))
+        qkv = [p.array(x) for x in (Q, K, V)]
+        mask = None if mask_shape is None else mask_with_visible_keys(rng, mask_shape, 0.6)
+        attention = p.new("ScaledDotProductAttention")
+        for attempt in range(2):
+            d_output = rng.standard_normal((*batch, L, Ev)) * (attempt + 1)
+            out = p.call(attention, "forward", *qkv, mask)
+            grads = p.call(attention, "backward", d_output, outputs=3)
+            where = (f"Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mask_shape}, "
+                     f"upstream #{attempt + 1}")
+            pending.append((where, (out, *grads), attention_truth(Q, K, V, mask, d_output)))
+        echoes += [(p.echo(ref), x) for ref, x in zip(qkv, (Q, K, V))]
+
+    def check(r):
+        for where, refs, truth in pending:
+            check_attention(r, where, refs, truth)
+        assert_unchanged(r, echoes, "Q, K or V")
+    return check
+
+
+@hidden_test("ScaledDotProductAttention", 3)
+def sdpa_second_forward_replaces_the_first(p: Program) -> Check:
+    """After two forwards of different shapes, backward uses the second."""
+    rng = np.random.default_rng(302)
+    attention = p.new("ScaledDotProductAttention")
+    p.call(attention, "forward", *(rng.standard_normal((2, 3, 4)) for _ in range(3)),
+           mask_with_visible_keys(rng, (3, 3), 0.5))
+    Q, K, V = (rng.standard_normal(shape) for shape in ((2, 2, 5), (2, 6, 5), (2, 6, 3)))
+    mask = mask_with_visible_keys(rng, (2, 2, 6), 0.5)
+    p.call(attention, "forward", Q, K, V, mask)
+    d_output = rng.standard_normal((2, 2, 3))
+    grads = p.call(attention, "backward", d_output, outputs=3)
+    truth = attention_truth(Q, K, V, mask, d_output)[1:]
+    return lambda r: check_attention(r, "after two forwards", grads, truth,
+                                     names=("dQ", "dK", "dV"))
+
+
+@hidden_test("ScaledDotProductAttention", 3)
+def sdpa_masked_keys_have_no_influence(p: Program) -> Check:
+    """Changing the keys and values at masked positions leaves the output unchanged (and equal to
+    PyTorch's)."""
+    rng = np.random.default_rng(303)
+    Q, K, V = (rng.standard_normal(shape) for shape in ((2, 3, 4, 5), (2, 3, 6, 5), (2, 3, 6, 2)))
+    hidden_keys = [[4, 5], [0, 1, 2]]  # per sequence n, the keys nobody may attend to
+    mask = np.zeros((2, 1, 1, 6), dtype=bool)
+    for n, keys in enumerate(hidden_keys):
+        mask[n, ..., keys] = True
+    attention = p.new("ScaledDotProductAttention")
+    out = p.call(attention, "forward", Q, K, V, mask)
+    K2, V2 = K.copy(), V.copy()
+    for n, keys in enumerate(hidden_keys):
+        K2[n, :, keys] = rng.standard_normal(K2[n, :, keys].shape) * 100
+        V2[n, :, keys] = 1e3
+    out2 = p.call(attention, "forward", Q, K2, V2, mask)
+    truth = attention_truth(Q, K, V, mask, np.zeros((2, 3, 4, 2)))[0]
+
+    def check(r):
+        assert_close("output", r[out], truth)
+        assert_close("output with other keys and values where masked", r[out2], r[out])
+    return check
+
+
+@hidden_test("ScaledDotProductAttention", 3)
+def sdpa_finite_differences(p: Program) -> Check:
+    """dQ, dK and dV against finite differences of the forward, with a mask."""
+    rng = np.random.default_rng(304)
+    Q, K, V = (rng.standard_normal(shape) for shape in ((2, 2, 3), (2, 3, 3), (2, 3, 2)))
+    d_output = rng.standard_normal((2, 2, 2))
+    mask = mask_with_visible_keys(rng, (2, 2, 3), 0.4)
+    attention = p.new("ScaledDotProductAttention")
+    qkv = [p.array(x) for x in (Q, K, V)]
+    p.call(attention, "forward", *qkv, mask)
+    mine = p.call(attention, "backward", d_output, outputs=3)
+    perturbed = [p.perturbed_outputs(attention, "forward", x, (*qkv, mask), {}, FD_STEP)
+                 for x in qkv]
+    truth = attention_truth(Q, K, V, mask, d_output)[1:]
+
+    def check(r):
+        for name, ref, out, x, expected in zip(("dQ", "dK", "dV"), mine, perturbed, (Q, K, V),
+                                               truth):
+            assert_fd_matches(name, r[ref], fd_gradient(r[out], d_output, x.shape, name),
+                              expected)
+    return check
+
+
+def assert_finite_of_dtype(r, dtype, refs: dict) -> None:
+    for name, ref in refs.items():
+        x = r[ref]
+        assert x is not None and x.dtype == dtype, (
+            f"{name}: {np.dtype(dtype).name} in, got {None if x is None else x.dtype}")
+        assert np.all(np.isfinite(x)), f"{name} has NaN or inf with a fully masked query row"
+
+
+def sdpa_fully_masked_case(p: Program, Q, K, V, mask, d_output, rtol: float,
+                           where: str) -> Check:
+    """``tests/numeric_checks.check_sdpa_fully_masked`` split into calls and truths: either
+    convention for the fully masked rows, every dtype kept, everything else exact."""
+    scores_shape = (*Q.shape[:-1], K.shape[-2])
+    full = np.broadcast_to(mask, scores_shape).all(axis=-1)
+    truth_mask = np.broadcast_to(mask, scores_shape).copy()
+    truth_mask[full] = False  # any allowed key will do: these rows get no upstream gradient
+    d_zeroed = d_output * ~full[..., None]
+    t_out, t_dQ, t_dK, t_dV = attention_truth(*(x.astype(np.float64) for x in (Q, K, V)),
+                                              truth_mask, d_zeroed.astype(np.float64))
+    t_out = np.where(full[..., None], V.astype(np.float64).mean(axis=-2, keepdims=True), t_out)
+    uniform_share = np.sum(d_output * full[..., None], axis=-2, keepdims=True) / K.shape[-2]
+    attention = p.new("ScaledDotProductAttention")
+    out = p.call(attention, "forward", Q, K, V, mask)
+    first = p.call(attention, "backward", d_output, outputs=3)
+    p.call(attention, "forward", Q, K, V, mask)
+    second = p.call(attention, "backward", d_zeroed, outputs=3)
+
+    def check(r):
+        assert_finite_of_dtype(r, Q.dtype, dict(zip(("output", "dQ", "dK", "dV"),
+                                                    (out, *first))))
+        assert_close(f"{where}: output (fully masked rows: mean of V over the keys)", r[out],
+                     t_out, rtol)
+        dQ = r[first[0]]
+        assert dQ.shape == t_dQ.shape, f"{where}: dQ has shape {dQ.shape}, expected {t_dQ.shape}"
+        assert_close(f"{where}: dQ of the rows with an allowed key", dQ[~full], t_dQ[~full], rtol)
+        assert_close(f"{where}: dV (a fully masked row adds d_output_row / S to every key)",
+                     r[first[2]], t_dV + uniform_share, rtol)
+        assert_finite_of_dtype(r, Q.dtype, dict(zip(("dQ", "dK", "dV"), second)))
+        for name, ref, expected in zip(("dQ", "dK", "dV"), second, (t_dQ, t_dK, t_dV)):
+            assert_close(f"{where}, d_output 0 on the fully masked rows: {name}", r[ref],
+                         expected, rtol)
+    return check
+
+
+@hidden_test("ScaledDotProductAttention", 3)
+def sdpa_fully_masked_rows_in_float32_and_float64(p: Program) -> Check:
+    """Query rows whose keys are all masked: the output is the mean of V, gradients agree with
+    either accepted convention, finite, in float32 and float64."""
+    rng = np.random.default_rng(305)
+    cases = []
+    Q, K = rng.standard_normal((3, 4, 2)) * 20, rng.standard_normal((3, 5, 2)) * 20
+    mask = mask_with_visible_keys(rng, (3, 4, 5), 0.5)
+    mask[2, 3] = True
+    cases.append((Q, K, rng.standard_normal((3, 5, 3)), mask, rng.standard_normal((3, 4, 3)),
+                  "query 3 of sequence 2"))
+    Q, K = rng.standard_normal((2, 3, 2, 4)), rng.standard_normal((2, 3, 6, 4))
+    mask = np.zeros((2, 1, 1, 6), dtype=bool)
+    mask[1] = True  # every key of sequence 1 is padding: all its rows, in every head
+    cases.append((Q, K, rng.standard_normal((2, 3, 6, 2)), mask, rng.standard_normal((2, 3, 2, 2)),
+                  "sequence 1 all padding"))
+    checks = [sdpa_fully_masked_case(p, *(x.astype(dtype) for x in (Q, K, V)), mask,
+                                     d_output.astype(dtype), rtol,
+                                     f"{description}, {np.dtype(dtype).name}")
+              for Q, K, V, mask, d_output, description in cases
+              for dtype, rtol in ((np.float64, RTOL_TORCH), (np.float32, 1e-5))]
+
+    def check(r):
+        for one in checks:
+            one(r)
+    return check
+
+
+# ---------------------------------------------------------------------------------------------
+# MultiHeadAttention
+# ---------------------------------------------------------------------------------------------
+
+def weights_for(rng: np.random.Generator, E: int) -> list[np.ndarray]:
+    """[Wq, bq, Wk, bk, Wv, bv, Wo, bo], the order of MultiHeadAttention.init_weights."""
+    return [x for _ in range(4) for x in (rng.uniform(-1, 1, (E, E)) / math.sqrt(E),
+                                           rng.uniform(-0.3, 0.3, E))]
+
+
+def new_mha(p: Program, weights: list[np.ndarray], num_heads: int) -> Ref:
+    mha = p.new("MultiHeadAttention", weights[0].shape[0], num_heads)
+    p.call(mha, "init_weights", *weights)
+    return mha
+
+
+def projection_grads(p: Program, mha: Ref) -> list[Ref]:
+    """Refs of [q_proj.dLdW, q_proj.dLdb, ..., out_proj.dLdb]: torch_parameter_grads' order."""
+    return [p.get(mha, f"{layer}.{param}") for layer in PROJECTIONS for param in ("dLdW", "dLdb")]
+
+
+def parameter_names(layers=PROJECTIONS) -> list[str]:
+    return [f"{layer}.{param}" for layer in layers for param in ("dLdW", "dLdb")]
+
+
+def mha_torch_truth(weights, num_heads, query, key, value, padding, causal, d_output):
+    """PyTorch's module: output, [dquery, dkey, dvalue], parameter gradients."""
+    reference = torch_multihead_attention(weights, num_heads)
+    inputs = [leaf(x) for x in (query, key, value)]
+    t_out, _ = reference(*inputs, key_padding_mask=as_tensor(padding),
+                         attn_mask=as_tensor(causal), need_weights=False)
+    t_out.backward(torch.from_numpy(d_output))
+    return (t_out.detach().numpy(), [x.grad.numpy() for x in inputs],
+            torch_parameter_grads(reference))
+
+
+def mha_against_torch(p: Program, mha: Ref, weights, num_heads, inputs: list[Ref], arrays,
+                      padding, causal, d_output, where: str) -> Check:
+    """``check_mha_against_torch`` split: forward and backward on the worker, PyTorch here."""
+    out = p.call(mha, "forward", *inputs, key_padding_mask=padding, attn_mask=causal)
+    d_inputs = p.call(mha, "backward", d_output, outputs=3)
+    params = projection_grads(p, mha)
+    t_out, t_inputs, t_params = mha_torch_truth(weights, num_heads, *arrays, padding, causal,
+                                                d_output)
+
+    def check(r):
+        assert_close(f"{where}: output", r[out], t_out)
+        for name, ref, expected in zip(("dquery", "dkey", "dvalue"), d_inputs, t_inputs):
+            assert_close(f"{where}: {name}", r[ref], expected)
+        for name, ref, expected in zip(parameter_names(), params, t_params):
+            assert_close(f"{where}: {name}", r[ref], expected)
+    return check
+
+
+@hidden_test("MultiHeadAttention", 6)
+def mha_cross_attention_against_torch_for_two_upstream_gradients(p: Program) -> Check:
+    """Output, input gradients and every projection's dLdW, dLdb against
+    torch.nn.MultiheadAttention, with no mask, padding, causal and both masks, two upstream
+    gradients each; query, key and value must come back unmodified."""
+    rng = np.random.default_rng(401)
+    checks, echoes = [], []
+    for N, L, S, E, H in [(2, 6, 4, 8, 4), (3, 3, 9, 6, 1), (1, 5, 5, 10, 5)]:
+        weights = weights_for(rng, E)
+        padding, causal = padding_and_causal_masks(rng, N, L, S)
+        for case, (pad, cau) in {"no mask": (None, None), "padding": (padding, None),
+                                 "causal": (None, causal), "both": (padding, causal)}.items():
+            mha = new_mha(p, weights, H)
+            arrays = [rng.standard_normal((N, T, E)) for T in (L, S, S)]
+            inputs = [p.array(x) for x in arrays]
+            for attempt in range(2):
+                d_output = rng.standard_normal((N, L, E)) * (attempt + 1)
+                where = f"N={N} L={L} S={S} E={E} H={H}, {case}, upstream #{attempt + 1}"
+                checks.append(mha_against_torch(p, mha, weights, H, inputs, arrays, pad, cau,
+                                                d_output, where))
+            echoes += [(p.echo(ref), x) for ref, x in zip(inputs, arrays)]
+
+    def check(r):
+        for one in checks:
+            one(r)
+        assert_unchanged(r, echoes, "query, key or value")
+    return check
+
+
+@hidden_test("MultiHeadAttention", 3)
+def mha_self_attention_with_one_array_for_query_key_value(p: Program) -> Check:
+    """One array passed as query, key and value: the output and dquery + dkey + dvalue against
+    PyTorch, and float32 weights and inputs keep float32."""
+    rng = np.random.default_rng(402)
+    N, T, E, H = 3, 5, 12, 3
+    weights = weights_for(rng, E)
+    x = rng.standard_normal((N, T, E))
+    padding, causal = padding_and_causal_masks(rng, N, T, T)
+    mha = new_mha(p, weights, H)
+    d_output = rng.standard_normal((N, T, E))
+    xs = p.array(x)
+    out = p.call(mha, "forward", xs, xs, xs, key_padding_mask=padding, attn_mask=causal)
+    grads = p.call(mha, "backward", d_output, outputs=3)
+    tx = leaf(x)
+    reference = torch_multihead_attention(weights, H)
+    out_t, _ = reference(tx, tx, tx, key_padding_mask=as_tensor(padding),
+                         attn_mask=as_tensor(causal), need_weights=False)
+    out_t.backward(torch.from_numpy(d_output))
+    mha32 = new_mha(p, [w.astype(np.float32) for w in weights], H)
+    x32 = p.array(x.astype(np.float32))
+    out32 = p.call(mha32, "forward", x32, x32, x32, key_padding_mask=padding, attn_mask=causal)
+    grads32 = p.call(mha32, "backward", d_output.astype(np.float32), outputs=3)
+
+    def check(r):
+        assert_close("self-attention output", r[out], out_t)
+        assert all(r[g] is not None for g in grads), "backward returned None"
+        assert_close("self-attention dquery + dkey + dvalue", sum(r[g] for g in grads), tx.grad)
+        for name, ref in zip(("output", "dquery", "dkey", "dvalue"), (out32, *grads32)):
+            y = r[ref]
+            assert y is not None and y.dtype == np.float32, (
+                f"float32 self-attention: {name} is {None if y is None else y.dtype}")
+        assert_close("float32 self-attention output", r[out32], r[out], 1e-5)
+    return check
+
+
+@hidden_test("MultiHeadAttention", 3)
+def mha_second_forward_replaces_the_first(p: Program) -> Check:
+    """After a forward of other shapes, a masked forward and backward match PyTorch."""
+    rng = np.random.default_rng(403)
+    E, H = 6, 2
+    weights = weights_for(rng, E)
+    mha = new_mha(p, weights, H)
+    p.call(mha, "forward", *(rng.standard_normal((4, 7, E)) for _ in range(3)))
+    arrays = [rng.standard_normal((2, T, E)) for T in (3, 5, 5)]
+    padding, causal = padding_and_causal_masks(rng, 2, 3, 5)
+    return mha_against_torch(p, mha, weights, H, [p.array(x) for x in arrays], arrays, padding,
+                             causal, rng.standard_normal((2, 3, E)),
+                             "after a forward of other shapes")
+
+
+def mha_case(seed: int, N: int, L: int, S: int, E: int, H: int):
+    """(rng, weights, [query, key, value]) drawn as ``tests/numeric_checks.random_mha_case``."""
+    rng = np.random.default_rng(seed)
+    weights = weights_for(rng, E)
+    return rng, weights, [rng.standard_normal((N, T, E)) for T in (L, S, S)]
+
+
+def mha_perturbed(p: Program, mha: Ref, inputs: list[Ref], masks: dict) -> list[Ref]:
+    """Perturbed forwards for query, key, value and every projection's W and b, in the order of
+    ``tests/numeric_checks.mha_finite_differences``."""
+    targets = inputs + [(mha, f"{layer}.{param}") for layer in PROJECTIONS for param in ("W", "b")]
+    return [p.perturbed_outputs(mha, "forward", t, tuple(inputs), masks, FD_STEP)
+            for t in targets]
+
+
+def target_shapes(arrays, E: int) -> list[tuple]:
+    return [x.shape for x in arrays] + [shape for _ in PROJECTIONS for shape in ((E, E), (E,))]
+
+
+@hidden_test("MultiHeadAttention", 3)
+def mha_finite_differences(p: Program) -> Check:
+    """Input gradients and every projection's dLdW, dLdb against finite differences of the
+    forward, with padding and causal masks."""
+    N, L, S, E, H = 2, 2, 3, 4, 2
+    rng, weights, arrays = mha_case(404, N, L, S, E, H)
+    padding = np.array([[False, False, True], [False, True, True]])
+    causal = np.array([[False, True, False], [False, False, True]])  # every query sees key 0
+    d_output = rng.standard_normal((N, L, E))
+    mha = new_mha(p, weights, H)
+    inputs = [p.array(x) for x in arrays]
+    masks = {"key_padding_mask": padding, "attn_mask": causal}
+    perturbed = mha_perturbed(p, mha, inputs, masks)
+    p.call(mha, "forward", *inputs, **masks)
+    mine = list(p.call(mha, "backward", d_output, outputs=3)) + projection_grads(p, mha)
+    _, t_inputs, t_params = mha_torch_truth(weights, H, *arrays, padding, causal, d_output)
+    names = ["dquery", "dkey", "dvalue"] + parameter_names()
+
+    def check(r):
+        for name, ref, out, shape, truth in zip(names, mine, perturbed, target_shapes(arrays, E),
+                                                t_inputs + t_params):
+            assert_fd_matches(name, r[ref], fd_gradient(r[out], d_output, shape, name), truth)
+    return check
+
+
+def explicit_mha_truth(weights, num_heads, query, key, value, padding, causal, d_output):
+    """MultiHeadAttention written out in torch, fully masked rows attending uniformly with
+    constant scores (what finite differences of such a forward measure): output, [dquery, dkey,
+    dvalue], parameter gradients in torch_parameter_grads' order."""
+    params = [leaf(w) for w in weights]
+    Wq, bq, Wk, bk, Wv, bv, Wo, bo = params
+    inputs = [leaf(x) for x in (query, key, value)]
+    N, L, E = query.shape
+    S, d = key.shape[1], E // num_heads
+
+    def heads(x, W, b):
+        return (x @ W.T + b).reshape(N, -1, num_heads, d).transpose(1, 2)
+
+    q, k, v = heads(inputs[0], Wq, bq), heads(inputs[1], Wk, bk), heads(inputs[2], Wv, bv)
+    mask = torch.from_numpy(np.broadcast_to(padding[:, None, None, :] | causal[None, None],
+                                            (N, num_heads, L, S)).copy())
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(mask, float("-inf"))
+    scores = scores.masked_fill(mask.all(-1, keepdim=True), 0.0)
+    attended = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(N, L, E)
+    out = attended @ Wo.T + bo
+    out.backward(torch.from_numpy(d_output))
+    return (out.detach().numpy(), [x.grad.numpy() for x in inputs],
+            [w.grad.numpy() for w in params])
+
+
+@hidden_test("MultiHeadAttention", 3)
+def mha_fully_masked_rows(p: Program) -> Check:
+    """Query rows whose keys are all masked: the output is out_proj(mean of v_proj(value)),
+    gradients agree with finite differences in either accepted convention, all finite."""
+    N, L, S, E, H = 3, 3, 4, 6, 3
+    rng, weights, arrays = mha_case(406, N, L, S, E, H)
+    padding = np.array([[False] * 4, [False, False, True, True], [False, True, True, True]])
+    causal = np.zeros((L, S), dtype=bool)
+    causal[1, :2] = True  # query 1 sees no key of sequence 1 or 2
+    causal[2, 0] = True  # query 2 sees no key of sequence 2
+    d_output = rng.standard_normal((N, L, E))
+    where = "query 1 of sequences 1 and 2, query 2 of sequence 2"
+    full = (padding[:, None, :] | causal[None]).all(axis=-1)  # (N, L)
+    mha = new_mha(p, weights, H)
+    inputs = [p.array(x) for x in arrays]
+    masks = {"key_padding_mask": padding, "attn_mask": causal}
+    perturbed = mha_perturbed(p, mha, inputs, masks)
+    rounds = []
+    for label, upstream in (("d_output", d_output),
+                            ("d_output 0 on the fully masked rows", d_output * ~full[..., None])):
+        out = p.call(mha, "forward", *inputs, **masks)
+        mine = list(p.call(mha, "backward", upstream, outputs=3)) + projection_grads(p, mha)
+        rounds.append((label, upstream, out, mine,
+                       explicit_mha_truth(weights, H, *arrays, padding, causal, upstream)))
+    names = ["dquery", "dkey", "dvalue"] + parameter_names()
+    shared = {"dvalue"} | set(parameter_names(("v_proj", "out_proj")))
+
+    def check(r):
+        for number, (label, upstream, out, mine, (t_out, t_inputs, t_params)) in enumerate(rounds):
+            assert_finite_of_dtype(r, np.float64, dict(zip(("output", *names[:3]),
+                                                           (out, *mine[:3]))))
+            assert_close(f"{where}, {label}: output (fully masked rows: out_proj(mean of "
+                         f"v_proj(value)))", r[out], t_out)
+            for name, ref, pert, shape, truth in zip(names, mine, perturbed,
+                                                     target_shapes(arrays, E),
+                                                     t_inputs + t_params):
+                fd = fd_gradient(r[pert], upstream, shape, name)
+                assert_close(f"finite differences of your forward in {name} (against PyTorch)",
+                             fd, truth, RTOL_FINITE_DIFF)
+                if number == 1 or name in shared:
+                    assert_close(f"{where}, {label}: {name}", r[ref], fd, RTOL_FINITE_DIFF)
+                elif name == "dquery":
+                    assert r[ref] is not None and r[ref].shape == fd.shape, (
+                        f"{where}, {label}: dquery has shape "
+                        f"{None if r[ref] is None else r[ref].shape}, expected {fd.shape}")
+                    assert_close(f"{where}, {label}: dquery of the rows with an allowed key",
+                                 r[ref][~full], fd[~full], RTOL_FINITE_DIFF)
+    return check
+
+
+@hidden_test("MultiHeadAttention", 2)
+def mha_helpers(p: Program) -> Check:
+    """_split_heads, _concat_heads and _merge_masks on their own."""
+    rng = np.random.default_rng(405)
+    N, T, E, H, L, S = 3, 4, 12, 4, 2, 5
+    mha = p.new("MultiHeadAttention", E, H)
+    x = rng.standard_normal((N, T, E))
+    heads = p.call(mha, "_split_heads", x)
+    expected = np.stack([x[:, :, h * (E // H):(h + 1) * (E // H)] for h in range(H)], axis=1)
+    round_trip = p.call(mha, "_concat_heads", heads)
+    concat = p.call(mha, "_concat_heads", expected.copy())
+    padding, causal = rng.random((N, S)) < 0.4, rng.random((L, S)) < 0.4
+    full = (N, H, L, S)
+    by_key = np.broadcast_to(padding[:, None, None, :], full)
+    by_query = np.broadcast_to(causal, full)
+    merges = []
+    for args, truth in (((padding, causal), by_key | by_query), ((padding, None), by_key),
+                        ((None, causal), by_query)):
+        label = "_merge_masks(" + ", ".join("None" if a is None else "mask" for a in args) + ")"
+        merges.append((label, p.call(mha, "_merge_masks", *args), truth))
+    nothing = p.call(mha, "_merge_masks", None, None)
+
+    def check(r):
+        assert_close("_split_heads", r[heads], expected, 0.0)
+        assert_close("_concat_heads(_split_heads(x))", r[round_trip], x, 0.0)
+        assert_close("_concat_heads", r[concat], x, 0.0)
+        for label, ref, truth in merges:
+            merged = r[ref]
+            assert merged is not None, f"{label} returned None"
+            try:
+                same = np.array_equal(np.broadcast_to(merged, full), truth)
+            except ValueError:
+                same = False
+            assert same, f"{label}: expected a mask broadcastable to {full} equal to the union"
+        assert r[nothing] is None or not np.any(r[nothing]), (
+            "_merge_masks(None, None) must mask nothing")
+    return check

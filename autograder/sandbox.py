@@ -1,0 +1,450 @@
+"""Run the worker (the only process that executes student code) isolated, bounded, killed whole.
+
+Standard library only. The strongest mode the machine allows is chosen by :func:`choose_mode`,
+which tries each in turn with a probe (start the worker's Python and import numpy):
+
+``bwrap``
+    bubblewrap: new user, PID, IPC, UTS and network namespaces, no capabilities. The sandbox sees
+    read-only system folders (``/usr``, ``/lib``...), the interpreter's standard library with every
+    site-packages folder hidden, numpy alone, the worker's code, the student's ``mytorch/`` and the
+    test inputs, all read-only, plus a size-limited private ``/tmp``. It cannot see the grading
+    folder, the hidden tests, any grader process or the platform's output. When the PID
+    namespace's first process dies, the kernel kills every process left in it.
+``setpriv``
+    (root only) the worker runs as the unprivileged uid/gid 65534: it cannot signal the grader or
+    read its files (the judge makes them private), and ``RLIMIT_NPROC`` caps its processes. No
+    network isolation. Needs the interpreter, numpy and the grading folder's parents to be
+    readable and traversable by that uid (the probe finds out).
+``unshare``
+    unprivileged user, mount, PID, IPC and network namespaces: the grading folder is remounted
+    read-only; the autograder, the extracted handin, ``/tmp`` and ``/dev/shm`` are covered by
+    empty tmpfs mounts (the worker writes only to a tmpfs of its own).
+``none``
+    a plain child process; the judge prints a warning that student code ran unisolated.
+
+Every mode adds resource limits (file size, address space, open files, CPU time, processes) and a
+wall-clock limit; when root can use a ``pids`` cgroup, it caps the process count in the modes
+where ``RLIMIT_NPROC`` cannot (root's own processes are exempt from it). The judge makes itself a
+child subreaper (``prctl``), so processes that detach with ``setsid`` or a double fork become its
+children, and :func:`kill_descendants` kills every one of them before the scores are printed.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+MODES = ("bwrap", "setpriv", "unshare", "none")
+SANDBOX_UID = 65534  # nobody
+SANDBOX_ROOT = "/sandbox"  # where bwrap mounts the worker's folders
+TMPFS_BYTES = 64 * 2**20
+MAX_FILE_BYTES = 64 * 2**20
+MAX_ADDRESS_SPACE = 4 * 2**30
+MAX_OPEN_FILES = 256
+MAX_PROCESSES = 64
+MAX_RESULT_BYTES = 64 * 2**20  # the worker's result stream; beyond it the rest is dropped
+OUTPUT_HEAD_BYTES = 4_000
+OUTPUT_TAIL_BYTES = 8_000
+PR_SET_CHILD_SUBREAPER = 36
+PROBE_TIMEOUT_S = 20.0
+BOOTSTRAP = ("import sys; sys.path[:0] = {paths!r}; "
+             "from autograder.worker import main; main()")
+
+
+@dataclass
+class Layout:
+    """The folders a worker reads, as the judge sees them (``*_dir``) on the host."""
+
+    runtime_dir: Path  # holds autograder/{__init__,wire,worker}.py
+    pylib_dir: Path  # holds numpy only (symlinks, for the modes that see the host's files)
+    student_dir: Path  # holds mytorch/ only
+    input_dir: Path  # tests.json and one program folder per test
+    tmp_dir: Path  # the worker's TMPDIR and HOME in the modes without a private /tmp
+    hidden_dirs: tuple[Path, ...] = ()  # covered by an empty tmpfs under unshare
+    readonly_dir: Path | None = None  # remounted read-only under unshare (the grading folder)
+
+
+@dataclass
+class Run:
+    """How a sandboxed process ended: exit status (None at the time limit), seconds, its output
+    (head and tail, control characters removed) and the bytes it wrote to its result pipe."""
+
+    returncode: int | None
+    seconds: float
+    output: str
+    result: bytes = b""
+    result_overflow: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants (setsid, double fork) children of this process; True if it worked."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process whose parent chain leads to ``root`` (not ``root`` itself)."""
+    parents: dict[int, int] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents[int(stat.split("/")[2])] = int(fields[1])
+    found, frontier = [], {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier}
+        found.extend(sorted(frontier))
+    return found
+
+
+def kill_descendants(root: int | None = None, seconds: float = 10.0) -> int:
+    """SIGKILL every descendant of ``root`` (default: this process) until none is left, reaping
+    them; return how many were killed. Processes that fork while being killed are caught by the
+    next round."""
+    root = os.getpid() if root is None else root
+    killed, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = [pid for pid in descendants(root) if not _is_zombie(pid)]
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        _reap()
+        if not alive:
+            return killed
+        time.sleep(0.02)
+    return killed
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (OSError, IndexError):
+        return True
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def choose_mode(layout: Layout, python: str,
+                wanted: str | None = None) -> tuple[str | None, list[str]]:
+    """(mode, notes): the first of MODES whose probe passes, 'none' last; the notes say why each
+    stronger mode was passed over. A ``wanted`` mode is tried alone: (None, notes) when it fails,
+    so that student code never runs less isolated than asked."""
+    notes = []
+    for mode in ([wanted] if wanted else MODES):
+        if mode == "none":
+            return mode, notes
+        reason = unavailable(mode)
+        if reason is None:
+            run = run_worker(mode, layout, python, ["--probe"], timeout=PROBE_TIMEOUT_S)
+            if run.returncode == 0 and run.result == b"ok":
+                return mode, notes
+            reason = f"its probe failed: {run.output.strip()[-300:] or run.returncode}"
+        notes.append(f"{mode}: {reason}")
+    return (None, notes) if wanted else ("none", notes)
+
+
+def unavailable(mode: str) -> str | None:
+    """Why ``mode`` cannot be tried on this machine, or None."""
+    program = {"bwrap": "bwrap", "setpriv": "setpriv", "unshare": "unshare"}.get(mode)
+    if program and shutil.which(program) is None:
+        return f"no {program} command (Debian package {'bubblewrap' if mode == 'bwrap' else 'util-linux'})"
+    if mode == "setpriv" and os.geteuid() != 0:
+        return "the grader does not run as root"
+    if mode not in MODES:
+        return f"unknown mode (one of {', '.join(MODES)})"
+    return None
+
+
+def worker_command(mode: str, layout: Layout, python: str, args: list[str]) -> list[str]:
+    """The command line that starts the worker in ``mode``."""
+    if mode == "bwrap":
+        paths = [f"{SANDBOX_ROOT}/{name}" for name in ("runtime", "pylib", "student")]
+    else:
+        paths = [str(layout.runtime_dir), str(layout.pylib_dir), str(layout.student_dir)]
+    worker = [python, "-I", "-S", "-c", BOOTSTRAP.format(paths=paths), *args]
+    if mode == "bwrap":
+        return bwrap_prefix(layout, python) + worker
+    if mode == "setpriv":
+        return ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+                "--no-new-privs", "--", *worker]
+    if mode == "unshare":
+        return unshare_prefix(layout) + worker
+    return worker
+
+
+def bwrap_prefix(layout: Layout, python: str) -> list[str]:
+    """bubblewrap arguments: namespaces, read-only system and interpreter, numpy alone."""
+    import numpy  # the judge's numpy: the worker gets the very same files
+
+    command = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+               "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
+               "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    for top in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        if os.path.islink(top):
+            command += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            command += ["--ro-bind", top, top]
+    if os.path.exists("/etc/ld.so.cache"):
+        command += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    prefix = os.path.realpath(sys.base_prefix)
+    if not any(prefix == top or prefix.startswith(top + "/") for top in ("/usr", "/lib")):
+        command += ["--ro-bind", prefix, prefix]
+    if not os.path.realpath(python).startswith(prefix + "/"):
+        command += ["--ro-bind", os.path.realpath(python), os.path.realpath(python)]
+    for packages in installed_package_dirs(prefix):  # torch and friends live there: hide them
+        command += ["--tmpfs", packages]
+    numpy_dir = Path(numpy.__file__).resolve().parent
+    command += ["--ro-bind", str(numpy_dir), f"{SANDBOX_ROOT}/pylib/numpy"]
+    if (numpy_dir.parent / "numpy.libs").is_dir():
+        command += ["--ro-bind", str(numpy_dir.parent / "numpy.libs"),
+                    f"{SANDBOX_ROOT}/pylib/numpy.libs"]
+    for name in ("runtime", "student", "input"):
+        command += ["--ro-bind", str(getattr(layout, f"{name}_dir")), f"{SANDBOX_ROOT}/{name}"]
+    return command + ["--proc", "/proc", "--dev", "/dev", "--size", str(TMPFS_BYTES),
+                      "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
+
+
+def installed_package_dirs(prefix: str) -> list[str]:
+    """site-packages and dist-packages folders of the interpreter and the system."""
+    patterns = [f"{prefix}/lib/python3*/site-packages", f"{prefix}/lib/python3*/dist-packages",
+                "/usr/lib/python3*/site-packages", "/usr/lib/python3*/dist-packages",
+                "/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages"]
+    return sorted({os.path.realpath(p) for pattern in patterns for p in glob.glob(pattern)
+                   if os.path.isdir(p)})
+
+
+def unshare_prefix(layout: Layout) -> list[str]:
+    """unshare arguments, and a shell that hides the grader's folders before starting the worker."""
+    script = ["set -e"]
+    if layout.readonly_dir is not None:
+        folder = _quote(layout.readonly_dir)
+        script += [f"mount --bind {folder} {folder}", f"mount -o remount,bind,ro {folder}"]
+    covered = [*layout.hidden_dirs, layout.tmp_dir]
+    for shared in (Path("/tmp"), Path("/dev/shm")):  # unless the grading folder lies there
+        if layout.readonly_dir is None or not layout.readonly_dir.is_relative_to(shared):
+            covered.append(shared)
+    script += [f"mount -t tmpfs -o size={TMPFS_BYTES} tmpfs {_quote(path)}" for path in covered]
+    script.append('exec "$@"')
+    return ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child",
+            "--mount-proc", "--net", "--ipc", "--", "sh", "-c", "; ".join(script), "sandbox"]
+
+
+def _quote(path: Path) -> str:
+    return "'" + str(path).replace("'", "'\\''") + "'"
+
+
+def worker_environment(mode: str, layout: Layout) -> dict[str, str]:
+    """A small, fixed environment: nothing of the grader's leaks into the worker."""
+    tmp = "/tmp" if mode == "bwrap" else str(layout.tmp_dir)
+    return {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
+            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout: float) -> Run:
+    """Run the worker in ``mode`` with ``args``; its result pipe is passed as ``--result-fd``."""
+    read_end, write_end = os.pipe()
+    input_dir = f"{SANDBOX_ROOT}/input" if mode == "bwrap" else str(layout.input_dir)
+    args = [a.replace("{input}", input_dir) for a in args] + ["--result-fd", str(write_end)]
+    command = worker_command(mode, layout, python, args)
+    cap = ProcessCap.create() if os.geteuid() == 0 and mode in ("bwrap", "unshare") else None
+    try:
+        return run_process(command, cwd=layout.tmp_dir, env=worker_environment(mode, layout),
+                           timeout=timeout, limits=worker_limits(timeout), cgroup=cap,
+                           result_pipe=(read_end, write_end))
+    finally:
+        if cap is not None:
+            cap.remove()
+
+
+def worker_limits(timeout: float) -> dict[int, int]:
+    return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: MAX_FILE_BYTES,
+            resource.RLIMIT_AS: MAX_ADDRESS_SPACE, resource.RLIMIT_NOFILE: MAX_OPEN_FILES,
+            resource.RLIMIT_NPROC: MAX_PROCESSES, resource.RLIMIT_CPU: int(timeout) + 5}
+
+
+class ProcessCap:
+    """A ``pids`` cgroup (v1 or v2) capping how many processes a worker tree may hold."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls) -> ProcessCap | None:
+        for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+            if not os.path.exists(f"{root}/cgroup.procs") or (
+                    root == "/sys/fs/cgroup" and "pids" not in _read(f"{root}/cgroup.controllers")):
+                continue
+            path = Path(root) / f"hw4p1-worker-{os.getpid()}-{time.monotonic_ns()}"
+            try:
+                path.mkdir()
+                (path / "pids.max").write_text(str(MAX_PROCESSES))
+                return cls(path)
+            except OSError:
+                if path.is_dir():
+                    path.rmdir()
+        return None
+
+    def join_fd(self) -> int:
+        return os.open(self.path / "cgroup.procs", os.O_WRONLY)
+
+    def remove(self) -> None:
+        for _ in range(100):
+            pids = _read(self.path / "cgroup.procs").split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError, ValueError):
+                    pass
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+def _read(path) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: float,
+                limits: dict[int, int], cgroup: ProcessCap | None = None,
+                result_pipe: tuple[int, int] | None = None) -> Run:
+    """Run ``command`` in a new session with ``limits``; kill it and all it started at the end.
+
+    stdout and stderr are read as they come and only their head and tail are kept; the result pipe
+    (if any) is read up to MAX_RESULT_BYTES. Returns once the process and every descendant is dead.
+    """
+    cgroup_fd = cgroup.join_fd() if cgroup is not None else None
+
+    def in_child() -> None:  # between fork and exec: system calls only
+        if cgroup_fd is not None:
+            os.write(cgroup_fd, b"0")
+        for limit, value in limits.items():
+            resource.setrlimit(limit, (value, value))
+
+    start = time.monotonic()
+    pass_fds = (result_pipe[1],) if result_pipe else ()
+    try:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   start_new_session=True, preexec_fn=in_child, pass_fds=pass_fds)
+    finally:
+        if cgroup_fd is not None:
+            os.close(cgroup_fd)
+        if result_pipe:
+            os.close(result_pipe[1])
+    output = BoundedCapture(process.stdout, OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES)
+    readers = [threading.Thread(target=output.read_all, daemon=True)]
+    result = None
+    if result_pipe:
+        result = BoundedCapture(os.fdopen(result_pipe[0], "rb"), MAX_RESULT_BYTES, 0)
+        readers.append(threading.Thread(target=result.read_all, daemon=True))
+    for reader in readers:
+        reader.start()
+    try:
+        returncode = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        returncode = None
+    seconds = time.monotonic() - start
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+    kill_descendants()
+    for reader in readers:
+        reader.join(timeout=5)
+    return Run(returncode, seconds, output.text(), result.data() if result else b"",
+               bool(result and result.omitted))
+
+
+class BoundedCapture:
+    """Keep the head and the tail of a byte stream; count the bytes dropped in between."""
+
+    def __init__(self, stream, head_bytes: int, tail_bytes: int) -> None:
+        self.stream, self.head_bytes, self.tail_bytes = stream, head_bytes, tail_bytes
+        self.head, self.tail = bytearray(), bytearray()
+        self.omitted = 0
+
+    def read_all(self) -> None:
+        with self.stream:
+            while chunk := self.stream.read1(65536):
+                room = self.head_bytes - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail += chunk
+                overflow = len(self.tail) - self.tail_bytes
+                if overflow > 0:
+                    del self.tail[:overflow]
+                    self.omitted += overflow
+
+    def data(self) -> bytes:
+        return bytes(self.head + self.tail)
+
+    def text(self) -> str:
+        head = printable(self.head.decode("utf-8", errors="replace"))
+        tail = printable(self.tail.decode("utf-8", errors="replace"))
+        if not self.omitted:
+            return head + tail
+        return f"{head}\n[... {self.omitted:,} bytes of output omitted ...]\n{tail}"
+
+
+def printable(text: str) -> str:
+    """Text with line breaks normalised and other control characters (terminal escapes) removed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "".join(c for c in text if c in "\n\t" or (c.isprintable() and c != "\x7f"))
+
+
+def mode_summary(mode: str) -> str:
+    """One line for the feedback: how student code was isolated."""
+    return {
+        "bwrap": "student code ran in a bubblewrap sandbox (no network, no view of the grader)",
+        "setpriv": f"student code ran as the unprivileged uid {SANDBOX_UID} (no bubblewrap here)",
+        "unshare": "student code ran in unprivileged namespaces (no bubblewrap here)",
+        "none": "WARNING: student code ran UNISOLATED with the grader's permissions: no sandbox "
+                "(bubblewrap, setpriv as root, or unshare) works on this machine; see "
+                "autograder/README.md",
+    }[mode]
+
+
+def make_readable(folder: Path) -> None:
+    """Let the sandbox uid read ``folder`` (for setpriv): directories 755, files 644."""
+    os.chmod(folder, 0o755)
+    for root, dirs, files in os.walk(folder):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o644)
