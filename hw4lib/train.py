@@ -43,6 +43,7 @@ from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers import LMTrainer, NonFiniteLossError
 from hw4lib.trainers.base_trainer import CHECKPOINT_BEST, write_json
 from hw4lib.trainers.lm_trainer import generation_configs
+from hw4lib.trainers.precision import PRECISIONS, requested_precision
 from hw4lib.utils import create_optimizer, create_scheduler, plot_lr_schedule
 
 TOKEN_TYPES = ("char", "1k", "5k", "10k")
@@ -106,7 +107,8 @@ SCHEMA: dict[str, dict[str, tuple]] = {
         "gradient_accumulation_steps": _rule(1, _POSITIVE_INT),
         "grad_clip_norm": _rule(1.0, _NON_NEGATIVE),
         "label_smoothing": _rule(0.0, _UNIT_INTERVAL),
-        "use_amp": _rule(True, _BOOL),
+        "precision": _rule(None, (lambda v: v is None or v in PRECISIONS, f"one of {list(PRECISIONS)}")),
+        "use_amp": _rule(None, (lambda v: v is None or isinstance(v, bool), "true or false (old name of precision)")),
         "samples_every": _rule(0, _NON_NEGATIVE_INT),
         "bucket_by_length": _rule(True, _BOOL),
         "progress_bar": _rule(True, _BOOL),
@@ -242,6 +244,11 @@ def validate_config(config: Any) -> dict[str, Any]:
     if token_type not in checked["tokenization"]["token_map"]:
         raise ConfigError(f"config key 'tokenization.token_map.{token_type}' is missing: "
                           f"token_type {token_type!r} needs a tokenizer file")
+    try:
+        checked["training"]["precision"] = requested_precision(checked["training"])
+        checked["training"].pop("use_amp")  # resolved into precision, its new name
+    except ValueError as error:
+        raise ConfigError(f"config key 'training.precision': {error}") from error
     _validate_schedule(checked["scheduler"], checked["training"]["epochs"])
     return checked
 
