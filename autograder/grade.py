@@ -128,6 +128,9 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
                      f"mode that works", report)
         return
     print(f"  {sandbox.mode_summary(mode)}")
+    cap_note = sandbox.process_cap_note(mode)
+    if cap_note:
+        print(f"  note: {cap_note}")
     for category, points in rubric.MYTORCH_RUBRIC.items():
         section(f"{category} ({points} points)")
         scores[category] = grade_mytorch_category(category, layout, mode, args.mytorch_timeout,
