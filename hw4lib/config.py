@@ -28,6 +28,7 @@ TOKEN_TYPES = tuple(TOKENIZER_FILES)                     # char, 1k, 5k, 10k
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULERS = ("cosine", "cosine_warm", "reduce_lr", "constant")
 DECODING_METHODS = ("greedy", "beam", "sample")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")           # hw4lib/trainers/precision.py resolves them
 DEFAULT_LAYER_PATTERN = r"dec_layers\.(\d+)\."
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -116,7 +117,8 @@ class Training(Section):
     gradient_accumulation_steps: PositiveInt = 1          # batches per optimizer update
     grad_clip_norm: NonNegativeFloat = 1.0               # 0 disables clipping
     label_smoothing: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    use_amp: bool = True                                 # float16 autocast + grad scaling, CUDA only
+    precision: Literal[PRECISIONS] | None = None         # None: from use_amp, else auto
+    use_amp: bool | None = None                          # the old name: true = auto, false = fp32
     samples_every: NonNegativeInt = 0                    # greedy validation samples every N epochs
     bucket_by_length: bool = True                        # batches of similar lengths
     progress_bar: bool = True
@@ -126,6 +128,31 @@ class Training(Section):
     device: Name = "auto"                                # auto | cpu | cuda | cuda:1 ...
     num_threads: NonNegativeInt = 0                      # torch threads; 0 keeps torch's default
     resume_from: Name | None = None                      # a checkpoint to continue from
+
+    @model_validator(mode="after")
+    def _precision_replaces_use_amp(self) -> "Training":
+        self.precision = requested_precision({"precision": self.precision, "use_amp": self.use_amp})
+        self.use_amp = None  # resolved into precision; the dump leaves it out
+        return self
+
+
+def requested_precision(training: dict[str, Any]) -> str:
+    """The precision a ``training:`` config section asks for: ``precision``, or its alias ``use_amp``.
+
+    Raises:
+        ValueError: an unknown precision, or ``use_amp`` contradicting ``precision``.
+    """
+    precision, use_amp = training.get("precision"), training.get("use_amp")
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"training.precision must be one of {list(PRECISIONS)}, got {precision!r}")
+    if use_amp is None:
+        return precision or "auto"
+    if precision is None:
+        return "auto" if use_amp else "fp32"
+    if bool(use_amp) != (precision != "fp32"):
+        raise ValueError(f"training.use_amp={use_amp} contradicts training.precision={precision!r}: "
+                         "remove use_amp (it is the old name of precision)")
+    return precision
 
 
 def training_settings(training: Mapping[str, Any]) -> dict[str, Any]:
@@ -293,7 +320,8 @@ class Config(Section):
         return self
 
     def dump(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json", exclude={"generation"}), "generation": self.generation.dump()}
+        return {**self.model_dump(mode="json", exclude={"generation": True, "training": {"use_amp"}}),
+                "generation": self.generation.dump()}
 
 
 # ---------------------------------------------------------------------------------- reading

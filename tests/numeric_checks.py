@@ -18,6 +18,7 @@ check uses masks that leave each row at least one allowed key, where the convent
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Callable
 
 import numpy as np
@@ -320,3 +321,40 @@ def check_mha_fully_masked(mha, weights: list[np.ndarray], num_heads: int, query
     for name, mine, theirs in zip(("dquery", "dkey", "dvalue"), d_inputs, truth):
         assert_close(f"{where}, {label}: {name}", mine, theirs, RTOL_FINITE_DIFF)
     assert_projection_grads_close(mha, truth[3:], f"{where}, {label}", RTOL_FINITE_DIFF)
+
+
+class FixedDropout:
+    """Stands in for ``torch.nn.functional.dropout`` with known keep masks instead of random ones.
+
+    In training, an input of a given shape is multiplied by ``keep_mask(shape, p)`` (0 or
+    1 / (1 - p), the same every time for that shape), so a test can recompute a layer's output with
+    the very same masks. ``calls`` lists the (shape, p) of every dropout that acted.
+    ``nn.Dropout`` and ``nn.MultiheadAttention``'s attention dropout both go through it.
+    """
+
+    def __init__(self):
+        self.calls: list[tuple[tuple[int, ...], float]] = []
+
+    @staticmethod
+    def keep_mask(shape, p: float) -> torch.Tensor:
+        seed = int(np.prod(shape)) * 131 + len(shape)
+        draws = torch.rand(tuple(shape), generator=torch.Generator().manual_seed(seed))
+        return (draws >= p).float() / (1.0 - p)
+
+    def __call__(self, input, p=0.5, training=True, inplace=False):
+        if not training or p == 0.0:
+            return input
+        self.calls.append((tuple(input.shape), p))
+        return input * self.keep_mask(input.shape, p).to(input.dtype)
+
+
+@contextmanager
+def fixed_dropout():
+    """Within the block, every dropout in training uses :class:`FixedDropout`'s known masks."""
+    replacement = FixedDropout()
+    original = torch.nn.functional.dropout
+    torch.nn.functional.dropout = replacement
+    try:
+        yield replacement
+    finally:
+        torch.nn.functional.dropout = original

@@ -13,11 +13,17 @@ def test_members():
     from hw4lib.model import FeedForwardLayer, SelfAttentionDecoderLayer, SelfAttentionLayer
 
     layer = SelfAttentionDecoderLayer(d_model=16, num_heads=4, d_ff=64, dropout=0.2)
-    assert isinstance(layer.self_attn, SelfAttentionLayer), "self_attn must be a SelfAttentionLayer"
-    assert isinstance(layer.ffn, FeedForwardLayer), "ffn must be a FeedForwardLayer"
-    assert layer.self_attn.mha.num_heads == 4, "self_attn must use num_heads heads"
-    assert layer.ffn.ffn[0].out_features == 64, "ffn must expand to d_ff"
-    assert layer.self_attn.dropout.p == 0.2 and layer.ffn.dropout.p == 0.2, "both sublayers must get the dropout rate"
+    assert isinstance(layer.self_attn, SelfAttentionLayer), (
+        f"self_attn must be a SelfAttentionLayer, got {type(layer.self_attn).__name__}"
+    )
+    assert isinstance(layer.ffn, FeedForwardLayer), f"ffn must be a FeedForwardLayer, got {type(layer.ffn).__name__}"
+    assert layer.self_attn.mha.num_heads == 4, f"self_attn must use num_heads=4 heads, got {layer.self_attn.mha.num_heads}"
+    assert layer.ffn.ffn[0].out_features == 64, f"ffn must expand to d_ff=64, got {layer.ffn.ffn[0].out_features}"
+    rates = {"self_attn.dropout": layer.self_attn.dropout.p, "self_attn.mha.dropout": layer.self_attn.mha.dropout,
+             "ffn.dropout": layer.ffn.dropout.p, "ffn.ffn[2]": layer.ffn.ffn[2].p}
+    assert all(rate == 0.2 for rate in rates.values()), (
+        f"both sublayers must get the dropout rate: expected 0.2 everywhere, got {rates}"
+    )
 
 
 @rubric("Decoder layer")
@@ -45,7 +51,8 @@ def test_output_and_weights_match_recomputation():
             f"{name}: output differs from ffn(self_attn(x)) by {(out - expected).abs().max():.2e}"
         )
         assert torch.allclose(weights, expected_weights, atol=1e-6), (
-            f"{name}: the returned weights must be those of the self-attention sublayer"
+            f"{name}: the returned weights must be those of the self-attention sublayer; they differ by "
+            f"{(weights - expected_weights).abs().max():.2e}"
         )
 
 

@@ -124,9 +124,14 @@ def test_greedy_matches_stepwise_argmax_path():
         seqs, scores = generator.generate_greedy(prompts, temperature=temperature, repeat_penalty=penalty)
         expected = [reference_greedy(GREEDY_TABLE, p.tolist(), 9, temperature, penalty) for p in prompts]
         setting = f"temperature={temperature}, repeat_penalty={penalty}"
-        assert seqs.shape == (len(prompts), max(len(s) for s, _ in expected)), \
-            f"{setting}: seqs has shape {tuple(seqs.shape)}"
-        assert scores.shape == (len(prompts),), f"{setting}: scores has shape {tuple(scores.shape)}"
+        shape = (len(prompts), max(len(s) for s, _ in expected))
+        assert seqs.shape == shape, (
+            f"{setting}: expected seqs of shape (N, longest prompt + generated) = {shape}, got "
+            f"{tuple(seqs.shape)}"
+        )
+        assert scores.shape == (len(prompts),), (
+            f"{setting}: expected scores of shape (N,) = ({len(prompts)},), got {tuple(scores.shape)}"
+        )
         for row, row_score, (tokens, score) in zip(seqs, scores, expected):
             assert_padded_row(row, tokens)
             assert math.isclose(float(row_score), score, rel_tol=1e-5, abs_tol=1e-5), \
@@ -141,11 +146,13 @@ def test_greedy_finished_sequences_stop_scoring():
     log_p_eos_after_a = float(torch.log_softmax(GREEDY_TABLE[A], dim=-1)[EOS])
     assert seqs.shape == (2, 7), f"expected (2, 7) (max_length reached by row 1), got {tuple(seqs.shape)}"
     assert_padded_row(seqs[0], [B, A, EOS])
-    assert seqs[1].tolist() == [B, D, D, D, D, D, D]
+    assert seqs[1].tolist() == [B, D, D, D, D, D, D], f"expected row 1 = {[B, D, D, D, D, D, D]}, got {seqs[1].tolist()}"
     assert math.isclose(float(scores[0]), log_p_eos_after_a, rel_tol=1e-6), \
         f"a finished sequence's score must stop at its EOS: got {float(scores[0])}, expected {log_p_eos_after_a}"
     log_p_d_after_d = float(torch.log_softmax(GREEDY_TABLE[D], dim=-1)[D])
-    assert math.isclose(float(scores[1]), 5 * log_p_d_after_d, rel_tol=1e-6)
+    assert math.isclose(float(scores[1]), 5 * log_p_d_after_d, rel_tol=1e-6), (
+        f"row 1 generated D five times: expected score {5 * log_p_d_after_d:.6f}, got {float(scores[1]):.6f}"
+    )
 
 
 @rubric("Greedy")
@@ -163,8 +170,9 @@ def test_greedy_prompt_at_max_length_is_returned_unchanged():
     generator, chain = make_generator(max_length=3)
     prompts = torch.tensor([[A, B, C], [D, D, D]])
     seqs, scores = generator.generate_greedy(prompts)
-    assert torch.equal(seqs, prompts) and chain.calls == 0
-    assert torch.equal(scores, torch.zeros(2, dtype=scores.dtype))
+    assert torch.equal(seqs, prompts), f"prompts already at max_length must come back unchanged, got {seqs.tolist()}"
+    assert chain.calls == 0, f"prompts already at max_length need no score_fn call, got {chain.calls}"
+    assert torch.equal(scores, torch.zeros(2, dtype=scores.dtype)), f"expected scores [0, 0], got {scores.tolist()}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +260,8 @@ def test_beam_stops_when_all_beams_finished():
     probs[B] = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0], dtype=torch.float64)  # B -> EOS
     generator, chain = make_generator(probs.log(), max_length=50)
     seqs, scores = generator.generate_beam(torch.tensor([[A]]), beam_width=2)
-    assert chain.calls == 2, f"expected 2 score_fn calls, got {chain.calls}"
+    # Two steps, one score_fn call per unfinished beam slot: both slots, then only [A, B].
+    assert chain.calls == 3, f"expected 3 score_fn calls (2 in step 1, 1 in step 2), got {chain.calls}"
     assert seqs[0, 0].tolist() == [A, EOS, PAD] and seqs[0, 1].tolist() == [A, B, EOS]
     assert torch.allclose(scores[0], torch.tensor([math.log(0.9), math.log(0.1)], dtype=scores.dtype))
 

@@ -144,6 +144,10 @@ def test_makefile_and_readme_lose_instructor_parts():
     readme = ("# Title\n\n## Set-up\nrun it\n\n## For instructors\n### Handout\nsecret\n"
               "## Instructors: grading\nmore\n## License\nMIT\n")
     assert strip_instructor_readme(readme) == "# Title\n\n## Set-up\nrun it\n\n## License\nMIT\n"
+    phony = ".PHONY: test handout clean\n" + makefile
+    assert strip_instructor_targets(phony).splitlines()[0] == ".PHONY: test clean", (
+        f"the dropped targets must leave .PHONY too, got {strip_instructor_targets(phony).splitlines()[0]!r}"
+    )
 
 
 def git_repo(root: Path, files: dict[str, str], untracked: dict[str, str]) -> None:
@@ -307,6 +311,63 @@ def test_no_reference_line_survives_in_the_handout():
         text = plain_text(path, (handout.out / path).read_text(errors="replace"))
         leaked = [line for line in telltale if line in text]
         assert not leaked, f"{path} contains reference code: {leaked[:3]}"
+
+
+# Paths the handout's text may name although they are built, not shipped.
+GENERATED = ("hw4_data/hw4p1_data", "expts/", "handin.tar", "handin/")
+
+
+def code_spans(text: str) -> list[str]:
+    """The inline code, fenced code blocks, link targets and image sources of markdown text."""
+    fenced = re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S)
+    rest = re.sub(r"```[a-z]*\n.*?```", "", text, flags=re.S)
+    links = re.findall(r"\]\(([^)\s]+)\)", rest) + re.findall(r'src=\\?"([^"\\]+)', rest)
+    return fenced + re.findall(r"`([^`\n]+)`", rest) + links
+
+
+def named_in(text: str, top_level: set[str]) -> tuple[set[str], set[str], set[str]]:
+    """(make targets, python -m modules, repository paths) that ``text`` names in its code."""
+    targets, modules, paths = set(), set(), set()
+    for span in code_spans(text):
+        targets |= set(re.findall(r"(?:^|[\s!])make ([a-z][a-z-]*)", span, flags=re.M))
+        modules |= set(re.findall(r"(?:python3?|sys\.executable\}) -m ([A-Za-z_][\w.]*)(?![<\w.])", span))
+        for word in re.findall(r"[\w./-]+", span):
+            word = word.rstrip(".")
+            if "/" in word and word.split("/")[0] in top_level and not word.startswith(GENERATED):
+                paths.add(word)
+    return targets, modules, paths
+
+
+@rubric("Handout tree")
+def test_everything_the_handout_names_exists():
+    import importlib.util
+
+    handout = repo_handout()
+    top_level = {path.split("/")[0] for path in handout.excluded} | {
+        path.split("/")[0] for path in handout.files}
+    makefile = (handout.out / "Makefile").read_text()
+    defined = set(re.findall(r"^([a-z][a-z-]*):", makefile, flags=re.M))
+    for name in ("README.md", "HW4P1_nb.ipynb"):
+        text = (handout.out / name).read_text()
+        if name.endswith(".ipynb"):
+            text = "\n".join("".join(cell["source"]) if cell["cell_type"] == "markdown"
+                             else "```\n" + "".join(cell["source"]) + "\n```"
+                             for cell in json.loads(text)["cells"])
+        targets, modules, paths = named_in(text, top_level)
+        missing = sorted(targets - defined)
+        assert not missing, f"the handout's {name} names `make {missing[0]}`, which its Makefile lacks: {missing}"
+        for module in sorted(modules):
+            local = module.replace(".", "/")
+            shipped = any((handout.out / candidate).exists() for candidate in
+                          (local + ".py", local + "/__main__.py", local + "/__init__.py"))
+            if module.split(".")[0] in top_level:
+                assert shipped, f"the handout's {name} names `python -m {module}`, which it does not ship"
+            else:
+                assert importlib.util.find_spec(module.split(".")[0]), (
+                    f"the handout's {name} names `python -m {module}`: neither shipped nor installed"
+                )
+        missing = sorted(path for path in paths if not (handout.out / path).exists())
+        assert not missing, f"the handout's {name} names paths it does not ship: {missing}"
 
 
 @rubric("Handout behaviour")

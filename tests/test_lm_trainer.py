@@ -15,24 +15,26 @@ from torch.utils.data import DataLoader
 
 from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"Perplexity metric": 5, "LMTrainer": 10}
+RUBRIC = {"Perplexity metric": 0, "LMTrainer": 10}
 
-PAD, SOS, EOS = 0, 1, 2
+# The letters A..E are ids 0..4 and the special ids are not 0, so code that takes 0 for the pad
+# id ignores a real letter instead of the padding.
+PAD, SOS, EOS = 5, 6, 7
 VOCAB = 8
 
 
 class StubTokenizer:
-    """Ids 3..7 are the letters A..E; 0, 1, 2 are [PAD], [SOS], [EOS]."""
+    """Ids 0..4 are the letters A..E; 5, 6, 7 are [PAD], [SOS], [EOS]."""
 
     pad_id, sos_id, eos_id, vocab_size = PAD, SOS, EOS, VOCAB
 
     def decode(self, ids, skip_special_tokens=False):
-        return "".join("ABCDE"[i - 3] if i >= 3 else ("" if skip_special_tokens else f"<{i}>")
+        return "".join("ABCDE"[i] if i < 5 else ("" if skip_special_tokens else f"<{i}>")
                        for i in ids)
 
 
 class StubDataset:
-    """An in-memory LMDataset: each transcript's characters are one token each (ids 3..7)."""
+    """An in-memory LMDataset: each transcript's characters are one token each (ids 0..4)."""
 
     def __init__(self, sequences, chars_per_token=1):
         self.golden = [list(s) + [EOS] for s in sequences]
@@ -98,16 +100,22 @@ class FixedLogits(nn.Module):
         return self.logits, {}
 
 
-SEQUENCES = [[3, 4, 5, 6], [4, 5, 6, 7], [5, 6, 7, 3], [6, 7, 3, 4, 5], [7, 3, 4], [3, 5, 7, 4]]
+SEQUENCES = [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 0], [3, 4, 0, 1, 2], [4, 0, 1], [0, 2, 4, 1]]
+
+
+GENERATION = {"num_samples": 2, "prompt_length": 2, "max_length": 8,
+              "greedy": {"temperature": 0.7, "repeat_penalty": 1.5},
+              "beam": {"beam_width": 3, "temperature": 1.3, "repeat_penalty": 1.2},
+              "sample": {"top_k": 2, "temperature": 0.9, "seed": 5}}
 
 
 def _config(tmp_path, **training):
     return {
         "training": {"expts_dir": str(tmp_path / "expts"), "gradient_accumulation_steps": 1,
-                     "grad_clip_norm": 1.0, "progress_bar": False, **training},
+                     "grad_clip_norm": 1.0, "progress_bar": False,
+                     "precision": "fp32", **training},  # float32: the tests compare runs exactly
         "scheduler": {"name": "cosine", "interval": "step"},
-        "generation": {"num_samples": 2, "prompt_length": 2, "max_length": 8,
-                       "greedy": {}, "beam": {"beam_width": 2}, "sample": {"top_k": 3, "seed": 1}},
+        "generation": GENERATION,
     }
 
 
@@ -120,9 +128,41 @@ def _trainer(tmp_path, model, run_name="run", lr=0.05, **training):
     return trainer
 
 
-def _loader(shuffle=True, batch_size=2, sequences=SEQUENCES):
-    dataset = StubDataset(sequences)
+def _loader(shuffle=True, batch_size=2, sequences=SEQUENCES, chars_per_token=1):
+    dataset = StubDataset(sequences, chars_per_token)
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=dataset.collate_fn)
+
+
+def _close(got, expected, what, rel=1e-6):
+    assert got == pytest.approx(expected, rel=rel), f"{what}: expected {expected!r}, got {got!r}"
+
+
+def _reference_metrics(model, loader):
+    """Summed NLL of every non-pad target over ``loader``, computed here from the model's logits."""
+    model.eval()
+    nll, targets = 0.0, 0
+    with torch.no_grad():
+        for shifted, golden, lengths in loader:
+            log_probs = model(shifted, lengths)[0].log_softmax(-1)
+            for row, length in enumerate(lengths.tolist()):
+                picked = log_probs[row, torch.arange(length), golden[row, :length]]
+                nll -= float(picked.double().sum())
+                targets += length
+    return nll, targets
+
+
+class SpyScaler:
+    """Wraps the trainer's GradScaler and records every tensor passed to ``scale``."""
+
+    def __init__(self, scaler):
+        self.scaler, self.scaled = scaler, []
+
+    def scale(self, value):
+        self.scaled.append(value.detach().clone())
+        return self.scaler.scale(value)
+
+    def __getattr__(self, name):
+        return getattr(self.scaler, name)
 
 
 @rubric("Perplexity metric")
@@ -144,11 +184,12 @@ def test_evaluate_language_model_hand_computed():
     loader = [(shifted, golden, lengths)]
     nll = -(math.log(0.7) + math.log(0.5) + math.log(0.25) + math.log(0.4) + math.log(0.6))
     metrics = evaluate_language_model(model, loader, "cpu", total_chars=11)
-    assert metrics["ce_loss_token"] == pytest.approx(nll / 5, rel=1e-6)
-    assert metrics["ce_loss_char"] == pytest.approx(nll / 11, rel=1e-6)
-    assert metrics["perplexity_token"] == pytest.approx(math.exp(nll / 5), rel=1e-6)
-    assert metrics["perplexity_char"] == pytest.approx(math.exp(nll / 11), rel=1e-6)
-    assert (metrics["num_tokens"], metrics["num_chars"]) == (5, 11)
+    _close(metrics["ce_loss_token"], nll / 5, "ce_loss_token = NLL / 5 targets")
+    _close(metrics["ce_loss_char"], nll / 11, "ce_loss_char = NLL / 11 characters")
+    _close(metrics["perplexity_token"], math.exp(nll / 5), "perplexity_token")
+    _close(metrics["perplexity_char"], math.exp(nll / 11), "perplexity_char")
+    counts = (metrics["num_tokens"], metrics["num_chars"])
+    assert counts == (5, 11), f"(num_tokens, num_chars): expected (5, 11), got {counts}"
 
 
 @rubric("Perplexity metric")
@@ -163,10 +204,11 @@ def test_evaluate_language_model_reads_dataset_chars_and_restores_mode():
     nn.init.zeros_(model.final_linear.bias)
     model.train()
     metrics = evaluate_language_model(model, loader, "cpu")
-    assert model.training, "the model's train/eval mode is restored"
+    assert model.training, "evaluate_language_model must restore the model's train mode; it was left in eval mode"
     targets = sum(len(s) + 1 for s in SEQUENCES)
-    assert metrics["ce_loss_token"] == pytest.approx(math.log(VOCAB), rel=1e-6)
-    assert metrics["ce_loss_char"] == pytest.approx(targets * math.log(VOCAB) / dataset.total_chars, rel=1e-6)
+    _close(metrics["ce_loss_token"], math.log(VOCAB), "uniform logits: ce_loss_token = ln(8)")
+    _close(metrics["ce_loss_char"], targets * math.log(VOCAB) / dataset.total_chars,
+           "uniform logits: ce_loss_char = targets * ln(8) / total_chars")
     with pytest.raises(ValueError, match="total_chars"):
         evaluate_language_model(model, [next(iter(loader))], "cpu")
 
@@ -174,39 +216,90 @@ def test_evaluate_language_model_reads_dataset_chars_and_restores_mode():
 @rubric("LMTrainer")
 def test_criterion_ignores_padding_and_applies_label_smoothing(tmp_path):
     trainer = _trainer(tmp_path, TableLM(), label_smoothing=0.1)
-    logits = torch.randn(6, VOCAB)
-    targets = torch.tensor([3, 4, PAD, 5, PAD, 2])
+    logits = torch.randn(6, VOCAB, generator=torch.Generator().manual_seed(0))
+    targets = torch.tensor([3, 0, PAD, 4, PAD, EOS])   # 0 is the letter A, a real target
     keep = targets != PAD
     log_probs = logits[keep].log_softmax(-1)
     expected = (0.9 * -log_probs.gather(1, targets[keep, None]).squeeze(1) - 0.1 * log_probs.mean(-1)).mean()
-    assert trainer.criterion(logits, targets).item() == pytest.approx(expected.item(), rel=1e-5)
+    _close(trainer.criterion(logits, targets).item(), expected.item(),
+           f"criterion with label_smoothing=0.1 over the non-pad targets (pad id {PAD}), averaged", rel=1e-5)
 
 
 @rubric("LMTrainer")
-def test_train_writes_run_folder_and_learns(tmp_path):
+def test_one_training_step_matches_autograd_through_the_scaler(tmp_path):
+    # One batch, plain SGD, no clipping: the update must be -lr * the gradient of the mean
+    # label-smoothed cross-entropy over the non-pad targets of padded_golden, computed here.
+    torch.manual_seed(0)
+    model = TableLM()
+    reference = TableLM()
+    reference.load_state_dict(model.state_dict())
+    trainer = _trainer(tmp_path, model, grad_clip_norm=0.0, label_smoothing=0.1)
+    trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
+    trainer.scheduler = None
+    trainer.scaler = spy = SpyScaler(trainer.scaler)
+    loader = _loader(shuffle=False, batch_size=len(SEQUENCES))
+    trainer._train_epoch(loader)
+
+    shifted, golden, lengths = next(iter(loader))
+    logits, _ = reference(shifted, lengths)
+    loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), golden.reshape(-1),
+                                       ignore_index=PAD, label_smoothing=0.1)
+    loss.backward()
+    assert len(spy.scaled) == 1, (
+        f"backward must go through self.scaler.scale(loss / accumulation_steps) once per batch: "
+        f"expected 1 call of scaler.scale for 1 batch, got {len(spy.scaled)}"
+    )
+    _close(spy.scaled[0].item(), loss.item(), "the loss passed to scaler.scale (accumulation 1)", rel=1e-5)
+    for name, parameter in reference.named_parameters():
+        expected = parameter.detach() - parameter.grad
+        got = trainer.model.state_dict()[name]
+        assert torch.allclose(got, expected, atol=1e-6), (
+            f"{name} after one SGD step (lr 1) differs from the autograd update by up to "
+            f"{(got - expected).abs().max().item():.3g}: the loss must be the mean cross-entropy "
+            "of the logits against padded_golden, ignoring pad targets, with label smoothing"
+        )
+
+
+@rubric("LMTrainer")
+def test_train_validates_on_the_validation_loader_and_writes_run_folder(tmp_path):
+    from hw4lib.trainers import evaluate_language_model
     from hw4lib.trainers.base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST
 
     torch.manual_seed(0)
     trainer = _trainer(tmp_path, TableLM(), samples_every=1)
-    loader = _loader()
-    start = trainer._validate_epoch(loader)["ce_loss_token"]
-    trainer.train(loader, loader, epochs=3)
+    train_loader = _loader()
+    val_loader = _loader(shuffle=False, sequences=SEQUENCES[::-1][:4], chars_per_token=3)
+    start = evaluate_language_model(trainer.model, val_loader, "cpu")["ce_loss_token"]
+    trainer.train(train_loader, val_loader, epochs=3)
     root = tmp_path / "expts" / "run"
     history = json.loads((root / "metrics" / "history.json").read_text())
-    assert [record["epoch"] for record in history] == [1, 2, 3]
-    assert history[-1]["val"]["ce_loss_token"] < start - 0.3, "three epochs of AdamW must lower the loss"
+    epochs = [record["epoch"] for record in history]
+    assert epochs == [1, 2, 3], f"history.json: expected epochs [1, 2, 3], got {epochs}"
+    nll, targets = _reference_metrics(trainer.model, val_loader)
+    chars = val_loader.dataset.total_chars
+    _close(history[-1]["val"]["ce_loss_char"], nll / chars,
+           f"last epoch's validation ce_loss_char: the NLL of the validation loader / its {chars} "
+           "characters (validate on val_loader, with evaluate_language_model)", rel=1e-5)
+    _close(history[-1]["val"]["ce_loss_token"], nll / targets,
+           "last epoch's validation ce_loss_token", rel=1e-5)
+    assert history[-1]["val"]["ce_loss_token"] < start - 0.3, (
+        f"three epochs of AdamW must lower the validation loss by 0.3: from {start:.3f} to "
+        f"{history[-1]['val']['ce_loss_token']:.3f}"
+    )
     for name in ("config.yaml", "model_arch.txt", "metrics/epoch_003.json", "metrics/loss.png",
                  "metrics/perplexity.png", "attn/train_last_layer_epoch003.png",
                  "text/val_greedy_epoch003.json", f"checkpoints/{CHECKPOINT_BEST}",
                  f"checkpoints/{CHECKPOINT_LAST}"):
-        assert (root / name).is_file(), name
+        assert (root / name).is_file(), f"expected the run folder to hold {name}; it does not"
     assert not list(root.rglob("*.tmp")), "checkpoints are written through a temporary file"
     checkpoint = torch.load(root / "checkpoints" / CHECKPOINT_LAST, weights_only=False)
     for key in ("model_state_dict", "optimizer_state_dict", "scheduler_state_dict", "epoch", "step",
                 "best_metric", "config", "rng_states"):
-        assert key in checkpoint, key
-    assert (checkpoint["epoch"], checkpoint["step"]) == (3, 9)
-    assert checkpoint["best_metric"] == pytest.approx(min(r["val"]["perplexity_char"] for r in history))
+        assert key in checkpoint, f"the checkpoint must hold {key!r}; it has {sorted(checkpoint)}"
+    counters = (checkpoint["epoch"], checkpoint["step"])
+    assert counters == (3, 9), f"(epoch, step) after 3 epochs of 3 batches: expected (3, 9), got {counters}"
+    _close(checkpoint["best_metric"], min(r["val"]["perplexity_char"] for r in history),
+           "best_metric = the lowest validation perplexity_char")
 
 
 @rubric("LMTrainer")
@@ -227,11 +320,17 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     resumed.load_checkpoint(tmp_path / "expts" / "interrupted" / "checkpoints" / CHECKPOINT_LAST)
     resumed.train(_loader(), _loader(shuffle=False), epochs=2)
 
-    assert [r["epoch"] for r in resumed.history] == [1, 2]
+    epochs = [r["epoch"] for r in resumed.history]
+    assert epochs == [1, 2], f"the resumed history: expected epochs [1, 2], got {epochs}"
     for key in ("train", "val"):
-        assert resumed.history[1][key] == straight.history[1][key], f"epoch 2 {key} metrics differ"
+        assert resumed.history[1][key] == straight.history[1][key], (
+            f"epoch 2 {key} metrics: expected those of the uninterrupted run {straight.history[1][key]}, "
+            f"got {resumed.history[1][key]}"
+        )
     for name, value in straight.model.state_dict().items():
-        assert torch.equal(value, resumed.model.state_dict()[name]), name
+        assert torch.equal(value, resumed.model.state_dict()[name]), (
+            f"{name} after resuming differs from the uninterrupted run"
+        )
 
 
 @rubric("LMTrainer")
@@ -243,15 +342,17 @@ def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(tmp_path):
     trainer = _trainer(tmp_path, TableLM(nan_after=4))   # 3 batches per epoch: NaN in epoch 2
     with pytest.raises(NonFiniteLossError, match="epoch 2") as error:
         trainer.train(_loader(), _loader(shuffle=False), epochs=3)
-    assert CHECKPOINT_LAST in str(error.value)
+    assert CHECKPOINT_LAST in str(error.value), f"the error must name {CHECKPOINT_LAST}: {error.value}"
     checkpoint = torch.load(tmp_path / "expts" / "run" / "checkpoints" / CHECKPOINT_LAST, weights_only=False)
-    assert checkpoint["epoch"] == 1
-    assert all(torch.isfinite(v).all() for v in checkpoint["model_state_dict"].values())
+    assert checkpoint["epoch"] == 1, f"the last good checkpoint is epoch 1's; got epoch {checkpoint['epoch']}"
+    assert all(torch.isfinite(v).all() for v in checkpoint["model_state_dict"].values()), (
+        "the kept checkpoint must hold finite weights"
+    )
 
 
 @rubric("LMTrainer")
 def test_gradient_accumulation_matches_one_large_batch(tmp_path):
-    equal_length = [[3, 4, 5], [4, 5, 6], [5, 6, 7], [6, 7, 3]]
+    equal_length = [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 0]]
     results = []
     for run_name, batch_size, accumulation in (("big", 4, 1), ("accumulated", 1, 4)):
         torch.manual_seed(0)
@@ -260,28 +361,87 @@ def test_gradient_accumulation_matches_one_large_batch(tmp_path):
         trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=0.5)
         trainer.scheduler = None
         trainer._train_epoch(_loader(shuffle=False, batch_size=batch_size, sequences=equal_length))
-        assert trainer.global_step == 1
+        assert trainer.global_step == 1, (
+            f"{accumulation} batches with gradient_accumulation_steps={accumulation}: expected 1 "
+            f"optimizer step, got {trainer.global_step}"
+        )
         results.append(trainer.model.state_dict())
     for name, value in results[0].items():
-        assert torch.allclose(value, results[1][name], atol=1e-6), name
+        assert torch.allclose(value, results[1][name], atol=1e-6), (
+            f"{name}: 4 batches of 1 with gradient_accumulation_steps=4 must give the update of one "
+            f"batch of 4 (backward of loss / accumulation_steps); they differ by up to "
+            f"{(value - results[1][name]).abs().max().item():.3g}"
+        )
+
+
+def _expected_generations(model, loader, settings):
+    """What generate() must return for ``settings``, computed with SequenceGenerator directly."""
+    from hw4lib.decoding import SequenceGenerator
+
+    tokenizer = StubTokenizer()
+    prompts, _ = loader.dataset.sample_prompts(settings["num_samples"], settings["prompt_length"])
+    generator = SequenceGenerator(model.score, tokenizer, settings["max_length"], "cpu")
+    model.eval()
+    with torch.no_grad():
+        if settings["method"] == "greedy":
+            seqs, scores = generator.generate_greedy(prompts, temperature=settings["temperature"],
+                                                     repeat_penalty=settings["repeat_penalty"])
+        elif settings["method"] == "beam":
+            seqs, scores = generator.generate_beam(prompts, beam_width=settings["beam_width"],
+                                                   temperature=settings["temperature"],
+                                                   repeat_penalty=settings["repeat_penalty"])
+            seqs, scores = seqs[:, 0], scores[:, 0]
+        else:
+            draws = torch.Generator().manual_seed(settings["seed"])
+            seqs, scores = generator.generate_sample(prompts, temperature=settings["temperature"],
+                                                     top_k=settings["top_k"], top_p=1.0, generator=draws)
+    width = prompts.size(1)
+    return [(tokenizer.decode(seq[width:].tolist(), skip_special_tokens=True), float(score))
+            for seq, score in zip(seqs, scores)]
 
 
 @rubric("LMTrainer")
-def test_evaluate_writes_metrics_and_three_generation_strategies(tmp_path):
+def test_evaluate_scores_the_test_loader_and_generates_with_each_strategy(tmp_path):
+    from hw4lib.trainers.lm_trainer import generation_configs
+
     torch.manual_seed(0)
-    trainer = _trainer(tmp_path, TableLM())
-    loader = _loader(shuffle=False)
+    model = TableLM()
+    nn.init.normal_(model.final_linear.weight, std=2.0)   # peaked, distinct next-token choices
+    trainer = _trainer(tmp_path, model)
+    loader = _loader(shuffle=False, chars_per_token=3)
+    torch.manual_seed(1234)   # sampling must use its own seeded generator, not this global state
     metrics, generations = trainer.evaluate(loader)
+
     root = tmp_path / "expts" / "run"
-    assert json.loads((root / "test_metrics.json").read_text()) == pytest.approx(metrics)
-    assert set(generations) == {"greedy", "beam", "sample"}
-    assert json.loads((root / "test_generated_results.json").read_text()) == generations
-    for samples in generations.values():
-        assert len(samples) == 2
-        for sample, sequence in zip(samples, SEQUENCES):
-            assert sample["prompt"] == StubTokenizer().decode(sequence[:2])
-            assert sample["original"] == StubTokenizer().decode(sequence)
-            assert len(sample["generated"]) <= 8 - 3 and math.isfinite(sample["score"])
+    saved = json.loads((root / "test_metrics.json").read_text())
+    assert saved == pytest.approx(metrics), f"test_metrics.json: expected {metrics}, got {saved}"
+    nll, targets = _reference_metrics(model, loader)
+    chars = loader.dataset.total_chars
+    _close(metrics["ce_loss_char"], nll / chars,
+           f"test ce_loss_char = NLL of the test loader / its {chars} characters", rel=1e-5)
+    _close(metrics["ce_loss_token"], nll / targets, "test ce_loss_token", rel=1e-5)
+
+    assert set(generations) == {"greedy", "beam", "sample"}, (
+        f"expected one result per configured strategy ['beam', 'greedy', 'sample'], got {sorted(generations)}"
+    )
+    saved = json.loads((root / "test_generated_results.json").read_text())
+    assert saved == generations, "test_generated_results.json must hold the returned generations"
+    for name, settings in generation_configs(trainer.config).items():
+        expected = _expected_generations(model, loader, settings)
+        samples = generations[name]
+        assert len(samples) == len(expected), f"{name}: expected {len(expected)} samples, got {len(samples)}"
+        for sample, sequence, (text, score) in zip(samples, SEQUENCES, expected):
+            assert sample["prompt"] == StubTokenizer().decode(sequence[:2]), (
+                f"{name}: expected the prompt {StubTokenizer().decode(sequence[:2])!r}, got {sample['prompt']!r}"
+            )
+            assert sample["original"] == StubTokenizer().decode(sequence), (
+                f"{name}: expected the original {StubTokenizer().decode(sequence)!r}, got {sample['original']!r}"
+            )
+            assert sample["generated"] == text and sample["score"] == pytest.approx(score, rel=1e-5), (
+                f"{name} with {settings}: expected the continuation {text!r} scored {score:.5f} (the "
+                f"best beam for beam search; sampling with a torch.Generator seeded with "
+                f"{settings['seed']}), got {sample['generated']!r} scored {sample['score']:.5f}"
+            )
 
 
 if __name__ == "__main__":

@@ -28,9 +28,21 @@ def test_table_equals_closed_form():
         assert tuple(layer.pe.shape) == (1, max_len, d_model), (
             f"pe must have shape (1, max_len, d_model) = (1, {max_len}, {d_model}), got {tuple(layer.pe.shape)}"
         )
+        assert layer.pe.dtype == torch.float32, (
+            f"pe must be float32 like the model's embeddings, got {layer.pe.dtype}: build the table "
+            "from float32 tensors (torch.zeros and torch.arange default to float32 and int64)"
+        )
         expected = closed_form_table(max_len, d_model)
-        error = (layer.pe[0].double() - expected).abs().max().item()
-        assert error < 1e-5, f"d_model={d_model}, max_len={max_len}: pe differs from sin/cos by {error:.2e}"
+        wrong = ((layer.pe[0].double() - expected).abs() > 1e-5).nonzero()
+        if len(wrong):
+            t, column = wrong[0].tolist()
+            kind = "sin" if column % 2 == 0 else "cos"
+            angle = f"{t} / 10000^({column - column % 2}/{d_model})"
+            raise AssertionError(
+                f"d_model={d_model}, max_len={max_len}: {len(wrong)} entries differ from the closed "
+                f"form; the first is pe[0, {t}, {column}]: expected {kind}({angle}) = "
+                f"{expected[t, column]:.6f}, got {layer.pe[0, t, column].item():.6f}"
+            )
 
 
 @rubric("Positional encoding")
@@ -57,11 +69,14 @@ def test_forward_adds_the_first_rows_and_changes_nothing_else():
         x_before = x.clone()
         out = layer(x)
         assert out.shape == x.shape, f"expected output shape {tuple(x.shape)}, got {tuple(out.shape)}"
+        assert out.dtype == x.dtype, f"expected a {x.dtype} output for a {x.dtype} input, got {out.dtype}"
         assert torch.equal(x, x_before), "forward must not modify its input in place"
         added = out - x
         for n in range(3):
-            assert torch.allclose(added[n], expected_table[:length], atol=1e-5), (
-                f"T={length}: out - x must equal P[:T] for every sequence in the batch"
+            error = (added[n] - expected_table[:length]).abs().max().item()
+            assert error < 1e-5, (
+                f"T={length}: out - x must equal the rows 0..T-1 of the closed-form table (and x "
+                f"must not be scaled) for every sequence; sequence {n} differs by {error:.2e}"
             )
 
 

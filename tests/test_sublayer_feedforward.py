@@ -5,17 +5,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tests.numeric_checks import FixedDropout, fixed_dropout
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Feed-forward sublayer": 5}
 
 
-def reference_feed_forward(layer, x):
+def reference_feed_forward(layer, x, inner_keep=None, output_keep=None):
     """Recompute x + W2 GELU(W1 LN(x) + b1) + b2 from the layer's parameters, with exact (erf) GELU.
 
     Args:
         layer: a FeedForwardLayer (reads layer.norm and the two Linear layers of layer.ffn).
         x: (N, T, D).
+        inner_keep: (N, T, d_ff) dropout mask applied after the GELU, or None.
+        output_keep: (N, T, D) dropout mask applied to the FFN's output, or None.
 
     Returns:
         (N, T, D).
@@ -25,7 +28,12 @@ def reference_feed_forward(layer, x):
     normed = F.layer_norm(x, (d_model,), layer.norm.weight, layer.norm.bias, layer.norm.eps)
     hidden = normed @ first.weight.T + first.bias
     hidden = 0.5 * hidden * (1.0 + torch.erf(hidden / math.sqrt(2.0)))
-    return x + hidden @ second.weight.T + second.bias
+    if inner_keep is not None:
+        hidden = hidden * inner_keep
+    out = hidden @ second.weight.T + second.bias
+    if output_keep is not None:
+        out = out * output_keep
+    return x + out
 
 
 @rubric("Feed-forward sublayer")
@@ -39,11 +47,17 @@ def test_ffn_layout():
     expected_types = [nn.Linear, nn.GELU, nn.Dropout, nn.Linear]
     actual_types = [type(module) for module in layer.ffn]
     assert actual_types == expected_types, f"ffn layout must be {expected_types}, got {actual_types}"
-    assert (layer.ffn[0].in_features, layer.ffn[0].out_features) == (8, 32), "first Linear must map d_model -> d_ff"
-    assert (layer.ffn[3].in_features, layer.ffn[3].out_features) == (32, 8), "last Linear must map d_ff -> d_model"
-    assert layer.ffn[2].p == 0.2, "the Dropout inside ffn must use the dropout rate"
-    assert isinstance(layer.norm, nn.LayerNorm) and layer.norm.normalized_shape == (8,), "norm must be LayerNorm(d_model)"
-    assert isinstance(layer.dropout, nn.Dropout) and layer.dropout.p == 0.2, "dropout must be nn.Dropout(dropout)"
+    first = (layer.ffn[0].in_features, layer.ffn[0].out_features)
+    assert first == (8, 32), f"the first Linear must map d_model -> d_ff: expected (8, 32), got {first}"
+    last = (layer.ffn[3].in_features, layer.ffn[3].out_features)
+    assert last == (32, 8), f"the last Linear must map d_ff -> d_model: expected (32, 8), got {last}"
+    assert layer.ffn[2].p == 0.2, f"the Dropout inside ffn must use the dropout rate: expected p=0.2, got {layer.ffn[2].p}"
+    assert isinstance(layer.norm, nn.LayerNorm) and layer.norm.normalized_shape == (8,), (
+        f"norm must be LayerNorm(d_model=8), got {layer.norm}"
+    )
+    assert isinstance(layer.dropout, nn.Dropout) and layer.dropout.p == 0.2, (
+        f"dropout must be nn.Dropout(0.2), got {layer.dropout}"
+    )
 
 
 @rubric("Feed-forward sublayer")
@@ -88,10 +102,42 @@ def test_dropout_acts_only_in_training():
     layer = FeedForwardLayer(8, 32, dropout=0.5)
     x = torch.randn(2, 5, 8)
     layer.eval()
-    assert torch.allclose(layer(x), reference_feed_forward(layer, x), atol=1e-5), "in eval mode dropout must be off"
+    first, second = layer(x), layer(x)
+    assert torch.equal(first, second), "in eval mode the layer must be deterministic (dropout off)"
     layer.train()
-    assert not torch.allclose(layer(x), reference_feed_forward(layer, x)), (
-        "with dropout=0.5 in training mode the output must change"
+    assert not torch.allclose(layer(x), first), "with dropout=0.5 in training mode the output must change"
+
+
+@rubric("Feed-forward sublayer")
+def test_each_dropout_sits_where_it_belongs():
+    from hw4lib.model import FeedForwardLayer
+
+    batch, length, d_model, d_ff, p = 2, 5, 8, 24, 0.3
+    generator = torch.Generator().manual_seed(4)
+    layer = FeedForwardLayer(d_model, d_ff, dropout=p)
+    with torch.no_grad():
+        for parameter in layer.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+    x = torch.randn(batch, length, d_model, generator=generator)
+    layer.train()
+    with fixed_dropout() as dropout:
+        out = layer(x)
+    inner_shape, output_shape = (batch, length, d_ff), (batch, length, d_model)
+    acted = [shape for shape, _ in dropout.calls]
+    assert inner_shape in acted, (
+        f"in training with dropout={p}, the hidden activations {inner_shape} must be dropped by the "
+        f"Dropout inside ffn (dropouts that acted: {acted})"
+    )
+    assert output_shape in acted, (
+        f"in training with dropout={p}, the ffn output {output_shape} must go through self.dropout "
+        f"before the residual add (dropouts that acted: {acted})"
+    )
+    expected = reference_feed_forward(layer, x, FixedDropout.keep_mask(inner_shape, p),
+                                      FixedDropout.keep_mask(output_shape, p))
+    assert torch.allclose(out, expected, atol=1e-5), (
+        f"with fixed dropout masks, the output differs from x + Dropout(FFN(LayerNorm(x))) by "
+        f"{(out - expected).abs().max():.2e}: dropout goes on the FFN output only, not on the "
+        "residual stream x"
     )
 
 

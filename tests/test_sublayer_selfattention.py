@@ -9,17 +9,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tests.numeric_checks import FixedDropout, fixed_dropout
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Self-attention sublayer": 10}
 
 
-def reference_self_attention(layer, x, key_padding_mask=None, attn_mask=None):
-    """Recompute x + MHA(LN(x)) and the head-averaged weights from the layer's parameters.
+def reference_self_attention(layer, x, key_padding_mask=None, attn_mask=None, weight_keep=None,
+                             output_keep=None):
+    """Recompute x + Dropout(MHA(LN(x))) and the head-averaged weights from the layer's parameters.
 
     Args:
         layer: a SelfAttentionLayer (reads layer.norm and layer.mha's weights only).
         x: (N, T, D); key_padding_mask: (N, T) bool or None; attn_mask: (T, T) bool or None.
+        weight_keep: (N, H, T, T) dropout mask applied to the attention weights, or None.
+        output_keep: (N, T, D) dropout mask applied to the attention output, or None.
 
     Returns:
         (output (N, T, D), weights (N, T, T)).
@@ -44,8 +48,12 @@ def reference_self_attention(layer, x, key_padding_mask=None, attn_mask=None):
         hidden = hidden | key_padding_mask.view(batch, 1, 1, length)
     scores = scores.masked_fill(hidden, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
+    if weight_keep is not None:
+        weights = weights * weight_keep
     heads_out = (weights @ v).transpose(1, 2).reshape(batch, length, d_model)
     attended = heads_out @ mha.out_proj.weight.T + mha.out_proj.bias
+    if output_keep is not None:
+        attended = attended * output_keep
     return x + attended, weights.mean(dim=1)
 
 
@@ -134,12 +142,47 @@ def test_dropout_acts_only_in_training():
     layer.eval()
     first, _ = layer(x)
     second, _ = layer(x)
-    assert torch.equal(first, second), "in eval mode the layer must be deterministic"
-    expected, _ = reference_self_attention(layer, x)
-    assert torch.allclose(first, expected, atol=1e-5), "in eval mode dropout must be off"
+    assert torch.equal(first, second), "in eval mode the layer must be deterministic (dropout off)"
     layer.train()
     trained, _ = layer(x)
     assert not torch.allclose(trained, first), "with dropout=0.5 in training mode the output must change"
+
+
+@rubric("Self-attention sublayer")
+def test_each_dropout_sits_where_it_belongs():
+    from hw4lib.model import SelfAttentionLayer
+
+    batch, length, d_model, heads, p = 2, 5, 16, 4, 0.3
+    generator = torch.Generator().manual_seed(3)
+    layer = SelfAttentionLayer(d_model, heads, dropout=p)
+    _randomise(layer, generator)
+    x = torch.randn(batch, length, d_model, generator=generator)
+    mask = _causal(length)
+    layer.train()
+    with fixed_dropout() as dropout:
+        out, weights = layer(x, attn_mask=mask)
+    weight_shape, output_shape = (batch * heads, length, length), (batch, length, d_model)
+    acted = [shape for shape, _ in dropout.calls]
+    assert weight_shape in acted, (
+        f"in training with dropout={p}, the attention weights {weight_shape} must be dropped: build "
+        f"nn.MultiheadAttention with dropout=dropout (dropouts that acted: {acted})"
+    )
+    assert output_shape in acted, (
+        f"in training with dropout={p}, the attention output {output_shape} must go through "
+        f"self.dropout before the residual add (dropouts that acted: {acted})"
+    )
+    weight_keep = FixedDropout.keep_mask(weight_shape, p).view(batch, heads, length, length)
+    expected_out, expected_weights = reference_self_attention(
+        layer, x, attn_mask=mask, weight_keep=weight_keep,
+        output_keep=FixedDropout.keep_mask(output_shape, p))
+    assert torch.allclose(out, expected_out, atol=1e-5), (
+        f"with fixed dropout masks, the output differs from x + Dropout(MHA(LayerNorm(x))) by "
+        f"{(out - expected_out).abs().max():.2e}: dropout goes on the attention output only, "
+        "not on the residual stream x"
+    )
+    assert torch.allclose(weights, expected_weights, atol=1e-6), (
+        f"with fixed dropout masks, the returned weights differ by {(weights - expected_weights).abs().max():.2e}"
+    )
 
 
 if __name__ == "__main__":

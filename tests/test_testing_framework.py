@@ -22,6 +22,11 @@ def _passes():
     assert 1 + 1 == 2
 
 
+def _copy(fn):
+    """A new function object with ``fn``'s code, so that tagging it leaves ``fn`` alone."""
+    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__)
+
+
 def _fails_assert():
     assert 1 + 1 == 3, "arithmetic is broken"
 
@@ -53,6 +58,81 @@ def test_unknown_or_empty_category_is_an_error():
         collect(_module({"Good": 5}, test_a=rubric("Typo")(_passes)))
     with pytest.raises(ValueError, match="without tests"):
         collect(_module({"Good": 5, "Empty": 3}, test_a=rubric("Good")(_passes)))
+
+
+@rubric("Framework")
+def test_run_module_exits_non_zero_on_any_failure_and_labels_given_code():
+    import sys
+
+    from tests.testing_framework import GIVEN_CODE, run_module
+
+    for failing in ("Graded", "Given"):
+        module = _module({"Graded": 5, "Given": 0},
+                         test_a=rubric("Graded")(_copy(_fails_assert if failing == "Graded" else _passes)),
+                         test_b=rubric("Given")(_copy(_fails_assert if failing == "Given" else _passes)))
+        sys.modules[module.__name__] = module
+        try:
+            with pytest.raises(SystemExit) as exit_info:
+                run_module(module.__name__, argv=[])
+        finally:
+            del sys.modules[module.__name__]
+        assert exit_info.value.code == 1, (
+            f"a failure in the {failing} category must exit with status 1 (what make mutants and the "
+            f"notebook rely on), got {exit_info.value.code!r}"
+        )
+
+    module = _module({"Graded": 5, "Given": 0},
+                     test_a=rubric("Graded")(_copy(_passes)), test_b=rubric("Given")(_copy(_passes)))
+    sys.modules[module.__name__] = module
+    import contextlib
+    import io
+
+    report = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(report):
+            scores = run_module(module.__name__, argv=[])
+    finally:
+        del sys.modules[module.__name__]
+    assert scores == {"Graded": 5, "Given": 0}, f"expected scores {{'Graded': 5, 'Given': 0}}, got {scores}"
+    given_lines = [line for line in report.getvalue().splitlines() if line.strip().startswith("Given ")]
+    assert given_lines and all(GIVEN_CODE in line for line in given_lines), (
+        f"the header and summary lines of a 0-point category must say {GIVEN_CODE!r}, got {given_lines}"
+    )
+    assert not any(GIVEN_CODE in line for line in report.getvalue().splitlines() if "Graded" in line), (
+        "a graded category must not be labelled as given code"
+    )
+
+
+@rubric("Framework")
+def test_mutant_runner_matches_whole_lines_at_any_indentation():
+    from tools.mutants import CatalogueError, Mutant, locate, load_catalogue, mutate
+
+    source = "def f(x):\n    if x:\n        y = x + 1\n        return y\n    z = x + 1\n    return z\n"
+    block = Mutant("m", "f.py", "y = x + 1\nreturn y\n", "y = x - 1\nreturn y\n", "tests.test_x", "bug", "c")
+    assert len(locate(source, block)) == 1, f"a two-line find must match once, got {locate(source, block)}"
+    expected = source.replace("        y = x + 1", "        y = x - 1")
+    assert mutate(source, block) == expected, f"expected\n{expected}\ngot\n{mutate(source, block)}"
+    line = Mutant("m", "f.py", "x + 1\n", "x\n", "tests.test_x", "bug", "c")
+    assert len(locate(source, line)) == 0, "a whole-line find must not match the end of a longer line"
+    fragment = Mutant("m", "f.py", "x + 1", "x", "tests.test_x", "bug", "c")
+    assert len(locate(source, fragment)) == 2, "a fragment (no final newline) matches anywhere"
+
+    def catalogue(tmp, text):
+        path = tmp / "c.yaml"
+        path.write_text(text)
+        return load_catalogue([path])
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        entry = "- {id: a-b, file: f.py, find: x, replace: y, test: tests.test_x, bug: z}\n"
+        assert [m.id for m in catalogue(Path(tmp), entry)] == ["a-b"], "a valid entry must load"
+        for bad, why in ((entry * 2, "already used"), (entry.replace("a-b", "A_b"), "kebab-case"),
+                         (entry.replace(", bug: z", ""), "exactly the keys"),
+                         (entry.replace("tests.test_x", "test_x"), "tests.test_x")):
+            with pytest.raises(CatalogueError, match=why):
+                catalogue(Path(tmp), bad)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP, SPECIAL_TOKENS, TOKENIZER_FILES
 from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"Tokenizer": 5}
+RUBRIC = {"Tokenizer": 0}
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOT = REPO_ROOT / "hw4_data" / "hw4p1_data"

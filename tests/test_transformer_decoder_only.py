@@ -36,18 +36,36 @@ def test_members_and_default_config():
     assert isinstance(model.dec_layers, nn.ModuleList) and len(model.dec_layers) == 2, (
         "dec_layers must be an nn.ModuleList of num_layers layers"
     )
-    assert all(isinstance(layer, SelfAttentionDecoderLayer) for layer in model.dec_layers)
-    assert isinstance(model.target_embedding, nn.Embedding) and tuple(model.target_embedding.weight.shape) == (11, 16)
-    assert isinstance(model.positional_encoding, PositionalEncoding)
-    assert isinstance(model.dropout, nn.Dropout) and isinstance(model.norm, nn.LayerNorm)
-    assert isinstance(model.final_linear, nn.Linear) and tuple(model.final_linear.weight.shape) == (11, 16)
-    assert (model.max_len, model.num_classes, model.num_layers) == (12, 11, 2)
+    kinds = [type(layer).__name__ for layer in model.dec_layers]
+    assert all(isinstance(layer, SelfAttentionDecoderLayer) for layer in model.dec_layers), (
+        f"every entry of dec_layers must be a SelfAttentionDecoderLayer, got {kinds}"
+    )
+    assert len({id(layer) for layer in model.dec_layers}) == 2, (
+        "dec_layers must hold num_layers distinct layers (build one per layer, not [layer] * n)"
+    )
+    embedding = getattr(model.target_embedding, "weight", None)
+    assert isinstance(model.target_embedding, nn.Embedding) and tuple(embedding.shape) == (11, 16), (
+        f"target_embedding must be nn.Embedding(num_classes=11, d_model=16), got {model.target_embedding}"
+    )
+    assert isinstance(model.positional_encoding, PositionalEncoding), (
+        f"positional_encoding must be a PositionalEncoding, got {type(model.positional_encoding).__name__}"
+    )
+    assert isinstance(model.dropout, nn.Dropout) and isinstance(model.norm, nn.LayerNorm), (
+        f"dropout must be nn.Dropout and norm nn.LayerNorm, got {model.dropout} and {model.norm}"
+    )
+    assert isinstance(model.final_linear, nn.Linear) and tuple(model.final_linear.weight.shape) == (11, 16), (
+        f"final_linear must be nn.Linear(d_model=16, num_classes=11), got {model.final_linear}"
+    )
+    got = (model.max_len, model.num_classes, model.num_layers)
+    assert got == (12, 11, 2), f"(max_len, num_classes, num_layers): expected (12, 11, 2), got {got}"
 
     config = yaml.safe_load((REPO_ROOT / "configs" / "default.yaml").read_text())
     from hw4lib.model import DecoderOnlyTransformer
 
     model = DecoderOnlyTransformer(**config["model"], num_classes=37)
-    assert model.num_layers == config["model"]["num_layers"] and model.max_len == config["model"]["max_len"]
+    got = (model.num_layers, model.max_len)
+    expected = (config["model"]["num_layers"], config["model"]["max_len"])
+    assert got == expected, f"default config: (num_layers, max_len) expected {expected}, got {got}"
 
 
 @rubric("Decoder-only Transformer")
@@ -153,30 +171,61 @@ def test_weight_tying_shares_one_parameter():
     assert count(untied) - count(tied) == saved, f"tying must save num_classes * d_model = {saved} parameters"
 
 
-@rubric("Decoder-only Transformer")
-def test_layer_drop_rate_in_training_and_never_in_eval():
-    model = tiny_model(num_layers=10, layer_drop_rate=0.3)
-    tokens = random_tokens(1, 2)
+class RecordingLayer(nn.Module):
+    """Stands in for a decoder layer: returns its input unchanged and records that it ran."""
+
+    def __init__(self, index, ran):
+        super().__init__()
+        self.index, self.ran = index, ran
+
+    def forward(self, x, key_padding_mask=None, attn_mask=None):
+        self.ran.append(self.index)
+        return x, x.new_zeros(x.shape[0], x.shape[1], x.shape[1])
+
+
+def layer_drop_patterns(model, trials, seed):
+    """Which layers ran in each of ``trials`` training forwards after ``torch.manual_seed(seed)``."""
     ran = []
-    handles = [layer.register_forward_hook(lambda *_: ran.append(1)) for layer in model.dec_layers]
-    try:
-        model.eval()
-        for _ in range(20):
-            _, attention = model(tokens)
-            assert len(attention) == 10, "in eval mode no layer may be dropped"
-        assert len(ran) == 200, "in eval mode every layer must run"
+    model.dec_layers = nn.ModuleList(RecordingLayer(i, ran) for i in range(len(model.dec_layers)))
+    tokens = random_tokens(1, 2)
+    torch.manual_seed(seed)
+    patterns = []
+    for _ in range(trials):
         ran.clear()
-        model.train()
-        torch.manual_seed(123)
-        trials = 200
-        for _ in range(trials):
-            model(tokens)
-    finally:
-        for handle in handles:
-            handle.remove()
-    drop_fraction = 1 - len(ran) / (trials * 10)
-    # 2000 Bernoulli(0.3) draws: the standard deviation of the fraction is about 0.01.
-    assert abs(drop_fraction - 0.3) < 0.04, f"expected about 30% of layers dropped in training, got {drop_fraction:.1%}"
+        model(tokens)
+        patterns.append(tuple(ran))
+    return patterns
+
+
+@rubric("Decoder-only Transformer")
+def test_layer_drop_only_in_training_one_draw_per_layer():
+    layers, rate, trials = 6, 0.3, 300
+    model = tiny_model(num_layers=layers, layer_drop_rate=rate).eval()
+    for _ in range(5):
+        _, attention = model(random_tokens(1, 2))
+        assert len(attention) == layers, f"in eval mode no layer may be dropped: expected {layers} attention entries, got {len(attention)}"
+
+    model.train()
+    patterns = layer_drop_patterns(model, trials, seed=123)
+    dropped = 1 - sum(len(p) for p in patterns) / (trials * layers)
+    # 1800 Bernoulli(0.3) draws: the standard deviation of the dropped fraction is about 0.011.
+    assert abs(dropped - rate) < 0.05, (
+        f"layer_drop_rate={rate}: expected about {rate:.0%} of the layers dropped in training, got {dropped:.1%}"
+    )
+    partial = sum(0 < len(p) < layers for p in patterns) / trials
+    # With one independent draw per layer, 1 - 0.7**6 - 0.3**6 = 88% of forwards drop some layers but not all.
+    assert partial > 0.75, (
+        f"expected each layer to be dropped independently (one torch.rand draw per layer): about 88% of "
+        f"forwards should run some layers but not all, got {partial:.0%} (one draw for the whole stack?)"
+    )
+    again = layer_drop_patterns(model, trials, seed=123)
+    assert again == patterns, (
+        "torch.manual_seed(123) must reproduce which layers are dropped: draw with torch.rand, not "
+        "Python's random or numpy"
+    )
+    assert layer_drop_patterns(model, trials, seed=7) != patterns, (
+        "a different torch seed must give different dropped layers: draw from torch's global RNG"
+    )
 
 
 @rubric("Decoder-only Transformer")

@@ -21,7 +21,10 @@ with the two-line ``__main__`` block::
     if __name__ == "__main__":
         run_module(__name__)
 
-A category earns its points only when every test in it passes. Tests take no arguments, except
+A category earns its points only when every test in it passes. A category worth 0 points tests
+code the handout gives (the tokenizer, the optimizers, beam search, ...): the report labels it
+"given code: no action needed", so a student never sees points for work they did not do. Tests
+take no arguments, except
 ``tmp_path`` (a fresh temporary directory, as pytest gives), so both runners can call them.
 """
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 CATEGORY_ATTR = "_rubric_category"
+GIVEN_CODE = "given code: no action needed"
 
 
 def rubric(category: str) -> Callable[[Callable], Callable]:
@@ -91,8 +95,11 @@ def _call(test_fn: Callable) -> None:
 
 def _describe(error: BaseException) -> str:
     """One readable line or a few: the exception type, its message, and where it was raised."""
-    message = str(error).strip() or "(no message)"
     frames = traceback.extract_tb(error.__traceback__)
+    message = str(error).strip()
+    if not message:
+        line = frames[-1].line if frames and frames[-1].line else ""
+        message = f"this check failed: {line}" if line else "(no message)"
     where = ""
     if frames:
         last = frames[-1]
@@ -110,7 +117,9 @@ def run_categories(grouped: dict[str, list[Callable]], rubric_points: dict[str, 
         failures = []
         if verbose:
             print(line)
-            print(f"{category} ({rubric_points[category]} points, {len(tests)} tests)")
+            worth = (f"{rubric_points[category]} points" if rubric_points[category]
+                     else f"0 points, {GIVEN_CODE}")
+            print(f"{category} ({worth}, {len(tests)} tests)")
         for test_fn in tests:
             start = time.perf_counter()
             try:
@@ -134,7 +143,13 @@ def run_categories(grouped: dict[str, list[Callable]], rubric_points: dict[str, 
         print("Summary")
         for category, earned in scores.items():
             status = "FAILED" if category in failed_categories else "PASSED"
-            print(f"  {category:<40s} {status}  {earned}/{rubric_points[category]}")
+            if rubric_points[category]:
+                points = f"{earned}/{rubric_points[category]}"
+            elif category in failed_categories:
+                points = "given code that should pass unchanged: see the failure above"
+            else:
+                points = GIVEN_CODE
+            print(f"  {category:<40s} {status}  {points}")
         print(f"  {'Total':<40s}         {sum(scores.values())}/{sum(rubric_points.values())}")
     return scores, failed_categories
 

@@ -61,11 +61,23 @@ TASK_ORDER: dict[str, tuple[str, ...]] = {
     "hw4lib/data/lm_dataset.py": ("test_dataset",),
     "hw4lib/model/masks.py": ("test_mask_causal", "test_mask_padding"),
     "hw4lib/model/positional_encoding.py": ("test_positional_encoding",),
-    "hw4lib/model/sublayers.py": ("test_sublayer_selfattention", "test_sublayer_feedforward"),
+    "hw4lib/model/sublayers.py": ("test_sublayer_selfattention", "test_sublayer_feedforward",
+                                  "test_model_vs_mytorch"),
     "hw4lib/model/decoder_layers.py": ("test_decoderlayer_selfattention",),
     "hw4lib/model/transformers.py": ("test_transformer_decoder_only",),
     "hw4lib/decoding/sequence_generator.py": ("test_decoding",),
     "hw4lib/trainers/lm_trainer.py": ("test_lm_trainer",),
+    # The bonus track: the whole model in numpy, on top of the attention stack above.
+    "mytorch/nn/embedding.py": ("test_mytorch_lm",),
+    "mytorch/nn/layer_norm.py": ("test_mytorch_lm",),
+    "mytorch/nn/gelu.py": ("test_mytorch_lm",),
+    "mytorch/nn/dropout.py": ("test_mytorch_lm",),
+    "mytorch/nn/loss.py": ("test_mytorch_lm",),
+    "mytorch/nn/positional_encoding.py": ("test_mytorch_lm",),
+    "mytorch/nn/sublayers.py": ("test_mytorch_lm",),
+    "mytorch/nn/decoder_layers.py": ("test_mytorch_lm",),
+    "mytorch/nn/transformer.py": ("test_mytorch_lm",),
+    "mytorch/optim/adamw.py": ("test_mytorch_lm",),
 }
 IMPORT_PACKAGES = ("mytorch", "hw4lib", "datagen")
 
@@ -355,7 +367,8 @@ def exclusion_reason(path: str, repo: Path) -> str | None:
 
 
 def strip_instructor_targets(makefile: str) -> str:
-    """The Makefile without the lines from MAKEFILE_BEGIN to MAKEFILE_END (both included)."""
+    """The Makefile without the lines from MAKEFILE_BEGIN to MAKEFILE_END (both included), and
+    without the names of the targets defined there in its ``.PHONY`` line."""
     lines = makefile.splitlines(keepends=True)
     begins = [i for i, line in enumerate(lines) if line.strip() == MAKEFILE_BEGIN]
     ends = [i for i, line in enumerate(lines) if line.strip() == MAKEFILE_END]
@@ -368,7 +381,15 @@ def strip_instructor_targets(makefile: str) -> str:
     before, after = lines[:begins[0]], lines[ends[0] + 1:]
     if before and after and not before[-1].strip() and not after[0].strip():
         after = after[1:]  # one blank line where the block was, not two
-    return "".join(before + after)
+    dropped = {match.group(1) for line in lines[begins[0]:ends[0]]
+               if (match := re.match(r"([A-Za-z0-9_-]+):", line))}
+    kept = []
+    for line in before + after:
+        if line.startswith(".PHONY:"):
+            names = [name for name in line[len(".PHONY:"):].split() if name not in dropped]
+            line = ".PHONY: " + " ".join(names) + "\n"
+        kept.append(line)
+    return "".join(kept)
 
 
 def strip_instructor_readme(readme: str) -> str:

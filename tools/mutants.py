@@ -169,9 +169,9 @@ def first_failure(output: str) -> str:
     """The first thing a student would read as the reason for failing, on one line."""
     lines = output.splitlines()
     for index, line in enumerate(lines):
-        if line.startswith("  FAILED  "):
+        if "  FAILED  " in line:  # a progress bar on stderr may share the line
             detail = lines[index + 1].strip() if index + 1 < len(lines) else ""
-            return f"{line.strip()[len('FAILED'):].strip()}: {detail}"
+            return f"{line.split('  FAILED  ', 1)[1].strip()}: {detail}"
     tail = [line.strip() for line in lines if line.strip()]
     return tail[-1] if tail else "(no output)"
 

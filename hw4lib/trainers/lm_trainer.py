@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from hw4lib.config import GENERATION_DEFAULTS
 from hw4lib.decoding import SequenceGenerator
+from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
 
 from .base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST, BaseTrainer, write_json
@@ -89,7 +90,8 @@ def evaluate_language_model(model: nn.Module, loader: Iterable, device: str | to
         for padded_shifted, padded_golden, lengths in loader:
             padded_shifted, padded_golden = padded_shifted.to(device), padded_golden.to(device)
             lengths = lengths.to(device)
-            logits, _ = model(padded_shifted, lengths)
+            with attention_weights_off(model):  # nobody reads them: the fused attention path
+                logits, _ = model(padded_shifted, lengths)
             positions = torch.arange(padded_golden.size(1), device=device)
             is_target = positions.unsqueeze(0) < lengths.unsqueeze(1)                  # (N, T)
             nll = F.cross_entropy(logits.float().transpose(1, 2), padded_golden, reduction="none")
@@ -140,8 +142,8 @@ class LMTrainer(BaseTrainer):
     """Trains a ``DecoderOnlyTransformer`` to predict the next token, and evaluates it.
 
     The ``training:`` config section drives it: ``epochs``, ``gradient_accumulation_steps`` (batches
-    per optimizer update), ``grad_clip_norm`` (0 disables clipping), ``use_amp`` (float16 autocast,
-    CUDA only), ``label_smoothing``, ``samples_every`` (greedy samples on the validation set every
+    per optimizer update), ``grad_clip_norm`` (0 disables clipping), ``precision`` (auto, fp32,
+    bf16 or fp16: see ``hw4lib/trainers/precision.py``), ``label_smoothing``, ``samples_every`` (greedy samples on the validation set every
     that many epochs; 0 disables), ``progress_bar``.
 
     Usage (what ``hw4lib.train`` and the notebook do)::
@@ -177,7 +179,7 @@ class LMTrainer(BaseTrainer):
             attn: (T, T) head-averaged attention of the last layer for the first sequence of the
                 epoch's last batch, cropped to its length (for plotting).
 
-        Each batch: forward under autocast (a no-op on CPU), loss = criterion over the flattened
+        Each batch: forward under autocast (a no-op at fp32), loss = criterion over the flattened
         logits (N*T, K) and targets (N*T,), backward of ``loss / accumulation_steps`` through
         ``self.scaler`` (so accumulated gradients average over the window), then
         ``self._optimizer_step()`` at the end of each window and of the epoch.
@@ -191,7 +193,8 @@ class LMTrainer(BaseTrainer):
             padded_shifted = padded_shifted.to(self.device)
             padded_golden = padded_golden.to(self.device)
             lengths = lengths.to(self.device)
-            with torch.autocast(device_type=self.device.type, dtype=torch.float16, enabled=self.use_amp):
+            # Only the last batch's attention is plotted; the others take the fused attention path.
+            with self._autocast(), self._attention_weights(needed=batch_index + 1 == len(dataloader)):
                 # TODO: logits (N, T, K) and attention dict from the model; loss = self.criterion on
                 #       logits flattened to (N*T, K) and padded_golden flattened to (N*T,)
                 # BEGIN SOLUTION
@@ -343,7 +346,7 @@ class LMTrainer(BaseTrainer):
         prompts, originals = loader.dataset.sample_prompts(
             settings["num_samples"], settings["prompt_length"], seed=settings["seed"])
         max_length = min(int(settings["max_length"]), self.model.max_len)
-        generator = SequenceGenerator(self.model.score, self.tokenizer, max_length, self.device)
+        generator = SequenceGenerator.for_model(self.model, self.tokenizer, max_length, self.device)
         self.model.eval()
         with torch.no_grad():
             # TODO: seqs (N, T') and scores (N,) from generator.generate_greedy / generate_beam

@@ -21,10 +21,9 @@ class ScaledDotProductAttention:
     scores: it attends uniformly to all S keys (its output is the mean of V over the keys) and
     everything stays finite. PyTorch returns NaN for such rows.
 
-    Fully masked rows in backward: two conventions pass the tests. This reference zeroes the
-    score gradient wherever the mask is True, which matches finite differences (the masked
-    scores are the constant -eps, so Q and K cannot move them): such a row's gradient reaches V
-    only. Applying the softmax backward as it stands, without the zeroing, gives those rows a
+    Fully masked rows in backward: two conventions pass the tests. Zeroing the score gradient
+    wherever the mask is True matches finite differences (the masked scores are the constant
+    -eps, so Q and K cannot move them): such a row's gradient reaches V only. Applying the softmax backward as it stands, without the zeroing, gives those rows a
     nonzero dQ and a dK contribution instead. The spec does not single these rows out and the
     two agree everywhere else (elsewhere the weight, hence the gradient, at a masked position is
     already 0), so the tests check these rows' outputs, dV and finiteness, and leave their dQ and
