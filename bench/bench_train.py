@@ -2,18 +2,24 @@
 
 ``python -m bench train`` prints:
 
-1. training throughput (target tokens per second, forward + backward + AdamW step) of the
-   default model on real batches of the training set (or of a generated stand-in corpus when
-   ``make data`` has not run);
-2. a torch.profiler table of the operators that dominate a training step;
-3. from the latest ``expts/default-*`` run with metrics: per-epoch time and validation
+1. training-step speed on one fixed batch of 32 x 200 tokens: float32 with the attention weights
+   computed (what the trainer ran before), then ``precision: auto`` with the weights computed and
+   with the fused attention path; medians of interleaved repeats, so the ratios hold on a busy
+   machine (the trainer skips the weights except in bf16 on a CPU, where the plain path is faster);
+2. training throughput (target tokens per second, forward + backward + AdamW step) of the
+   default model, as the trainer runs it, on real batches of the training set (or of a generated
+   stand-in corpus when ``make data`` has not run);
+3. a torch.profiler table of the operators that dominate a training step;
+4. from the latest ``expts/default-*`` run with metrics: per-epoch time and validation
    perplexity, and the wall time at which the validation perplexity first reached the pass mark.
 """
 from __future__ import annotations
 
 import json
+import statistics
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +27,8 @@ import torch
 
 from hw4lib.data import LMDataset
 from hw4lib.train import build_loader, build_model, build_tokenizer, load_config, set_seed
+from hw4lib.model.fused_attention import attention_weights_off
+from hw4lib.trainers.precision import precision_name, resolve_precision
 from hw4lib.utils import create_optimizer
 
 CONFIG = Path("configs/default.yaml")
@@ -42,23 +50,62 @@ def training_dataset(config, tokenizer) -> LMDataset:
         return LMDataset("train", {**config["data"], "root": str(root), "subset": 1.0}, tokenizer)
 
 
-def measure_training(config, dataset, num_batches: int = 20, warmup_batches: int = 3):
-    """Time ``num_batches`` training steps after ``warmup_batches``; return (tokens/s, chars/s, model)."""
+def training_step(config, precision: torch.dtype, fused: bool, pad_id: int):
+    """A fresh default model (seed 0) and its ``step(batch) -> target tokens``, as the trainer runs it.
+
+    ``precision`` is the autocast dtype (float32: none); ``fused`` skips the attention weights.
+    """
     set_seed(0)
-    model = build_model(config, build_tokenizer(config))
+    model = build_model(config, build_tokenizer(config)).train()
     optimizer = create_optimizer(model, config["optimizer"])
-    criterion = torch.nn.CrossEntropyLoss(ignore_index=dataset.pad_token)
-    batches = iter(build_loader(config, dataset, shuffle=True))
-    model.train()
+    criterion = torch.nn.CrossEntropyLoss(ignore_index=pad_id)
 
     def step(batch):
         shifted, golden, lengths = batch
-        logits, _ = model(shifted, lengths)
-        loss = criterion(logits.reshape(-1, logits.size(-1)), golden.reshape(-1))
+        weights_off = attention_weights_off(model) if fused else nullcontext()
+        with torch.autocast("cpu", dtype=precision, enabled=precision != torch.float32), weights_off:
+            logits, _ = model(shifted, lengths)
+            loss = criterion(logits.reshape(-1, logits.size(-1)), golden.reshape(-1))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return int(lengths.sum())
+
+    return model, step
+
+
+def compare_step_speed(config, vocab_size: int, repeats: int = 5, batch=(32, 200)) -> None:
+    """Print tokens/s of auto precision, with and without fused attention, against float32."""
+    auto, reason = resolve_precision("auto", torch.device("cpu"))
+    tokens = torch.randint(4, vocab_size, (batch[0], batch[1] + 1), generator=torch.Generator().manual_seed(0))
+    fixed_batch = (tokens[:, :-1], tokens[:, 1:], torch.full((batch[0],), batch[1]))
+    variants = {"fp32, attention weights computed": (torch.float32, False),
+                f"auto = {precision_name(auto)}, weights computed": (auto, False),
+                f"auto = {precision_name(auto)}, fused attention": (auto, True)}
+    steps = {name: training_step(config, precision, fused, pad_id=0)[1]
+             for name, (precision, fused) in variants.items()}
+    seconds = {name: [] for name in variants}
+    for step in steps.values():
+        step(fixed_batch)  # warm-up
+    for _ in range(repeats):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step(fixed_batch)
+            seconds[name].append(time.perf_counter() - start)
+    print(f"training step, batch {batch[0]} x {batch[1]} tokens, medians of {repeats} ({reason}):")
+    baseline = statistics.median(seconds[next(iter(variants))])
+    for name in variants:
+        median = statistics.median(seconds[name])
+        print(f"  {name:>36}: {median:6.2f} s/step {batch[0] * batch[1] / median:>9,.0f} tokens/s "
+              f"{baseline / median:5.2f}x")
+
+
+def measure_training(config, dataset, num_batches: int = 20, warmup_batches: int = 3):
+    """Time ``num_batches`` training steps after ``warmup_batches``; return (tokens/s, chars/s, model)."""
+    precision, _ = resolve_precision(config["training"]["precision"], torch.device("cpu"))
+    fused = precision != torch.bfloat16  # as BaseTrainer._attention_weights on a CPU
+    model, step = training_step(config, precision, fused=fused, pad_id=dataset.pad_token)
+    batches = iter(build_loader(config, dataset, shuffle=True))
 
     for _ in range(warmup_batches):
         step(next(batches))
@@ -113,6 +160,7 @@ def main() -> None:
     dataset = training_dataset(config, tokenizer)
     print(f"config {CONFIG}: tokenizer {config['tokenization']['token_type']}, "
           f"batch {config['data']['batch_size']}, torch threads {torch.get_num_threads()}")
+    compare_step_speed(config, tokenizer.vocab_size)
     tokens_per_second, chars_per_second, model, step, batches = measure_training(config, dataset)
     parameters = sum(p.numel() for p in model.parameters())
     epoch_seconds = dataset.total_tokens / tokens_per_second

@@ -260,7 +260,8 @@ def test_beam_stops_when_all_beams_finished():
     probs[B] = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0], dtype=torch.float64)  # B -> EOS
     generator, chain = make_generator(probs.log(), max_length=50)
     seqs, scores = generator.generate_beam(torch.tensor([[A]]), beam_width=2)
-    assert chain.calls == 2, f"expected 2 score_fn calls, got {chain.calls}"
+    # Two steps, one score_fn call per unfinished beam slot: both slots, then only [A, B].
+    assert chain.calls == 3, f"expected 3 score_fn calls (2 in step 1, 1 in step 2), got {chain.calls}"
     assert seqs[0, 0].tolist() == [A, EOS, PAD] and seqs[0, 1].tolist() == [A, B, EOS]
     assert torch.allclose(scores[0], torch.tensor([math.log(0.9), math.log(0.1)], dtype=scores.dtype))
 

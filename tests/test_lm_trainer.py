@@ -112,7 +112,8 @@ GENERATION = {"num_samples": 2, "prompt_length": 2, "max_length": 8,
 def _config(tmp_path, **training):
     return {
         "training": {"expts_dir": str(tmp_path / "expts"), "gradient_accumulation_steps": 1,
-                     "grad_clip_norm": 1.0, "progress_bar": False, **training},
+                     "grad_clip_norm": 1.0, "progress_bar": False,
+                     "precision": "fp32", **training},  # float32: the tests compare runs exactly
         "scheduler": {"name": "cosine", "interval": "step"},
         "generation": GENERATION,
     }

@@ -12,6 +12,20 @@ Conventions shared by all three searches
   position holds ``tokenizer.pad_id``, because the batch is one rectangular tensor.
   ``post_process_sequence`` cuts each sequence right after its first EOS, which removes that padding.
 * Prompts are unpadded (N, T) LongTensors of equal length, usually starting with SOS.
+
+The score_fn contract
+---------------------
+``score_fn`` is only ever called with (N, T) batches whose row i continues prompt i, N being the
+number of prompts. Beam search therefore scores its N x B hypotheses with one call per beam slot
+(B calls of N rows) rather than one flattened call. A scorer may thus depend on the row: a
+sequence-to-sequence model's score_fn can close over one encoder output per prompt.
+
+Fast decoding of a ``DecoderOnlyTransformer``
+---------------------------------------------
+``SequenceGenerator.for_model(model, tokenizer, max_length, device)`` runs the same three searches
+with a key/value cache (``hw4lib.model.kv_cache``): the prompts go through the model once, then
+each step computes only the newest token of each unfinished sequence. It returns the same tokens
+and scores (to float rounding) as ``SequenceGenerator(model.score, ...)``, many times faster.
 """
 from __future__ import annotations
 
@@ -43,6 +57,22 @@ class SequenceGenerator:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.device = torch.device(device)
+
+    @classmethod
+    def for_model(cls, model, tokenizer, max_length: int, device: str | torch.device) -> "SequenceGenerator":
+        """The fastest generator for ``model`` (in eval mode), with the results of ``model.score``.
+
+        A ``DecoderOnlyTransformer`` gets a key/value cache: same searches, same results as
+        ``SequenceGenerator(model.score, tokenizer, max_length, device)``, but each step runs only
+        the newest tokens through the model. Any other model gets exactly that plain generator.
+        """
+        # Imported here: the cached generator is a subclass of this class.
+        from hw4lib.decoding.cached_generator import CachedSequenceGenerator
+        from hw4lib.model import DecoderOnlyTransformer
+
+        if isinstance(model, DecoderOnlyTransformer):
+            return CachedSequenceGenerator(model, tokenizer, max_length, device)
+        return cls(model.score, tokenizer, max_length, device)
 
     # ----------------------------------------------------------------------------------------
     # Checks and logit transforms shared by the searches
@@ -190,7 +220,8 @@ class SequenceGenerator:
                       repeat_penalty: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
         """Beam search: keep the ``beam_width`` most probable hypotheses per prompt at every step.
 
-        All N * beam_width hypotheses are scored in one ``score_fn`` call per step. A finished
+        The hypotheses are scored with ``self._score_beams``: one ``score_fn`` call of N rows per
+        beam slot, so that row i always continues prompt i (see the module docstring). A finished
         hypothesis stays in the beam with its frozen score and keeps competing: it contributes one
         candidate per step (itself, followed by pad), so it is never duplicated. Since every new
         token can only lower a score, the search stops once all kept hypotheses have finished.
@@ -222,7 +253,8 @@ class SequenceGenerator:
             if finished.all():
                 break
             flat = seqs.flatten(0, 1)
-            logits = self._apply_repeat_penalty(self.score_fn(flat), flat, repeat_penalty)
+            logits = self._apply_repeat_penalty(self._score_beams(seqs, finished).flatten(0, 1), flat,
+                                                repeat_penalty)
             vocab_size = logits.size(-1)
             log_probs = torch.log_softmax(logits / temperature, dim=-1).view(batch_size, beam, vocab_size)
             # A finished beam's only candidate is itself followed by pad, at its frozen score.
@@ -236,6 +268,17 @@ class SequenceGenerator:
             seqs = torch.cat([parent_seqs, token.unsqueeze(-1)], dim=-1)
             finished = finished.gather(1, parent) | (token == self.tokenizer.eos_id)
         return seqs, scores
+
+    def _score_beams(self, seqs: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
+        """Next-token logits of every hypothesis: seqs (N, B, T) int64 -> (N, B, V) float.
+
+        One ``score_fn`` call per beam slot b, on the N rows ``seqs[:, b]``, so that row i of every
+        call continues prompt i. A slot whose N hypotheses have all finished (``finished`` (N, B)
+        bool) is not scored: its logits are never read, and it gets zeros.
+        """
+        scored = {b: self.score_fn(seqs[:, b]) for b in range(seqs.size(1)) if not finished[:, b].all()}
+        template = next(iter(scored.values()))
+        return torch.stack([scored.get(b, torch.zeros_like(template)) for b in range(seqs.size(1))], dim=1)
 
     def generate_sample(self, x: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
                         top_p: float = 1.0, generator: torch.Generator | None = None

@@ -29,23 +29,13 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from hw4lib.config import GENERATION_DEFAULTS
 from hw4lib.decoding import SequenceGenerator
+from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
 
 from .base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST, BaseTrainer, write_json
 
-GENERATION_DEFAULTS = {
-    "method": "greedy",      # greedy | beam | sample
-    "num_samples": 10,       # prompts drawn from the loader's dataset
-    "prompt_length": 10,     # tokens of each prompt after [SOS]
-    "seed": 0,               # picks the prompts, and the draws of sampling
-    "max_length": 100,       # total tokens (prompt included) at which generation stops
-    "temperature": 1.0,
-    "repeat_penalty": 1.0,
-    "beam_width": 3,
-    "top_k": 0,
-    "top_p": 1.0,
-}
 EPOCH_SAMPLES = 3            # greedy continuations of validation prompts after an epoch
 
 
@@ -100,7 +90,8 @@ def evaluate_language_model(model: nn.Module, loader: Iterable, device: str | to
         for padded_shifted, padded_golden, lengths in loader:
             padded_shifted, padded_golden = padded_shifted.to(device), padded_golden.to(device)
             lengths = lengths.to(device)
-            logits, _ = model(padded_shifted, lengths)
+            with attention_weights_off(model):  # nobody reads them: the fused attention path
+                logits, _ = model(padded_shifted, lengths)
             positions = torch.arange(padded_golden.size(1), device=device)
             is_target = positions.unsqueeze(0) < lengths.unsqueeze(1)                  # (N, T)
             nll = F.cross_entropy(logits.float().transpose(1, 2), padded_golden, reduction="none")
@@ -151,8 +142,8 @@ class LMTrainer(BaseTrainer):
     """Trains a ``DecoderOnlyTransformer`` to predict the next token, and evaluates it.
 
     The ``training:`` config section drives it: ``epochs``, ``gradient_accumulation_steps`` (batches
-    per optimizer update), ``grad_clip_norm`` (0 disables clipping), ``use_amp`` (float16 autocast,
-    CUDA only), ``label_smoothing``, ``samples_every`` (greedy samples on the validation set every
+    per optimizer update), ``grad_clip_norm`` (0 disables clipping), ``precision`` (auto, fp32,
+    bf16 or fp16: see ``hw4lib/trainers/precision.py``), ``label_smoothing``, ``samples_every`` (greedy samples on the validation set every
     that many epochs; 0 disables), ``progress_bar``.
 
     Usage (what ``hw4lib.train`` and the notebook do)::
@@ -167,9 +158,9 @@ class LMTrainer(BaseTrainer):
     def __init__(self, model: nn.Module, tokenizer, config: dict[str, Any], run_name: str,
                  config_file=None, device=None):
         super().__init__(model, tokenizer, config, run_name, config_file, device)
-        self.accumulation_steps = int(self.training_config.get("gradient_accumulation_steps", 1))
-        self.grad_clip_norm = float(self.training_config.get("grad_clip_norm", 0.0))
-        label_smoothing = float(self.training_config.get("label_smoothing", 0.0))
+        self.accumulation_steps = self.training_config["gradient_accumulation_steps"]
+        self.grad_clip_norm = self.training_config["grad_clip_norm"]
+        label_smoothing = self.training_config["label_smoothing"]
         # TODO: self.criterion = cross-entropy over (N*T, K) logits that ignores targets equal to
         #       the tokenizer's pad id and applies label_smoothing
         # BEGIN SOLUTION
@@ -188,7 +179,7 @@ class LMTrainer(BaseTrainer):
             attn: (T, T) head-averaged attention of the last layer for the first sequence of the
                 epoch's last batch, cropped to its length (for plotting).
 
-        Each batch: forward under autocast (a no-op on CPU), loss = criterion over the flattened
+        Each batch: forward under autocast (a no-op at fp32), loss = criterion over the flattened
         logits (N*T, K) and targets (N*T,), backward of ``loss / accumulation_steps`` through
         ``self.scaler`` (so accumulated gradients average over the window), then
         ``self._optimizer_step()`` at the end of each window and of the epoch.
@@ -197,12 +188,13 @@ class LMTrainer(BaseTrainer):
         total_nll, total_tokens, attn = 0.0, 0, None
         self.optimizer.zero_grad(set_to_none=True)
         progress = tqdm(dataloader, desc=f"[epoch {self.current_epoch + 1}] train", leave=False,
-                        dynamic_ncols=True, disable=not self.training_config.get("progress_bar", True))
+                        dynamic_ncols=True, disable=not self.training_config["progress_bar"])
         for batch_index, (padded_shifted, padded_golden, lengths) in enumerate(progress):
             padded_shifted = padded_shifted.to(self.device)
             padded_golden = padded_golden.to(self.device)
             lengths = lengths.to(self.device)
-            with torch.autocast(device_type=self.device.type, dtype=torch.float16, enabled=self.use_amp):
+            # Only the last batch's attention is plotted; the others take the fused attention path.
+            with self._autocast(), self._attention_weights(needed=batch_index + 1 == len(dataloader)):
                 # TODO: logits (N, T, K) and attention dict from the model; loss = self.criterion on
                 #       logits flattened to (N*T, K) and padded_golden flattened to (N*T,)
                 # BEGIN SOLUTION
@@ -269,7 +261,7 @@ class LMTrainer(BaseTrainer):
         """
         if self.optimizer is None:
             raise RuntimeError("set trainer.optimizer (and trainer.scheduler) before calling train()")
-        samples_every = int(self.training_config.get("samples_every", 0))
+        samples_every = self.training_config["samples_every"]
         sample_settings = None
         if samples_every:
             sample_settings = self._run_extra("choosing the validation prompts",
@@ -354,7 +346,7 @@ class LMTrainer(BaseTrainer):
         prompts, originals = loader.dataset.sample_prompts(
             settings["num_samples"], settings["prompt_length"], seed=settings["seed"])
         max_length = min(int(settings["max_length"]), self.model.max_len)
-        generator = SequenceGenerator(self.model.score, self.tokenizer, max_length, self.device)
+        generator = SequenceGenerator.for_model(self.model, self.tokenizer, max_length, self.device)
         self.model.eval()
         with torch.no_grad():
             # TODO: seqs (N, T') and scores (N,) from generator.generate_greedy / generate_beam
@@ -408,7 +400,8 @@ class LMTrainer(BaseTrainer):
         return {**settings, "num_samples": count, "prompt_length": length}
 
     def _scheduler_interval(self) -> str:
-        return scheduler_interval(self.config.get("scheduler") or {})
+        section = self.config.get("scheduler")
+        return scheduler_interval(section) if section else "step"
 
     def _check_finite(self, loss: torch.Tensor, where: str) -> None:
         """Stop training on a NaN/inf loss with a message saying what to do next."""

@@ -1,0 +1,54 @@
+"""``SequenceGenerator`` on a key/value cache: what ``SequenceGenerator.for_model`` returns.
+
+The searches are the base class's own; only the score function changes (a ``CachedScorer`` in
+place of ``model.score``), and beam search scores all its hypotheses in one call, which the cached
+scorer allows because it never depends on the row (each row is a sequence, nothing more).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from hw4lib.decoding.sequence_generator import SequenceGenerator
+from hw4lib.model.kv_cache import CachedScorer
+
+
+def _with_fresh_cache(search):
+    """Wrap a search so it starts from an empty cache and frees the cache when it returns."""
+
+    @functools.wraps(search)
+    def run(self, *args, **kwargs):
+        self.score_fn.reset()
+        try:
+            return search(self, *args, **kwargs)
+        finally:
+            self.score_fn.reset()
+
+    return run
+
+
+class CachedSequenceGenerator(SequenceGenerator):
+    """Greedy search, beam search and sampling for a ``DecoderOnlyTransformer``, incrementally.
+
+    Args:
+        model: a ``DecoderOnlyTransformer`` in eval mode, on ``device``.
+        tokenizer, max_length, device: as ``SequenceGenerator``; ``max_length`` may not exceed
+            ``model.max_len``.
+    """
+
+    def __init__(self, model, tokenizer, max_length: int, device: str | torch.device):
+        if isinstance(max_length, int) and max_length > model.max_len:
+            raise ValueError(f"max_length={max_length} exceeds the model's max_len={model.max_len}: "
+                             "lower max_length")
+        super().__init__(CachedScorer(model, capacity=max_length, eos_id=tokenizer.eos_id),
+                         tokenizer, max_length, device)
+
+    generate_greedy = _with_fresh_cache(SequenceGenerator.generate_greedy)
+    generate_beam = _with_fresh_cache(SequenceGenerator.generate_beam)
+    generate_sample = _with_fresh_cache(SequenceGenerator.generate_sample)
+
+    def _score_beams(self, seqs: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
+        """All N x B hypotheses in one call: (N, B, T) -> (N, B, V) (finished ones cost nothing)."""
+        return self.score_fn(seqs.flatten(0, 1)).view(*seqs.shape[:2], -1)
+

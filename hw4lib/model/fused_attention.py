@@ -1,0 +1,43 @@
+"""Skip the attention weights where nobody reads them, so attention runs as one fused kernel.
+
+``nn.MultiheadAttention`` returns its (N, T, T) attention weights only when called with
+``need_weights=True`` (the sublayer asks for them: the model's forward returns them). Computing
+them forces the unfused path: the scores are materialised, softmaxed and kept for backward. With
+``need_weights=False`` it calls ``F.scaled_dot_product_attention`` instead, which is faster and
+uses less memory, and returns None for the weights. Training and evaluation steps never read the
+weights, so they run inside ``attention_weights_off(model)``; outside it, the forward's contract
+(weights in the returned dict) holds as before.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from torch import nn
+
+_NEED_WEIGHTS_POSITION = 4  # forward(query, key, value, key_padding_mask, need_weights, ...)
+
+
+def _no_weights(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Forward pre-hook: call the attention with need_weights=False, however it was asked."""
+    if len(args) > _NEED_WEIGHTS_POSITION:
+        args = (*args[:_NEED_WEIGHTS_POSITION], False, *args[_NEED_WEIGHTS_POSITION + 1:])
+    else:
+        kwargs["need_weights"] = False
+    return args, kwargs
+
+
+@contextmanager
+def attention_weights_off(model: nn.Module) -> Iterator[None]:
+    """Within the block, every ``nn.MultiheadAttention`` in ``model`` returns None as its weights.
+
+    The layers' outputs are unchanged (to float rounding); the attention dict the model returns
+    then holds None for every layer.
+    """
+    handles = [module.register_forward_pre_hook(_no_weights, with_kwargs=True)
+               for module in model.modules() if isinstance(module, nn.MultiheadAttention)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()

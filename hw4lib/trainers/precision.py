@@ -1,0 +1,59 @@
+"""The number format of training steps: ``training.precision: auto | fp32 | bf16 | fp16``.
+
+bf16 and fp16 run the forward pass under ``torch.autocast``: matrix products in 16 bits,
+reductions and the loss in float32, weights and optimizer state in float32. That is faster only
+where the hardware multiplies 16-bit numbers natively:
+
+* CUDA: bf16 on GPUs that support it (Ampere and later), else fp16 with a ``GradScaler``, which
+  scales the loss so small fp16 gradients do not round to zero (bf16 has fp32's range and needs none);
+* CPU: bf16 where the CPU has bf16 instructions (AVX512-BF16 or AMX); elsewhere autocast would
+  emulate bf16 and be slower than fp32.
+
+``auto`` picks the fastest format the device supports natively, fp32 otherwise. The legacy key
+``training.use_amp`` stays accepted: true means ``auto``, false means ``fp32``. Evaluation always
+runs in float32 (``evaluate_language_model``), so the reported perplexity does not depend on it.
+"""
+from __future__ import annotations
+
+import torch
+
+from hw4lib.config import PRECISIONS, requested_precision  # read from the training: section
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when this CPU multiplies bf16 numbers in hardware (AVX512-BF16 or AMX tiles)."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
+def resolve_precision(requested: str, device: torch.device) -> tuple[torch.dtype, str]:
+    """The autocast dtype for ``requested`` on ``device``, and a sentence saying why.
+
+    Returns:
+        (torch.float32, torch.bfloat16 or torch.float16; float32 means no autocast), reason.
+    Raises:
+        ValueError: fp16 off CUDA (it needs grad scaling, which only CUDA has here), or an
+            unknown name.
+    """
+    device = torch.device(device)
+    if requested not in PRECISIONS:
+        raise ValueError(f"training.precision must be one of {list(PRECISIONS)}, got {requested!r}")
+    if requested == "fp16" and device.type != "cuda":
+        raise ValueError(f"training.precision 'fp16' needs a CUDA device (got {device.type}): "
+                         "use 'bf16' or 'auto'")
+    if requested != "auto":
+        return DTYPES[requested], "as the config asks"
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16, "auto: this GPU supports bf16"
+        return torch.float16, "auto: this GPU lacks bf16, so fp16 with grad scaling"
+    if device.type == "cpu" and cpu_has_native_bf16():
+        return torch.bfloat16, "auto: this CPU has native bf16 instructions (AVX512-BF16/AMX)"
+    return torch.float32, f"auto: no native 16-bit matrix units on {device.type}"
+
+
+def precision_name(dtype: torch.dtype) -> str:
+    """'fp32', 'bf16' or 'fp16'."""
+    return {value: key for key, value in DTYPES.items()}[dtype]

@@ -1,0 +1,201 @@
+# hw4p1: instructor-only
+"""Training precision (``training.precision``) and the fused attention path of the trainer.
+
+* ``resolve_precision`` picks bf16 only where the hardware has it (the CPU and CUDA capability
+  checks are patched, so both CUDA branches are checked on a CPU-only machine), refuses fp16 off
+  CUDA, and ``use_amp`` still works as the old name of ``precision``.
+* A bf16 training step stays close to the float32 one (autograd in float32 is the truth), and the
+  trainer's autocast really computes the logits in bf16.
+* ``attention_weights_off`` changes neither outputs nor gradients, and the trainer asks for the
+  attention weights in the last batch of an epoch only (the one it plots).
+
+Run: ``python -m tests.test_precision`` (or pytest).
+"""
+from contextlib import nullcontext
+from unittest import mock
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import DataLoader
+
+from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.model.fused_attention import attention_weights_off
+from hw4lib.train import ConfigError, validate_config
+from hw4lib.trainers import LMTrainer
+from hw4lib.trainers.precision import requested_precision, resolve_precision
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Precision choice": 0, "Mixed-precision step": 0, "Fused attention": 0}
+
+PAD, SOS, EOS, VOCAB = 0, 1, 2, 12
+
+
+def expect_error(error_type, words, call) -> None:
+    try:
+        call()
+    except error_type as error:
+        missing = [word for word in words if word not in str(error)]
+        assert not missing, f"the error should name {missing}, got: {error}"
+        return
+    raise AssertionError(f"expected {error_type.__name__} naming {words}, got no error")
+
+
+@rubric("Precision choice")
+def test_auto_picks_16_bits_only_where_native():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    for native, expected in ((True, torch.bfloat16), (False, torch.float32)):
+        with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=native):
+            dtype, reason = resolve_precision("auto", cpu)
+        assert dtype == expected, f"auto on a CPU with native bf16={native}: expected {expected}, got {dtype}"
+        assert reason.startswith("auto"), f"the reason should say auto chose, got {reason!r}"
+    for supported, expected in ((True, torch.bfloat16), (False, torch.float16)):
+        with mock.patch("torch.cuda.is_bf16_supported", return_value=supported):
+            dtype, _ = resolve_precision("auto", cuda)
+        assert dtype == expected, f"auto on a GPU with bf16={supported}: expected {expected}, got {dtype}"
+    explicit = {("fp32", cpu): torch.float32, ("bf16", cpu): torch.bfloat16, ("fp16", cuda): torch.float16}
+    for (name, device), expected in explicit.items():
+        assert resolve_precision(name, device)[0] == expected, f"{name} on {device}: expected {expected}"
+    expect_error(ValueError, ["fp16", "CUDA", "bf16"], lambda: resolve_precision("fp16", cpu))
+    expect_error(ValueError, ["training.precision", "fp8"], lambda: resolve_precision("fp8", cpu))
+
+
+@rubric("Precision choice")
+def test_use_amp_is_an_alias_of_precision():
+    cases = [({}, "auto"), ({"use_amp": True}, "auto"), ({"use_amp": False}, "fp32"),
+             ({"precision": "bf16"}, "bf16"), ({"precision": "bf16", "use_amp": True}, "bf16"),
+             ({"precision": "fp32", "use_amp": False}, "fp32")]
+    for training, expected in cases:
+        got = requested_precision(training)
+        assert got == expected, f"training section {training}: expected precision {expected!r}, got {got!r}"
+    expect_error(ValueError, ["use_amp", "precision"],
+                 lambda: requested_precision({"precision": "bf16", "use_amp": False}))
+
+    from tests.test_train_e2e import _tiny_config
+
+    config = _tiny_config()
+    config["training"].pop("precision", None)  # tiny.yaml inherits default.yaml's precision: auto
+    config["training"]["use_amp"] = False
+    checked = validate_config(config)["training"]
+    assert checked["precision"] == "fp32" and "use_amp" not in checked, (
+        f"use_amp: false should validate to precision fp32 (and disappear), got {checked}")
+    config["training"]["precision"] = "bf16"
+    expect_error(ConfigError, ["training.precision", "use_amp"], lambda: validate_config(config))
+    config["training"].pop("use_amp")
+    config["training"]["precision"] = "half"
+    expect_error(ConfigError, ["training.precision"], lambda: validate_config(config))
+
+
+class Sequences:
+    """A tiny in-memory dataset in the LMDataset format."""
+
+    def __init__(self, count: int = 12, seed: int = 0):
+        generator = torch.Generator().manual_seed(seed)
+        self.items = [torch.randint(3, VOCAB, (int(length),), generator=generator)
+                      for length in torch.randint(3, 9, (count,), generator=generator)]
+        self.total_chars = sum(len(item) for item in self.items)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        item = self.items[index]
+        return torch.cat([torch.tensor([SOS]), item]), torch.cat([item, torch.tensor([EOS])])
+
+    def collate_fn(self, batch):
+        shifted, golden = zip(*batch)
+        return (pad_sequence(shifted, batch_first=True, padding_value=PAD),
+                pad_sequence(golden, batch_first=True, padding_value=PAD),
+                torch.tensor([len(s) for s in shifted]))
+
+
+class Tokenizer:
+    pad_id, sos_id, eos_id, vocab_size = PAD, SOS, EOS, VOCAB
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " ".join(str(i) for i in ids)
+
+
+def make_trainer(tmp_path, precision: str) -> LMTrainer:
+    torch.manual_seed(0)
+    model = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB)
+    config = {"training": {"expts_dir": str(tmp_path / "expts"), "precision": precision, "progress_bar": False}}
+    trainer = LMTrainer(model, Tokenizer(), config, f"run-{precision}", None, device="cpu")
+    trainer.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return trainer
+
+
+@rubric("Mixed-precision step")
+def test_bf16_step_is_close_to_float32(tmp_path):
+    dataset = Sequences()
+    shifted, golden, lengths = dataset.collate_fn([dataset[i] for i in range(8)])
+    grads, losses = {}, {}
+    for precision in ("fp32", "bf16"):
+        trainer = make_trainer(tmp_path, precision)
+        assert not trainer.scaler.is_enabled(), f"{precision} on CPU must not scale gradients"
+        with trainer._autocast():
+            logits, _ = trainer.model(shifted, lengths)
+            loss = trainer.criterion(logits.reshape(-1, VOCAB), golden.reshape(-1))
+        expected_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        assert logits.dtype == expected_dtype, f"{precision}: logits should be {expected_dtype}, got {logits.dtype}"
+        loss.backward()
+        losses[precision] = loss.item()
+        grads[precision] = torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+    assert abs(losses["bf16"] - losses["fp32"]) < 0.02 * losses["fp32"], (
+        f"bf16 loss {losses['bf16']:.4f} should be within 2% of the float32 loss {losses['fp32']:.4f}")
+    cosine = torch.nn.functional.cosine_similarity(grads["bf16"], grads["fp32"], dim=0).item()
+    assert cosine > 0.99, f"bf16 gradients should point where float32's do (cosine > 0.99), got {cosine:.4f}"
+
+
+@rubric("Fused attention")
+def test_attention_weights_off_keeps_outputs_and_gradients():
+    torch.manual_seed(0)
+    model = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB)
+    tokens, lengths = torch.randint(0, VOCAB, (3, 9)), torch.tensor([9, 6, 2])
+    results = {}
+    for fused in (False, True):
+        model.zero_grad()
+        with attention_weights_off(model) if fused else nullcontext():
+            logits, weights = model(tokens, lengths)
+        logits.square().mean().backward()
+        results[fused] = (logits.detach(), [p.grad.clone() for p in model.parameters()], weights)
+    (plain, plain_grads, plain_weights), (fused, fused_grads, fused_weights) = results[False], results[True]
+    assert torch.allclose(plain, fused, atol=1e-5), f"logits differ by {(plain - fused).abs().max():.2e}"
+    for index, (a, b) in enumerate(zip(plain_grads, fused_grads)):
+        assert torch.allclose(a, b, atol=1e-5), f"gradient of parameter {index} differs by {(a - b).abs().max():.2e}"
+    assert all(w is None for w in fused_weights.values()), f"expected no weights inside the block, got {fused_weights}"
+    assert all(w.shape == (3, 9, 9) for w in plain_weights.values()), "weights outside the block must be (N, T, T)"
+    _, after = model(tokens, lengths)
+    assert all(w is not None for w in after.values()), "the weights must come back after the block"
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    x = torch.randn(2, 4, 8)
+    with attention_weights_off(mha):
+        _, positional = mha(x, x, x, None, True)
+    assert positional is None, "need_weights passed positionally must be overridden too"
+
+
+@rubric("Fused attention")
+def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path):
+    trainer = make_trainer(tmp_path, "fp32")
+    dataset = Sequences()
+    loader = DataLoader(dataset, batch_size=4, collate_fn=dataset.collate_fn)
+    with_weights = []
+    mha = trainer.model.dec_layers[0].self_attn.mha
+    hook = mha.register_forward_hook(lambda module, args, output: with_weights.append(output[1] is not None))
+    try:
+        _, attn = trainer._train_epoch(loader)
+        trainer._validate_epoch(loader)
+    finally:
+        hook.remove()
+    train_calls, val_calls = with_weights[:len(loader)], with_weights[len(loader):]
+    assert train_calls == [False] * (len(loader) - 1) + [True], (
+        f"training should ask for attention weights in its last batch only, got {train_calls}")
+    assert not any(val_calls), f"validation never reads attention weights, got {val_calls}"
+    assert attn is not None and attn.shape[0] == attn.shape[1], "the plotted attention map must be (T, T)"
+    bf16 = make_trainer(tmp_path, "bf16")
+    assert isinstance(bf16._attention_weights(needed=False), nullcontext), (
+        "bf16 training on a CPU should keep the plain attention path (its fused backward is slower)")
+
+
+if __name__ == "__main__":
+    run_module(__name__)
