@@ -341,6 +341,11 @@ class FixedDropout:
         draws = torch.rand(tuple(shape), generator=torch.Generator().manual_seed(seed))
         return (draws >= p).float() / (1.0 - p)
 
+    def assert_acted(self, shape, what: str) -> None:
+        """Fail unless a dropout acted on a tensor of ``shape``; ``what`` says which one should have."""
+        acted = [recorded for recorded, _ in self.calls]
+        assert tuple(shape) in acted, f"{what} (the dropouts that acted had shapes {acted})"
+
     def __call__(self, input, p=0.5, training=True, inplace=False):
         if not training or p == 0.0:
             return input

@@ -123,15 +123,10 @@ def test_each_dropout_sits_where_it_belongs():
     with fixed_dropout() as dropout:
         out = layer(x)
     inner_shape, output_shape = (batch, length, d_ff), (batch, length, d_model)
-    acted = [shape for shape, _ in dropout.calls]
-    assert inner_shape in acted, (
-        f"in training with dropout={p}, the hidden activations {inner_shape} must be dropped by the "
-        f"Dropout inside ffn (dropouts that acted: {acted})"
-    )
-    assert output_shape in acted, (
-        f"in training with dropout={p}, the ffn output {output_shape} must go through self.dropout "
-        f"before the residual add (dropouts that acted: {acted})"
-    )
+    dropout.assert_acted(inner_shape, f"in training with dropout={p}, the hidden activations "
+                         f"{inner_shape} must be dropped by the Dropout inside ffn")
+    dropout.assert_acted(output_shape, f"in training with dropout={p}, the ffn output {output_shape} "
+                         "must go through self.dropout before the residual add")
     expected = reference_feed_forward(layer, x, FixedDropout.keep_mask(inner_shape, p),
                                       FixedDropout.keep_mask(output_shape, p))
     assert torch.allclose(out, expected, atol=1e-5), (

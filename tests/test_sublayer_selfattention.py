@@ -162,15 +162,10 @@ def test_each_dropout_sits_where_it_belongs():
     with fixed_dropout() as dropout:
         out, weights = layer(x, attn_mask=mask)
     weight_shape, output_shape = (batch * heads, length, length), (batch, length, d_model)
-    acted = [shape for shape, _ in dropout.calls]
-    assert weight_shape in acted, (
-        f"in training with dropout={p}, the attention weights {weight_shape} must be dropped: build "
-        f"nn.MultiheadAttention with dropout=dropout (dropouts that acted: {acted})"
-    )
-    assert output_shape in acted, (
-        f"in training with dropout={p}, the attention output {output_shape} must go through "
-        f"self.dropout before the residual add (dropouts that acted: {acted})"
-    )
+    dropout.assert_acted(weight_shape, f"in training with dropout={p}, the attention weights "
+                         f"{weight_shape} must be dropped: build nn.MultiheadAttention with dropout=dropout")
+    dropout.assert_acted(output_shape, f"in training with dropout={p}, the attention output "
+                         f"{output_shape} must go through self.dropout before the residual add")
     weight_keep = FixedDropout.keep_mask(weight_shape, p).view(batch, heads, length, length)
     expected_out, expected_weights = reference_self_attention(
         layer, x, attn_mask=mask, weight_keep=weight_keep,

@@ -18,8 +18,9 @@ file and indents ``replace`` the same way. A ``find`` without a final newline (a
 ``|-`` block) is matched as a raw substring, for a fragment inside a line.
 
 For each entry the runner applies the replacement to a private copy of the tree (the git-tracked
-and untracked-but-not-ignored files), runs ``python -m <test>`` there exactly as a student does,
-and counts the mutant *rejected* when that exits non-zero. Before that, each test module named in
+and untracked-but-not-ignored files, plus a link to the built data when there is some), runs
+``python -m <test>`` there exactly as a student does, and counts the mutant *rejected* when that
+exits non-zero. Before that, each test module named in
 the selection runs once on the unmutated copy and must pass, otherwise a broken test would
 "reject" everything. It prints one line per entry (with the first failure the student would read),
 then a table per student file. Exit status 1 when any mutant survives, an entry no longer applies
@@ -55,6 +56,8 @@ KEYS = ("id", "file", "find", "replace", "test", "bug")
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 TEST_PATTERN = re.compile(r"^tests\.test_[a-z0-9_]+$")
 DEFAULT_TIMEOUT_S = 300
+# Built, untracked data that some tests read: linked into each copy when it exists here.
+DATA_PATHS = ("hw4_data/hw4p1_data",)
 
 
 class CatalogueError(Exception):
@@ -158,11 +161,16 @@ def tree_files(root: Path = REPO_ROOT) -> list[str]:
 
 
 def make_copy(destination: Path, files: list[str], root: Path = REPO_ROOT) -> None:
-    """Copy ``files`` from ``root`` to ``destination``, keeping their relative paths."""
+    """Copy ``files`` from ``root`` to ``destination``, keeping their relative paths, and link the
+    built data of :data:`DATA_PATHS` that exists under ``root`` (read-only use, so not copied)."""
     for name in files:
         target = destination / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / name, target)
+    for name in DATA_PATHS:
+        if (root / name).is_dir() and not (destination / name).exists():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            (destination / name).symlink_to((root / name).resolve(), target_is_directory=True)
 
 
 def first_failure(output: str) -> str:
