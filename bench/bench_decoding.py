@@ -22,7 +22,7 @@ import yaml
 from hw4lib.decoding import SequenceGenerator
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
-BATCH, PROMPT_LEN, NEW_TOKENS, BEAM_WIDTH, REPEATS = 16, 10, 100, 3, 1
+BATCH, PROMPT_LEN, NEW_TOKENS, BEAM_WIDTH, REPEATS = 16, 10, 100, 3, 3
 
 
 def load_model_and_tokenizer():
