@@ -57,7 +57,7 @@ handin: $(STAMP) ## pack handin.tar from the latest run (RUN=<name> to pick one)
 handout: $(STAMP) ## write dist/handout/ and dist/handout.tar.gz for students
 	$(PY) -m tools.make_handout
 
-autograde: $(STAMP) ## write dist/autograde.tar and dist/autograde-Makefile for Autolab
+autograde: $(STAMP) ## write dist/autograde.tar + dist/autograde-Makefile (Autolab), dist/gradescope.zip
 	$(PY) -m tools.make_autograde
 
 figures: $(STAMP) ## redraw the diagrams in figures/

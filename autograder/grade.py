@@ -115,9 +115,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
 
     layout = prepare_sandbox(handin, work)
     if layout is None:
-        for category, points in rubric.MYTORCH_RUBRIC.items():
-            section(f"{category} ({points} points)")
-            print(f"  the handin has no mytorch/ .py files. 0/{points}")
+        skip_mytorch("the handin has no mytorch/ .py files", report)
         return
     section("Sandbox")
     mode, notes = sandbox.choose_mode(layout, judge.python_executable(), args.sandbox)
@@ -125,15 +123,28 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
     for note in notes:
         print(f"  not used: {note}")
     if mode is None:
-        print(f"  the sandbox asked for (--sandbox {args.sandbox}) does not work here, so student "
-              f"code was not run; mytorch scores 0. Grade without --sandbox to use the strongest "
-              f"mode that works")
+        skip_mytorch(f"the sandbox asked for (--sandbox {args.sandbox}) does not work here, so "
+                     f"student code was not run; grade without --sandbox to use the strongest "
+                     f"mode that works", report)
         return
     print(f"  {sandbox.mode_summary(mode)}")
+    cap_note = sandbox.process_cap_note(mode)
+    if cap_note:
+        print(f"  note: {cap_note}")
     for category, points in rubric.MYTORCH_RUBRIC.items():
         section(f"{category} ({points} points)")
         scores[category] = grade_mytorch_category(category, layout, mode, args.mytorch_timeout,
                                                   report)
+
+
+def skip_mytorch(reason: str, report: dict) -> None:
+    """Every mytorch test fails with ``reason`` (each category scores 0)."""
+    for category, points in rubric.MYTORCH_RUBRIC.items():
+        section(f"{category} ({points} points)")
+        print(f"  {reason}. 0/{points}")
+        report["tests"] += [asdict(judge.TestResult(test.name, category, float(test.points), 0.0,
+                                                    test.summary, reason))
+                            for test in judge.tests_of(category)]
 
 
 def prepare_sandbox(handin: Extraction, work: Path) -> sandbox.Layout | None:

@@ -38,9 +38,10 @@ from hw4lib.trainers.lm_trainer import evaluate_language_model
 HIDDEN_TEXT_FILE = "test.txt"  # inside the hidden-set folder: one transcript per line
 HIDDEN_PARTITION = "test"
 MAX_BATCH_SIZE = 32
-# Attention weights of one batch (batch x heads x T x T floats) stay under this many elements, so a
-# model with many heads on long character sequences does not exhaust memory.
-ATTENTION_BUDGET = 2**26
+# The largest activation of one batch stays under this many elements: the attention weights (batch
+# x heads x T x T) and the widest per-position tensor (batch x T x max(d_ff, vocab)), so a model with
+# many heads or a huge feed-forward on long sequences does not exhaust memory.
+ACTIVATION_BUDGET = 2**26
 # DecoderOnlyTransformer's keyword arguments (num_classes comes from the tokenizer) and their types.
 MODEL_KEYS = {"num_layers": int, "d_model": int, "num_heads": int, "d_ff": int, "dropout": float,
               "max_len": int, "weight_tying": bool, "layer_drop_rate": float}
@@ -113,7 +114,8 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
         raise GradingError(f"the longest hidden test transcript is {dataset.text_max_len} tokens "
                            f"with the {token_type} tokenizer, but the model's max_len is "
                            f"{model.max_len}")
-    loader = length_sorted_loader(dataset, model_config["num_heads"])
+    width = max(model_config["d_ff"], model_config["d_model"], tokenizer.vocab_size)
+    loader = length_sorted_loader(dataset, model_config["num_heads"], width)
     metrics = evaluate_language_model(model, loader, torch.device("cpu"))
     if not math.isfinite(metrics["perplexity_char"]):
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
@@ -224,8 +226,9 @@ def write_hidden_set(hidden_set: Path, work: Path) -> Path:
     return work / "data"
 
 
-def length_sorted_loader(dataset: LMDataset, num_heads: int) -> DataLoader:
-    """Batches of similar lengths (little padding), each within ATTENTION_BUDGET.
+def length_sorted_loader(dataset: LMDataset, num_heads: int, width: int) -> DataLoader:
+    """Batches of similar lengths (little padding), each within ACTIVATION_BUDGET for attention
+    weights of ``num_heads`` heads and per-position tensors of ``width`` features.
 
     The metric is a sum over transcripts, so neither the order nor the batching changes it.
     """
@@ -234,7 +237,8 @@ def length_sorted_loader(dataset: LMDataset, num_heads: int) -> DataLoader:
     for index in order:
         length = len(dataset.transcripts_shifted[index])  # the longest so far: sorted order
         if batches[-1] and (len(batches[-1]) == MAX_BATCH_SIZE
-                            or (len(batches[-1]) + 1) * num_heads * length**2 > ATTENTION_BUDGET):
+                            or (len(batches[-1]) + 1) * length * max(num_heads * length, width)
+                            > ACTIVATION_BUDGET):
             batches.append([])
         batches[-1].append(index)
     return DataLoader(dataset, batch_sampler=batches, collate_fn=dataset.collate_fn)

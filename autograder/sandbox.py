@@ -440,6 +440,18 @@ def mode_summary(mode: str) -> str:
     }[mode]
 
 
+def process_cap_note(mode: str) -> str | None:
+    """A warning when ``mode`` runs as root with no pids cgroup to cap the worker's processes."""
+    if os.geteuid() != 0 or mode not in ("bwrap", "unshare"):
+        return None
+    cap = ProcessCap.create()
+    if cap is not None:
+        cap.remove()
+        return None
+    return ("no pids cgroup could be created, so the number of processes student code starts is "
+            "bounded only by the time limit")
+
+
 def make_readable(folder: Path) -> None:
     """Let the sandbox uid read ``folder`` (for setpriv): directories 755, files 644."""
     os.chmod(folder, 0o755)

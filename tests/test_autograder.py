@@ -387,6 +387,31 @@ def deflate_zip(path: Path) -> None:
 
 
 @rubric_category("Model grading")
+def test_evaluation_batches_bound_attention_and_feed_forward_activations():
+    class Lengths:  # what length_sorted_loader reads of an LMDataset
+        def __init__(self, lengths):
+            self.transcripts_shifted = [[0] * n for n in lengths]
+
+        def __len__(self):
+            return len(self.transcripts_shifted)
+
+        def collate_fn(self, batch):
+            return batch
+
+    lengths = [int(n) for n in np.random.default_rng(0).integers(1, 2000, 300)]
+    for num_heads, width in ((64, 16), (1, 32768), (4, 1024)):
+        loader = grade_model.length_sorted_loader(Lengths(lengths), num_heads, width)
+        batches = list(loader.batch_sampler)
+        assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+        for batch in batches:
+            longest = max(lengths[i] for i in batch)
+            largest = len(batch) * longest * max(num_heads * longest, width)
+            assert len(batch) == 1 or largest <= grade_model.ACTIVATION_BUDGET, (
+                f"{num_heads} heads, width {width}: a batch of {len(batch)} x {longest} holds "
+                f"{largest} activations, over {grade_model.ACTIVATION_BUDGET}")
+
+
+@rubric_category("Model grading")
 def test_parameter_estimate_matches_the_built_model():
     wider = {**TINY_MODEL, "num_layers": 3, "d_model": 24, "num_heads": 4, "d_ff": 40}
     for tied in (False, True):

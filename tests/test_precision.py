@@ -74,6 +74,7 @@ def test_use_amp_is_an_alias_of_precision():
     from tests.test_train_e2e import _tiny_config
 
     config = _tiny_config()
+    config["training"].pop("precision", None)  # tiny.yaml inherits default.yaml's precision: auto
     config["training"]["use_amp"] = False
     checked = validate_config(config)["training"]
     assert checked["precision"] == "fp32" and "use_amp" not in checked, (

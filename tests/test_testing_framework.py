@@ -62,6 +62,8 @@ def test_unknown_or_empty_category_is_an_error():
 
 @rubric("Framework")
 def test_run_module_exits_non_zero_on_any_failure_and_labels_given_code():
+    import contextlib
+    import io
     import sys
 
     from tests.testing_framework import GIVEN_CODE, run_module
@@ -72,7 +74,7 @@ def test_run_module_exits_non_zero_on_any_failure_and_labels_given_code():
                          test_b=rubric("Given")(_copy(_fails_assert if failing == "Given" else _passes)))
         sys.modules[module.__name__] = module
         try:
-            with pytest.raises(SystemExit) as exit_info:
+            with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
                 run_module(module.__name__, argv=[])
         finally:
             del sys.modules[module.__name__]
@@ -84,9 +86,6 @@ def test_run_module_exits_non_zero_on_any_failure_and_labels_given_code():
     module = _module({"Graded": 5, "Given": 0},
                      test_a=rubric("Graded")(_copy(_passes)), test_b=rubric("Given")(_copy(_passes)))
     sys.modules[module.__name__] = module
-    import contextlib
-    import io
-
     report = io.StringIO()
     try:
         with contextlib.redirect_stdout(report):
@@ -100,6 +99,26 @@ def test_run_module_exits_non_zero_on_any_failure_and_labels_given_code():
     )
     assert not any(GIVEN_CODE in line for line in report.getvalue().splitlines() if "Graded" in line), (
         "a graded category must not be labelled as given code"
+    )
+
+
+@rubric("Framework")
+def test_bare_asserts_report_both_values_outside_pytest(tmp_path):
+    import importlib.util
+
+    from tests.testing_framework import _describe, with_assert_details
+
+    path = tmp_path / "bare_module.py"
+    path.write_text("def test_compare():\n    got = [1, 2]\n    assert got == [1, 3]\n")
+    spec = importlib.util.spec_from_file_location("bare_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    detailed = with_assert_details(module)
+    with pytest.raises(AssertionError) as error:
+        detailed.test_compare()
+    described = _describe(error.value)
+    assert "[1, 2]" in described and "[1, 3]" in described, (
+        f"a bare assert must report what it got and what it expected, got: {described}"
     )
 
 

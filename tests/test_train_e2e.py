@@ -25,7 +25,10 @@ TINY = REPO / "configs" / "tiny.yaml"
 
 
 def _tiny_config() -> dict:
-    return yaml.safe_load(TINY.read_text())
+    """configs/tiny.yaml with its base resolved, not yet validated."""
+    from hw4lib.config import read_config
+
+    return read_config(TINY)
 
 
 @rubric("Config validation")
@@ -84,7 +87,7 @@ def test_cli_reports_a_bad_config_and_exits_nonzero(tmp_path):
 
 @rubric("Length-bucketed batches")
 def test_bucketed_batches_cover_each_transcript_once_with_little_padding():
-    from hw4lib.train import LengthBucketBatchSampler
+    from hw4lib.data import LengthBucketBatchSampler
 
     generator = torch.Generator().manual_seed(0)
     lengths = torch.randint(1, 200, (1000,), generator=generator).tolist()

@@ -19,7 +19,6 @@ from unittest import mock
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from tests.testing_framework import rubric, run_module
 
@@ -38,9 +37,10 @@ def _write_split(folder: Path, texts: list[str]) -> None:
 
 
 def _char_tokenizer():
+    from hw4lib.config import read_config
     from hw4lib.data import H4Tokenizer
 
-    token_map = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())["tokenization"]["token_map"]
+    token_map = read_config(REPO / "configs" / "tiny.yaml")["tokenization"]["token_map"]
     return H4Tokenizer(token_map, "char")
 
 

@@ -30,12 +30,14 @@ take no arguments, except
 from __future__ import annotations
 
 import argparse
+import ast
 import inspect
 import json
 import sys
 import tempfile
 import time
 import traceback
+import types
 from pathlib import Path
 from typing import Callable
 
@@ -104,6 +106,7 @@ def _describe(error: BaseException) -> str:
     if frames:
         last = frames[-1]
         where = f"\n      at {Path(last.filename).name}:{last.lineno} in {last.name}"
+    message = message.replace("\n", "\n      ")  # keep continuation lines under the first
     return f"{type(error).__name__}: {message}{where}"
 
 
@@ -154,6 +157,28 @@ def run_categories(grouped: dict[str, list[Callable]], rubric_points: dict[str, 
     return scores, failed_categories
 
 
+def with_assert_details(module: types.ModuleType) -> types.ModuleType:
+    """``module`` executed afresh with pytest's assertion rewriting, as pytest itself runs it.
+
+    A failing ``assert got == expected`` then reports both values (and its message, if any) under
+    ``python -m tests.test_x`` too, instead of a bare ``AssertionError``. Returns ``module``
+    unchanged when it has no source file.
+    """
+    from _pytest.assertion.rewrite import rewrite_asserts
+
+    path = getattr(module, "__file__", None)
+    if not path or not path.endswith(".py"):
+        return module
+    source = Path(path).read_bytes()
+    tree = ast.parse(source, filename=path)
+    rewrite_asserts(tree, source, path)
+    spec = getattr(module, "__spec__", None)
+    fresh = types.ModuleType(spec.name if spec else module.__name__)
+    fresh.__file__, fresh.__package__ = path, module.__package__
+    exec(compile(tree, path, "exec"), fresh.__dict__)  # noqa: S102 - the test file itself
+    return fresh
+
+
 def run_module(module_name: str, argv: list[str] | None = None) -> dict[str, float]:
     """Entry point of ``python -m tests.test_x``; exits non-zero when any category failed."""
     parser = argparse.ArgumentParser(description=f"Run the rubric tests of {module_name}.")
@@ -162,7 +187,7 @@ def run_module(module_name: str, argv: list[str] | None = None) -> dict[str, flo
     parser.add_argument("--category", action="append",
                         help="run only this category (repeatable)")
     args = parser.parse_args(argv)
-    module = sys.modules[module_name]
+    module = with_assert_details(sys.modules[module_name])
     grouped = collect(module)
     rubric_points = dict(module.RUBRIC)
     if args.category:

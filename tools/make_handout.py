@@ -43,8 +43,8 @@ MAKEFILE_BEGIN = "# BEGIN INSTRUCTOR TARGETS"
 MAKEFILE_END = "# END INSTRUCTOR TARGETS"
 
 # Top-level paths (directories end with "/") that only instructors get, or that are built locally.
-EXCLUDED_DIRS = ("autograder/", "tools/", "bench/", ".ci/", "hw4_data/hw4p1_data/", "expts/",
-                 "dist/", ".venv/")
+EXCLUDED_DIRS = ("autograder/", "tools/", "bench/", ".ci/", "docs/", "hw4_data/hw4p1_data/",
+                 "expts/", "dist/", ".venv/")
 EXCLUDED_FILES = ("DEVELOPERS.md",)
 # Directory names that are caches or metadata wherever they appear.
 EXCLUDED_PARTS = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".git")
@@ -67,6 +67,17 @@ TASK_ORDER: dict[str, tuple[str, ...]] = {
     "hw4lib/model/transformers.py": ("test_transformer_decoder_only",),
     "hw4lib/decoding/sequence_generator.py": ("test_decoding",),
     "hw4lib/trainers/lm_trainer.py": ("test_lm_trainer",),
+    # The bonus track: the whole model in numpy, on top of the attention stack above.
+    "mytorch/nn/embedding.py": ("test_mytorch_lm",),
+    "mytorch/nn/layer_norm.py": ("test_mytorch_lm",),
+    "mytorch/nn/gelu.py": ("test_mytorch_lm",),
+    "mytorch/nn/dropout.py": ("test_mytorch_lm",),
+    "mytorch/nn/loss.py": ("test_mytorch_lm",),
+    "mytorch/nn/positional_encoding.py": ("test_mytorch_lm",),
+    "mytorch/nn/sublayers.py": ("test_mytorch_lm",),
+    "mytorch/nn/decoder_layers.py": ("test_mytorch_lm",),
+    "mytorch/nn/transformer.py": ("test_mytorch_lm",),
+    "mytorch/optim/adamw.py": ("test_mytorch_lm",),
 }
 IMPORT_PACKAGES = ("mytorch", "hw4lib", "datagen")
 

@@ -33,6 +33,7 @@ import torch
 import yaml
 from torch import nn
 
+from hw4lib.config import training_settings
 from hw4lib.model.fused_attention import attention_weights_off
 
 from .precision import precision_name, requested_precision, resolve_precision
@@ -121,8 +122,8 @@ class BaseTrainer(ABC):
     def __init__(self, model: nn.Module, tokenizer, config: dict[str, Any], run_name: str,
                  config_file: str | Path | None, device: str | torch.device | None = None):
         self.config = config
-        self.training_config = config.get("training", {})
-        self.device = resolve_device(device if device is not None else self.training_config.get("device"))
+        self.training_config = training_settings(config.get("training", {}))
+        self.device = resolve_device(device if device is not None else self.training_config["device"])
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
         self.run_name = run_name
@@ -139,7 +140,7 @@ class BaseTrainer(ABC):
         self.best_metric = math.inf
         self.history: list[dict[str, Any]] = []
 
-        self.expt_root = Path(self.training_config.get("expts_dir", "expts")) / run_name
+        self.expt_root = Path(self.training_config["expts_dir"]) / run_name
         self.checkpoint_dir = self.expt_root / "checkpoints"
         self.metrics_dir = self.expt_root / "metrics"
         self.attn_dir = self.expt_root / "attn"
@@ -201,12 +202,12 @@ class BaseTrainer(ABC):
 
     def _init_wandb(self):
         """Start a wandb run when ``training.use_wandb`` is true: offline, never required."""
-        if not self.training_config.get("use_wandb", False):
+        if not self.training_config["use_wandb"]:
             return None
         import wandb  # imported lazily: most runs never need it
 
         os.environ.setdefault("WANDB_MODE", "offline")
-        return wandb.init(project=self.training_config.get("wandb_project", "hw4p1"),
+        return wandb.init(project=self.training_config["wandb_project"],
                           name=self.run_name, config=self.config, dir=str(self.expt_root))
 
     def _log_metrics(self, metrics: dict[str, dict[str, float]], epoch: int) -> None:

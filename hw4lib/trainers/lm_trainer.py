@@ -29,24 +29,13 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from hw4lib.config import GENERATION_DEFAULTS
 from hw4lib.decoding import SequenceGenerator
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
 
 from .base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST, BaseTrainer, write_json
 
-GENERATION_DEFAULTS = {
-    "method": "greedy",      # greedy | beam | sample
-    "num_samples": 10,       # prompts drawn from the loader's dataset
-    "prompt_length": 10,     # tokens of each prompt after [SOS]
-    "seed": 0,               # picks the prompts, and the draws of sampling
-    "max_length": 100,       # total tokens (prompt included) at which generation stops
-    "temperature": 1.0,
-    "repeat_penalty": 1.0,
-    "beam_width": 3,
-    "top_k": 0,
-    "top_p": 1.0,
-}
 EPOCH_SAMPLES = 3            # greedy continuations of validation prompts after an epoch
 
 
@@ -169,9 +158,9 @@ class LMTrainer(BaseTrainer):
     def __init__(self, model: nn.Module, tokenizer, config: dict[str, Any], run_name: str,
                  config_file=None, device=None):
         super().__init__(model, tokenizer, config, run_name, config_file, device)
-        self.accumulation_steps = int(self.training_config.get("gradient_accumulation_steps", 1))
-        self.grad_clip_norm = float(self.training_config.get("grad_clip_norm", 0.0))
-        label_smoothing = float(self.training_config.get("label_smoothing", 0.0))
+        self.accumulation_steps = self.training_config["gradient_accumulation_steps"]
+        self.grad_clip_norm = self.training_config["grad_clip_norm"]
+        label_smoothing = self.training_config["label_smoothing"]
         # TODO: self.criterion = cross-entropy over (N*T, K) logits that ignores targets equal to
         #       the tokenizer's pad id and applies label_smoothing
         # BEGIN SOLUTION
@@ -199,7 +188,7 @@ class LMTrainer(BaseTrainer):
         total_nll, total_tokens, attn = 0.0, 0, None
         self.optimizer.zero_grad(set_to_none=True)
         progress = tqdm(dataloader, desc=f"[epoch {self.current_epoch + 1}] train", leave=False,
-                        dynamic_ncols=True, disable=not self.training_config.get("progress_bar", True))
+                        dynamic_ncols=True, disable=not self.training_config["progress_bar"])
         for batch_index, (padded_shifted, padded_golden, lengths) in enumerate(progress):
             padded_shifted = padded_shifted.to(self.device)
             padded_golden = padded_golden.to(self.device)
@@ -272,7 +261,7 @@ class LMTrainer(BaseTrainer):
         """
         if self.optimizer is None:
             raise RuntimeError("set trainer.optimizer (and trainer.scheduler) before calling train()")
-        samples_every = int(self.training_config.get("samples_every", 0))
+        samples_every = self.training_config["samples_every"]
         sample_settings = None
         if samples_every:
             sample_settings = self._run_extra("choosing the validation prompts",
@@ -411,7 +400,8 @@ class LMTrainer(BaseTrainer):
         return {**settings, "num_samples": count, "prompt_length": length}
 
     def _scheduler_interval(self) -> str:
-        return scheduler_interval(self.config.get("scheduler") or {})
+        section = self.config.get("scheduler")
+        return scheduler_interval(section) if section else "step"
 
     def _check_finite(self, loss: torch.Tensor, where: str) -> None:
         """Stop training on a NaN/inf loss with a message saying what to do next."""

@@ -15,31 +15,11 @@ runs in float32 (``evaluate_language_model``), so the reported perplexity does n
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+from hw4lib.config import PRECISIONS, requested_precision  # read from the training: section
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def requested_precision(training: dict[str, Any]) -> str:
-    """The precision a ``training:`` config section asks for: ``precision``, or its alias ``use_amp``.
-
-    Raises:
-        ValueError: an unknown precision, or ``use_amp`` contradicting ``precision``.
-    """
-    precision, use_amp = training.get("precision"), training.get("use_amp")
-    if precision is not None and precision not in PRECISIONS:
-        raise ValueError(f"training.precision must be one of {list(PRECISIONS)}, got {precision!r}")
-    if use_amp is None:
-        return precision or "auto"
-    if precision is None:
-        return "auto" if use_amp else "fp32"
-    if bool(use_amp) != (precision != "fp32"):
-        raise ValueError(f"training.use_amp={use_amp} contradicts training.precision={precision!r}: "
-                         "remove use_amp (it is the old name of precision)")
-    return precision
 
 
 def cpu_has_native_bf16() -> bool:

@@ -31,18 +31,16 @@ import torch
 from torch.optim.lr_scheduler import (CosineAnnealingLR, CosineAnnealingWarmRestarts, LambdaLR,
                                       LinearLR, LRScheduler, ReduceLROnPlateau, SequentialLR)
 
-SUPPORTED_SCHEDULERS = ("cosine", "cosine_warm", "reduce_lr", "constant")
+from hw4lib.config import Scheduler as SchedulerSection
+from hw4lib.config import ConfigError, parse_section
+
 Scheduler = LRScheduler | ReduceLROnPlateau
 
 
-def scheduler_interval(scheduler_config: dict[str, Any]) -> str:
+def scheduler_interval(scheduler_config: dict[str, Any] | SchedulerSection) -> str:
     """Return ``"step"`` or ``"epoch"``: how often the trainer calls ``scheduler.step()``."""
-    if scheduler_config.get("name") == "reduce_lr":
-        return "epoch"
-    interval = scheduler_config.get("interval", "step")
-    if interval not in ("step", "epoch"):
-        raise ValueError(f"scheduler.interval must be 'step' or 'epoch', got {interval!r}")
-    return interval
+    settings = parse_section(SchedulerSection, scheduler_config, "scheduler")
+    return "epoch" if settings.name == "reduce_lr" else settings.interval
 
 
 def steps_per_epoch(train_loader: Sized, gradient_accumulation_steps: int) -> int:
@@ -52,14 +50,16 @@ def steps_per_epoch(train_loader: Sized, gradient_accumulation_steps: int) -> in
     return max(1, math.ceil(len(train_loader) / gradient_accumulation_steps))
 
 
-def create_scheduler(optimizer: torch.optim.Optimizer, scheduler_config: dict[str, Any],
+def create_scheduler(optimizer: torch.optim.Optimizer,
+                     scheduler_config: dict[str, Any] | SchedulerSection,
                      train_loader: Sized | None = None,
                      gradient_accumulation_steps: int = 1) -> Scheduler:
     """Create the scheduler described by ``scheduler_config`` (see the module docstring).
 
     Args:
         optimizer: the optimizer whose parameter groups' ``lr`` are scheduled.
-        scheduler_config: the config's ``scheduler:`` section.
+        scheduler_config: the config's ``scheduler:`` section (``hw4lib.config.Scheduler`` lists
+            its keys and defaults); a bad value raises ConfigError naming ``scheduler.<key>``.
         train_loader: only its ``len()`` is used, to convert epochs into optimizer updates when
             ``interval: step``; may be None when ``interval: epoch``.
         gradient_accumulation_steps: batches per optimizer update.
@@ -68,50 +68,38 @@ def create_scheduler(optimizer: torch.optim.Optimizer, scheduler_config: dict[st
         A torch scheduler; call ``step()`` once per ``scheduler_interval(scheduler_config)``
         (``step(val_loss)`` for ``reduce_lr``).
     """
-    name = scheduler_config.get("name")
-    if name not in SUPPORTED_SCHEDULERS:
-        raise ValueError(f"scheduler.name must be one of {SUPPORTED_SCHEDULERS}, got {name!r}")
-    interval = scheduler_interval(scheduler_config)
+    settings = parse_section(SchedulerSection, scheduler_config, "scheduler")
+    interval = scheduler_interval(settings)
     if interval == "step" and train_loader is None:
         raise ValueError("create_scheduler: scheduler.interval is 'step', so pass train_loader "
                          "(its length converts epochs into optimizer updates)")
     unit = steps_per_epoch(train_loader, gradient_accumulation_steps) if interval == "step" else 1
-    warmup = scheduler_config.get("warmup") or {}
-    warmup_steps = round(float(warmup.get("epochs", 0)) * unit) if warmup.get("enabled") else 0
+    warmup = settings.warmup
+    warmup_steps = round(warmup.epochs * unit) if warmup.enabled else 0
 
-    if name == "reduce_lr":
-        if warmup_steps:
-            raise ValueError("scheduler.warmup cannot be combined with scheduler.name 'reduce_lr'; "
-                             "disable warmup or use cosine/cosine_warm/constant")
-        opts = scheduler_config.get("reduce_lr") or {}
-        return ReduceLROnPlateau(optimizer, mode=opts.get("mode", "min"),
-                                 factor=float(opts.get("factor", 0.5)),
-                                 patience=int(opts.get("patience", 2)),
-                                 threshold=float(opts.get("threshold", 1e-4)),
-                                 threshold_mode=opts.get("threshold_mode", "rel"),
-                                 cooldown=int(opts.get("cooldown", 0)),
-                                 min_lr=float(opts.get("min_lr", 0.0)),
-                                 eps=float(opts.get("eps", 1e-8)))
-
-    if name == "cosine":
-        opts = scheduler_config.get("cosine") or {}
-        main = CosineAnnealingLR(optimizer, T_max=max(1, round(float(opts["T_max"]) * unit)),
-                                 eta_min=float(opts.get("eta_min", 0.0)))
-    elif name == "cosine_warm":
-        opts = scheduler_config.get("cosine_warm") or {}
-        main = CosineAnnealingWarmRestarts(optimizer, T_0=max(1, round(float(opts["T_0"]) * unit)),
-                                           T_mult=int(opts.get("T_mult", 1)),
-                                           eta_min=float(opts.get("eta_min", 0.0)))
+    if settings.name == "reduce_lr":
+        return ReduceLROnPlateau(optimizer, **settings.reduce_lr.model_dump())
+    if settings.name == "cosine":
+        if settings.cosine.T_max is None:
+            raise ConfigError("config key 'scheduler.cosine.T_max' is missing (validate_config "
+                              "sets it to the epochs after the warm-up)")
+        main = CosineAnnealingLR(optimizer, T_max=max(1, round(settings.cosine.T_max * unit)),
+                                 eta_min=settings.cosine.eta_min)
+    elif settings.name == "cosine_warm":
+        options = settings.cosine_warm
+        main = CosineAnnealingWarmRestarts(optimizer, T_0=max(1, round(options.T_0 * unit)),
+                                           T_mult=options.T_mult, eta_min=options.eta_min)
     else:
         main = LambdaLR(optimizer, lr_lambda=lambda _: 1.0)
     if not warmup_steps:
         return main
-    ramp = LinearLR(optimizer, start_factor=float(warmup.get("start_factor", 0.1)),
-                    end_factor=float(warmup.get("end_factor", 1.0)), total_iters=warmup_steps)
+    ramp = LinearLR(optimizer, start_factor=warmup.start_factor, end_factor=warmup.end_factor,
+                    total_iters=warmup_steps)
     return SequentialLR(optimizer, schedulers=[ramp, main], milestones=[warmup_steps])
 
 
-def simulate_lr_schedule(optimizer: torch.optim.Optimizer, scheduler_config: dict[str, Any],
+def simulate_lr_schedule(optimizer: torch.optim.Optimizer,
+                         scheduler_config: dict[str, Any] | SchedulerSection,
                          train_loader: Sized | None, gradient_accumulation_steps: int,
                          epochs: int) -> list[list[float]]:
     """Learning rate of every parameter group before each scheduler step, over ``epochs`` epochs.
@@ -141,7 +129,8 @@ def simulate_lr_schedule(optimizer: torch.optim.Optimizer, scheduler_config: dic
     return lrs
 
 
-def plot_lr_schedule(optimizer: torch.optim.Optimizer, scheduler_config: dict[str, Any],
+def plot_lr_schedule(optimizer: torch.optim.Optimizer,
+                     scheduler_config: dict[str, Any] | SchedulerSection,
                      train_loader: Sized | None, gradient_accumulation_steps: int, epochs: int,
                      out_path: str | Path, max_groups: int = 5) -> list[list[float]]:
     """Draw the schedule of up to ``max_groups`` parameter groups into the PNG ``out_path``.
@@ -162,7 +151,8 @@ def plot_lr_schedule(optimizer: torch.optim.Optimizer, scheduler_config: dict[st
         ax.plot([k / per_epoch for k in range(len(history))], history, label=label)
     ax.set_xlabel("epoch")
     ax.set_ylabel("learning rate")
-    ax.set_title(f"{scheduler_config.get('name')} schedule ({interval}-wise updates)")
+    name = parse_section(SchedulerSection, scheduler_config, "scheduler").name
+    ax.set_title(f"{name} schedule ({interval}-wise updates)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()

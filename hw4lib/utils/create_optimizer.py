@@ -25,8 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-SUPPORTED_OPTIMIZERS = ("sgd", "adam", "adamw")
-DEFAULT_LAYER_PATTERN = r"dec_layers\.(\d+)\."
+from hw4lib.config import Optimizer, parse_section
 
 
 def _layer_depths(names: list[str], layer_pattern: str) -> tuple[dict[str, int], int]:
@@ -55,70 +54,57 @@ def _layer_depths(names: list[str], layer_pattern: str) -> tuple[dict[str, int],
     return depths, top
 
 
-def build_param_groups(model: nn.Module, opt_config: dict[str, Any]) -> list[dict[str, Any]]:
+def build_param_groups(model: nn.Module, opt_config: dict[str, Any] | Optimizer) -> list[dict[str, Any]]:
     """Split ``model``'s trainable parameters into torch parameter groups (see the module docstring).
 
     Returns a list of dicts ``{"params": [...], "lr": float, "weight_decay": float, "name": str}``
     in which every trainable parameter appears exactly once.
     """
-    base_lr = float(opt_config["lr"])
-    base_wd = float(opt_config.get("weight_decay", 0.0))
-    groups_spec = opt_config.get("param_groups") or []
-    no_decay = opt_config.get("no_decay_patterns") or []
-    layer_decay = opt_config.get("layer_decay") or {}
-
+    settings = parse_section(Optimizer, opt_config, "optimizer")
+    layer_decay = settings.layer_decay
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         raise ValueError("create_optimizer: the model has no trainable parameters")
     depths, top = ({}, 0)
-    if layer_decay.get("enabled", False):
-        depths, top = _layer_depths([n for n, _ in named],
-                                    layer_decay.get("layer_pattern", DEFAULT_LAYER_PATTERN))
+    if layer_decay.enabled:
+        depths, top = _layer_depths([n for n, _ in named], layer_decay.layer_pattern)
 
     buckets: dict[tuple[str, float, float], list[nn.Parameter]] = {}
     for name, param in named:
-        label, lr, wd = "default", base_lr, base_wd
-        for spec in groups_spec:
-            if any(re.search(pattern, name) for pattern in spec["patterns"]):
-                label = spec["name"]
-                lr = float(spec.get("lr", base_lr))
-                wd = float(spec.get("weight_decay", base_wd))
+        label, lr, wd = "default", settings.lr, settings.weight_decay
+        for group in settings.param_groups:
+            if any(re.search(pattern, name) for pattern in group.patterns):
+                label = group.name
+                lr = settings.lr if group.lr is None else group.lr
+                wd = settings.weight_decay if group.weight_decay is None else group.weight_decay
                 break
-        if any(re.search(pattern, name) for pattern in no_decay):
+        if any(re.search(pattern, name) for pattern in settings.no_decay_patterns):
             label, wd = f"{label}/no_decay", 0.0
         if depths:
-            lr *= float(layer_decay["decay_rate"]) ** (top - depths[name])
+            lr *= layer_decay.decay_rate ** (top - depths[name])
             label = f"{label}/depth{depths[name]}"
         buckets.setdefault((label, lr, wd), []).append(param)
     return [{"params": params, "lr": lr, "weight_decay": wd, "name": label}
             for (label, lr, wd), params in buckets.items()]
 
 
-def create_optimizer(model: nn.Module, opt_config: dict[str, Any]) -> torch.optim.Optimizer:
+def create_optimizer(model: nn.Module, opt_config: dict[str, Any] | Optimizer) -> torch.optim.Optimizer:
     """Create the optimizer named by ``opt_config["name"]`` (sgd | adam | adamw).
 
     Args:
         model: the module whose trainable parameters are optimized.
-        opt_config: the config's ``optimizer:`` section: ``name``, ``lr``, ``weight_decay``,
-            ``param_groups``, ``no_decay_patterns``, ``layer_decay`` and one sub-dict per optimizer
-            with its own keyword arguments (``sgd: {momentum, nesterov, dampening}``,
-            ``adam``/``adamw: {betas, eps, amsgrad}``).
+        opt_config: the config's ``optimizer:`` section (``hw4lib.config.Optimizer`` lists its
+            keys and defaults): ``name``, ``lr``, ``weight_decay``, ``param_groups``,
+            ``no_decay_patterns``, ``layer_decay`` and one sub-dict per optimizer with its own
+            keyword arguments (``sgd: {momentum, nesterov, dampening}``, ``adam``/``adamw:
+            {betas, eps, amsgrad}``). A bad value raises ConfigError naming ``optimizer.<key>``.
 
     Returns:
         A torch optimizer whose parameter groups follow :func:`build_param_groups`.
     """
-    name = str(opt_config.get("name", "")).lower()
-    if name not in SUPPORTED_OPTIMIZERS:
-        raise ValueError(f"optimizer.name must be one of {SUPPORTED_OPTIMIZERS}, got {name!r}")
-    groups = build_param_groups(model, opt_config)
-    extra = dict(opt_config.get(name) or {})
-    if name == "sgd":
-        return torch.optim.SGD(groups, lr=float(opt_config["lr"]),
-                               momentum=float(extra.get("momentum", 0.0)),
-                               dampening=float(extra.get("dampening", 0.0)),
-                               nesterov=bool(extra.get("nesterov", False)))
-    optimizer_cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
-    return optimizer_cls(groups, lr=float(opt_config["lr"]),
-                         betas=tuple(float(b) for b in extra.get("betas", (0.9, 0.999))),
-                         eps=float(extra.get("eps", 1e-8)),
-                         amsgrad=bool(extra.get("amsgrad", False)))
+    settings = parse_section(Optimizer, opt_config, "optimizer")
+    groups = build_param_groups(model, settings)
+    if settings.name == "sgd":
+        return torch.optim.SGD(groups, lr=settings.lr, **settings.sgd.model_dump())
+    optimizer_cls = torch.optim.Adam if settings.name == "adam" else torch.optim.AdamW
+    return optimizer_cls(groups, lr=settings.lr, **getattr(settings, settings.name).model_dump())

@@ -27,7 +27,9 @@ from pathlib import Path
 import torch
 import yaml
 
-BEST_CHECKPOINT = "checkpoints/checkpoint-best-metric-model.pth"
+from hw4lib.trainers.base_trainer import CHECKPOINT_BEST
+
+BEST_CHECKPOINT = f"checkpoints/{CHECKPOINT_BEST}"  # inside the run folder
 RUN_FILES = ("test_metrics.json", "test_generated_results.json", "model_arch.txt", "config.yaml")
 REQUIRED_METRICS = ("ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char")
 MAX_MYTORCH_FILE = 1_000_000        # bytes: source files are a few kB; anything bigger is a stray

@@ -1,0 +1,182 @@
+"""Gradescope adapter: grade ``submission/handin.tar`` with the Autolab judge, write results.json.
+
+Standard library only. ``run_autograder`` (from ``dist/gradescope.zip``) runs::
+
+    python -m autograder.gradescope          # from <root>/source, root = $AUTOGRADER_ROOT
+
+where the root (``/autograder`` on Gradescope; any folder in tests) holds ``source/`` (the zip's
+contents, with ``autograde.tar`` and ``autograde-Makefile``), ``submission/`` (the student's files)
+and ``results/``. The handin is graded exactly as on Autolab: the same ``make``, judge, limits and
+sandbox, in a fresh grading folder. ``results/results.json`` follows Gradescope's specification
+(https://gradescope-autograders.readthedocs.io/en/latest/specs/): one test per hidden mytorch test
+(its share of its category's points; the category is the test's name prefix, its ``number``
+group and its tag) plus one for the language model, the overall ``score`` (the sum of the tests,
+equal to the Autolab total), and the Autolab summary as ``output``. Hidden tests' details are
+shown ``after_due_date`` unless ``--visibility`` says otherwise. A results.json is written first
+(all zeros, saying the grader failed) and replaced at the end, so it is never missing or malformed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from autograder import rubric
+
+SOURCE_FILES = ("autograde.tar", "autograde-Makefile")
+MAX_OUTPUT_CHARS = 60_000  # the summary shown to the student; Gradescope truncates long outputs
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+GRADING_TIMEOUT_S = 900.0  # beyond the judge's own limits (300 s model + 4 x 60 s mytorch)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Grade a Gradescope submission with the hw4p1 "
+                                                 "judge and write results/results.json.")
+    parser.add_argument("--root", type=Path,
+                        default=Path(os.environ.get("AUTOGRADER_ROOT", "/autograder")),
+                        help="Gradescope's autograder folder (default: $AUTOGRADER_ROOT or "
+                             "/autograder)")
+    parser.add_argument("--visibility", choices=VISIBILITIES, default="after_due_date",
+                        help="when students see the hidden tests' details")
+    parser.add_argument("--grader-flags", default="",
+                        help="GRADER_FLAGS passed to the Autolab Makefile")
+    args = parser.parse_args(argv)
+    results = args.root / "results" / "results.json"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    write_json(results, failure_results("The autograder did not finish; please tell the course "
+                                        "staff."))
+    start = time.monotonic()
+    try:
+        payload = grade_submission(args.root, args.visibility, args.grader_flags)
+    except Exception as error:  # noqa: BLE001 - results.json must stay valid whatever happens
+        payload = failure_results(f"The autograder itself failed ({type(error).__name__}: "
+                                  f"{error}); please tell the course staff.")
+    payload["execution_time"] = round(time.monotonic() - start, 1)
+    write_json(results, payload)
+    print(payload["output"])
+
+
+def grade_submission(root: Path, visibility: str, grader_flags: str) -> dict:
+    """Grade the submission under ``root``; return the results.json payload."""
+    handin = find_handin(root / "submission")
+    grading = Path(tempfile.mkdtemp(prefix="hw4p1-grading-"))
+    try:
+        grading.chmod(0o755)  # the sandbox's uid (setpriv mode) must reach the worker's files
+        for name in SOURCE_FILES:
+            shutil.copy(root / "source" / name, grading / name)
+        (grading / "autograde-Makefile").rename(grading / "Makefile")
+        if handin is not None:
+            shutil.copyfile(handin, grading / "handin.tar")
+        flags = f"{grader_flags} --results-json {grading / 'details.json'}".strip()
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS")}
+        process = subprocess.run(["make", "--no-print-directory", f"PYTHON={sys.executable}",
+                                  f"GRADER_FLAGS={flags}"], cwd=grading, env=env,
+                                 stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                 errors="replace", timeout=GRADING_TIMEOUT_S)
+        details = read_details(grading / "details.json")
+    finally:
+        shutil.rmtree(grading, ignore_errors=True)
+    lines = process.stdout.splitlines()
+    scores = parse_scores(lines[-1] if lines else "")
+    summary = process.stdout if handin is not None else (
+        "No handin.tar was found in the submission: upload the handin.tar that `make handin` "
+        "writes.\n" + process.stdout)
+    return results_payload(scores, details, summary, visibility)
+
+
+def find_handin(submission: Path) -> Path | None:
+    """``handin.tar``, else the only tar-like file uploaded, else None."""
+    if (submission / "handin.tar").is_file():
+        return submission / "handin.tar"
+    candidates = [p for p in submission.glob("*") if p.is_file()
+                  and p.name.endswith((".tar", ".tar.gz", ".tgz"))] if submission.is_dir() else []
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def read_details(path: Path) -> dict:
+    try:
+        details = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return details if isinstance(details, dict) else {}
+
+
+def parse_scores(line: str) -> dict[str, float]:
+    """The judge's scores line, each category clamped to its points; zeros when unreadable."""
+    try:
+        scores = json.loads(line)["scores"]
+    except (ValueError, KeyError, TypeError):
+        return rubric.zero_scores()
+    return {category: clamp(scores.get(category), points)
+            for category, points in rubric.RUBRIC.items()}
+
+
+def clamp(value, points: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return float(min(max(value, 0), points))
+
+
+def results_payload(scores: dict[str, float], details: dict, summary: str,
+                    visibility: str) -> dict:
+    """Gradescope's results.json: one test per hidden test and one for the language model."""
+    tests = []
+    for number, category in enumerate(rubric.MYTORCH_RUBRIC, start=1):
+        ran = [t for t in details.get("tests", []) if isinstance(t, dict)
+               and t.get("category") == category]
+        if not ran or abs(sum(clamp(t.get("points"), t.get("max_points", 0)) for t in ran)
+                          - scores[category]) > 0.01:
+            ran = [{"name": "all tests", "points": scores[category],
+                    "max_points": rubric.MYTORCH_RUBRIC[category],
+                    "summary": f"the hidden tests of {category}",
+                    "message": "" if scores[category] else "not graded: see the summary"}]
+        for index, test in enumerate(ran, start=1):
+            max_points = float(test.get("max_points", 0))
+            points = clamp(test.get("points"), max_points)
+            message = str(test.get("message") or "")
+            output = f"Checks: {test.get('summary', '')}"
+            if message:
+                output += f"\nWhat differed: {message}"
+            tests.append({"name": f"{category}: {test.get('name', '?')}", "number": f"{number}.{index}",
+                          "score": points, "max_score": max_points,
+                          "status": "passed" if points == max_points else "failed",
+                          "output": output, "tags": [category], "visibility": visibility})
+    lm = details.get("lm") if isinstance(details.get("lm"), dict) else {}
+    lm_points = scores[rubric.LM_CATEGORY]
+    tests.append({"name": f"{rubric.LM_CATEGORY}: perplexity on the hidden test set",
+                  "number": f"{len(rubric.MYTORCH_RUBRIC) + 1}.1", "score": lm_points,
+                  "max_score": float(rubric.LM_POINTS),
+                  "status": "passed" if lm_points == rubric.LM_POINTS else "failed",
+                  "output": str(lm.get("message") or "see the summary"),
+                  "tags": [rubric.LM_CATEGORY], "visibility": "visible"})
+    return {"score": round(sum(test["score"] for test in tests), 2),
+            "output": summary[-MAX_OUTPUT_CHARS:], "visibility": "visible",
+            "stdout_visibility": "hidden", "tests": tests}
+
+
+def failure_results(message: str) -> dict:
+    """A valid results.json awarding nothing, for when grading could not finish."""
+    return {"score": 0.0, "output": message, "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "tests": [{"name": f"{category}", "number": f"{number}", "score": 0.0,
+                       "max_score": float(points), "status": "failed", "output": message,
+                       "tags": [category], "visibility": "visible"}
+                      for number, (category, points) in enumerate(rubric.RUBRIC.items(), 1)]}
+
+
+def write_json(path: Path, payload: dict) -> None:
+    """Write atomically, so Gradescope never reads a half-written file."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    partial.replace(path)
+
+
+if __name__ == "__main__":
+    main()

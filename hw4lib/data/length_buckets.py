@@ -1,0 +1,46 @@
+"""LengthBucketBatchSampler: batches of transcripts of similar length."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.utils.data import Sampler
+
+
+class LengthBucketBatchSampler(Sampler[list[int]]):
+    """Batches of transcripts of similar length, in a random order every epoch.
+
+    Random batches pad every sequence to the longest of the batch; with transcripts of 10 to 500
+    characters that wastes more than half of the compute. Each epoch this sampler shuffles the
+    dataset, cuts it into pools of ``batch_size * pool_batches`` transcripts, sorts each pool by
+    length, cuts the pools into batches and shuffles the batches. Every draw comes from torch's
+    global RNG, which checkpoints save, so a resumed run replays the same batches.
+
+    Args:
+        lengths: the length of each transcript (any monotone proxy works).
+        batch_size: transcripts per batch (the last batch of a pool may be smaller).
+        shuffle: False gives fixed batches sorted by length (for evaluation).
+        pool_batches: how many batches' worth of transcripts are sorted together.
+    """
+
+    def __init__(self, lengths: list[int], batch_size: int, shuffle: bool = True, pool_batches: int = 50):
+        self.lengths = torch.as_tensor(lengths)
+        self.batch_size, self.shuffle, self.pool_batches = batch_size, shuffle, pool_batches
+
+    def __len__(self) -> int:
+        pool = self.batch_size * self.pool_batches
+        full_pools, rest = divmod(len(self.lengths), pool)
+        return full_pools * self.pool_batches + math.ceil(rest / self.batch_size)
+
+    def __iter__(self):
+        count = len(self.lengths)
+        order = torch.randperm(count) if self.shuffle else torch.arange(count)
+        pool_size = self.batch_size * self.pool_batches if self.shuffle else count
+        batches = []
+        for start in range(0, count, pool_size):
+            pool = order[start:start + pool_size]
+            pool = pool[torch.argsort(self.lengths[pool], stable=True)]
+            batches += [pool[k:k + self.batch_size].tolist() for k in range(0, len(pool), self.batch_size)]
+        if self.shuffle:
+            batches = [batches[i] for i in torch.randperm(len(batches)).tolist()]
+        return iter(batches)

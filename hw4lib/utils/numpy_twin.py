@@ -1,0 +1,180 @@
+"""Glue between the PyTorch model and its numpy twin, ``mytorch.nn.DecoderOnlyTransformer``.
+
+``mytorch`` never imports torch; everything that touches torch tensors, checkpoints, data loaders
+or the decoding code lives here::
+
+    model, config = load_numpy_model("expts/<run>")             # or a handin folder
+    metrics = evaluate_numpy_model(model, test_loader)           # same numbers as the trainer's
+    generator = SequenceGenerator(numpy_score_fn(model), tokenizer, max_length, "cpu")
+    seqs, scores = generator.generate_greedy(prompts)
+
+    losses = train_numpy(model, torch_model, config, batches, train_loader, tokenizer.pad_id)
+
+The metrics follow :func:`hw4lib.trainers.lm_trainer.evaluate_language_model` exactly (summed
+next-token NLL over every non-pad target, divided by the tokens and by the characters), and the
+training step follows ``LMTrainer``'s (cross-entropy ignoring the pad id, clipping, the config's
+AdamW parameter groups and learning-rate schedule).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sized
+
+import numpy as np
+import torch
+import yaml
+
+from hw4lib.trainers.base_trainer import CHECKPOINT_BEST
+from hw4lib.trainers.lm_trainer import language_model_metrics
+from hw4lib.utils.create_lr_scheduler import scheduler_interval, simulate_lr_schedule
+from hw4lib.utils.create_optimizer import build_param_groups, create_optimizer
+from mytorch.nn import CrossEntropyLoss, DecoderOnlyTransformer
+from mytorch.optim import AdamW, clip_grad_norm
+
+HANDIN_STATE = "model_state_dict.pt"
+
+
+def numpy_state(state_dict: dict[str, torch.Tensor], dtype=np.float32) -> dict[str, np.ndarray]:
+    """A torch state dict as numpy arrays of ``dtype``."""
+    return {name: tensor.detach().cpu().numpy().astype(dtype) for name, tensor in state_dict.items()}
+
+
+def numpy_model_from_state(model_config: dict[str, Any], state_dict: dict[str, torch.Tensor],
+                           dtype=np.float32) -> DecoderOnlyTransformer:
+    """The numpy twin of ``DecoderOnlyTransformer(**model_config, num_classes=K)`` in eval mode,
+    holding ``state_dict``'s weights; K is read from the state dict's output layer."""
+    state = numpy_state(state_dict, dtype)
+    num_classes = state["final_linear.bias"].shape[0]
+    model = DecoderOnlyTransformer(
+        model_config["num_layers"], model_config["d_model"], model_config["num_heads"],
+        model_config["d_ff"], model_config["max_len"], num_classes,
+        weight_tying=model_config.get("weight_tying", False),
+        dropout=model_config.get("dropout", 0.0), dtype=dtype)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def load_numpy_model(path: str | Path, dtype=np.float32) -> tuple[DecoderOnlyTransformer, dict]:
+    """The numpy model of a run folder or of a handin, and the config it was trained with.
+
+    ``path`` is a run folder (``expts/<run>``: its config.yaml and best checkpoint), a handin folder
+    (config.yaml and model_state_dict.pt, as ``make handin`` packs them), or a
+    ``model_state_dict.pt`` file with config.yaml beside it.
+    """
+    path = Path(path)
+    folder = path.parent if path.is_file() else path
+    checkpoint = folder / "checkpoints" / CHECKPOINT_BEST
+    if path.is_file():
+        state_dict = torch.load(path, map_location="cpu", weights_only=True)
+    elif (folder / HANDIN_STATE).is_file():
+        state_dict = torch.load(folder / HANDIN_STATE, map_location="cpu", weights_only=True)
+    elif checkpoint.is_file():
+        # The trainer's checkpoints also hold RNG states and the config: not tensors only.
+        state_dict = torch.load(checkpoint, map_location="cpu", weights_only=False)["model_state_dict"]
+    else:
+        raise FileNotFoundError(f"{path}: expected a run folder with checkpoints/{CHECKPOINT_BEST}, "
+                                f"a handin folder with {HANDIN_STATE}, or a {HANDIN_STATE} file")
+    config_file = folder / "config.yaml"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"{config_file} not found: the weights need the config.yaml of the "
+                                f"run that trained them")
+    config = yaml.safe_load(config_file.read_text())
+    return numpy_model_from_state(config["model"], state_dict, dtype), config
+
+
+def evaluate_numpy_model(model: DecoderOnlyTransformer, loader: Iterable,
+                         total_chars: int | None = None) -> dict[str, float]:
+    """``evaluate_language_model``'s metrics, with the forward pass and the NLL in numpy.
+
+    ``loader`` yields ``(padded_shifted, padded_golden, lengths)``; only the first ``lengths[i]``
+    targets of row i count. ``total_chars`` defaults to ``loader.dataset.total_chars``.
+    """
+    if total_chars is None:
+        total_chars = getattr(getattr(loader, "dataset", None), "total_chars", None)
+        if total_chars is None:
+            raise ValueError("evaluate_numpy_model: pass total_chars, or a loader whose dataset "
+                             "has a total_chars attribute (an LMDataset)")
+    was_training = model.training
+    model.eval()
+    criterion = CrossEntropyLoss(ignore_index=-1, reduction="sum")
+    total_nll, total_tokens = 0.0, 0
+    try:
+        for padded_shifted, padded_golden, lengths in loader:
+            tokens, golden, lengths = (t.numpy() for t in (padded_shifted, padded_golden, lengths))
+            is_target = np.arange(golden.shape[1])[None, :] < lengths[:, None]
+            total_nll += criterion.forward(model.forward(tokens, lengths),
+                                           np.where(is_target, golden, -1))
+            total_tokens += int(is_target.sum())
+    finally:
+        model.train(was_training)
+    return language_model_metrics(total_nll, total_tokens, int(total_chars))
+
+
+def numpy_score_fn(model: DecoderOnlyTransformer) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A ``SequenceGenerator`` score_fn: (N, T) int64 prompts -> (N, K) next-token logits, computed
+    by the numpy model (in eval mode)."""
+    def score(prompts: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(model.score(prompts.cpu().numpy())).to(prompts.device)
+    return score
+
+
+def numpy_optimizer(model: DecoderOnlyTransformer, torch_model: torch.nn.Module,
+                    opt_config: dict[str, Any]) -> AdamW:
+    """mytorch's AdamW over ``model``'s parameters, grouped as ``create_optimizer`` groups
+    ``torch_model``'s (same learning rates and weight decay per parameter name)."""
+    if str(opt_config.get("name", "")).lower() != "adamw":
+        raise ValueError(f"numpy_optimizer: only optimizer.name adamw has a numpy twin, got "
+                         f"{opt_config.get('name')!r}")
+    names = {id(p): name for name, p in torch_model.named_parameters()}
+    params = model.parameters()
+    groups = [{"params": {names[id(p)]: params[names[id(p)]] for p in group["params"]},
+               "lr": group["lr"], "weight_decay": group["weight_decay"]}
+              for group in build_param_groups(torch_model, opt_config)]
+    adamw = opt_config.get("adamw") or {}
+    if adamw.get("amsgrad", False):
+        raise ValueError("numpy_optimizer: amsgrad has no numpy twin; set optimizer.adamw.amsgrad: false")
+    return AdamW(groups, lr=float(opt_config["lr"]),
+                 betas=tuple(float(b) for b in adamw.get("betas", (0.9, 0.999))),
+                 eps=float(adamw.get("eps", 1e-8)))
+
+
+def numpy_train_step(model: DecoderOnlyTransformer, criterion: CrossEntropyLoss,
+                     optimizer: AdamW, batch, grad_clip_norm: float) -> float:
+    """One update on ``batch`` = (padded_shifted, padded_golden, lengths) tensors, as LMTrainer's
+    step with one batch per update: loss, backward, clip (when > 0), AdamW. Returns the loss."""
+    tokens, golden, lengths = (t.numpy() for t in batch)
+    logits = model.forward(tokens, lengths)
+    loss = criterion.forward(logits, golden)
+    model.backward(criterion.backward())
+    gradients = model.gradients()
+    if grad_clip_norm > 0:
+        clip_grad_norm(gradients, grad_clip_norm)
+    optimizer.step(gradients)
+    return loss
+
+
+def train_numpy(model: DecoderOnlyTransformer, torch_model: torch.nn.Module, config: dict[str, Any],
+                batches: list, train_loader: Sized, pad_id: int) -> list[float]:
+    """Train ``model`` on ``batches`` with the config's optimizer, schedule and clipping, one
+    update per batch; return the loss of each batch before its update.
+
+    ``torch_model`` is the hw4lib model of the same config (its parameter names pick the optimizer
+    groups); ``train_loader``'s length sizes the learning-rate schedule, as in the trainer.
+    """
+    training = config["training"]
+    if training.get("gradient_accumulation_steps", 1) != 1 or training.get("label_smoothing", 0.0):
+        raise ValueError("train_numpy: set training.gradient_accumulation_steps: 1 and "
+                         "training.label_smoothing: 0 (the numpy loop has neither)")
+    optimizer = numpy_optimizer(model, torch_model, config["optimizer"])
+    schedule = simulate_lr_schedule(create_optimizer(torch_model, config["optimizer"]),
+                                    config["scheduler"], train_loader, 1, training["epochs"])
+    updates_per_entry = 1 if scheduler_interval(config["scheduler"]) == "step" else len(train_loader)
+    criterion = CrossEntropyLoss(ignore_index=pad_id)
+    model.train()
+    losses = []
+    for step, batch in enumerate(batches):
+        for group, lrs in zip(optimizer.param_groups, schedule):
+            group["lr"] = lrs[step // updates_per_entry]
+        losses.append(numpy_train_step(model, criterion, optimizer, batch,
+                                       float(training.get("grad_clip_norm", 0.0))))
+    return losses

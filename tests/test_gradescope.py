@@ -1,0 +1,143 @@
+# hw4p1: instructor-only
+"""Tests of the Gradescope packaging (dist/gradescope.zip, autograder/gradescope.py).
+
+    python -m tests.test_gradescope     (or: .venv/bin/python -m pytest -q tests/test_gradescope.py)
+
+The zip built by ``make_autograde.build`` is unpacked into a fake ``AUTOGRADER_ROOT`` (source/,
+submission/handin.tar, results/) and its ``run_autograder`` is run as Gradescope would; results.json
+is checked against Gradescope's specification (required keys and types, per-test scores adding up
+to the score) and against the Autolab run of the same handin.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder import gradescope, rubric
+from tests.test_autograder import (ATTACKS, MYTORCH_ZERO, attack_handin, built_autograder,
+                                   honest_scores, make_model_handin, pack_folder)
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Packaging": 0, "Results": 0}
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def unpack_root(tmp_path: Path, handin: Path | None) -> Path:
+    """A fake /autograder: source/ (the zip's contents), submission/ and results/."""
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(built_autograder() / "gradescope.zip") as archive:
+        archive.extractall(root / "source")
+    for name in ("setup.sh", "run_autograder"):
+        (root / "source" / name).chmod(0o755)
+    (root / "submission").mkdir()
+    (root / "results").mkdir()
+    if handin is not None:
+        (root / "submission/handin.tar").write_bytes(handin.read_bytes())
+    return root
+
+
+def run_autograder(root: Path) -> dict:
+    """Run source/run_autograder as Gradescope does; return the parsed results.json."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    env.update(AUTOGRADER_ROOT=str(root), HW4P1_PYTHON=sys.executable)
+    process = subprocess.run([str(root / "source/run_autograder")], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=900)
+    assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
+    return json.loads((root / "results/results.json").read_text())
+
+
+def check_spec(results: dict) -> None:
+    """results.json as Gradescope's specification asks, with per-test scores summing to score."""
+    assert isinstance(results.get("score"), float) and math.isfinite(results["score"]), results
+    assert isinstance(results.get("output"), str) and results["output"], "no output"
+    assert results.get("visibility") in VISIBILITIES
+    tests = results.get("tests")
+    assert isinstance(tests, list) and tests, "no tests"
+    for test in tests:
+        for key, kind in (("name", str), ("score", float), ("max_score", float), ("output", str),
+                          ("visibility", str), ("status", str)):
+            assert isinstance(test.get(key), kind), f"test {test.get('name')}: {key} is " \
+                                                    f"{test.get(key)!r}, expected {kind.__name__}"
+        assert 0 <= test["score"] <= test["max_score"], test
+        assert test["visibility"] in VISIBILITIES and test["status"] in ("passed", "failed"), test
+    total = sum(test["score"] for test in tests)
+    assert abs(total - results["score"]) < 1e-6, f"tests add up to {total}, score {results['score']}"
+    maximum = sum(test["max_score"] for test in tests)
+    assert maximum == sum(rubric.RUBRIC.values()), f"max scores add up to {maximum}"
+
+
+def category_totals(results: dict) -> dict[str, float]:
+    totals = dict.fromkeys(rubric.RUBRIC, 0.0)
+    for test in results["tests"]:
+        totals[test["name"].split(":")[0]] += test["score"]
+    return {category: round(total, 2) for category, total in totals.items()}
+
+
+@rubric_category("Packaging")
+def test_zip_holds_gradescopes_entry_points_and_the_judge():
+    with zipfile.ZipFile(built_autograder() / "gradescope.zip") as archive:
+        infos = {info.filename: info for info in archive.infolist()}
+        setup = archive.read("setup.sh").decode()
+        run = archive.read("run_autograder").decode()
+    for name in ("setup.sh", "run_autograder", "requirements.txt", "autograde.tar",
+                 "autograde-Makefile", "autograder/gradescope.py", "autograder/rubric.py"):
+        assert name in infos, f"{name} missing from gradescope.zip: {sorted(infos)}"
+    for name in ("setup.sh", "run_autograder"):
+        assert infos[name].external_attr >> 16 & 0o111, f"{name} is not executable"
+    assert "bubblewrap" in setup and "requirements.txt" in setup
+    assert "AUTOGRADER_ROOT" in run and "results.json" in run
+
+
+@rubric_category("Results")
+def test_results_are_always_valid_json_even_without_a_submission(tmp_path):
+    garbage = tmp_path / "garbage.tar"
+    garbage.write_bytes(b"not a tar at all\n" * 50)
+    for name, handin in (("garbage", garbage), ("nothing", None)):
+        folder = tmp_path / name
+        folder.mkdir()
+        results = run_autograder(unpack_root(folder, handin))
+        check_spec(results)
+        assert results["score"] == 0.0, (name, results["score"])
+    assert "No handin.tar was found" in results["output"]
+    payload = gradescope.failure_results("broken")
+    check_spec(payload)
+
+
+@pytest.mark.slow
+@rubric_category("Results")
+def test_honest_broken_and_hostile_handins_match_the_autolab_scores(tmp_path):
+    """For the same handin, Gradescope's per-category totals equal the Autolab run's scores; the
+    hidden tests are hidden until the due date and carry their shares."""
+    honest = attack_handin(tmp_path / "honest", "", None)
+    model_only = tmp_path / "model_only"
+    make_model_handin(model_only / "handin")
+    init_code, nn_code, _ = ATTACKS["forged_line_then_os_exit"]
+    cases = {"honest": (honest, honest_scores()),
+             "broken": (pack_folder(model_only / "handin", model_only / "handin.tar"),
+                        {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}),
+             "forged": (attack_handin(tmp_path / "forged", init_code, nn_code),
+                        {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]})}
+    for name, (handin, autolab) in cases.items():
+        folder = tmp_path / f"gs-{name}"
+        folder.mkdir()
+        results = run_autograder(unpack_root(folder, handin))
+        check_spec(results)
+        assert category_totals(results) == autolab, (name, category_totals(results), autolab)
+        assert results["score"] == pytest.approx(sum(autolab.values())), name
+        hidden = [t for t in results["tests"] if not t["name"].startswith("LanguageModel")]
+        assert len(hidden) > len(rubric.MYTORCH_RUBRIC), f"{name}: one test per hidden test"
+        assert {t["visibility"] for t in hidden} == {"after_due_date"}, name
+        if name == "honest":
+            assert all(t["status"] == "passed" for t in hidden)
+        else:
+            assert all(t["score"] == 0 and "What differed" in t["output"] for t in hidden), name
+        assert '{"scores"' in results["output"], "the Autolab summary is the output"
+
+
+if __name__ == "__main__":
+    run_module(__name__)

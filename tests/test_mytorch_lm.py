@@ -1,0 +1,465 @@
+"""Bonus: the whole language model in numpy (mytorch), against PyTorch and finite differences.
+
+Run ``python -m tests.test_mytorch_lm``. Every check runs in float64 with random weights (nonzero
+biases and LayerNorm parameters) unless it says otherwise; comparisons are relative to the largest
+entry of the truth, max|mine - truth| <= rtol * max(max|truth|, 1) (``tests/numeric_checks.py``).
+The last two tests train small models, so they take a little longer.
+"""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from tests.numeric_checks import (RTOL_FINITE_DIFF, RTOL_TORCH, assert_close,
+                                  assert_matches_finite_differences, leaf, numerical_gradient)
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Bonus": 0}
+
+D_MODEL, HEADS, D_FF, VOCAB, MAX_LEN = 16, 4, 24, 11, 12  # a small model for the exact checks
+
+
+def randomize_(module: torch.nn.Module, seed: int, scale: float = 0.3) -> torch.nn.Module:
+    """Overwrite every parameter of ``module`` (float64) with N(0, scale^2) draws; return it."""
+    generator = torch.Generator().manual_seed(seed)
+    module.double()
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator, dtype=torch.float64)
+                            * scale)
+    return module
+
+
+def torch_lm(weight_tying: bool, seed: int, dropout: float = 0.0):
+    """hw4lib's DecoderOnlyTransformer, 2 layers, float64, random weights."""
+    from hw4lib.model import DecoderOnlyTransformer
+
+    torch.manual_seed(seed)
+    model = DecoderOnlyTransformer(2, D_MODEL, HEADS, D_FF, dropout, MAX_LEN, VOCAB,
+                                   weight_tying=weight_tying)
+    return randomize_(model, seed)
+
+
+def twin_of(model: torch.nn.Module, weight_tying: bool, dtype=np.float64):
+    """mytorch's DecoderOnlyTransformer loaded with ``model``'s state dict."""
+    from mytorch.nn import DecoderOnlyTransformer
+
+    twin = DecoderOnlyTransformer(2, D_MODEL, HEADS, D_FF, MAX_LEN, VOCAB,
+                                  weight_tying=weight_tying, dtype=dtype)
+    twin.load_state_dict({k: v.detach().numpy().astype(dtype) for k, v in model.state_dict().items()})
+    return twin
+
+
+def load_attention(twin_mha, mha: torch.nn.MultiheadAttention) -> None:
+    """Copy torch's fused attention weights into mytorch's MultiHeadAttention."""
+    weights = [w.detach().numpy() for w in mha.in_proj_weight.chunk(3)]
+    biases = [b.detach().numpy() for b in mha.in_proj_bias.chunk(3)]
+    twin_mha.init_weights(weights[0], biases[0], weights[1], biases[1], weights[2], biases[2],
+                          mha.out_proj.weight.detach().numpy(), mha.out_proj.bias.detach().numpy())
+
+
+def load_affine(twin_layer, layer: torch.nn.Module) -> None:
+    """Copy a torch Linear or LayerNorm (weight, bias) into its mytorch twin."""
+    twin_layer.init_weights(layer.weight.detach().numpy().copy(), layer.bias.detach().numpy().copy())
+
+
+def padded_batch(rng: np.random.Generator, N: int = 3, T: int = 7):
+    """Random tokens (N, T) and lengths (N,) with row 0 unpadded and the others padded."""
+    tokens = rng.integers(0, VOCAB, size=(N, T))
+    lengths = np.array([T] + list(rng.integers(1, T, size=N - 1)))
+    return tokens, lengths
+
+
+def masks(lengths: np.ndarray, T: int):
+    """key_padding_mask (N, T) and causal attn_mask (T, T), True = ignore."""
+    positions = np.arange(T)
+    return positions[None, :] >= lengths[:, None], positions[None, :] > positions[:, None]
+
+
+def check_input_gradient_by_finite_differences(forward, backward, x, upstream, where: str):
+    """backward(upstream) against finite differences of sum(forward(x) * upstream) in x."""
+    forward(x)
+    mine = backward(upstream)
+    loss = lambda: float(np.sum(forward(x) * upstream))  # noqa: E731
+    assert_matches_finite_differences(loss, [("dLdx", mine, x)], f"{where}: ")
+
+
+# ---------------------------------------------------------------------------------------------
+# The layers
+# ---------------------------------------------------------------------------------------------
+
+@rubric("Bonus")
+def test_embedding_matches_torch_and_finite_differences():
+    from mytorch.nn import Embedding
+
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((VOCAB, 5))
+    ids = np.array([[1, 3, 3, 0], [3, 10, 1, 1]])  # repeated ids must accumulate
+    upstream = rng.standard_normal((2, 4, 5))
+    layer = Embedding(VOCAB, 5)
+    layer.init_weights(W)
+    out = layer.forward(ids)
+    layer.backward(upstream)
+    tW = leaf(W)
+    torch_out = torch.nn.functional.embedding(torch.from_numpy(ids), tW)
+    torch_out.backward(torch.from_numpy(upstream))
+    assert_close("Embedding.forward", out, torch_out)
+    assert_close("Embedding.backward: dLdW (ids used twice collect both gradients)", layer.dLdW,
+                 tW.grad)
+    loss = lambda: float(np.sum(layer.forward(ids) * upstream))  # noqa: E731
+    assert_matches_finite_differences(loss, [("dLdW", layer.dLdW, layer.W)], "Embedding: ")
+
+
+@rubric("Bonus")
+def test_layer_norm_matches_torch_and_finite_differences():
+    from mytorch.nn import LayerNorm
+
+    rng = np.random.default_rng(1)
+    for shape in [(6,), (3, 6), (2, 3, 6)]:
+        A, upstream = rng.standard_normal(shape) * 3 + 1, rng.standard_normal(shape)
+        W, b = rng.standard_normal(6), rng.standard_normal(6)
+        layer = LayerNorm(6)
+        layer.init_weights(W, b)
+        out = layer.forward(A)
+        dLdA = layer.backward(upstream)
+        tA, tW, tb = leaf(A), leaf(W), leaf(b)
+        torch_out = torch.nn.functional.layer_norm(tA, (6,), tW, tb, eps=1e-5)
+        torch_out.backward(torch.from_numpy(upstream))
+        where = f"LayerNorm on {shape}"
+        assert_close(f"{where}: forward", out, torch_out)
+        assert_close(f"{where}: dLdA", dLdA, tA.grad)
+        assert_close(f"{where}: dLdW", layer.dLdW, tW.grad)
+        assert_close(f"{where}: dLdb", layer.dLdb, tb.grad)
+        loss = lambda: float(np.sum(layer.forward(A) * upstream))  # noqa: E731
+        assert_matches_finite_differences(loss, [("dLdA", dLdA, A), ("dLdW", layer.dLdW, layer.W),
+                                                 ("dLdb", layer.dLdb, layer.b)], f"{where}: ")
+
+
+@rubric("Bonus")
+def test_gelu_is_the_exact_erf_form():
+    from mytorch.nn import GELU, erf
+
+    rng = np.random.default_rng(2)
+    x = np.concatenate([rng.standard_normal(200) * 3, [-12.0, -6.0, 0.0, 6.0, 12.0]])
+    assert_close("erf (float64) against torch.erf", erf(x), torch.erf(torch.from_numpy(x)), 1e-14)
+    x32 = x.astype(np.float32)
+    assert erf(x32).dtype == np.float32, f"erf: float32 in, got {erf(x32).dtype}"
+    # float32: A&S 7.1.26 (off by up to 1.5e-7) plus float32 rounding, against the exact erf.
+    assert_close("erf (float32) against torch.erf", erf(x32),
+                 torch.erf(torch.from_numpy(x32.astype(np.float64))), 4e-7)
+
+    upstream = rng.standard_normal(x.shape)
+    layer = GELU()
+    out = layer.forward(x)
+    dLdx = layer.backward(upstream)
+    tx = leaf(x)
+    torch_out = torch.nn.functional.gelu(tx)  # the exact form, not approximate="tanh"
+    torch_out.backward(torch.from_numpy(upstream))
+    assert_close("GELU.forward (float64)", out, torch_out)
+    assert_close("GELU.backward (float64)", dLdx, tx.grad)
+    check_input_gradient_by_finite_differences(layer.forward, layer.backward, x, upstream, "GELU")
+
+    out32 = layer.forward(x32)
+    assert out32.dtype == np.float32, f"GELU: float32 in, got {out32.dtype} out"
+    assert_close("GELU.forward (float32) against torch's float32 GELU", out32,
+                 torch.nn.functional.gelu(torch.from_numpy(x32)), 1e-6)
+
+
+@rubric("Bonus")
+def test_dropout_masks_and_scales_in_training_only():
+    from mytorch.nn import Dropout
+
+    rng = np.random.default_rng(3)
+    A, upstream = rng.standard_normal((200, 50)), rng.standard_normal((200, 50))
+    layer = Dropout(0.25, np.random.default_rng(7))
+    out = layer.forward(A)
+    kept = out != 0
+    assert abs(1 - kept.mean() - 0.25) < 0.02, (f"Dropout(0.25): expected about 25% zeros, got "
+                                                f"{1 - kept.mean():.1%}")
+    assert_close("Dropout: kept entries are scaled by 1 / (1 - p)", out[kept], A[kept] / 0.75)
+    assert_close("Dropout.backward: the same mask and scale as forward", layer.backward(upstream),
+                 upstream * kept / 0.75)
+    again = Dropout(0.25, np.random.default_rng(7)).forward(A)
+    assert np.array_equal(again, out), "Dropout: the same seed must draw the same mask"
+    layer.training = False
+    assert np.array_equal(layer.forward(A), A), "Dropout in evaluation mode must be the identity"
+    assert np.array_equal(layer.backward(upstream), upstream), \
+        "Dropout.backward in evaluation mode must pass the gradient unchanged"
+
+
+@rubric("Bonus")
+def test_cross_entropy_matches_torch_with_ignore_index():
+    from mytorch.nn import CrossEntropyLoss
+
+    rng = np.random.default_rng(4)
+    logits = rng.standard_normal((3, 5, 7)) * 4
+    targets = rng.integers(0, 7, size=(3, 5))
+    targets[1, 3:] = targets[2, 4] = 0  # 0 plays the pad id
+    for reduction in ("mean", "sum"):
+        loss_fn = CrossEntropyLoss(ignore_index=0, reduction=reduction)
+        loss = loss_fn.forward(logits, targets)
+        grad = loss_fn.backward()
+        tl = leaf(logits)
+        torch_loss = torch.nn.functional.cross_entropy(tl.reshape(-1, 7),
+                                                       torch.from_numpy(targets).reshape(-1),
+                                                       ignore_index=0, reduction=reduction)
+        torch_loss.backward()
+        assert_close(f"CrossEntropyLoss({reduction}): loss", np.array(loss), torch_loss)
+        assert_close(f"CrossEntropyLoss({reduction}): dlogits (0 on ignored targets)", grad, tl.grad)
+        loss_of = lambda: loss_fn.forward(logits, targets)  # noqa: E731
+        assert_close(f"CrossEntropyLoss({reduction}): dlogits against finite differences", grad,
+                     numerical_gradient(loss_of, logits), RTOL_FINITE_DIFF)
+    huge = np.array([[1000.0, -1000.0, 0.0]])
+    loss = CrossEntropyLoss().forward(huge, np.array([1]))
+    assert np.isclose(loss, 2000.0), f"CrossEntropyLoss on logits +-1000: expected 2000, got {loss}"
+
+
+@rubric("Bonus")
+def test_positional_encoding_matches_hw4lib():
+    from hw4lib.model import PositionalEncoding as TorchPositionalEncoding
+    from mytorch.nn import PositionalEncoding
+
+    for d_model in (16, 7):
+        mine = PositionalEncoding(d_model, 40)
+        theirs = TorchPositionalEncoding(d_model, 40).pe  # built in float32
+        assert_close(f"PositionalEncoding(d_model={d_model}).pe", mine.pe, theirs.double(), 1e-6)
+        x = np.random.default_rng(5).standard_normal((2, 9, d_model))
+        assert_close("PositionalEncoding.forward: x + pe[:, :T]", mine.forward(x),
+                     x + mine.pe[:, :9])
+        assert np.array_equal(mine.backward(x), x), "PositionalEncoding.backward is the identity"
+
+
+@rubric("Bonus")
+def test_sublayers_and_decoder_layer_match_torch_and_finite_differences():
+    from hw4lib.model import FeedForwardLayer, SelfAttentionDecoderLayer, SelfAttentionLayer
+    from mytorch import nn as twin_nn
+
+    rng = np.random.default_rng(6)
+    x, upstream = rng.standard_normal((3, 7, D_MODEL)), rng.standard_normal((3, 7, D_MODEL))
+    lengths = np.array([7, 4, 2])
+    padding, causal = masks(lengths, 7)
+
+    def load_self_attention(twin, layer):
+        load_attention(twin.mha, layer.mha)
+        load_affine(twin.norm, layer.norm)
+
+    def load_feed_forward(twin, layer):
+        load_affine(twin.ffn[0], layer.ffn[0])
+        load_affine(twin.ffn[3], layer.ffn[3])
+        load_affine(twin.norm, layer.norm)
+
+    def load_decoder(twin, layer):
+        load_self_attention(twin.self_attn, layer.self_attn)
+        load_feed_forward(twin.ffn, layer.ffn)
+
+    cases = [  # name, torch layer, twin, loader, whether the layer takes masks
+        ("SelfAttentionLayer", SelfAttentionLayer(D_MODEL, HEADS),
+         twin_nn.SelfAttentionLayer(D_MODEL, HEADS), load_self_attention, True),
+        ("FeedForwardLayer", FeedForwardLayer(D_MODEL, D_FF), twin_nn.FeedForwardLayer(D_MODEL, D_FF),
+         load_feed_forward, False),
+        ("SelfAttentionDecoderLayer", SelfAttentionDecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0),
+         twin_nn.SelfAttentionDecoderLayer(D_MODEL, HEADS, D_FF), load_decoder, True),
+    ]
+    for seed, (name, layer, twin, load, takes_masks) in enumerate(cases):
+        randomize_(layer, seed).eval()
+        load(twin, layer)
+        mask_args = (padding, causal) if takes_masks else ()
+        tx = leaf(x)
+        torch_out = layer(tx, *(torch.from_numpy(m) for m in mask_args))
+        torch_out = torch_out[0] if isinstance(torch_out, tuple) else torch_out
+        torch_out.backward(torch.from_numpy(upstream))
+        assert_close(f"{name}.forward", twin.forward(x, *mask_args), torch_out)
+        assert_close(f"{name}.backward: dLdx", twin.backward(upstream), tx.grad)
+        check_input_gradient_by_finite_differences(lambda v: twin.forward(v, *mask_args),
+                                                   twin.backward, x, upstream, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole model
+# ---------------------------------------------------------------------------------------------
+
+@rubric("Bonus")
+def test_transformer_logits_and_every_gradient_match_autograd():
+    rng = np.random.default_rng(7)
+    tokens, lengths = padded_batch(rng)
+    for weight_tying in (False, True):
+        model = torch_lm(weight_tying, seed=int(weight_tying))
+        twin = twin_of(model, weight_tying)
+        where = f"DecoderOnlyTransformer(weight_tying={weight_tying}), lengths {lengths.tolist()}"
+        logits, _ = model(torch.from_numpy(tokens), torch.from_numpy(lengths))
+        upstream = rng.standard_normal(logits.shape)
+        logits.backward(torch.from_numpy(upstream))
+        assert_close(f"{where}: forward logits", twin.forward(tokens, lengths), logits, RTOL_TORCH)
+        twin.backward(upstream)
+        gradients = twin.gradients()
+        expected = dict(model.named_parameters())
+        assert sorted(gradients) == sorted(expected), (
+            f"{where}: gradients() keys should be the torch parameter names {sorted(expected)}, "
+            f"got {sorted(gradients)}")
+        for name, parameter in expected.items():
+            assert_close(f"{where}: gradient of {name}", gradients[name], parameter.grad, RTOL_TORCH)
+
+
+@rubric("Bonus")
+def test_transformer_gradients_match_finite_differences():
+    rng = np.random.default_rng(8)
+    tokens, lengths = padded_batch(rng, N=2, T=5)
+    for weight_tying in (False, True):
+        twin = twin_of(torch_lm(weight_tying, seed=3), weight_tying)
+        upstream = rng.standard_normal((2, 5, VOCAB))
+        twin.forward(tokens, lengths)
+        twin.backward(upstream)
+        gradients, parameters = twin.gradients(), twin.parameters()
+        loss = lambda: float(np.sum(twin.forward(tokens, lengths) * upstream))  # noqa: E731
+        checked = ["target_embedding.weight", "dec_layers.0.self_attn.norm.weight",
+                   "dec_layers.1.ffn.ffn.0.bias", "norm.bias", "final_linear.bias"]
+        assert_matches_finite_differences(
+            loss, [(name, gradients[name], parameters[name]) for name in checked],
+            f"DecoderOnlyTransformer(weight_tying={weight_tying}): gradient of ")
+
+
+@rubric("Bonus")
+def test_transformer_load_state_dict_names_bad_keys():
+    from mytorch.nn import DecoderOnlyTransformer
+
+    state = {k: v.detach().numpy() for k, v in torch_lm(False, seed=0).state_dict().items()}
+    twin = DecoderOnlyTransformer(2, D_MODEL, HEADS, D_FF, MAX_LEN, VOCAB)
+    assert twin.state_dict_keys() == list(state), (
+        f"state_dict_keys() should list torch's keys in order {list(state)}, "
+        f"got {twin.state_dict_keys()}")
+    bad_cases = {
+        "norm.bias": {k: v for k, v in state.items() if k != "norm.bias"},
+        "extra.weight": {**state, "extra.weight": np.zeros(3)},
+        "final_linear.bias": {**state, "final_linear.bias": np.zeros(VOCAB + 1)},
+    }
+    for key, bad_state in bad_cases.items():
+        with pytest.raises(ValueError) as caught:
+            twin.load_state_dict(bad_state)
+        assert key in str(caught.value), (f"load_state_dict: the ValueError should name {key!r}, "
+                                          f"got {caught.value}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The optimizer and training
+# ---------------------------------------------------------------------------------------------
+
+@rubric("Bonus")
+def test_adamw_and_clipping_match_torch_over_20_steps():
+    from mytorch.optim import AdamW, clip_grad_norm
+
+    rng = np.random.default_rng(9)
+    shapes = {"a": (4, 3), "b": (3,), "c": (5,)}
+    params = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
+    tensors = {name: torch.nn.Parameter(torch.tensor(p)) for name, p in params.items()}
+    groups = [({"a", "b"}, 0.01, 0.1), ({"c"}, 0.03, 0.0)]  # names, lr, weight decay
+    mine = AdamW([{"params": {n: params[n] for n in names}, "lr": lr, "weight_decay": wd}
+                  for names, lr, wd in groups], betas=(0.9, 0.98), eps=1e-8)
+    theirs = torch.optim.AdamW([{"params": [tensors[n] for n in sorted(names)], "lr": lr,
+                                 "weight_decay": wd} for names, lr, wd in groups],
+                               betas=(0.9, 0.98), eps=1e-8)
+    for step in range(20):
+        gradients = {name: rng.standard_normal(shape) * (5 if step % 3 == 0 else 0.2)
+                     for name, shape in shapes.items()}
+        for name, g in gradients.items():
+            tensors[name].grad = torch.tensor(g)
+        norm = clip_grad_norm(gradients, 1.0)
+        torch_norm = torch.nn.utils.clip_grad_norm_(list(tensors.values()), 1.0)
+        assert_close(f"clip_grad_norm at step {step}: the total norm", np.array(norm), torch_norm)
+        for name in shapes:
+            assert_close(f"clip_grad_norm at step {step}: clipped gradient of {name}",
+                         gradients[name], tensors[name].grad)
+        mine.step(gradients)
+        theirs.step()
+        for name in shapes:
+            assert_close(f"AdamW after step {step + 1}: {name}", params[name], tensors[name])
+
+
+@rubric("Bonus")
+@pytest.mark.slow
+def test_numpy_training_tracks_torch_on_the_tiny_config():
+    """20 updates of configs/tiny.yaml (batches of 8) in float64: the same loss at every step."""
+    from hw4lib.train import (build_datasets, build_loaders, build_model, build_tokenizer,
+                              load_config, set_seed)
+    from hw4lib.utils import create_optimizer, create_scheduler
+    from hw4lib.utils.numpy_twin import numpy_model_from_state, train_numpy
+
+    config = load_config("configs/tiny.yaml", {"data.batch_size": 8})
+    assert config["model"]["dropout"] == 0.0, "configs/tiny.yaml should have dropout 0"
+    set_seed(config["seed"])
+    tokenizer = build_tokenizer(config)
+    train_loader = build_loaders(config, build_datasets(config, tokenizer))[0]
+    model = build_model(config, tokenizer).double()
+    twin = numpy_model_from_state(config["model"], model.state_dict(), np.float64)
+    batches = list(itertools.islice(train_loader, 20))
+
+    # numpy first: its twin starts from the torch model's initial weights.
+    numpy_losses = train_numpy(twin, model, config, batches, train_loader, tokenizer.pad_id)
+
+    optimizer = create_optimizer(model, config["optimizer"])
+    scheduler = create_scheduler(optimizer, config["scheduler"], train_loader, 1)
+    criterion = torch.nn.CrossEntropyLoss(ignore_index=tokenizer.pad_id)
+    model.train()
+    torch_losses = []
+    for shifted, golden, lengths in batches:  # LMTrainer's step, one batch per update
+        logits, _ = model(shifted, lengths)
+        loss = criterion(logits.reshape(-1, logits.size(-1)), golden.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config["training"]["grad_clip_norm"])
+        optimizer.step()
+        optimizer.zero_grad()
+        scheduler.step()
+        torch_losses.append(loss.item())
+
+    differences = np.abs(np.array(numpy_losses) - np.array(torch_losses))
+    assert differences.max() <= 1e-6, (
+        f"numpy training loss differs from torch's by up to {differences.max():.2e} (step "
+        f"{differences.argmax()}); torch {np.round(torch_losses, 6).tolist()}, numpy "
+        f"{np.round(numpy_losses, 6).tolist()}")
+    assert torch_losses[-1] < torch_losses[0], "the 20 updates should lower the loss"
+
+
+@rubric("Bonus")
+@pytest.mark.slow
+def test_trained_float32_weights_give_torchs_perplexity_and_greedy_tokens():
+    """A tiny model trained briefly with torch: numpy's per-character perplexity equals torch's
+    to 4 decimals and greedy decoding through SequenceGenerator yields the same tokens."""
+    from hw4lib.decoding import SequenceGenerator
+    from hw4lib.train import (build_datasets, build_loaders, build_model, build_tokenizer,
+                              load_config, set_seed)
+    from hw4lib.trainers.lm_trainer import evaluate_language_model
+    from hw4lib.utils import create_optimizer
+    from hw4lib.utils.numpy_twin import evaluate_numpy_model, numpy_model_from_state, numpy_score_fn
+
+    config = load_config("configs/tiny.yaml", {"data.batch_size": 16})
+    set_seed(config["seed"])
+    tokenizer = build_tokenizer(config)
+    datasets = build_datasets(config, tokenizer)
+    train_loader, _, test_loader = build_loaders(config, datasets)
+    model = build_model(config, tokenizer)
+    optimizer = create_optimizer(model, config["optimizer"])
+    criterion = torch.nn.CrossEntropyLoss(ignore_index=tokenizer.pad_id)
+    for shifted, golden, lengths in itertools.islice(train_loader, 40):
+        logits, _ = model(shifted, lengths)
+        criterion(logits.reshape(-1, logits.size(-1)), golden.reshape(-1)).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    twin = numpy_model_from_state(config["model"], model.state_dict(), np.float32)
+
+    torch_metrics = evaluate_language_model(model, test_loader, "cpu")
+    numpy_metrics = evaluate_numpy_model(twin, test_loader)
+    for key in ("perplexity_char", "perplexity_token"):
+        assert abs(numpy_metrics[key] - torch_metrics[key]) < 5e-5, (
+            f"{key}: numpy {numpy_metrics[key]:.6f}, torch {torch_metrics[key]:.6f}")
+
+    prompts, _ = datasets[2].sample_prompts(4, 8, seed=0)
+    with torch.no_grad():
+        expected, _ = SequenceGenerator(model.score, tokenizer, 30, "cpu").generate_greedy(prompts)
+    got, _ = SequenceGenerator(numpy_score_fn(twin), tokenizer, 30, "cpu").generate_greedy(prompts)
+    assert torch.equal(got, expected), (f"greedy tokens differ: torch {expected.tolist()}, "
+                                        f"numpy {got.tolist()}")
+
+
+if __name__ == "__main__":
+    run_module(__name__)
