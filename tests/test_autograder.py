@@ -10,7 +10,6 @@ test process into a temporary folder (``make_autograde.build``), then grade hand
 does (``make`` in a folder holding the Makefile, autograde.tar and handin.tar) and check the
 scores line, the report, and that nothing changed outside the grading folder.
 """
-import atexit
 import functools
 import gzip
 import io
@@ -489,11 +488,28 @@ def build_autograder(out: Path) -> dict:
                                 zero_marks_ppl=TEST_ZERO_MARKS_PPL)
 
 
+SESSION_FOLDERS: list[Path] = []  # removed when the test session ends
+
+
+def session_folder(prefix: str) -> Path:
+    """A temporary folder that lives until the end of the test session."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    SESSION_FOLDERS.append(folder)
+    return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remove_session_folders():
+    """Remove the session's folders at its end (atexit handlers do not run in xdist workers)."""
+    yield
+    for folder in SESSION_FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @functools.lru_cache(maxsize=None)
 def built_autograder() -> Path:
     """A folder with autograde.tar and autograde-Makefile, built once per test process."""
-    out = Path(tempfile.mkdtemp(prefix="hw4p1-autograde-"))
-    atexit.register(shutil.rmtree, out, ignore_errors=True)
+    out = session_folder("hw4p1-autograde-")
     build_autograder(out)
     return out
 
@@ -744,8 +760,7 @@ def pack_folder(handin: Path, tar_path: Path, **options) -> Path:
 @functools.lru_cache(maxsize=None)
 def honest_scores() -> dict:
     """Scores of the honest tiny handin (reference mytorch), graded once per test process."""
-    folder = Path(tempfile.mkdtemp(prefix="hw4p1-honest-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder = session_folder("hw4p1-honest-")
     _, scores = run_grader(folder, attack_handin(folder, "", None))
     assert all(scores[c] == p for c, p in rubric.MYTORCH_RUBRIC.items()), scores
     assert 0 < scores["LanguageModel"] < rubric.LM_POINTS, scores
@@ -1021,8 +1036,7 @@ def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
     if mode == "none":
         init_code, nn_code = "", None  # unisolated, the attack would kill the test's own make
     # The uid of setpriv must reach the grading folder: pytest's own tmp_path is private to root.
-    folder = Path(tempfile.mkdtemp(prefix=f"hw4p1-{mode}-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder = session_folder(f"hw4p1-{mode}-")
     folder.chmod(0o755)
     lines, scores = run_grader(folder, attack_handin(tmp_path, init_code, nn_code),
                                f"--sandbox {mode}")
