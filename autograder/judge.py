@@ -90,11 +90,8 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str) -
         return result(f"no result: {note or 'the test process stopped before this test'}")
     if record.error:
         return result(record.error)
-    if record.problems:
-        return result("returned values that are not numeric arrays: "
-                      + "; ".join(record.problems))
     try:
-        check(Values(record.values))
+        check(Values(record.values, record.problems))
     except AssertionError as error:
         return result(str(error) or "a check failed")
     except KeyError:
@@ -106,9 +103,16 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str) -
 
 
 class Values(dict):
-    """The worker's returned values, looked up by the Refs the test recorded."""
+    """The worker's returned values, looked up by the Refs the test recorded; reading a value that
+    was refused (not a numeric array) fails the test with the reason."""
+
+    def __init__(self, values: dict, problems: dict[str, str]) -> None:
+        super().__init__(values)
+        self.problems = problems
 
     def __getitem__(self, ref: wire.Ref):
+        if ref.name in self.problems:
+            raise AssertionError(f"a value is not a numeric array: {self.problems[ref.name]}")
         return super().__getitem__(ref.name)
 
 

@@ -130,10 +130,12 @@ def load_program(folder: Path) -> tuple[dict[str, np.ndarray], list[dict], list[
     return arrays, spec["steps"], spec["returned"]
 
 
-def encode_record(test: str, error: str | None, values: dict[str, np.ndarray | None]) -> bytes:
+def encode_record(test: str, error: str | None, values: dict[str, np.ndarray | None],
+                  refused: dict[str, str] | None = None) -> bytes:
     """One test's outcome as bytes: header length, JSON header, then each array's .npy bytes.
 
-    ``values`` maps returned names to arrays, or None when student code returned None.
+    ``values`` maps returned names to arrays, or None when student code returned None;
+    ``refused`` maps names to why their value could not be sent (not a numeric array).
     """
     blobs, sizes, nones = [], {}, []
     for name, value in values.items():
@@ -144,18 +146,19 @@ def encode_record(test: str, error: str | None, values: dict[str, np.ndarray | N
         np.save(buffer, value, allow_pickle=False)
         blobs.append(buffer.getvalue())
         sizes[name] = len(blobs[-1])
-    header = json.dumps({"test": test, "error": error, "sizes": sizes, "none": nones}).encode()
+    header = json.dumps({"test": test, "error": error, "sizes": sizes, "none": nones,
+                         "refused": refused or {}}).encode()
     return _LENGTH.pack(len(header)) + header + b"".join(blobs)
 
 
 @dataclass
 class Record:
     """One test's outcome as decoded by the judge. ``values`` holds only valid arrays or None;
-    ``problems`` says what was refused and why."""
+    ``problems`` says, per name, why its value was refused (the test fails if it reads it)."""
 
     error: str | None
     values: dict[str, np.ndarray | None]
-    problems: list[str]
+    problems: dict[str, str]
 
 
 def decode_records(stream: bytes, expected: dict[str, list[str]]) -> tuple[dict[str, Record], str]:
@@ -187,7 +190,7 @@ def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
     if not isinstance(sizes, dict) or not isinstance(nones, list):
         raise ValueError("a header without sizes")
     values: dict[str, np.ndarray | None] = {}
-    problems: list[str] = []
+    problems: dict[str, str] = {}
     wanted = set(expected.get(test, ()))
     for name, size in sizes.items():
         if not isinstance(size, int) or not 0 <= size <= MAX_ARRAY_BYTES:
@@ -198,12 +201,19 @@ def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
             raise ValueError("a truncated array")
         if name in wanted:
             array, problem = _load_array(blob)
-            values[name] = array
             if problem:
-                problems.append(f"{name}: {problem}")
+                problems[name] = problem
+            else:
+                values[name] = array
     for name in nones:
         if name in wanted and name not in values:
             values[name] = None
+    refused = header.get("refused", {})
+    if not isinstance(refused, dict):
+        raise ValueError("a header with unreadable refusals")
+    for name, why in refused.items():
+        if name in wanted and name not in values:
+            problems[name] = printable(str(why))[:MAX_MESSAGE_CHARS]
     if test not in expected:
         return None, position
     error = header["error"]

@@ -75,18 +75,23 @@ def run_test(nn, folder: Path, test: str) -> bytes:
     env: dict[str, object] = dict(arrays)
     labels: dict[str, str] = {}
     values: dict[str, np.ndarray | None] = {}
+    refused: dict[str, str] = {}
     try:
         for step in steps:
-            run_step(nn, step, env, labels, values)
+            run_step(nn, step, env, labels, values, refused)
     except StepError as error:
-        return wire.encode_record(test, str(error), values)
-    missing = [name for name in returned if name not in values]
+        return wire.encode_record(test, str(error), values, refused)
+    missing = [name for name in returned if name not in values and name not in refused]
     error = f"the worker lost the values {missing}" if missing else None
-    return wire.encode_record(test, error, values)
+    return wire.encode_record(test, error, values, refused)
 
 
-def run_step(nn, step: dict, env: dict, labels: dict, values: dict) -> None:
-    """Run one step, storing what it produces in ``env`` and what is sent back in ``values``."""
+def run_step(nn, step: dict, env: dict, labels: dict, values: dict, refused: dict) -> None:
+    """Run one step, storing what it produces in ``env`` and what is sent back in ``values``.
+
+    A result that is not a numeric array (``init_weights`` returning ``self``, say) is kept in
+    ``env`` and only noted in ``refused``: it fails a test only if the test reads it.
+    """
     op, out = step["op"], step["out"]
     label = describe_step(step, labels)
     try:
@@ -106,12 +111,16 @@ def run_step(nn, step: dict, env: dict, labels: dict, values: dict) -> None:
             results = [perturbed_outputs(env, step)]
         else:
             raise StepError(f"unknown step {op!r}")
-        for name, result in zip(out, results):
-            values[name] = env[name] = as_plain_array(result)
     except StepError as error:
         raise StepError(f"{label}: {error}") from None
     except BaseException as error:  # noqa: BLE001 - SystemExit and friends included
         raise StepError(f"{label} raised {describe(error)}") from None
+    for name, result in zip(out, results):
+        env[name] = result
+        try:
+            values[name] = env[name] = as_plain_array(result)
+        except StepError as error:
+            refused[name] = f"{label} {error}"
 
 
 def call(env: dict, step: dict):

@@ -84,20 +84,22 @@ def compare_step_speed(config, vocab_size: int, repeats: int = 5, batch=(32, 200
                 f"auto = {precision_name(auto)}, fused attention": (auto, True)}
     steps = {name: training_step(config, precision, fused, pad_id=0)[1]
              for name, (precision, fused) in variants.items()}
-    seconds = {name: [] for name in variants}
+    wall, cpu = {name: [] for name in variants}, {name: [] for name in variants}
     for step in steps.values():
         step(fixed_batch)  # warm-up
     for _ in range(repeats):
         for name, step in steps.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             step(fixed_batch)
-            seconds[name].append(time.perf_counter() - start)
-    print(f"training step, batch {batch[0]} x {batch[1]} tokens, medians of {repeats} ({reason}):")
-    baseline = statistics.median(seconds[next(iter(variants))])
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    print(f"training step, batch {batch[0]} x {batch[1]} tokens, medians of {repeats} ({reason}); "
+          "on a shared machine run with OMP_NUM_THREADS=1 and read the CPU-time ratio:")
+    base_wall, base_cpu = (statistics.median(times[next(iter(variants))]) for times in (wall, cpu))
     for name in variants:
-        median = statistics.median(seconds[name])
+        median, median_cpu = statistics.median(wall[name]), statistics.median(cpu[name])
         print(f"  {name:>36}: {median:6.2f} s/step {batch[0] * batch[1] / median:>9,.0f} tokens/s "
-              f"{baseline / median:5.2f}x")
+              f"{base_wall / median:5.2f}x   CPU {median_cpu:6.2f} s/step {base_cpu / median_cpu:5.2f}x")
 
 
 def measure_training(config, dataset, num_batches: int = 20, warmup_batches: int = 3):

@@ -10,7 +10,6 @@ test process into a temporary folder (``make_autograde.build``), then grade hand
 does (``make`` in a folder holding the Makefile, autograde.tar and handin.tar) and check the
 scores line, the report, and that nothing changed outside the grading folder.
 """
-import atexit
 import functools
 import gzip
 import io
@@ -243,8 +242,8 @@ def test_worker_records_are_decoded_without_trusting_them():
                          "none": []}).encode()
     forged += len(header).to_bytes(8, "little") + header + pickled.getvalue()
     records, note = wire.decode_records(bytes(forged) + stream, {"t": ["r1"], "u": ["r1"]})
-    assert records["t"].values["r1"] is None and "not numbers" in records["t"].problems[0]
-    assert records["u"].values["r1"] is None and "not a plain .npy" in records["u"].problems[0]
+    assert "r1" not in records["t"].values and "not numbers" in records["t"].problems["r1"]
+    assert "r1" not in records["u"].values and "not a plain .npy" in records["u"].problems["r1"]
     # garbage, huge headers and truncated arrays end the decoding with a note
     for junk in (b"\xff" * 100, (2**40).to_bytes(8, "little"), stream[:-5]):
         records, note = wire.decode_records(junk, {"t": ["r1"]})
@@ -489,11 +488,28 @@ def build_autograder(out: Path) -> dict:
                                 zero_marks_ppl=TEST_ZERO_MARKS_PPL)
 
 
+SESSION_FOLDERS: list[Path] = []  # removed when the test session ends
+
+
+def session_folder(prefix: str) -> Path:
+    """A temporary folder that lives until the end of the test session."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    SESSION_FOLDERS.append(folder)
+    return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remove_session_folders():
+    """Remove the session's folders at its end (atexit handlers do not run in xdist workers)."""
+    yield
+    for folder in SESSION_FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @functools.lru_cache(maxsize=None)
 def built_autograder() -> Path:
     """A folder with autograde.tar and autograde-Makefile, built once per test process."""
-    out = Path(tempfile.mkdtemp(prefix="hw4p1-autograde-"))
-    atexit.register(shutil.rmtree, out, ignore_errors=True)
+    out = session_folder("hw4p1-autograde-")
     build_autograder(out)
     return out
 
@@ -744,8 +760,7 @@ def pack_folder(handin: Path, tar_path: Path, **options) -> Path:
 @functools.lru_cache(maxsize=None)
 def honest_scores() -> dict:
     """Scores of the honest tiny handin (reference mytorch), graded once per test process."""
-    folder = Path(tempfile.mkdtemp(prefix="hw4p1-honest-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder = session_folder("hw4p1-honest-")
     _, scores = run_grader(folder, attack_handin(folder, "", None))
     assert all(scores[c] == p for c, p in rubric.MYTORCH_RUBRIC.items()), scores
     assert 0 < scores["LanguageModel"] < rubric.LM_POINTS, scores
@@ -771,10 +786,33 @@ def _is_zombie(proc: Path) -> bool:
         return True
 
 
+def require_isolation(folder: Path) -> str:
+    """The sandbox mode the grader will pick for a grading folder under ``folder``; skips the test
+    when it is 'none' (unisolated, the attacks would hit the test run itself)."""
+    from autograder import grade
+
+    probe = folder / "probe"
+    layout = sandbox.Layout(probe / "runtime", probe / "pylib", probe / "student",
+                            probe / "input", probe / "tmp")
+    (layout.runtime_dir / "autograder").mkdir(parents=True)
+    for name in grade.RUNTIME_FILES:
+        shutil.copy(REPO_ROOT / "autograder" / name, layout.runtime_dir / "autograder" / name)
+    grade.link_numpy(layout.pylib_dir)
+    for folder_ in (layout.student_dir / "mytorch", layout.input_dir, layout.tmp_dir):
+        folder_.mkdir(parents=True)
+    sandbox.make_readable(probe)
+    mode, notes = sandbox.choose_mode(layout, str(Path(sys.executable).resolve()))
+    shutil.rmtree(probe)
+    if mode == "none":
+        pytest.skip(f"no sandbox mode isolates student code here ({notes}); install bubblewrap")
+    return mode
+
+
 @pytest.mark.slow
 @rubric_category("End to end")
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_attack_on_mytorch_scores_zero_there_and_keeps_the_rest(tmp_path, attack):
+    require_isolation(tmp_path)
     init_code, nn_code, flags = ATTACKS[attack]
     lines, scores = run_grader(tmp_path, attack_handin(tmp_path, init_code, nn_code), flags)
     text = "\n".join(lines)
@@ -798,6 +836,7 @@ def test_attack_on_mytorch_scores_zero_there_and_keeps_the_rest(tmp_path, attack
 def test_snooping_and_writing_outside_the_sandbox_change_nothing(tmp_path):
     """Honest code that also prints what it can find of the grader and writes where it should
     not: full marks for the code, no secret in the output, nothing written."""
+    require_isolation(tmp_path)
     grading = tmp_path / "grading"
     targets = [grading / "autograde/resource.py", grading / "autograde/autograder/rubric.py",
                grading / "work/sandbox/runtime/autograder/wire.py", grading / "Makefile",
@@ -997,8 +1036,7 @@ def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
     if mode == "none":
         init_code, nn_code = "", None  # unisolated, the attack would kill the test's own make
     # The uid of setpriv must reach the grading folder: pytest's own tmp_path is private to root.
-    folder = Path(tempfile.mkdtemp(prefix=f"hw4p1-{mode}-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    folder = session_folder(f"hw4p1-{mode}-")
     folder.chmod(0o755)
     lines, scores = run_grader(folder, attack_handin(tmp_path, init_code, nn_code),
                                f"--sandbox {mode}")

@@ -20,10 +20,12 @@ import pytest
 
 from autograder import gradescope, rubric
 from tests.test_autograder import (ATTACKS, MYTORCH_ZERO, attack_handin, built_autograder,
-                                   honest_scores, make_model_handin, pack_folder)
+                                   honest_scores, make_model_handin, pack_folder,
+                                   remove_session_folders)
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Packaging": 0, "Results": 0}
+assert remove_session_folders  # the session fixture that removes the shared built autograder
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 
 
