@@ -1,1 +1,2 @@
-"""mytorch: a numpy implementation of the attention stack with hand-written backward passes."""
+"""mytorch: the attention stack, and (the bonus track) the whole language model and AdamW, in numpy
+with hand-written backward passes."""

@@ -85,6 +85,17 @@ def check_input_gradient_by_finite_differences(forward, backward, x, upstream, w
     assert_matches_finite_differences(loss, [("dLdx", mine, x)], f"{where}: ")
 
 
+def tiny_config_on_a_small_corpus(tmp_path, batch_size: int) -> dict:
+    """configs/tiny.yaml on a small corpus that the data generator writes into tmp_path (in a
+    fraction of a second, so these tests need no `make data`)."""
+    from datagen.build_data import build
+    from hw4lib.train import load_config
+
+    build(tmp_path / "data", seed=0, sizes={"train": 120_000, "val": 10_000, "test": 10_000})
+    return load_config("configs/tiny.yaml", {"data.root": str(tmp_path / "data"), "data.subset": 1.0,
+                                             "data.batch_size": batch_size})
+
+
 # ---------------------------------------------------------------------------------------------
 # The layers
 # ---------------------------------------------------------------------------------------------
@@ -377,14 +388,13 @@ def test_adamw_and_clipping_match_torch_over_20_steps():
 
 @rubric("Bonus")
 @pytest.mark.slow
-def test_numpy_training_tracks_torch_on_the_tiny_config():
+def test_numpy_training_tracks_torch_on_the_tiny_config(tmp_path):
     """20 updates of configs/tiny.yaml (batches of 8) in float64: the same loss at every step."""
-    from hw4lib.train import (build_datasets, build_loaders, build_model, build_tokenizer,
-                              load_config, set_seed)
+    from hw4lib.train import build_datasets, build_loaders, build_model, build_tokenizer, set_seed
     from hw4lib.utils import create_optimizer, create_scheduler
     from hw4lib.utils.numpy_twin import numpy_model_from_state, train_numpy
 
-    config = load_config("configs/tiny.yaml", {"data.batch_size": 8})
+    config = tiny_config_on_a_small_corpus(tmp_path, batch_size=8)
     assert config["model"]["dropout"] == 0.0, "configs/tiny.yaml should have dropout 0"
     set_seed(config["seed"])
     tokenizer = build_tokenizer(config)
@@ -421,17 +431,16 @@ def test_numpy_training_tracks_torch_on_the_tiny_config():
 
 @rubric("Bonus")
 @pytest.mark.slow
-def test_trained_float32_weights_give_torchs_perplexity_and_greedy_tokens():
+def test_trained_float32_weights_give_torchs_perplexity_and_greedy_tokens(tmp_path):
     """A tiny model trained briefly with torch: numpy's per-character perplexity equals torch's
     to 4 decimals and greedy decoding through SequenceGenerator yields the same tokens."""
     from hw4lib.decoding import SequenceGenerator
-    from hw4lib.train import (build_datasets, build_loaders, build_model, build_tokenizer,
-                              load_config, set_seed)
+    from hw4lib.train import build_datasets, build_loaders, build_model, build_tokenizer, set_seed
     from hw4lib.trainers.lm_trainer import evaluate_language_model
     from hw4lib.utils import create_optimizer
     from hw4lib.utils.numpy_twin import evaluate_numpy_model, numpy_model_from_state, numpy_score_fn
 
-    config = load_config("configs/tiny.yaml", {"data.batch_size": 16})
+    config = tiny_config_on_a_small_corpus(tmp_path, batch_size=16)
     set_seed(config["seed"])
     tokenizer = build_tokenizer(config)
     datasets = build_datasets(config, tokenizer)
@@ -439,7 +448,7 @@ def test_trained_float32_weights_give_torchs_perplexity_and_greedy_tokens():
     model = build_model(config, tokenizer)
     optimizer = create_optimizer(model, config["optimizer"])
     criterion = torch.nn.CrossEntropyLoss(ignore_index=tokenizer.pad_id)
-    for shifted, golden, lengths in itertools.islice(train_loader, 40):
+    for shifted, golden, lengths in train_loader:  # one epoch, about 35 updates
         logits, _ = model(shifted, lengths)
         criterion(logits.reshape(-1, logits.size(-1)), golden.reshape(-1)).backward()
         optimizer.step()

@@ -31,6 +31,8 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 from tqdm import tqdm
 
+from hw4lib.data._checks import (check_dataset_config, check_listing, check_prompt_request,
+                                  check_subset_kept)
 from hw4lib.data.tokenizer import H4Tokenizer, resolve_repo_path
 
 
@@ -84,12 +86,7 @@ class LMDataset(Dataset):
         self.partition = partition
         self.config = config
         self.tokenizer = tokenizer
-        if "root" not in config:
-            raise KeyError("config has no 'root': set it to the dataset directory, "
-                           "e.g. hw4_data/hw4p1_data")
-        subset = config.get("subset", 1.0)
-        if not isinstance(subset, (int, float)) or not 0 < subset <= 1:
-            raise ValueError(f"config['subset'] must be a fraction in (0, 1], got {subset!r}")
+        subset = check_dataset_config(config)
         text_dir = partition_dir(config["root"], partition)
 
         # TODO: store the tokenizer's [EOS], [SOS], [PAD] ids in eos_token, sos_token, pad_token
@@ -103,16 +100,13 @@ class LMDataset(Dataset):
         # BEGIN SOLUTION
         self.text_files = sorted(text_dir.glob("*.npy"))
         # END SOLUTION
-        _check_listing(text_dir, self.text_files)
+        check_listing(text_dir, self.text_files)
 
         # TODO: keep only the first int(subset * len(self.text_files)) files
         # BEGIN SOLUTION
         self.text_files = self.text_files[: int(subset * len(self.text_files))]
         # END SOLUTION
-        if not self.text_files:
-            raise ValueError(
-                f"subset={subset} keeps no file of the partition {text_dir}; use a larger subset"
-            )
+        check_subset_kept(self.text_files, subset, text_dir)
 
         # TODO: self.transcripts = load_transcript(f) of every file (loop over tqdm(...) for a
         #       progress bar); token_ids = tokenizer.encode_batch(self.transcripts), int lists
@@ -199,9 +193,7 @@ class LMDataset(Dataset):
             originals: num_samples int64 tensors, the drawn transcripts' full golden sequences
                 (all tokens then ``[EOS]``), in the same order as ``prompts``.
         """
-        if num_samples < 1 or prompt_length < 1:
-            raise ValueError(f"num_samples and prompt_length must be >= 1, "
-                             f"got {num_samples} and {prompt_length}")
+        check_prompt_request(num_samples, prompt_length)
         eligible = [i for i, golden in enumerate(self.transcripts_golden)
                     if len(golden) - 1 > prompt_length]
         if len(eligible) < num_samples:
@@ -215,16 +207,3 @@ class LMDataset(Dataset):
                                dtype=torch.long)
         originals = [torch.tensor(self.transcripts_golden[i], dtype=torch.long) for i in chosen]
         return prompts, originals
-
-
-def _check_listing(text_dir: Path, text_files: list[Path]) -> None:
-    """Fail on a partition without transcripts; warn about files that are not ``.npy``."""
-    if not text_files:
-        raise ValueError(
-            f"No .npy transcript files in {text_dir}. Run `make data` to (re)build the dataset."
-        )
-    others = [p.name for p in text_dir.iterdir()
-              if p.suffix != ".npy" and not p.name.startswith(".")]
-    if others:
-        warnings.warn(f"Ignoring {len(others)} files of {text_dir} that are not .npy, "
-                      f"e.g. {others[0]!r}", stacklevel=3)

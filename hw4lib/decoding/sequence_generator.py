@@ -33,6 +33,9 @@ from typing import Callable
 
 import torch
 
+from ._checks import (check_beam_width, check_generator, check_positive, check_prompts,
+                      check_sampling, check_sequences)
+
 ScoreFn = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -49,10 +52,7 @@ class SequenceGenerator:
     """
 
     def __init__(self, score_fn: ScoreFn, tokenizer, max_length: int, device: str | torch.device):
-        if not callable(score_fn):
-            raise TypeError(f"score_fn must be callable (e.g. model.score), got {type(score_fn).__name__}")
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-            raise ValueError(f"max_length must be a positive int, got {max_length!r}")
+        check_generator(score_fn, max_length)
         self.score_fn = score_fn
         self.tokenizer = tokenizer
         self.max_length = max_length
@@ -75,43 +75,13 @@ class SequenceGenerator:
         return cls(model.score, tokenizer, max_length, device)
 
     # ----------------------------------------------------------------------------------------
-    # Checks and logit transforms shared by the searches
+    # Logit transforms shared by the searches
     # ----------------------------------------------------------------------------------------
 
-    def _check_prompts(self, x) -> torch.Tensor:
-        """Validate the prompt batch and return it on ``self.device``."""
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor of token ids with shape (N, T), "
-                            f"got {type(x).__name__}")
-        if x.dim() != 2:
-            raise ValueError(
-                f"x must have shape (N, T) (a batch of prompts), got shape {tuple(x.shape)}; "
-                "use x.unsqueeze(0) for a single prompt"
-            )
-        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
-            raise TypeError(f"x must hold integer token ids, got dtype {x.dtype}")
-        if x.size(0) == 0 or x.size(1) == 0:
-            raise ValueError(f"x must hold at least one prompt of at least one token (e.g. SOS), "
-                             f"got shape {tuple(x.shape)}")
-        if x.size(1) > self.max_length:
-            raise ValueError(
-                f"x: prompts have {x.size(1)} tokens but max_length is {self.max_length}; "
-                "shorten the prompts or raise max_length"
-            )
+    def _prompts_on_device(self, x) -> torch.Tensor:
+        """Check the prompt batch (N, T) and return it as int64 on ``self.device``."""
+        check_prompts(x, self.max_length)
         return x.to(device=self.device, dtype=torch.long)
-
-    @staticmethod
-    def _check_positive(name: str, value: float) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"{name} must be a number > 0, got {value!r}")
-
-    @staticmethod
-    def _check_sampling(temperature: float, top_k: int, top_p: float) -> None:
-        SequenceGenerator._check_positive("temperature", temperature)
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-            raise ValueError(f"top_k must be an int >= 0 (0 disables it), got {top_k!r}")
-        if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-            raise ValueError(f"top_p must lie in (0, 1] (1 disables it), got {top_p!r}")
 
     def _apply_repeat_penalty(self, logits: torch.Tensor, sequences: torch.Tensor,
                               penalty: float = 1.0) -> torch.Tensor:
@@ -129,7 +99,7 @@ class SequenceGenerator:
         Returns:
             (M, V) penalised logits; the input tensor is never modified in place.
         """
-        self._check_positive("repeat_penalty", penalty)
+        check_positive(repeat_penalty=penalty)
         if penalty == 1.0:
             return logits
         seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, sequences, True)
@@ -151,7 +121,7 @@ class SequenceGenerator:
         Returns:
             (M, V) float filtered logits.
         """
-        self._check_sampling(temperature, top_k, top_p)
+        check_sampling(temperature, top_k, top_p)
         logits = logits / temperature
         if 0 < top_k < logits.size(-1):
             keep = torch.zeros_like(logits, dtype=torch.bool)
@@ -196,9 +166,8 @@ class SequenceGenerator:
                 and including its first EOS.
         Hints: torch.where, torch.gather (or indexing), torch.cat, torch.log_softmax, tensor.all().
         """
-        x = self._check_prompts(x)
-        self._check_positive("temperature", temperature)
-        self._check_positive("repeat_penalty", repeat_penalty)
+        x = self._prompts_on_device(x)
+        check_positive(temperature=temperature, repeat_penalty=repeat_penalty)
         # TODO: greedy-decode the batch: x (N, T) -> (seqs (N, T'), scores (N,)); see the steps above
         # BEGIN SOLUTION
         scores = torch.zeros(x.size(0), device=x.device)
@@ -238,11 +207,9 @@ class SequenceGenerator:
                 marks an empty slot, which only happens when beam_width exceeds the number of
                 distinct continuations.
         """
-        x = self._check_prompts(x)
-        if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
-            raise ValueError(f"beam_width must be an int >= 1, got {beam_width!r}")
-        self._check_positive("temperature", temperature)
-        self._check_positive("repeat_penalty", repeat_penalty)
+        x = self._prompts_on_device(x)
+        check_beam_width(beam_width)
+        check_positive(temperature=temperature, repeat_penalty=repeat_penalty)
         batch_size, beam = x.size(0), beam_width
         seqs = x.unsqueeze(1).repeat(1, beam, 1)
         # The beams start identical; only the first may expand, or the top-k would pick duplicates.
@@ -300,8 +267,8 @@ class SequenceGenerator:
             scores: (N,) float summed log-probabilities of the sampled tokens under the filtered,
                 renormalised distribution they were drawn from.
         """
-        x = self._check_prompts(x)
-        self._check_sampling(temperature, top_k, top_p)
+        x = self._prompts_on_device(x)
+        check_sampling(temperature, top_k, top_p)
         scores = torch.zeros(x.size(0), device=x.device)
         finished = torch.zeros(x.size(0), dtype=torch.bool, device=x.device)
         for _ in range(self.max_length - x.size(1)):
@@ -332,10 +299,7 @@ class SequenceGenerator:
             (T,) input: one 1-D tensor. (N, T): a list of N 1-D tensors. (N, B, T): a list of N
             lists of B 1-D tensors. Lengths differ, hence lists.
         """
-        if not isinstance(seq, torch.Tensor):
-            raise TypeError(f"seq must be a torch.Tensor, got {type(seq).__name__}")
-        if seq.dim() == 0 or seq.dim() > 3:
-            raise ValueError(f"seq must have shape (T,), (N, T) or (N, B, T), got shape {tuple(seq.shape)}")
+        check_sequences(seq)
         if seq.dim() > 1:
             return [SequenceGenerator.post_process_sequence(row, tokenizer) for row in seq]
         eos_positions = (seq == tokenizer.eos_id).nonzero()

@@ -6,15 +6,7 @@ input, so they can be passed straight to attention layers running there.
 """
 import torch
 
-
-def _check_batch(padded_input: torch.Tensor) -> None:
-    """Raise a ValueError unless ``padded_input`` is a tensor of shape (N, T) or (N, T, ...)."""
-    if not isinstance(padded_input, torch.Tensor):
-        raise TypeError(f"padded_input must be a torch.Tensor, got {type(padded_input).__name__}")
-    if padded_input.dim() < 2:
-        raise ValueError(
-            f"padded_input must have shape (N, T) or (N, T, ...), got shape {tuple(padded_input.shape)}"
-        )
+from ._checks import check_batch, check_lengths
 
 
 def PadMask(padded_input: torch.Tensor, input_lengths: torch.Tensor) -> torch.Tensor:
@@ -35,13 +27,9 @@ def PadMask(padded_input: torch.Tensor, input_lengths: torch.Tensor) -> torch.Te
     Hint: compare a row of positions ``0..T-1`` (shape (1, T)) with a column of lengths (shape
     (N, 1)); broadcasting builds the whole mask in one comparison, with no loop over the batch.
     """
-    _check_batch(padded_input)
+    check_batch(padded_input)
     input_lengths = torch.as_tensor(input_lengths, device=padded_input.device)
-    if input_lengths.shape != padded_input.shape[:1]:
-        raise ValueError(
-            f"input_lengths must have shape (N,) = ({padded_input.shape[0]},), "
-            f"got {tuple(input_lengths.shape)}"
-        )
+    check_lengths(padded_input, input_lengths)
     # TODO: return the (N, T) bool mask, True where position t >= input_lengths[n]
     # BEGIN SOLUTION
     positions = torch.arange(padded_input.shape[1], device=padded_input.device)
@@ -62,7 +50,7 @@ def CausalMask(padded_input: torch.Tensor) -> torch.Tensor:
     Hint: ``torch.triu`` with ``diagonal=1`` of a (T, T) tensor of ones keeps exactly the entries
     above the diagonal.
     """
-    _check_batch(padded_input)
+    check_batch(padded_input)
     # TODO: return the (T, T) bool mask, True strictly above the diagonal
     # BEGIN SOLUTION
     length = padded_input.shape[1]

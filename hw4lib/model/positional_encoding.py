@@ -4,6 +4,8 @@ import math
 import torch
 from torch import nn
 
+from ._checks import check_embeddings
+
 
 class PositionalEncoding(nn.Module):
     """Add a fixed sin/cos code of each position to a batch of embeddings.
@@ -66,13 +68,7 @@ class PositionalEncoding(nn.Module):
         Returns:
             (N, T, d_model) tensor x + P[:, :T]; nothing else changes.
         """
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"expected x of shape (N, T, d_model={self.d_model}), got {tuple(x.shape)}")
-        if x.shape[1] > self.max_len:
-            raise ValueError(
-                f"sequence length T={x.shape[1]} exceeds max_len={self.max_len} of the positional "
-                f"encoding: shorten the input or build the model with a larger max_len"
-            )
+        check_embeddings(x, self.d_model, self.max_len)
         # TODO: add the first T rows of self.pe to x, (N, T, D) + (1, T, D) -> (N, T, D)
         # BEGIN SOLUTION
         return x + self.pe[:, : x.shape[1]]

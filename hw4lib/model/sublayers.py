@@ -13,6 +13,8 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ._checks import check_heads
+
 
 class SelfAttentionLayer(nn.Module):
     """Pre-norm multi-head self-attention with a residual connection.
@@ -25,8 +27,7 @@ class SelfAttentionLayer(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
         super().__init__()
-        if num_heads <= 0 or d_model % num_heads != 0:
-            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads} (> 0)")
+        check_heads(d_model, num_heads)
         # TODO: create self.mha (batch_first=True, dropout=dropout), self.norm and self.dropout
         # BEGIN SOLUTION
         self.mha = nn.MultiheadAttention(d_model, num_heads, dropout=dropout, batch_first=True)

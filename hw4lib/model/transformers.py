@@ -14,31 +14,12 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ._checks import check_config, check_tokens
 from .decoder_layers import SelfAttentionDecoderLayer
 from .masks import CausalMask, PadMask
 from .positional_encoding import PositionalEncoding
 
 INIT_STD = 0.02  # GPT-2's initial weight scale, used for every embedding and linear weight
-
-
-def _check_config(num_layers, d_model, num_heads, d_ff, dropout, max_len, num_classes,
-                  weight_tying, layer_drop_rate) -> None:
-    """Raise a ValueError naming the first bad constructor argument of DecoderOnlyTransformer."""
-    sizes = dict(num_layers=num_layers, d_model=d_model, num_heads=num_heads, d_ff=d_ff,
-                 max_len=max_len, num_classes=num_classes)
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if d_model % num_heads != 0:
-        raise ValueError(
-            f"d_model={d_model} must be divisible by num_heads={num_heads} "
-            f"(each head gets d_model / num_heads features)"
-        )
-    for name, value in dict(dropout=dropout, layer_drop_rate=layer_drop_rate).items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-            raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
-    if not isinstance(weight_tying, bool):
-        raise ValueError(f"weight_tying must be True or False, got {weight_tying!r}")
 
 
 class DecoderOnlyTransformer(nn.Module):
@@ -77,8 +58,8 @@ class DecoderOnlyTransformer(nn.Module):
                  max_len: int, num_classes: int, weight_tying: bool = False,
                  layer_drop_rate: float = 0.0):
         super().__init__()
-        _check_config(num_layers, d_model, num_heads, d_ff, dropout, max_len, num_classes,
-                      weight_tying, layer_drop_rate)
+        check_config(num_layers, d_model, num_heads, d_ff, dropout, max_len, num_classes,
+                     weight_tying, layer_drop_rate)
         self.max_len = max_len
         self.num_classes = num_classes
         self.num_layers = num_layers
@@ -117,25 +98,6 @@ class DecoderOnlyTransformer(nn.Module):
             nn.init.normal_(layer.self_attn.mha.out_proj.weight, mean=0.0, std=residual_std)
             nn.init.normal_(layer.ffn.ffn[-1].weight, mean=0.0, std=residual_std)
 
-    def _check_targets(self, padded_targets: torch.Tensor) -> None:
-        """Raise a ValueError unless padded_targets is an (N, T) integer tensor of valid token ids."""
-        if padded_targets.dim() != 2 or padded_targets.dtype.is_floating_point:
-            raise ValueError(
-                f"expected padded_targets to be an (N, T) tensor of token ids, got shape "
-                f"{tuple(padded_targets.shape)} and dtype {padded_targets.dtype}"
-            )
-        if padded_targets.shape[1] > self.max_len:
-            raise ValueError(
-                f"sequence length T={padded_targets.shape[1]} exceeds max_len={self.max_len}: "
-                f"truncate the input or build the model with a larger max_len"
-            )
-        if padded_targets.numel() and (padded_targets.min() < 0 or padded_targets.max() >= self.num_classes):
-            raise ValueError(
-                f"token ids must lie in [0, num_classes={self.num_classes}), got values in "
-                f"[{padded_targets.min().item()}, {padded_targets.max().item()}]: does the "
-                f"tokenizer's vocab_size match the model's num_classes?"
-            )
-
     def forward(self, padded_targets: torch.Tensor,
                 target_lengths: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, dict]:
         """Next-token logits at every position.
@@ -156,7 +118,7 @@ class DecoderOnlyTransformer(nn.Module):
         seed makes it reproducible) and skip the layer when it is below layer_drop_rate, only
         when ``self.training``.
         """
-        self._check_targets(padded_targets)
+        check_tokens(padded_targets, self.max_len, self.num_classes)
         # TODO: masks; embedding -> positional encoding -> dropout -> layers (with layer drop in
         # training) -> norm -> final_linear; collect each layer's weights under 'layer{i}_dec_self'
         # BEGIN SOLUTION

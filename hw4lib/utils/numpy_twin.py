@@ -89,11 +89,7 @@ def evaluate_numpy_model(model: DecoderOnlyTransformer, loader: Iterable,
     ``loader`` yields ``(padded_shifted, padded_golden, lengths)``; only the first ``lengths[i]``
     targets of row i count. ``total_chars`` defaults to ``loader.dataset.total_chars``.
     """
-    if total_chars is None:
-        total_chars = getattr(getattr(loader, "dataset", None), "total_chars", None)
-        if total_chars is None:
-            raise ValueError("evaluate_numpy_model: pass total_chars, or a loader whose dataset "
-                             "has a total_chars attribute (an LMDataset)")
+    total_chars = loader.dataset.total_chars if total_chars is None else total_chars
     was_training = model.training
     model.eval()
     criterion = CrossEntropyLoss(ignore_index=-1, reduction="sum")

@@ -1,6 +1,8 @@
 """Softmax over one dimension of an array with any number of dimensions."""
 import numpy as np
 
+from ._checks import check_backward, check_softmax_dim
+
 
 class Softmax:
     """A = softmax(Z) along ``dim``: every slice of A along ``dim`` is positive and sums to 1.
@@ -13,11 +15,6 @@ class Softmax:
         self.dim = dim
         self.A = None  # the output of the last forward call, kept for backward
 
-    def _check_dim(self, ndim: int) -> None:
-        if not -ndim <= self.dim < ndim:
-            raise ValueError(f"Softmax(dim={self.dim}) needs an input with at least "
-                             f"{self.dim + 1 if self.dim >= 0 else -self.dim} dims, got {ndim}")
-
     def forward(self, Z: np.ndarray) -> np.ndarray:
         """Return softmax(Z) along ``self.dim``, same shape and dtype as Z; store it in ``self.A``.
 
@@ -29,7 +26,7 @@ class Softmax:
         broadcastable against Z.
         """
         Z = np.asarray(Z)
-        self._check_dim(Z.ndim)
+        check_softmax_dim(self.dim, Z.ndim)
         # TODO: A = exp(Z - max) / sum(exp(Z - max)) along self.dim, same shape as Z; store self.A
         # BEGIN SOLUTION
         A = Z - Z.max(axis=self.dim, keepdims=True)
@@ -48,13 +45,8 @@ class Softmax:
         dot product along one axis). Never build the per-slice Jacobians: they cost O(C^2)
         memory and time per slice, where this identity costs O(C).
         """
-        if self.A is None:
-            raise RuntimeError("Softmax.backward called before forward: call forward first "
-                               "(forward stores its output in self.A)")
         dLdA = np.asarray(dLdA)
-        if dLdA.shape != self.A.shape:
-            raise ValueError(f"Softmax.backward: dLdA must have the forward output's shape "
-                             f"{self.A.shape}, got {dLdA.shape}")
+        check_backward("Softmax", "dLdA", dLdA, None if self.A is None else self.A.shape)
         # TODO: dLdZ = A * (dLdA - sum(dLdA * A, dim, keepdims=True)), same shape as dLdA
         # BEGIN SOLUTION
         # vecdot reduces dLdA * A along dim without materialising the product.

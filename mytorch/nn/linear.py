@@ -1,6 +1,8 @@
 """A fully connected layer on inputs with any number of leading batch dimensions."""
 import numpy as np
 
+from ._checks import check_backward, check_linear_input, check_linear_weights
+
 
 class Linear:
     """Affine map Z = A W^T + b applied to the last dimension of A.
@@ -23,17 +25,12 @@ class Linear:
         self.dLdb = None
         self.A = None  # the input of the last forward call, kept for backward
         self.input_shape = None
+        self.output_shape = None  # None until forward runs
 
     def init_weights(self, W: np.ndarray, b: np.ndarray) -> None:
         """Load W (out_features, in_features) and b (out_features,)."""
         W, b = np.asarray(W), np.asarray(b)
-        expected_W = (self.out_features, self.in_features)
-        if W.shape != expected_W:
-            raise ValueError(f"Linear.init_weights: W must have shape (out_features, "
-                             f"in_features) = {expected_W}, got {W.shape}")
-        if b.shape != (self.out_features,):
-            raise ValueError(f"Linear.init_weights: b must have shape (out_features,) = "
-                             f"{(self.out_features,)}, got {b.shape}")
+        check_linear_weights(W, b, self.in_features, self.out_features)
         self.W, self.b = W, b
 
     def forward(self, A: np.ndarray) -> np.ndarray:
@@ -47,11 +44,10 @@ class Linear:
         so one matrix product does the work, then restore them on the result.
         """
         A = np.asarray(A)
-        if A.ndim == 0 or A.shape[-1] != self.in_features:
-            raise ValueError(f"Linear.forward: expected input of shape (*, {self.in_features}) "
-                             f"(last dim = in_features), got {A.shape}")
+        check_linear_input(A, self.in_features)
         self.A = A
         self.input_shape = A.shape
+        self.output_shape = (*A.shape[:-1], self.out_features)
         # TODO: Z = A W^T + b, (*batch_dims, in_features) -> (*batch_dims, out_features)
         # BEGIN SOLUTION
         Z = A.reshape(-1, self.in_features) @ self.W.T
@@ -67,13 +63,8 @@ class Linear:
         positions. With A and dLdZ flattened to (B, in) and (B, out):
         dLdA = dLdZ W, dLdW = dLdZ^T A, dLdb = sum of dLdZ over the B rows.
         """
-        if self.A is None:
-            raise RuntimeError("Linear.backward called before forward: call forward first")
         dLdZ = np.asarray(dLdZ)
-        expected = (*self.input_shape[:-1], self.out_features)
-        if dLdZ.shape != expected:
-            raise ValueError(f"Linear.backward: dLdZ must have the forward output's shape "
-                             f"{expected}, got {dLdZ.shape}")
+        check_backward("Linear", "dLdZ", dLdZ, self.output_shape)
         # TODO: dLdA (*batch_dims, in_features); store dLdW (out, in) and dLdb (out,)
         # BEGIN SOLUTION
         dLdZ_flat = dLdZ.reshape(-1, self.out_features)

@@ -1,6 +1,7 @@
 """Multi-head attention with PyTorch's interface (batch_first=True) and a hand-written backward."""
 import numpy as np
 
+from ._checks import check_backward, check_heads, check_mha_inputs
 from .linear import Linear
 from .scaled_dot_product_attention import ScaledDotProductAttention
 
@@ -12,17 +13,15 @@ class MultiHeadAttention:
     E = embed_dim split into H = num_heads heads of E // H features each; head h uses features
     h * E/H ... (h + 1) * E/H of the projections, as PyTorch does. Masks are boolean with
     True = ignore: ``key_padding_mask`` (N, S) hides padded keys of each sequence and ``attn_mask``
-    (L, S) hides keys from particular queries (e.g. a causal mask). A query row with every key
-    hidden attends uniformly to all S keys (see ScaledDotProductAttention); PyTorch gives NaN there.
+    (L, S) hides keys from particular queries (e.g. a causal mask). Fully masked rows: see
+    "Masking" in the README's mytorch section.
 
     Sub-layers: ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj`` (Linear(E, E)) and ``attention``
     (ScaledDotProductAttention). After ``backward`` every projection holds its ``dLdW``, ``dLdb``.
     """
 
     def __init__(self, embed_dim: int, num_heads: int):
-        if num_heads <= 0 or embed_dim % num_heads != 0:
-            raise ValueError(f"MultiHeadAttention: embed_dim must be divisible by num_heads, got "
-                             f"embed_dim={embed_dim}, num_heads={num_heads}")
+        check_heads(embed_dim, num_heads)
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
@@ -60,7 +59,7 @@ class MultiHeadAttention:
         query, key, value = np.asarray(query), np.asarray(key), np.asarray(value)
         key_padding_mask = None if key_padding_mask is None else np.asarray(key_padding_mask)
         attn_mask = None if attn_mask is None else np.asarray(attn_mask)
-        self._check_inputs(query, key, value, key_padding_mask, attn_mask)
+        check_mha_inputs(self.embed_dim, query, key, value, key_padding_mask, attn_mask)
         self.output_shape = query.shape
         # TODO: project, split heads, merge masks, attend, concat heads, out_proj: (N, L, E)
         # BEGIN SOLUTION
@@ -72,27 +71,22 @@ class MultiHeadAttention:
         return self.out_proj.forward(self._concat_heads(heads))
         # END SOLUTION
 
-    def backward(self, d_output: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Return (dquery, dkey, dvalue), shaped like query, key, value, from d_output (N, L, E).
+    def backward(self, dLdZ: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return (dLdquery, dLdkey, dLdvalue), shaped like query, key, value, from dLdZ (N, L, E).
 
         Run forward's steps in reverse: out_proj.backward -> ``_split_heads`` -> attention.backward
-        -> ``_concat_heads`` each of dq, dk, dv -> q_proj/k_proj/v_proj.backward.
+        -> ``_concat_heads`` each of dLdq, dLdk, dLdv -> q_proj/k_proj/v_proj.backward.
         """
-        if self.output_shape is None:
-            raise RuntimeError("MultiHeadAttention.backward called before forward: "
-                               "call forward first")
-        d_output = np.asarray(d_output)
-        if d_output.shape != self.output_shape:
-            raise ValueError(f"MultiHeadAttention.backward: d_output must have the output's shape "
-                             f"(N, L, E) = {self.output_shape}, got {d_output.shape}")
+        dLdZ = np.asarray(dLdZ)
+        check_backward("MultiHeadAttention", "dLdZ", dLdZ, self.output_shape)
         # TODO: back through out_proj, heads, attention and the three input projections
         # BEGIN SOLUTION
-        d_heads = self._split_heads(self.out_proj.backward(d_output))
-        dq, dk, dv = self.attention.backward(d_heads)
-        d_query = self.q_proj.backward(self._concat_heads(dq))
-        d_key = self.k_proj.backward(self._concat_heads(dk))
-        d_value = self.v_proj.backward(self._concat_heads(dv))
-        return d_query, d_key, d_value
+        dLdheads = self._split_heads(self.out_proj.backward(dLdZ))
+        dLdq, dLdk, dLdv = self.attention.backward(dLdheads)
+        dLdquery = self.q_proj.backward(self._concat_heads(dLdq))
+        dLdkey = self.k_proj.backward(self._concat_heads(dLdk))
+        dLdvalue = self.v_proj.backward(self._concat_heads(dLdv))
+        return dLdquery, dLdkey, dLdvalue
         # END SOLUTION
 
     def _split_heads(self, x: np.ndarray) -> np.ndarray:
@@ -133,28 +127,3 @@ class MultiHeadAttention:
             return padding
         return padding | attn_mask
         # END SOLUTION
-
-    def _check_inputs(self, query, key, value, key_padding_mask, attn_mask) -> None:
-        """Raise ValueError naming expected and actual shapes."""
-        E = self.embed_dim
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            if x.ndim != 3 or x.shape[-1] != E:
-                raise ValueError(f"MultiHeadAttention: {name} must have shape (N, length, "
-                                 f"embed_dim={E}), got {x.shape}")
-        if not query.shape[0] == key.shape[0] == value.shape[0]:
-            raise ValueError(f"MultiHeadAttention: query, key and value must share N, got "
-                             f"{query.shape}, {key.shape}, {value.shape}")
-        if key.shape[1] != value.shape[1]:
-            raise ValueError(f"MultiHeadAttention: key (N, S, E) and value (N, S, E) must share S, "
-                             f"got {key.shape} and {value.shape}")
-        N, L, S = query.shape[0], query.shape[1], key.shape[1]
-        for name, mask, expected in (("key_padding_mask", key_padding_mask, (N, S)),
-                                     ("attn_mask", attn_mask, (L, S))):
-            if mask is None:
-                continue
-            if mask.shape != expected:
-                raise ValueError(f"MultiHeadAttention: {name} must have shape {expected}, "
-                                 f"got {mask.shape}")
-            if mask.dtype != np.bool_:
-                raise ValueError(f"MultiHeadAttention: {name} must be boolean (True = ignore), "
-                                 f"got dtype {mask.dtype}")
