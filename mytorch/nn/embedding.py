@@ -1,6 +1,8 @@
 """A lookup table of learned vectors, one row per token id."""
 import numpy as np
 
+from ._checks import check_backward
+
 
 class Embedding:
     """Maps integer ids of any shape (*) to rows of ``W``, shape (*, embedding_dim).
@@ -50,13 +52,9 @@ class Embedding:
         contributions. ``dLdW[ids] += rows`` does NOT do that (a repeated index is written once):
         ``np.add.at(dLdW, ids, rows)`` does.
         """
-        if self.indices is None:
-            raise RuntimeError("Embedding.backward called before forward: call forward first")
         dLdZ = np.asarray(dLdZ)
-        expected = (*self.indices.shape, self.embedding_dim)
-        if dLdZ.shape != expected:
-            raise ValueError(f"Embedding.backward: dLdZ must have the output's shape {expected}, "
-                             f"got {dLdZ.shape}")
+        check_backward("Embedding", "dLdZ", dLdZ,
+                       None if self.indices is None else (*self.indices.shape, self.embedding_dim))
         # TODO: self.dLdW (num_embeddings, embedding_dim): row k sums dLdZ where indices == k
         # BEGIN SOLUTION
         self.dLdW = np.zeros_like(self.W, dtype=dLdZ.dtype)

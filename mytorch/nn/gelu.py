@@ -3,6 +3,8 @@ import math
 
 import numpy as np
 
+from ._checks import check_backward
+
 _SQRT_HALF = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -83,12 +85,8 @@ class GELU:
     def backward(self, dLdZ: np.ndarray) -> np.ndarray:
         """Return dLdA = dLdZ * (Phi(A) + A * phi(A)), phi(A) = exp(-A^2 / 2) / sqrt(2 pi) the
         standard normal density (the derivative of Phi)."""
-        if self.A is None:
-            raise RuntimeError("GELU.backward called before forward: call forward first")
         dLdZ = np.asarray(dLdZ)
-        if dLdZ.shape != self.A.shape:
-            raise ValueError(f"GELU.backward: dLdZ must have the input's shape {self.A.shape}, "
-                             f"got {dLdZ.shape}")
+        check_backward("GELU", "dLdZ", dLdZ, None if self.A is None else self.A.shape)
         # TODO: dLdA = dLdZ * (cdf + A * pdf(A)), same shape as A
         # BEGIN SOLUTION
         slope = np.exp(self.A * self.A * -0.5)

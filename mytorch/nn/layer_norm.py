@@ -1,6 +1,8 @@
 """Layer normalisation over the last dimension, with a learned scale and shift."""
 import numpy as np
 
+from ._checks import check_backward
+
 
 class LayerNorm:
     """Z = (A - mean) / sqrt(var + eps) * W + b, statistics over the last dimension of A.
@@ -58,12 +60,8 @@ class LayerNorm:
             dLdA = inv_std * (g - mean(g) - A_hat * mean(g * A_hat)),  means over the last dim,
             dLdW = sum over the batch of dLdZ * A_hat,    dLdb = sum over the batch of dLdZ.
         """
-        if self.A_hat is None:
-            raise RuntimeError("LayerNorm.backward called before forward: call forward first")
         dLdZ = np.asarray(dLdZ)
-        if dLdZ.shape != self.A_hat.shape:
-            raise ValueError(f"LayerNorm.backward: dLdZ must have the output's shape "
-                             f"{self.A_hat.shape}, got {dLdZ.shape}")
+        check_backward("LayerNorm", "dLdZ", dLdZ, None if self.A_hat is None else self.A_hat.shape)
         # TODO: store dLdW, dLdb (D,) summed over the batch; return dLdA (*, D)
         # BEGIN SOLUTION
         rows = dLdZ.reshape(-1, self.normalized_shape)

@@ -44,8 +44,8 @@ class SelfAttentionLayer:
         gradient is the sum of the three; the residual adds dLdZ itself."""
         # TODO: back through dropout, mha (sum its three input gradients) and norm; add dLdZ
         # BEGIN SOLUTION
-        d_query, d_key, d_value = self.mha.backward(self.dropout.backward(dLdZ))
-        return dLdZ + self.norm.backward(d_query + d_key + d_value)
+        dLdquery, dLdkey, dLdvalue = self.mha.backward(self.dropout.backward(dLdZ))
+        return dLdZ + self.norm.backward(dLdquery + dLdkey + dLdvalue)
         # END SOLUTION
 
 
