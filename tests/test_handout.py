@@ -148,6 +148,11 @@ def test_makefile_and_readme_lose_instructor_parts():
     assert strip_instructor_targets(phony).splitlines()[0] == ".PHONY: test clean", (
         f"the dropped targets must leave .PHONY too, got {strip_instructor_targets(phony).splitlines()[0]!r}"
     )
+    continued = ".PHONY: test handout \\\n\thandout clean\n" + makefile
+    assert strip_instructor_targets(continued).splitlines()[:2] == [".PHONY: test clean", "test:"], (
+        "a .PHONY line continued with a backslash must lose the dropped targets on every line, got "
+        f"{strip_instructor_targets(continued).splitlines()[:2]!r}"
+    )
 
 
 def git_repo(root: Path, files: dict[str, str], untracked: dict[str, str]) -> None:

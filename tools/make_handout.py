@@ -368,7 +368,8 @@ def exclusion_reason(path: str, repo: Path) -> str | None:
 
 def strip_instructor_targets(makefile: str) -> str:
     """The Makefile without the lines from MAKEFILE_BEGIN to MAKEFILE_END (both included), and
-    without the names of the targets defined there in its ``.PHONY`` line."""
+    without the names of the targets defined there in its ``.PHONY`` line (which may continue
+    over several lines ending in a backslash; it comes back as one line)."""
     lines = makefile.splitlines(keepends=True)
     begins = [i for i, line in enumerate(lines) if line.strip() == MAKEFILE_BEGIN]
     ends = [i for i, line in enumerate(lines) if line.strip() == MAKEFILE_END]
@@ -383,12 +384,16 @@ def strip_instructor_targets(makefile: str) -> str:
         after = after[1:]  # one blank line where the block was, not two
     dropped = {match.group(1) for line in lines[begins[0]:ends[0]]
                if (match := re.match(r"([A-Za-z0-9_-]+):", line))}
-    kept = []
+    kept, phony = [], None  # phony: the .PHONY line read so far, across "\\" continuations
     for line in before + after:
-        if line.startswith(".PHONY:"):
-            names = [name for name in line[len(".PHONY:"):].split() if name not in dropped]
-            line = ".PHONY: " + " ".join(names) + "\n"
-        kept.append(line)
+        if phony is None and not line.startswith(".PHONY:"):
+            kept.append(line)
+            continue
+        phony = (phony or "") + line.rstrip().removesuffix("\\") + " "
+        if not line.rstrip().endswith("\\"):
+            names = [name for name in phony[len(".PHONY:"):].split() if name not in dropped]
+            kept.append(".PHONY: " + " ".join(names) + "\n")
+            phony = None
     return "".join(kept)
 
 
