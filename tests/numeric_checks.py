@@ -92,6 +92,22 @@ def padding_and_causal_masks(rng: np.random.Generator, N: int, L: int, S: int):
     return key_padding_mask, attn_mask
 
 
+def check_layer_against_torch(layer, torch_forward: Callable, A: np.ndarray, W: np.ndarray,
+                              b: np.ndarray, dLdZ: np.ndarray, where: str,
+                              output_name: str = "output") -> None:
+    """float64 forward, dLdA and stored dLdW, dLdb of a layer loaded with W, b (Linear,
+    LayerNorm) against ``torch_forward(A, W, b)`` under PyTorch autograd."""
+    out = layer.forward(A)
+    dLdA = layer.backward(dLdZ)
+    tA, tW, tb = leaf(A), leaf(W), leaf(b)
+    torch_out = torch_forward(tA, tW, tb)
+    torch_out.backward(torch.from_numpy(dLdZ))
+    assert_close(f"{where}: {output_name}", out, torch_out)
+    assert_close(f"{where}: dLdA", dLdA, tA.grad)
+    assert_close(f"{where}: dLdW", layer.dLdW, tW.grad)
+    assert_close(f"{where}: dLdb", layer.dLdb, tb.grad)
+
+
 # ---------------------------------------------------------------------------------------------
 # MultiHeadAttention: PyTorch's module with the same weights, and the projections' gradients
 # ---------------------------------------------------------------------------------------------
@@ -175,13 +191,15 @@ def assert_matches_finite_differences(loss: Callable[[], float], gradients, wher
         assert_close(f"{where}{name}", mine, numerical_gradient(loss, x), RTOL_FINITE_DIFF)
 
 
-def check_linear_finite_differences(layer, A: np.ndarray, dLdZ: np.ndarray) -> None:
-    """Linear's dLdA and stored dLdW, dLdb against finite differences in A, layer.W, layer.b."""
+def check_layer_finite_differences(layer, A: np.ndarray, dLdZ: np.ndarray,
+                                   where: str = "") -> None:
+    """A layer with parameters W, b (Linear, LayerNorm): its dLdA and stored dLdW, dLdb against
+    finite differences in A, layer.W, layer.b."""
     layer.forward(A)
     dLdA = layer.backward(dLdZ)
     loss = lambda: float(np.sum(layer.forward(A) * dLdZ))  # noqa: E731
     assert_matches_finite_differences(loss, [("dLdA", dLdA, A), ("dLdW", layer.dLdW, layer.W),
-                                             ("dLdb", layer.dLdb, layer.b)], "")
+                                             ("dLdb", layer.dLdb, layer.b)], where)
 
 
 def check_softmax_finite_differences(softmax, Z: np.ndarray, dLdA: np.ndarray,

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.numeric_checks import (RTOL_TORCH, assert_close, check_linear_finite_differences,
+from tests.numeric_checks import (RTOL_TORCH, assert_close, check_layer_against_torch,
+                                  check_layer_finite_differences,
                                   check_mha_against_torch, check_mha_finite_differences,
                                   check_mha_fully_masked, check_sdpa_finite_differences,
                                   check_sdpa_fully_masked, check_softmax_finite_differences, leaf,
@@ -61,17 +62,8 @@ def test_linear_matches_torch_with_any_batch_dims():
         dLdZ = rng.standard_normal((*batch_dims, out_features))
         layer = Linear(in_features, out_features)
         layer.init_weights(W, b)
-        Z = layer.forward(A)
-        dLdA = layer.backward(dLdZ)
-
-        tA, tW, tb = leaf(A), leaf(W), leaf(b)
-        tZ = torch.nn.functional.linear(tA, tW, tb)
-        tZ.backward(torch.from_numpy(dLdZ))
-        where = f"Linear on A {A.shape}"
-        assert_close(f"{where}: Z", Z, tZ)
-        assert_close(f"{where}: dLdA", dLdA, tA.grad)
-        assert_close(f"{where}: dLdW", layer.dLdW, tW.grad)
-        assert_close(f"{where}: dLdb", layer.dLdb, tb.grad)
+        check_layer_against_torch(layer, torch.nn.functional.linear, A, W, b, dLdZ,
+                                  f"Linear on A {A.shape}", "Z")
 
 
 @rubric("Linear")
@@ -81,8 +73,8 @@ def test_linear_gradients_match_finite_differences():
     rng = np.random.default_rng(1)
     layer = Linear(4, 3)
     layer.init_weights(rng.standard_normal((3, 4)), rng.standard_normal(3))
-    check_linear_finite_differences(layer, rng.standard_normal((2, 3, 4)),
-                                    rng.standard_normal((2, 3, 3)))
+    check_layer_finite_differences(layer, rng.standard_normal((2, 3, 4)),
+                                   rng.standard_normal((2, 3, 3)))
 
 
 @rubric("Linear")

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from tests.numeric_checks import (RTOL_FINITE_DIFF, RTOL_TORCH, assert_close,
-                                  assert_matches_finite_differences, leaf, numerical_gradient)
+                                  assert_matches_finite_differences, check_layer_against_torch,
+                                  check_layer_finite_differences, leaf, numerical_gradient)
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Bonus": 0}
@@ -132,19 +133,11 @@ def test_layer_norm_matches_torch_and_finite_differences():
         W, b = rng.standard_normal(6), rng.standard_normal(6)
         layer = LayerNorm(6)
         layer.init_weights(W, b)
-        out = layer.forward(A)
-        dLdA = layer.backward(upstream)
-        tA, tW, tb = leaf(A), leaf(W), leaf(b)
-        torch_out = torch.nn.functional.layer_norm(tA, (6,), tW, tb, eps=1e-5)
-        torch_out.backward(torch.from_numpy(upstream))
         where = f"LayerNorm on {shape}"
-        assert_close(f"{where}: forward", out, torch_out)
-        assert_close(f"{where}: dLdA", dLdA, tA.grad)
-        assert_close(f"{where}: dLdW", layer.dLdW, tW.grad)
-        assert_close(f"{where}: dLdb", layer.dLdb, tb.grad)
-        loss = lambda: float(np.sum(layer.forward(A) * upstream))  # noqa: E731
-        assert_matches_finite_differences(loss, [("dLdA", dLdA, A), ("dLdW", layer.dLdW, layer.W),
-                                                 ("dLdb", layer.dLdb, layer.b)], f"{where}: ")
+        check_layer_against_torch(
+            layer, lambda tA, tW, tb: torch.nn.functional.layer_norm(tA, (6,), tW, tb, eps=1e-5),
+            A, W, b, upstream, where, "forward")
+        check_layer_finite_differences(layer, A, upstream, f"{where}: ")
 
 
 @rubric("Bonus")

@@ -50,6 +50,7 @@ class CachedScorer:
         self.model = model
         self.capacity = capacity
         self.eos_id = eos_id
+        self._weights = None  # fingerprint multipliers, kept across calls (see _fingerprint_weights)
         self.reset()
 
     def reset(self) -> None:
@@ -81,14 +82,26 @@ class CachedScorer:
         if prefix.shape == previous.shape and torch.equal(prefix, previous):
             return torch.arange(x.size(0), device=x.device)
         # Match rows by a fingerprint (an exact integer hash), then confirm the match token by token.
-        weights = torch.randint(1, 2**62, (prefix.size(1),),
-                                generator=torch.Generator().manual_seed(_FINGERPRINT_SEED)).to(x.device) * 2 + 1
+        weights = self._fingerprint_weights(prefix.size(1), x.device)
         new_prints, old_prints = (prefix * weights).sum(1), (previous * weights).sum(1)
         same = new_prints.unsqueeze(1) == old_prints.unsqueeze(0)          # (M, M_previous)
         if not same.any(dim=1).all():
             return None
         parents = same.int().argmax(dim=1)
         return parents if torch.equal(previous[parents], prefix) else None
+
+    def _fingerprint_weights(self, length: int, device: torch.device) -> torch.Tensor:
+        """The first ``length`` fingerprint multipliers, on ``device``.
+
+        Drawn once for the whole capacity and sliced at every step (a seeded draw of n numbers is
+        the first n of a longer one), not drawn and copied to the device at every step.
+        """
+        weights = self._weights
+        if weights is None or weights.numel() < length or weights.device != device:
+            draws = torch.randint(1, 2**62, (max(self.capacity, length),),
+                                  generator=torch.Generator().manual_seed(_FINGERPRINT_SEED))
+            weights = self._weights = draws.to(device) * 2 + 1
+        return weights[:length]
 
     def _finished(self, x: torch.Tensor) -> torch.Tensor:
         """(M,) bool: the rows that emitted EOS after their prompt."""

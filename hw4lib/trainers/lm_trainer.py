@@ -87,16 +87,16 @@ def evaluate_language_model(model: nn.Module, loader: Iterable, device: str | to
     total_nll = torch.zeros((), dtype=torch.float64)
     total_tokens = 0
     try:
-        for padded_shifted, padded_golden, lengths in loader:
-            padded_shifted, padded_golden = padded_shifted.to(device), padded_golden.to(device)
-            lengths = lengths.to(device)
-            with attention_weights_off(model):  # nobody reads them: the fused attention path
+        with attention_weights_off(model):  # nobody reads them: the fused attention path
+            for padded_shifted, padded_golden, lengths in loader:
+                padded_shifted, padded_golden = padded_shifted.to(device), padded_golden.to(device)
+                lengths = lengths.to(device)
                 logits, _ = model(padded_shifted, lengths)
-            positions = torch.arange(padded_golden.size(1), device=device)
-            is_target = positions.unsqueeze(0) < lengths.unsqueeze(1)                  # (N, T)
-            nll = F.cross_entropy(logits.float().transpose(1, 2), padded_golden, reduction="none")
-            total_nll += nll[is_target].sum(dtype=torch.float64).cpu()
-            total_tokens += int(is_target.sum())
+                positions = torch.arange(padded_golden.size(1), device=device)
+                is_target = positions.unsqueeze(0) < lengths.unsqueeze(1)              # (N, T)
+                nll = F.cross_entropy(logits.float().transpose(1, 2), padded_golden, reduction="none")
+                total_nll += nll[is_target].sum(dtype=torch.float64).cpu()
+                total_tokens += int(is_target.sum())
     finally:
         model.train(was_training)
     return language_model_metrics(float(total_nll), total_tokens, int(total_chars))
