@@ -37,6 +37,7 @@ from pathlib import Path
 
 from autograder import judge, rubric, sandbox
 from autograder.safe_tar import Extraction, HandinError, extract_handin
+from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, STATE_DICT_FILE, is_mytorch_source
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
@@ -154,7 +155,7 @@ def prepare_sandbox(handin: Extraction, work: Path) -> sandbox.Layout | None:
     into ``sandbox/runtime``; the autograder and the rest of ``work/`` are made private to the
     grader's user (which matters when the worker runs as another uid).
     """
-    sources = {name: path for name, path in handin.files.items() if name.startswith("mytorch/")}
+    sources = {name: path for name, path in handin.files.items() if is_mytorch_source(name)}
     if not sources:
         return None
     root = work / "sandbox"
@@ -239,8 +240,8 @@ def child_environment(work: Path, python_path: list[Path]) -> dict[str, str]:
 
 
 def report_extraction(handin: Extraction) -> None:
-    mytorch = sorted(name for name in handin.files if name.startswith("mytorch/"))
-    others = sorted(name for name in handin.files if not name.startswith("mytorch/"))
+    mytorch = sorted(name for name in handin.files if is_mytorch_source(name))
+    others = sorted(name for name in handin.files if not is_mytorch_source(name))
     print(f"  extracted {len(mytorch)} mytorch files and: {', '.join(others) or 'nothing else'}")
     for note in handin.notes:
         print(f"  note: {note}")
@@ -249,7 +250,7 @@ def report_extraction(handin: Extraction) -> None:
 def grade_language_model(handin: Extraction, work: Path, timeout: float,
                          full_marks_ppl: float, zero_marks_ppl: float) -> tuple[float, dict]:
     """Rebuild and evaluate the handed-in model in a child process; return (points, details)."""
-    missing = [name for name in ("config.yaml", "model_state_dict.pt") if name not in handin.files]
+    missing = [name for name in (CONFIG_FILE, STATE_DICT_FILE) if name not in handin.files]
     if missing:
         message = (f"the handin has no {' and no '.join(missing)}: run `make handin` after "
                    f"training")
@@ -271,8 +272,9 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     perplexity = result.get("perplexity_char") if isinstance(result, dict) else None
     if run.returncode != 0 or not isinstance(perplexity, float):
         error = result.get("error") if isinstance(result, dict) else None
-        message = (f"the model could not be evaluated: {sandbox.printable(str(error))[:2000]}"
-                   if error else "the model could not be evaluated (see above)")
+        quoted = sandbox.printable(str(error))[:sandbox.MAX_ERROR_CHARS]
+        message = (f"the model could not be evaluated: {quoted}" if error
+                   else "the model could not be evaluated (see above)")
         print(f"  {message}. 0 points")
         return 0, {"message": message}
     points = rubric.lm_score(perplexity, full_marks_ppl, zero_marks_ppl)
@@ -294,7 +296,7 @@ def model_limits() -> dict[int, int]:
 
 def report_self_reported_metrics(handin: Extraction) -> None:
     """Echo the student's own test_metrics.json next to the measurement; it never counts."""
-    path = handin.files.get("test_metrics.json")
+    path = handin.files.get(METRICS_FILE)
     reported = read_json(path) if path is not None else None
     value = reported.get("perplexity_char") if isinstance(reported, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):

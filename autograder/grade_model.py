@@ -6,10 +6,12 @@ reference copy shipped in autograde.tar, never the student's)::
     python -m autograder.grade_model --handin DIR --hidden-set DIR --work DIR --out result.json
 
 Nothing the student wrote runs here: ``config.yaml`` is read with ``yaml.safe_load`` and checked
-key by key, ``model_state_dict.pt`` is read with ``torch.load(weights_only=True)`` (tensors only,
-no pickled code) and loaded strictly into the reference ``DecoderOnlyTransformer``. The hidden
-transcripts are written as ``.npy`` files under ``--work`` and read back by the reference
-``LMDataset``; ``evaluate_language_model`` (the trainer's own metric) gives the perplexity.
+by ``hw4lib.config.validate_untrusted`` (exact types, the limits of ``hw4lib.handin_format``, the
+parameter count on the meta device, all before anything is allocated), ``model_state_dict.pt`` is
+read with ``torch.load(weights_only=True)`` (tensors only, no pickled code) and loaded strictly into
+the reference ``DecoderOnlyTransformer``. The hidden transcripts are written as ``.npy`` files under
+``--work`` and read back by the reference ``LMDataset``, batched by ``hw4lib.train.build_loader``
+as in training; ``evaluate_language_model`` (the trainer's own metric) gives the perplexity.
 
 Writes ``{"perplexity_char": ..., ...}`` to ``--out`` and exits 0, or ``{"error": "<what went wrong
 and how to fix it>"}`` and exits 1.
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import reprlib
 import time
 import zipfile
 from pathlib import Path
@@ -28,10 +29,13 @@ import torch
 import yaml
 from torch.utils.data import DataLoader
 
-from autograder import rubric
+from autograder.sandbox import MAX_ERROR_CHARS
+from hw4lib.config import ConfigError, short_repr, validate_untrusted
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE
 from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.train import build_loader
 from hw4lib.trainers.base_trainer import write_json
 from hw4lib.trainers.lm_trainer import evaluate_language_model
 
@@ -39,18 +43,9 @@ HIDDEN_TEXT_FILE = "test.txt"  # inside the hidden-set folder: one transcript pe
 HIDDEN_PARTITION = "test"
 MAX_BATCH_SIZE = 32
 # The largest activation of one batch stays under this many elements: the attention weights (batch
-# x heads x T x T) and the widest per-position tensor (batch x T x max(d_ff, vocab)), so a model with
-# many heads or a huge feed-forward on long sequences does not exhaust memory.
+# x heads x T x T) and the widest per-position tensor (batch x T x max(d_ff, d_model, vocab)), so a
+# model with many heads or a huge feed-forward on long sequences does not exhaust memory.
 ACTIVATION_BUDGET = 2**26
-# DecoderOnlyTransformer's keyword arguments (num_classes comes from the tokenizer) and their types.
-MODEL_KEYS = {"num_layers": int, "d_model": int, "num_heads": int, "d_ff": int, "dropout": float,
-              "max_len": int, "weight_tying": bool, "layer_drop_rate": float}
-OPTIONAL_MODEL_KEYS = {"weight_tying", "layer_drop_rate"}
-MAX_ERROR_CHARS = 2000
-# Config values quoted in error messages: a YAML alias bomb expands to billions of items when
-# printed in full; reprlib prints a few of each level.
-SHORT = reprlib.Repr()
-SHORT.maxlevel, SHORT.maxlist, SHORT.maxdict, SHORT.maxstring, SHORT.maxother = 2, 4, 4, 40, 40
 
 
 class GradingError(Exception):
@@ -60,7 +55,7 @@ class GradingError(Exception):
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Evaluate a handed-in model on the hidden set.")
     parser.add_argument("--handin", type=Path, required=True,
-                        help="folder with config.yaml and model_state_dict.pt")
+                        help=f"folder with {CONFIG_FILE} and {STATE_DICT_FILE}")
     parser.add_argument("--hidden-set", type=Path, required=True,
                         help=f"folder with {HIDDEN_TEXT_FILE}")
     parser.add_argument("--work", type=Path, required=True, help="scratch folder for .npy files")
@@ -87,19 +82,12 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
     Raises GradingError naming the problem when the handin cannot be evaluated.
     """
     torch.manual_seed(0)
-    config = load_config(handin / "config.yaml")
+    config = load_config(handin / CONFIG_FILE)
     token_type = config["tokenization"]["token_type"]
     tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, token_type)
     model_config = config["model"]
-    estimate = estimate_parameters(model_config, tokenizer.vocab_size)
-    if estimate > rubric.MAX_PARAMETERS:
-        raise GradingError(f"config.yaml describes a model of about {estimate:,} parameters; "
-                           f"the grader builds at most {rubric.MAX_PARAMETERS:,}")
-    state_dict = load_state_dict(handin / "model_state_dict.pt")
-    try:
-        model = DecoderOnlyTransformer(**model_config, num_classes=tokenizer.vocab_size)
-    except (TypeError, ValueError) as error:
-        raise GradingError(f"config.yaml's model section is not valid: {error}") from error
+    state_dict = load_state_dict(handin / STATE_DICT_FILE)
+    model = DecoderOnlyTransformer(**model_config, num_classes=tokenizer.vocab_size)
     try:
         model.load_state_dict(state_dict, strict=True)
     except RuntimeError as error:
@@ -115,7 +103,7 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
                            f"with the {token_type} tokenizer, but the model's max_len is "
                            f"{model.max_len}")
     width = max(model_config["d_ff"], model_config["d_model"], tokenizer.vocab_size)
-    loader = length_sorted_loader(dataset, model_config["num_heads"], width)
+    loader = evaluation_loader(dataset, model_config["num_heads"], width)
     metrics = evaluate_language_model(model, loader, torch.device("cpu"))
     if not math.isfinite(metrics["perplexity_char"]):
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
@@ -125,59 +113,15 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
 
 
 def load_config(path: Path) -> dict:
-    """config.yaml as a dict whose tokenization.token_type and model section are checked."""
+    """config.yaml checked by validate_untrusted: {"tokenization": {"token_type"}, "model"}."""
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise GradingError(f"config.yaml is not valid YAML: {error}") from error
-    if not isinstance(config, dict):
-        raise GradingError("config.yaml must be a mapping with 'tokenization' and 'model' sections")
-    tokenization = config.get("tokenization")
-    token_type = tokenization.get("token_type") if isinstance(tokenization, dict) else None
-    if not isinstance(token_type, str) or token_type not in DEFAULT_TOKEN_MAP:
-        raise GradingError(f"config.yaml's tokenization.token_type is {SHORT.repr(token_type)}; "
-                           f"it must "
-                           f"be one of {list(DEFAULT_TOKEN_MAP)}")
-    check_model_config(config.get("model"))
-    return config
-
-
-def check_model_config(model_config) -> None:
-    """Raise GradingError unless ``model_config`` holds sane DecoderOnlyTransformer arguments."""
-    if not isinstance(model_config, dict):
-        raise GradingError("config.yaml has no 'model' mapping (DecoderOnlyTransformer's "
-                           "arguments)")
-    unknown = sorted(set(model_config) - set(MODEL_KEYS))
-    missing = sorted(set(MODEL_KEYS) - OPTIONAL_MODEL_KEYS - set(model_config))
-    if unknown or missing:
-        raise GradingError(f"config.yaml's model section: unknown keys {unknown}, missing keys "
-                           f"{missing}; it takes exactly {list(MODEL_KEYS)}")
-    for key, kind in MODEL_KEYS.items():
-        value = model_config.get(key)
-        if value is None and key in OPTIONAL_MODEL_KEYS:
-            continue
-        if kind is float:
-            valid = isinstance(value, (int, float)) and not isinstance(value, bool)
-        else:
-            valid = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
-        if not valid:
-            raise GradingError(f"config.yaml: model.{key} must be {kind.__name__}, got {SHORT.repr(value)}")
-    for key, (low, high) in rubric.MODEL_LIMITS.items():
-        if not low <= model_config[key] <= high:
-            raise GradingError(f"config.yaml: model.{key} = {model_config[key]} is outside "
-                               f"[{low}, {high}]")
-
-
-def estimate_parameters(model_config: dict, vocab_size: int) -> int:
-    """Parameters plus positional-table entries of the model, counted from the config alone."""
-    d, d_ff = model_config["d_model"], model_config["d_ff"]
-    attention = 4 * d * d + 4 * d             # fused q/k/v and output projections with biases
-    feed_forward = 2 * d * d_ff + d_ff + d
-    norms = 4 * d
-    per_layer = attention + feed_forward + norms
-    output = vocab_size if model_config.get("weight_tying") else vocab_size * d + vocab_size
-    return (model_config["num_layers"] * per_layer + vocab_size * d + output + 2 * d
-            + model_config["max_len"] * d)
+    try:
+        return validate_untrusted(config)
+    except ConfigError as error:
+        raise GradingError(f"config.yaml: {error}") from error
 
 
 def load_state_dict(path: Path) -> dict:
@@ -212,8 +156,9 @@ def check_stored_zip(path: Path) -> None:
         raise GradingError(f"model_state_dict.pt is not the zip file torch.save writes ({error}); "
                            f"save it with torch.save(model.state_dict(), path)") from error
     if compressed:
-        raise GradingError(f"model_state_dict.pt holds compressed entries ({SHORT.repr(compressed)})"
-                           f"; the grader reads only what torch.save writes (stored entries)")
+        raise GradingError(f"model_state_dict.pt holds compressed entries "
+                           f"({short_repr(compressed)}); the grader reads only what torch.save "
+                           f"writes (stored entries)")
 
 
 def write_hidden_set(hidden_set: Path, work: Path) -> Path:
@@ -226,22 +171,18 @@ def write_hidden_set(hidden_set: Path, work: Path) -> Path:
     return work / "data"
 
 
-def length_sorted_loader(dataset: LMDataset, num_heads: int, width: int) -> DataLoader:
-    """Batches of similar lengths (little padding), each within ACTIVATION_BUDGET for attention
-    weights of ``num_heads`` heads and per-position tensors of ``width`` features.
+def evaluation_loader(dataset: LMDataset, num_heads: int, width: int) -> DataLoader:
+    """The training code's length-bucketed loader, in a fixed order, with batches small enough that
+    the longest transcript's attention weights (``num_heads`` heads) and per-position tensors
+    (``width`` features) stay within ACTIVATION_BUDGET.
 
     The metric is a sum over transcripts, so neither the order nor the batching changes it.
     """
-    order = sorted(range(len(dataset)), key=lambda i: len(dataset.transcripts_shifted[i]))
-    batches: list[list[int]] = [[]]
-    for index in order:
-        length = len(dataset.transcripts_shifted[index])  # the longest so far: sorted order
-        if batches[-1] and (len(batches[-1]) == MAX_BATCH_SIZE
-                            or (len(batches[-1]) + 1) * length * max(num_heads * length, width)
-                            > ACTIVATION_BUDGET):
-            batches.append([])
-        batches[-1].append(index)
-    return DataLoader(dataset, batch_sampler=batches, collate_fn=dataset.collate_fn)
+    longest = dataset.text_max_len
+    batch_size = ACTIVATION_BUDGET // (longest * max(num_heads * longest, width))
+    settings = {"data": {"batch_size": min(max(batch_size, 1), MAX_BATCH_SIZE), "NUM_WORKERS": 0},
+                "training": {"bucket_by_length": True}}
+    return build_loader(settings, dataset, shuffle=False)
 
 
 if __name__ == "__main__":

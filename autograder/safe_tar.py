@@ -1,9 +1,10 @@
 """Extract a student's handin.tar without trusting it. Standard library only.
 
 Every member is checked before anything is written, and only the files the grader needs are
-extracted: ``config.yaml``, ``model_state_dict.pt``, ``test_metrics.json``,
-``test_generated_results.json``, ``model_arch.txt`` and the ``.py`` files of ``mytorch/``, each
-under an optional leading ``handin/``. A member is skipped, with a note saying why, when it
+extracted: those ``hw4lib.handin_format.size_limit`` gives a limit (``config.yaml``,
+``model_state_dict.pt``, ``test_metrics.json``, ``test_generated_results.json``,
+``model_arch.txt`` and the ``.py`` files of ``mytorch/``), each under an optional leading
+``handin/``. A member is skipped, with a note saying why, when it
 
 * is absolute, climbs out with ``..``, or has a name that is not a plain relative path;
 * is anything but a regular file: a symlink, a hard link, a device, a fifo, a sparse file;
@@ -33,16 +34,9 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from autograder import rubric
+from hw4lib.handin_format import (HANDIN_DIR, MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_TAR_BYTES,
+                                  MYTORCH_DIR, size_limit)
 
-TOP_LEVEL_FILES = {
-    "config.yaml": rubric.MAX_SMALL_FILE_BYTES,
-    "model_state_dict.pt": rubric.MAX_STATE_DICT_BYTES,
-    "test_metrics.json": rubric.MAX_SMALL_FILE_BYTES,
-    "test_generated_results.json": rubric.MAX_SMALL_FILE_BYTES,
-    "model_arch.txt": rubric.MAX_SMALL_FILE_BYTES,
-}
-MYTORCH_DIR = "mytorch"
 BLOCK = 512
 MAX_META_BYTES = 64 * 1024  # one GNU long-name / long-link record or pax header
 MAX_META_RUN = 8  # name records in a row before a member
@@ -50,7 +44,6 @@ META_TYPES = (b"L", b"K", b"x", b"g")  # GNU long name, long link; pax extended,
 COMPRESSED = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
 ARCHIVE_END = "the end of the file"  # an archive without its two zero blocks ends here too
 STREAM_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
-_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class HandinError(Exception):
@@ -127,9 +120,9 @@ def normalize(tar_path: Path, out: Path, notes: list[str]) -> None:
                     problem = f"more than {MAX_META_RUN} name records in a row"
                     break
             padded = -(-size // BLOCK) * BLOCK
-            if sink.tell() + BLOCK + padded > rubric.MAX_TAR_BYTES:
+            if sink.tell() + BLOCK + padded > MAX_TAR_BYTES:
                 problem = (f"members adding up to more than "
-                           f"{rubric.MAX_TAR_BYTES / 2**20:.0f} MiB")
+                           f"{MAX_TAR_BYTES / 2**20:.0f} MiB")
                 break
             sink.write(block)
             problem = _copy(source, sink, padded)
@@ -202,16 +195,16 @@ def _check_archive_file(tar_path: Path) -> None:
         raise HandinError(message) from None
     if not os.path.isfile(tar_path) or os.path.islink(tar_path):
         raise HandinError(f"{tar_path.name} is not a regular file")
-    if info.st_size > rubric.MAX_TAR_BYTES:
+    if info.st_size > MAX_TAR_BYTES:
         raise HandinError(f"{tar_path.name} is {info.st_size / 2**20:.0f} MiB, over the "
-                          f"{rubric.MAX_TAR_BYTES / 2**20:.0f} MiB limit")
+                          f"{MAX_TAR_BYTES / 2**20:.0f} MiB limit")
 
 
 def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tarfile.TarInfo]:
     """Read the headers one by one; return {checked relative path: member} of those to extract."""
     accepted: dict[str, tarfile.TarInfo] = {}
     mytorch_bytes = 0
-    for count in range(rubric.MAX_MEMBERS + 1):
+    for count in range(MAX_MEMBERS + 1):
         try:
             member = archive.next()
         except (tarfile.TarError, OSError, EOFError, RecursionError) as error:
@@ -220,8 +213,8 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
             break
         if member is None:
             break
-        if count == rubric.MAX_MEMBERS:
-            notes.append(f"the archive has more than {rubric.MAX_MEMBERS} members; "
+        if count == MAX_MEMBERS:
+            notes.append(f"the archive has more than {MAX_MEMBERS} members; "
                          f"the rest is ignored")
             break
         relative, problem = _check_member(member)
@@ -233,8 +226,8 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
             problem = "appears twice in the archive; the first copy is used"
         if problem is None and relative.startswith(MYTORCH_DIR + "/"):
             mytorch_bytes += member.size
-            if mytorch_bytes > rubric.MAX_MYTORCH_BYTES:
-                problem = (f"mytorch/ adds up to more than {rubric.MAX_MYTORCH_BYTES / 1e6:.0f} MB "
+            if mytorch_bytes > MAX_MYTORCH_BYTES:
+                problem = (f"mytorch/ adds up to more than {MAX_MYTORCH_BYTES / 1e6:.0f} MB "
                            f"of .py files")
         if problem is not None:
             notes.append(f"{member.name!r}: {problem}; skipped")
@@ -260,25 +253,15 @@ def _check_member(member: tarfile.TarInfo) -> tuple[str | None, str | None]:
         return None, "is a device or a fifo"
     if not member.isreg() or member.issparse():
         return None, "is not a regular file"
-    if parts and parts[0] == "handin":
+    if parts and parts[0] == HANDIN_DIR:
         parts = parts[1:]
     relative = "/".join(parts)
-    if relative in TOP_LEVEL_FILES:
-        limit = TOP_LEVEL_FILES[relative]
-    elif _is_mytorch_source(parts):
-        limit = rubric.MAX_PY_FILE_BYTES
-    else:
+    limit = size_limit(relative)
+    if limit is None:
         return None, "is not a file the grader uses"
     if member.size > limit:
         return None, f"is {member.size} bytes, over the {limit} byte limit for this file"
     return relative, None
-
-
-def _is_mytorch_source(parts: list[str]) -> bool:
-    """True for mytorch/<package>/.../<module>.py with every component a valid module name."""
-    if len(parts) < 2 or parts[0] != MYTORCH_DIR or not parts[-1].endswith(".py"):
-        return False
-    return all(_MODULE_NAME.match(part) for part in parts[1:-1] + [parts[-1][:-3]])
 
 
 def _extract_member(archive: tarfile.TarFile, member: tarfile.TarInfo, relative: str,

@@ -54,6 +54,7 @@ MAX_PROCESSES = 64
 MAX_RESULT_BYTES = 64 * 2**20  # the worker's result stream; beyond it the rest is dropped
 OUTPUT_HEAD_BYTES = 4_000
 OUTPUT_TAIL_BYTES = 8_000
+MAX_ERROR_CHARS = 2000  # an error message a child reports (the model grading's)
 PR_SET_CHILD_SUBREAPER = 36
 PROBE_TIMEOUT_S = 20.0
 BOOTSTRAP = ("import sys; sys.path[:0] = {paths!r}; "

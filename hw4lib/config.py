@@ -14,6 +14,7 @@ checked before anything is allocated.
 from __future__ import annotations
 
 import copy
+import reprlib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
@@ -21,7 +22,8 @@ import torch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from hw4lib.data.tokenizer import TOKENIZER_FILES
+from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP, TOKENIZER_FILES, H4Tokenizer
+from hw4lib.handin_format import MAX_PARAMETERS, MODEL_LIMITS
 from hw4lib.model import DecoderOnlyTransformer
 
 TOKEN_TYPES = tuple(TOKENIZER_FILES)                     # char, 1k, 5k, 10k
@@ -37,6 +39,11 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 Fraction = Annotated[float, Field(gt=0, le=1)]          # (0, 1]
 Name = Annotated[str, Field(min_length=1)]
+# Values quoted in errors: a YAML alias bomb in a handed-in config expands to billions of items
+# when printed in full; this prints a few of each level.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring, _SHORT.maxother = 2, 4, 4, 40, 40
+short_repr = _SHORT.repr
 
 
 class ConfigError(ValueError):
@@ -349,7 +356,8 @@ def _key_error(error: ValidationError, section: type[BaseModel], prefix: str) ->
     message = problem["msg"].removeprefix("Value error, ")
     if problem["type"] == "value_error":
         return ConfigError(f"{where}: {message}")
-    return ConfigError(f"{where}: {message[0].lower()}{message[1:]}, got {problem['input']!r}")
+    got = short_repr(problem["input"])
+    return ConfigError(f"{where}: {message[0].lower()}{message[1:]}, got {got}")
 
 
 def parse_section(section: type[Section], values: Any, where: str) -> Section:
@@ -424,16 +432,17 @@ def count_parameters(model_config: dict[str, Any], vocab_size: int) -> tuple[int
             sum(b.numel() for b in model.buffers()))
 
 
-def validate_untrusted(config: Any, vocab_sizes: Mapping[str, int],
-                       limits: Mapping[str, tuple[int, int]], max_parameters: int) -> dict[str, Any]:
+def validate_untrusted(config: Any, vocab_sizes: Mapping[str, int] | None = None,
+                       limits: Mapping[str, tuple[int, int]] = MODEL_LIMITS,
+                       max_parameters: int = MAX_PARAMETERS) -> dict[str, Any]:
     """The grader's check of a student's config: ``{"tokenization": {"token_type"}, "model":
-    {...}}``, or ConfigError naming the key.
+    {...}}``, or ConfigError naming the key. ``make handin`` runs it too, with the same limits.
 
     Exact types (``"16"``, ``16.0`` and ``true`` are not 16), no unknown model keys, each integer
     within ``limits`` ({key: (smallest, largest)}) and at most ``max_parameters`` parameters plus
-    buffer elements with the vocabulary of ``vocab_sizes[token_type]``; all checked before
-    anything is allocated (the count runs on the meta device). The same model checks as
-    :func:`validate_config` then apply (d_model divisible by num_heads, ...).
+    buffer elements with the vocabulary of ``vocab_sizes[token_type]`` (default: the shipped
+    tokenizer's); all checked before anything is allocated (the count runs on the meta device).
+    The same model checks as :func:`validate_config` then apply (d_model divisible by num_heads...).
     """
     if not isinstance(config, Mapping):
         raise ConfigError(f"a config must be a mapping of sections, got {type(config).__name__}")
@@ -441,7 +450,7 @@ def validate_untrusted(config: Any, vocab_sizes: Mapping[str, int],
     token_type = tokenization.get("token_type") if isinstance(tokenization, Mapping) else None
     if not isinstance(token_type, str) or token_type not in TOKEN_TYPES:
         raise ConfigError(f"config key 'tokenization.token_type' must be one of "
-                          f"{list(TOKEN_TYPES)}, got {token_type!r}")
+                          f"{list(TOKEN_TYPES)}, got {short_repr(token_type)}")
     raw_model = config.get("model")
     if not isinstance(raw_model, Mapping):
         raise ConfigError("config key 'model' must be a mapping of DecoderOnlyTransformer's "
@@ -452,7 +461,9 @@ def validate_untrusted(config: Any, vocab_sizes: Mapping[str, int],
             raise ConfigError(f"config key 'model.{key}' is {value}, outside the grader's "
                               f"limits [{low}, {high}]")
     model = parse_section(Model, dict(raw_model), "model").model_dump()
-    parameters, buffers = count_parameters(model, vocab_sizes[token_type])
+    vocab_size = (vocab_sizes[token_type] if vocab_sizes is not None
+                  else H4Tokenizer(DEFAULT_TOKEN_MAP, token_type, validate=False).vocab_size)
+    parameters, buffers = count_parameters(model, vocab_size)
     if parameters + buffers > max_parameters:
         raise ConfigError(f"config section 'model' describes {parameters:,} parameters and "
                           f"{buffers:,} buffer elements; the grader builds at most "

@@ -35,9 +35,11 @@ import numpy as np
 
 from autograder import grade_model, rubric, sandbox, wire
 from autograder.safe_tar import HandinError, extract_handin
+from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.utils.handin import BEST_CHECKPOINT
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Handin extraction": 0, "Scoring": 0, "Model grading": 0, "Child processes": 0,
@@ -154,8 +156,8 @@ def test_hostile_members_are_skipped_and_nothing_lands_outside(tmp_path):
 
 @rubric_category("Handin extraction")
 def test_oversize_duplicate_and_excess_members_are_skipped(tmp_path):
-    big_config = regular("handin/config.yaml", b"#" * (rubric.MAX_SMALL_FILE_BYTES + 1))
-    big_source = regular("handin/mytorch/big.py", b"#" * (rubric.MAX_PY_FILE_BYTES + 1))
+    big_config = regular("handin/config.yaml", b"#" * (handin_format.MAX_RUN_FILE_BYTES + 1))
+    big_source = regular("handin/mytorch/big.py", b"#" * (handin_format.MAX_PY_FILE_BYTES + 1))
     first = regular("handin/mytorch/nn/linear.py", b"FIRST = 1\n")
     second = regular("handin/mytorch/nn/linear.py", b"SECOND = 1\n")
     archive = write_tar(tmp_path / "a.tar", [big_config, big_source, first, second])
@@ -168,24 +170,24 @@ def test_oversize_duplicate_and_excess_members_are_skipped(tmp_path):
     # A header declaring a state dict over the limit: refused from the header (here the data is
     # missing too, which stops the reading first).
     header = tarfile.TarInfo("handin/model_state_dict.pt")
-    header.size = rubric.MAX_STATE_DICT_BYTES + 1
+    header.size = handin_format.MAX_STATE_DICT_BYTES + 1
     (tmp_path / "huge.tar").write_bytes(header.tobuf(format=tarfile.GNU_FORMAT))
     result = extract_handin(tmp_path / "huge.tar", tmp_path / "huge")
     assert not result.files and any("cut short" in note for note in result.notes), result.notes
     big = write_tar(tmp_path / "big.tar", [regular("handin/model_state_dict.pt",
-                                                   bytes(rubric.MAX_STATE_DICT_BYTES + 1))])
+                                                   bytes(handin_format.MAX_STATE_DICT_BYTES + 1))])
     result = extract_handin(big, tmp_path / "big")
     assert not result.files and any("limit" in note for note in result.notes), result.notes
     # What a decompression bomb shows first: a header declaring more than any handin may hold.
     header = tarfile.TarInfo("handin/padding.bin")
-    header.size = rubric.MAX_TAR_BYTES + 1
+    header.size = handin_format.MAX_TAR_BYTES + 1
     (tmp_path / "bomb.tar").write_bytes(header.tobuf(format=tarfile.GNU_FORMAT))
     result = extract_handin(tmp_path / "bomb.tar", tmp_path / "bomb")
     assert not result.files and any("adding up to" in note for note in result.notes), result.notes
 
-    many = [regular(f"handin/mytorch/m{i}.py") for i in range(rubric.MAX_MEMBERS + 5)]
+    many = [regular(f"handin/mytorch/m{i}.py") for i in range(handin_format.MAX_MEMBERS + 5)]
     result = extract_handin(write_tar(tmp_path / "many.tar", many), tmp_path / "many")
-    assert len(result.files) == rubric.MAX_MEMBERS
+    assert len(result.files) == handin_format.MAX_MEMBERS
     assert any("more than" in note for note in result.notes)
 
 
@@ -308,6 +310,15 @@ def test_grade_model_measures_the_handed_in_weights(tmp_path):
         assert result["num_utterances"] == len(HIDDEN_LINES)
 
 
+def alias_bomb_config() -> str:
+    """A config.yaml of a few hundred bytes whose model.num_layers expands to 9**9 strings."""
+    levels = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    model = ", ".join(f"{k}: *a8" if k == "num_layers" else f"{k}: {v}"
+                      for k, v in TINY_MODEL.items())
+    return "\n".join(levels) + f"\ntokenization: {{token_type: char}}\nmodel: {{{model}}}\n"
+
+
 @rubric_category("Model grading")
 def test_grade_model_refuses_broken_configs(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
@@ -317,12 +328,16 @@ def test_grade_model_refuses_broken_configs(tmp_path):
     cases = [
         ({**good, "tokenization": {"token_type": "50k"}}, "token_type"),
         ({**good, "tokenization": None}, "token_type"),
-        ({**good, "model": {**TINY_MODEL, "activation": "relu"}}, "unknown keys"),
-        ({**good, "model": {k: v for k, v in TINY_MODEL.items() if k != "d_ff"}}, "missing keys"),
-        ({**good, "model": {**TINY_MODEL, "d_model": "16"}}, "model.d_model must be int"),
-        ({**good, "model": {**TINY_MODEL, "num_layers": True}}, "model.num_layers must be int"),
-        ({**good, "model": {**TINY_MODEL, "d_model": 10**6}}, "outside"),
-        ({**good, "model": huge}, "at most"),
+        ({**good, "model": {**TINY_MODEL, "activation": "relu"}}, "model.activation' is unknown"),
+        ({**good, "model": {k: v for k, v in TINY_MODEL.items() if k != "d_ff"}},
+         "model.d_ff' is missing"),
+        ({**good, "model": {**TINY_MODEL, "d_model": "16"}},
+         "model.d_model': input should be a valid integer"),
+        ({**good, "model": {**TINY_MODEL, "num_layers": True}},
+         "model.num_layers': input should be a valid integer"),
+        ({**good, "model": {**TINY_MODEL, "d_model": 10**6}},
+         r"model.d_model' is 1000000, outside the grader's limits \[1, 4096\]"),
+        ({**good, "model": huge}, "the grader builds at most 30,000,000"),
         ({**good, "model": {**TINY_MODEL, "num_heads": 3}}, "divisible"),
         (["not", "a", "mapping"], "mapping"),
     ]
@@ -330,6 +345,15 @@ def test_grade_model_refuses_broken_configs(tmp_path):
         (tmp_path / "h/config.yaml").write_text(yaml.safe_dump(config))
         with pytest.raises(grade_model.GradingError, match=message):
             grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+    for bomb in (alias_bomb_config(), alias_bomb_config().replace("token_type: char",
+                                                                  "token_type: *a8")):
+        (tmp_path / "h/config.yaml").write_text(bomb)
+        start = time.monotonic()
+        with pytest.raises(grade_model.GradingError, match="must be one of|valid integer") as error:
+            grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+        assert len(str(error.value)) < 500 and time.monotonic() - start < 10, (
+            f"an alias bomb must give a short error quickly, got {len(str(error.value))} "
+            f"characters after {time.monotonic() - start:.1f} s")
     (tmp_path / "h/config.yaml").write_text("model: [unclosed\n")
     with pytest.raises(grade_model.GradingError, match="not valid YAML"):
         grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
@@ -387,39 +411,55 @@ def deflate_zip(path: Path) -> None:
 
 @rubric_category("Model grading")
 def test_evaluation_batches_bound_attention_and_feed_forward_activations():
-    class Lengths:  # what length_sorted_loader reads of an LMDataset
+    class Lengths:  # what the evaluation loader reads of an LMDataset
         def __init__(self, lengths):
-            self.transcripts_shifted = [[0] * n for n in lengths]
+            self.transcripts_golden = [[0] * n for n in lengths]
+            self.text_max_len = max(lengths)
 
         def __len__(self):
-            return len(self.transcripts_shifted)
+            return len(self.transcripts_golden)
 
         def collate_fn(self, batch):
             return batch
 
     lengths = [int(n) for n in np.random.default_rng(0).integers(1, 2000, 300)]
-    for num_heads, width in ((64, 16), (1, 32768), (4, 1024)):
-        loader = grade_model.length_sorted_loader(Lengths(lengths), num_heads, width)
+    for num_heads, width in ((64, 16), (1, 32768), (4, 1024), (1, 1)):
+        loader = grade_model.evaluation_loader(Lengths(lengths), num_heads, width)
         batches = list(loader.batch_sampler)
-        assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+        assert sorted(i for batch in batches for i in batch) == list(range(len(lengths))), (
+            "every transcript must be evaluated exactly once")
+        assert max(map(len, batches)) <= grade_model.MAX_BATCH_SIZE
         for batch in batches:
             longest = max(lengths[i] for i in batch)
             largest = len(batch) * longest * max(num_heads * longest, width)
             assert len(batch) == 1 or largest <= grade_model.ACTIVATION_BUDGET, (
                 f"{num_heads} heads, width {width}: a batch of {len(batch)} x {longest} holds "
                 f"{largest} activations, over {grade_model.ACTIVATION_BUDGET}")
+        # batches of similar lengths: sorted by length, each batch holds a contiguous run
+        ordered = [lengths[i] for batch in batches for i in batch]
+        assert ordered == sorted(lengths), f"{num_heads} heads: batches are not length-sorted"
 
 
 @rubric_category("Model grading")
-def test_parameter_estimate_matches_the_built_model():
-    wider = {**TINY_MODEL, "num_layers": 3, "d_model": 24, "num_heads": 4, "d_ff": 40}
-    for tied in (False, True):
-        for config in (TINY_MODEL, wider):
-            config = {**config, "weight_tying": tied}
-            model = DecoderOnlyTransformer(**config, num_classes=37)
-            built = sum(p.numel() for p in model.parameters())
-            assert grade_model.estimate_parameters(config, 37) == (
-                built + model.positional_encoding.pe.numel()), (config, tied)
+def test_what_make_handin_packs_the_grader_extracts_whole(tmp_path):
+    """The packer and the grader share hw4lib.handin_format: every member of a packed handin is
+    extracted, with no note; and a handin with every member at its limit fits MAX_TAR_BYTES."""
+    from hw4lib.utils.handin import pack
+
+    student = tmp_path / "student"
+    copy_reference_mytorch(student)
+    make_run_folder(student, DecoderOnlyTransformer(**TINY_MODEL, num_classes=34).state_dict(),
+                    reported_ppl=3.0)
+    members = pack(student, "run", student / "handin.tar")
+    result = extract_handin(student / "handin.tar", tmp_path / "out")
+    assert not result.notes, result.notes
+    assert {f"handin/{name}" for name in result.files} == {name for name, _ in members}
+    largest = (handin_format.MAX_STATE_DICT_BYTES + handin_format.MAX_MYTORCH_BYTES
+               + len(handin_format.RUN_FILES) * handin_format.MAX_RUN_FILE_BYTES
+               + handin_format.MAX_MEMBERS * 2 * 512)  # a header and padding per member
+    assert largest <= handin_format.MAX_TAR_BYTES, (
+        f"a handin within every member limit may take {largest} bytes, over MAX_TAR_BYTES "
+        f"({handin_format.MAX_TAR_BYTES})")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -514,6 +554,24 @@ def built_autograder() -> Path:
     return out
 
 
+def import_without_site_packages(folder: Path, modules: tuple[str, ...]) -> dict[str, str]:
+    """Import ``modules`` from ``folder`` in a fresh interpreter without site-packages (so without
+    torch or numpy); return {module: the file it came from}. Fails unless every module imports,
+    from ``folder``, and pulls in nothing outside the standard library."""
+    code = ("import importlib, json, sys\n"
+            f"files = {{name: importlib.import_module(name).__file__ for name in {modules!r}}}\n"
+            "assert not {'torch', 'numpy', 'yaml'} & set(sys.modules), sorted(sys.modules)\n"
+            "print(json.dumps(files))\n")
+    process = subprocess.run([sys.executable, "-S", "-E", "-c", code], cwd=folder,
+                             capture_output=True, text=True, timeout=60)
+    assert process.returncode == 0, f"{modules} do not import from {folder}: {process.stderr}"
+    files = json.loads(process.stdout)
+    outside = {name: file for name, file in files.items()
+               if not Path(file).resolve().is_relative_to(folder.resolve())}
+    assert not outside, f"imported from outside {folder}: {outside}"
+    return files
+
+
 def read_hidden_lines(autograde_tar: Path) -> list[str]:
     with tarfile.open(autograde_tar) as tar:
         return tar.extractfile(HIDDEN_SET_MEMBER).read().decode("utf-8").splitlines()
@@ -584,8 +642,7 @@ def make_run_folder(root: Path, state_dict: dict, reported_ppl: float) -> None:
                "perplexity_char": reported_ppl}
     (run / "test_metrics.json").write_text(json.dumps(metrics))
     (run / "test_generated_results.json").write_text(json.dumps({"greedy": []}))
-    torch.save({"model_state_dict": state_dict, "epoch": 1},
-               run / "checkpoints/checkpoint-best-metric-model.pth")
+    torch.save({"model_state_dict": state_dict, "epoch": 1}, run / BEST_CHECKPOINT)
 
 
 def reported_perplexity(lines: list[str]) -> float:
@@ -892,14 +949,10 @@ def test_bad_side_files_cost_only_their_own_category(tmp_path):
     handin = folder / "handin"
     make_model_handin(handin)
     copy_reference_mytorch(handin)
-    levels = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
-    model = ", ".join(f"{k}: *a8" if k == "num_layers" else f"{k}: {v}"
-                      for k, v in TINY_MODEL.items())
-    (handin / "config.yaml").write_text("\n".join(levels) + "\ntokenization: {token_type: char}"
-                                        f"\nmodel: {{{model}}}\n")
+    (handin / "config.yaml").write_text(alias_bomb_config())
     cases["yaml"] = (pack_folder(handin, folder / "handin.tar"),
-                     {**honest, "LanguageModel": 0}, "model.num_layers must be int")
+                     {**honest, "LanguageModel": 0},
+                     "model.num_layers': input should be a valid integer")
     folder = tmp_path / "deflated"
     handin = folder / "handin"
     make_model_handin(handin)
@@ -1082,6 +1135,18 @@ def test_makefile_prints_zeros_when_the_driver_cannot_start(tmp_path):
     (tmp_path / "autograde.tar").write_bytes(b"broken")
     process = autolab_make([f"PYTHON={sys.executable}"], cwd=tmp_path, timeout=60)
     assert json.loads(process.stdout.splitlines()[-1]) == {"scores": rubric.zero_scores()}
+
+
+@rubric_category("End to end")
+def test_autograde_tar_ships_the_shared_handin_format(tmp_path):
+    """The extraction, the rubric and the handin rules they share import from the archive alone,
+    before (and without) anything outside the standard library."""
+    with tarfile.open(built_autograder() / "autograde.tar") as tar:
+        tar.extractall(tmp_path, filter="data")
+    files = import_without_site_packages(tmp_path / "autograde", (
+        "hw4lib.handin_format", "autograder.rubric", "autograder.safe_tar"))
+    assert Path(files["hw4lib.handin_format"]).read_bytes() == (
+        REPO_ROOT / "hw4lib/handin_format.py").read_bytes()
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -20,8 +21,8 @@ import pytest
 
 from autograder import gradescope, rubric
 from tests.test_autograder import (ATTACKS, MYTORCH_ZERO, attack_handin, built_autograder,
-                                   honest_scores, make_model_handin, pack_folder,
-                                   remove_session_folders)
+                                   honest_scores, import_without_site_packages, make_model_handin,
+                                   pack_folder, remove_session_folders)
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Packaging": 0, "Results": 0}
@@ -93,6 +94,21 @@ def test_zip_holds_gradescopes_entry_points_and_the_judge():
         assert infos[name].external_attr >> 16 & 0o111, f"{name} is not executable"
     assert "bubblewrap" in setup and "requirements.txt" in setup
     assert "AUTOGRADER_ROOT" in run and "results.json" in run
+
+
+@rubric_category("Packaging")
+def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
+    """The adapter runs on the zip's files alone; the grader inside is the Autolab archive, shared
+    handin rules (hw4lib/handin_format.py) included, which import without site-packages too."""
+    source = unpack_root(tmp_path, None) / "source"
+    import_without_site_packages(source, ("autograder.gradescope", "autograder.rubric"))
+    inner = (source / "autograde.tar").read_bytes()
+    assert inner == (built_autograder() / "autograde.tar").read_bytes(), (
+        "gradescope.zip must carry the Autolab autograde.tar unchanged")
+    with tarfile.open(source / "autograde.tar") as tar:
+        tar.extractall(tmp_path / "inner", filter="data")
+    import_without_site_packages(tmp_path / "inner/autograde",
+                                 ("hw4lib.handin_format", "autograder.safe_tar"))
 
 
 @rubric_category("Results")

@@ -17,11 +17,16 @@ import torch
 import yaml
 from torch import nn
 
+from hw4lib import handin_format
+from hw4lib.utils import handin
 from hw4lib.utils.handin import BEST_CHECKPOINT, HandinError, main, pack
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Handin packing": 0, "Handin refusals": 0}
 
+# A model section the grader accepts (the packer checks the config as the grader does).
+MODEL_CONFIG = {"num_layers": 1, "d_model": 4, "num_heads": 1, "d_ff": 8, "dropout": 0.0,
+                "max_len": 16}
 EXPECTED_RUN_MEMBERS = {"handin/test_metrics.json", "handin/test_generated_results.json",
                         "handin/model_arch.txt", "handin/config.yaml", "handin/model_state_dict.pt"}
 
@@ -38,12 +43,15 @@ class TiedModel(nn.Module):
 
 
 def make_repo(root: Path) -> None:
-    """A repository root with a student's mytorch package, caches and a non-.py stray included."""
+    """A repository root with a student's mytorch package, caches, a non-.py stray and a notebook
+    checkpoint copy (not a module name, which the grader would not import) included."""
     (root / "mytorch" / "nn" / "__pycache__").mkdir(parents=True)
+    (root / "mytorch" / "nn" / ".ipynb_checkpoints").mkdir(parents=True)
     (root / "mytorch" / "__init__.py").write_text('"""mytorch"""\n')
     (root / "mytorch" / "nn" / "linear.py").write_text("class Linear:\n    pass\n")
     (root / "mytorch" / "nn" / "__pycache__" / "linear.cpython-311.pyc").write_bytes(b"\0" * 64)
     (root / "mytorch" / "nn" / "scratch.npy").write_bytes(b"\0" * 64)
+    (root / "mytorch" / "nn" / ".ipynb_checkpoints" / "linear-checkpoint.py").write_text("x = 1\n")
 
 
 def make_run(root: Path, name: str, model: nn.Module | None = None, **overrides) -> Path:
@@ -52,7 +60,7 @@ def make_run(root: Path, name: str, model: nn.Module | None = None, **overrides)
     (folder / "checkpoints").mkdir(parents=True)
     model = model or TiedModel()
     files = {
-        "config.yaml": yaml.safe_dump({"model": {"num_layers": 1},
+        "config.yaml": yaml.safe_dump({"model": MODEL_CONFIG,
                                        "tokenization": {"token_type": "char"}}),
         "model_arch.txt": "TiedModel(...)\n",
         "test_metrics.json": json.dumps({"ce_loss_token": 1.0, "ce_loss_char": 0.5,
@@ -138,6 +146,12 @@ def test_handin_refuses_incomplete_runs_naming_the_problem(tmp_path):
         "bad-json": ({"test_metrics.json": "{not json"}, "not valid JSON"),
         "no-ppl": ({"test_metrics.json": json.dumps({"ce_loss_token": 1.0})}, "perplexity_char"),
         "bad-config": ({"config.yaml": "seed: 0\n"}, "tokenization.token_type"),
+        "typed-config": ({"config.yaml": yaml.safe_dump({
+            "tokenization": {"token_type": "char"}, "model": {**MODEL_CONFIG, "d_ff": "8"}})},
+            r"model\.d_ff'?: input should be a valid integer"),
+        "huge-model": ({"config.yaml": yaml.safe_dump({
+            "tokenization": {"token_type": "char"}, "model": {**MODEL_CONFIG, "num_layers": 49}})},
+            r"model\.num_layers' is 49, outside the grader's limits \[1, 48\]"),
     }
     for name, (overrides, message) in cases.items():
         make_run(tmp_path, name, **overrides)
@@ -157,7 +171,29 @@ def test_handin_refuses_large_strays(tmp_path):
     (tmp_path / "expts" / "run" / "model_arch.txt").write_bytes(b"x" * 10_500_000)
     with pytest.raises(HandinError, match="model_arch.txt is 10.5 MB"):
         pack(tmp_path)
+    (tmp_path / "expts" / "run" / "model_arch.txt").write_text("small\n")
+    for index in range(5):
+        (tmp_path / "mytorch" / f"part{index}.py").write_bytes(b"#" * 900_000)
+    with pytest.raises(HandinError, match="4.5 MB of .py files, over the grader's 4.0 MB"):
+        pack(tmp_path)
     assert not list(tmp_path.glob("handin.tar*"))
+
+
+@rubric("Handin refusals")
+def test_handin_refuses_what_the_grader_would(tmp_path, monkeypatch):
+    """The packer enforces the grader's limits (hw4lib.handin_format), whatever their values."""
+    make_repo(tmp_path)
+    make_run(tmp_path, "run")
+    pack(tmp_path)
+    state_dict_bytes = len(read_tar(tmp_path / "handin.tar")["handin/model_state_dict.pt"])
+    monkeypatch.setattr(handin_format, "MAX_STATE_DICT_BYTES", state_dict_bytes - 1)
+    with pytest.raises(HandinError, match="over the grader's .* limit for model_state_dict.pt"):
+        pack(tmp_path, out=tmp_path / "second.tar")
+    monkeypatch.setattr(handin, "MAX_MEMBERS", 4)
+    monkeypatch.setattr(handin_format, "MAX_STATE_DICT_BYTES", state_dict_bytes)
+    with pytest.raises(HandinError, match="would hold 7 files, over the grader's limit of 4"):
+        pack(tmp_path, out=tmp_path / "second.tar")
+    assert not (tmp_path / "second.tar").exists()
 
 
 if __name__ == "__main__":

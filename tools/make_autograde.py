@@ -28,7 +28,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from autograder import rubric
+from autograder import grade, grade_model, rubric
 from autograder.hidden_data import HIDDEN_NUM_CHARS, build_hidden_transcripts
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,8 @@ SHIPPED_FILES = (
 )
 HIDDEN_TESTS = "autograder/hidden_tests/mytorch_hidden.py"
 HW4LIB_SUFFIXES = (".py", ".json")
-HIDDEN_SET_FILE = "autograder/hidden_set/test.txt"  # autograder.grade_model reads it
+# Where the grading driver looks for the hidden set, and the file the model grading reads in it.
+HIDDEN_SET_FILE = f"autograder/{grade.HIDDEN_SET.name}/{grade_model.HIDDEN_TEXT_FILE}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/rubric.py", "autograder/gradescope.py")
 GRADESCOPE_SETUP = """\

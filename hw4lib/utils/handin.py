@@ -11,8 +11,10 @@
     handin/model_state_dict.pt           the best checkpoint's model_state_dict, tensors only
 
 The autograder rebuilds the model from ``config.yaml`` and scores ``model_state_dict.pt`` on its own
-data, so the weights must come from the same run as the config. Nothing is packed when something
-is missing or too large: the error names it and says how to fix it.
+data, so the weights must come from the same run as the config. The packer applies the grader's own
+rules (``hw4lib/handin_format.py``: names and size limits; ``hw4lib.config.validate_untrusted``:
+the model it agrees to build), so nothing is packed that the grader would refuse: the error names
+the problem and says how to fix it.
 """
 from __future__ import annotations
 
@@ -27,14 +29,14 @@ from pathlib import Path
 import torch
 import yaml
 
+from hw4lib.config import ConfigError, validate_untrusted
+from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, MAX_MEMBERS,
+                                  MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR, RUN_FILES,
+                                  STATE_DICT_FILE, is_mytorch_source, size_limit)
 from hw4lib.trainers.base_trainer import CHECKPOINT_BEST
 
 BEST_CHECKPOINT = f"checkpoints/{CHECKPOINT_BEST}"  # inside the run folder
-RUN_FILES = ("test_metrics.json", "test_generated_results.json", "model_arch.txt", "config.yaml")
 REQUIRED_METRICS = ("ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char")
-MAX_MYTORCH_FILE = 1_000_000        # bytes: source files are a few kB; anything bigger is a stray
-MAX_RUN_FILE = 10_000_000           # bytes, for each JSON/text file of the run
-MAX_TAR = 200_000_000               # bytes, the whole archive (Autolab's upload limit is near)
 
 
 class HandinError(Exception):
@@ -66,24 +68,28 @@ def check_run(folder: Path) -> None:
                           f"training and the evaluation cells (they write test_*.json), or pick "
                           f"another run with --run NAME (make handin RUN=NAME)")
     for name in RUN_FILES:
-        size = (folder / name).stat().st_size
-        if size > MAX_RUN_FILE:
-            raise HandinError(f"{folder / name} is {size / 1e6:.1f} MB, over the "
-                              f"{MAX_RUN_FILE / 1e6:.0f} MB limit for run files")
+        check_size(folder / name, name, (folder / name).stat().st_size)
     try:
-        metrics = json.loads((folder / "test_metrics.json").read_text())
-        json.loads((folder / "test_generated_results.json").read_text())
+        metrics = json.loads((folder / METRICS_FILE).read_text())
+        json.loads((folder / GENERATIONS_FILE).read_text())
     except json.JSONDecodeError as error:
         raise HandinError(f"{folder}: a test_*.json file is not valid JSON: {error}") from error
     absent = [key for key in REQUIRED_METRICS if key not in metrics]
     if absent:
-        raise HandinError(f"{folder / 'test_metrics.json'} lacks {absent}; rerun the evaluation")
-    config = yaml.safe_load((folder / "config.yaml").read_text())
-    if not (isinstance(config, dict) and isinstance(config.get("model"), dict)
-            and (config.get("tokenization") or {}).get("token_type")):
-        raise HandinError(f"{folder / 'config.yaml'} must hold the run's full config, with "
-                          f"'model' and 'tokenization.token_type' (the grader rebuilds the model "
-                          f"from them)")
+        raise HandinError(f"{folder / METRICS_FILE} lacks {absent}; rerun the evaluation")
+    try:
+        validate_untrusted(yaml.safe_load((folder / CONFIG_FILE).read_text()))
+    except (ConfigError, yaml.YAMLError) as error:
+        raise HandinError(f"{folder / CONFIG_FILE} would be refused by the grader, which rebuilds "
+                          f"the model from it: {error}") from error
+
+
+def check_size(path: Path, name: str, size: int) -> None:
+    """HandinError unless ``size`` bytes fit the grader's limit for the member ``handin/<name>``."""
+    limit = size_limit(name)
+    if size > limit:
+        raise HandinError(f"{path} is {size / 1e6:.1f} MB, over the grader's "
+                          f"{limit / 1e6:.1f} MB limit for {name}")
 
 
 def extract_state_dict(checkpoint_path: Path) -> bytes:
@@ -108,17 +114,25 @@ def extract_state_dict(checkpoint_path: Path) -> bytes:
 
 
 def mytorch_files(root: Path) -> list[Path]:
-    """The .py files of ``root/mytorch``, sorted, caches skipped; HandinError if one is too big."""
-    package = root / "mytorch"
+    """The .py files of ``root/mytorch`` the grader imports, sorted; HandinError if one is too big
+    or all of them are. Others (caches, names that are not module names) are skipped, with a note.
+    """
+    package = root / MYTORCH_DIR
     if not (package / "__init__.py").is_file():
         raise HandinError(f"{package}/__init__.py not found: run make handin from the repository "
                           f"root (or pass --root)")
-    files = sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts)
-    for path in files:
-        size = path.stat().st_size
-        if size > MAX_MYTORCH_FILE:
-            raise HandinError(f"{path} is {size / 1e6:.1f} MB, over the "
-                              f"{MAX_MYTORCH_FILE / 1e6:.0f} MB limit for a mytorch source file")
+    files = []
+    for path in sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts):
+        name = path.relative_to(root).as_posix()
+        if not is_mytorch_source(name):
+            print(f"skipped {name}: not a module name, the grader would not import it")
+            continue
+        check_size(path, name, path.stat().st_size)
+        files.append(path)
+    total = sum(path.stat().st_size for path in files)
+    if total > MAX_MYTORCH_BYTES:
+        raise HandinError(f"{package} holds {total / 1e6:.1f} MB of .py files, over the grader's "
+                          f"{MAX_MYTORCH_BYTES / 1e6:.1f} MB limit for {MYTORCH_DIR}/")
     return files
 
 
@@ -131,15 +145,16 @@ def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tu
     folder = find_run(root / "expts", run)
     check_run(folder)
     members: list[tuple[str, bytes]] = [
-        (f"handin/{path.relative_to(root).as_posix()}", path.read_bytes())
-        for path in mytorch_files(root)
+        (path.relative_to(root).as_posix(), path.read_bytes()) for path in mytorch_files(root)
     ]
-    members += [(f"handin/{name}", (folder / name).read_bytes()) for name in RUN_FILES]
-    members.append(("handin/model_state_dict.pt", extract_state_dict(folder / BEST_CHECKPOINT)))
-    total = sum(len(data) for _, data in members)
-    if total > MAX_TAR:
-        raise HandinError(f"the handin would be {total / 1e6:.0f} MB, over the "
-                          f"{MAX_TAR / 1e6:.0f} MB limit: train a smaller model")
+    members += [(name, (folder / name).read_bytes()) for name in RUN_FILES]
+    state_dict = extract_state_dict(folder / BEST_CHECKPOINT)
+    check_size(folder / BEST_CHECKPOINT, STATE_DICT_FILE, len(state_dict))
+    members.append((STATE_DICT_FILE, state_dict))
+    members = [(f"{HANDIN_DIR}/{name}", data) for name, data in members]
+    if len(members) > MAX_MEMBERS:
+        raise HandinError(f"the handin would hold {len(members)} files, over the grader's limit "
+                          f"of {MAX_MEMBERS}: remove stray .py files from {MYTORCH_DIR}/")
     out = out or root / "handin.tar"
     partial = out.with_name(out.name + ".partial")
     with tarfile.open(partial, "w") as tar:

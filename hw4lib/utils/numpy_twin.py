@@ -24,14 +24,13 @@ import numpy as np
 import torch
 import yaml
 
-from hw4lib.trainers.base_trainer import CHECKPOINT_BEST
+from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE
 from hw4lib.trainers.lm_trainer import language_model_metrics
 from hw4lib.utils.create_lr_scheduler import scheduler_interval, simulate_lr_schedule
 from hw4lib.utils.create_optimizer import build_param_groups, create_optimizer
+from hw4lib.utils.handin import BEST_CHECKPOINT
 from mytorch.nn import CrossEntropyLoss, DecoderOnlyTransformer
 from mytorch.optim import AdamW, clip_grad_norm
-
-HANDIN_STATE = "model_state_dict.pt"
 
 
 def numpy_state(state_dict: dict[str, torch.Tensor], dtype=np.float32) -> dict[str, np.ndarray]:
@@ -63,18 +62,18 @@ def load_numpy_model(path: str | Path, dtype=np.float32) -> tuple[DecoderOnlyTra
     """
     path = Path(path)
     folder = path.parent if path.is_file() else path
-    checkpoint = folder / "checkpoints" / CHECKPOINT_BEST
+    checkpoint = folder / BEST_CHECKPOINT
     if path.is_file():
         state_dict = torch.load(path, map_location="cpu", weights_only=True)
-    elif (folder / HANDIN_STATE).is_file():
-        state_dict = torch.load(folder / HANDIN_STATE, map_location="cpu", weights_only=True)
+    elif (folder / STATE_DICT_FILE).is_file():
+        state_dict = torch.load(folder / STATE_DICT_FILE, map_location="cpu", weights_only=True)
     elif checkpoint.is_file():
         # The trainer's checkpoints also hold RNG states and the config: not tensors only.
         state_dict = torch.load(checkpoint, map_location="cpu", weights_only=False)["model_state_dict"]
     else:
-        raise FileNotFoundError(f"{path}: expected a run folder with checkpoints/{CHECKPOINT_BEST}, "
-                                f"a handin folder with {HANDIN_STATE}, or a {HANDIN_STATE} file")
-    config_file = folder / "config.yaml"
+        raise FileNotFoundError(f"{path}: expected a run folder with {BEST_CHECKPOINT}, "
+                                f"a handin folder with {STATE_DICT_FILE}, or a {STATE_DICT_FILE} file")
+    config_file = folder / CONFIG_FILE
     if not config_file.is_file():
         raise FileNotFoundError(f"{config_file} not found: the weights need the config.yaml of the "
                                 f"run that trained them")

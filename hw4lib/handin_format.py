@@ -1,0 +1,64 @@
+"""What ``handin.tar`` holds and how large each part may be. Standard library only.
+
+``make handin`` (``hw4lib/utils/handin.py``) packs by these rules and the autograder
+(``autograder/safe_tar.py``, ``grade.py``, ``grade_model.py``) extracts and grades by them, so a
+handin the packer writes is never refused by the grader for its names, sizes or model size. The
+module ships in the student handout and in every autograder bundle. It imports nothing outside the
+standard library: the grading driver imports it before any student code runs, without torch.
+"""
+from __future__ import annotations
+
+import re
+
+HANDIN_DIR = "handin"                             # every member lies under handin/
+MYTORCH_DIR = "mytorch"                           # the student's package, its .py files only
+CONFIG_FILE = "config.yaml"                       # the run's config: the grader rebuilds the model
+STATE_DICT_FILE = "model_state_dict.pt"           # torch.save(model.state_dict()): tensors only
+METRICS_FILE = "test_metrics.json"                # self-reported: echoed, never counted
+GENERATIONS_FILE = "test_generated_results.json"
+MODEL_ARCH_FILE = "model_arch.txt"
+RUN_FILES = (METRICS_FILE, GENERATIONS_FILE, MODEL_ARCH_FILE, CONFIG_FILE)  # copied from the run
+
+# The models the grader agrees to build: each integer of the model section within its range, and
+# at most MAX_PARAMETERS parameters plus buffer elements (hw4lib.config.validate_untrusted). The
+# default config is far below (docs/results.md has its count); at the cap, evaluation takes a few
+# minutes on 2 CPU cores, within autograder/rubric.py's MODEL_TIMEOUT_S.
+MAX_PARAMETERS = 30_000_000
+MODEL_LIMITS = {  # key: (smallest, largest) accepted integer value
+    "num_layers": (1, 48),
+    "d_model": (1, 4096),
+    "num_heads": (1, 64),
+    "d_ff": (1, 32768),
+    "max_len": (1, 65536),
+}
+
+# Bytes. Source files are a few kB and run files a few MB: anything bigger is a stray.
+MAX_PY_FILE_BYTES = 1_000_000                     # one mytorch source file
+MAX_MYTORCH_BYTES = 4_000_000                     # all of mytorch/ together
+MAX_RUN_FILE_BYTES = 10_000_000                   # each of RUN_FILES
+MAX_STATE_DICT_BYTES = 4 * MAX_PARAMETERS + 2**24  # float32 tensors of the largest model, + zip
+MAX_MEMBERS = 500
+# The archive: above every member at its limit (what the packer checks), below upload limits.
+MAX_TAR_BYTES = 200 * 2**20
+
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def is_mytorch_source(name: str) -> bool:
+    """True for ``mytorch/<package>/.../<module>.py`` whose every component is a module name (what
+    the grader can import)."""
+    parts = name.split("/")
+    if len(parts) < 2 or parts[0] != MYTORCH_DIR or not parts[-1].endswith(".py"):
+        return False
+    return all(_MODULE_NAME.match(part) for part in parts[1:-1] + [parts[-1][:-3]])
+
+
+def size_limit(name: str) -> int | None:
+    """Bytes allowed to the member ``handin/<name>``; None for a file the grader does not use."""
+    if name == STATE_DICT_FILE:
+        return MAX_STATE_DICT_BYTES
+    if name in RUN_FILES:
+        return MAX_RUN_FILE_BYTES
+    if is_mytorch_source(name):
+        return MAX_PY_FILE_BYTES
+    return None
