@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from autograder import rubric
+from hw4lib.handin_format import HANDIN_TAR
 
 SOURCE_FILES = ("autograde.tar", "autograde-Makefile")
 MAX_OUTPUT_CHARS = 60_000  # the summary shown to the student; Gradescope truncates long outputs
@@ -73,7 +74,7 @@ def grade_submission(root: Path, visibility: str, grader_flags: str) -> dict:
             shutil.copy(root / "source" / name, grading / name)
         (grading / "autograde-Makefile").rename(grading / "Makefile")
         if handin is not None:
-            shutil.copyfile(handin, grading / "handin.tar")
+            shutil.copyfile(handin, grading / HANDIN_TAR)
         flags = f"{grader_flags} --results-json {grading / 'details.json'}".strip()
         env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS")}
         process = subprocess.run(["make", "--no-print-directory", f"PYTHON={sys.executable}",
@@ -86,15 +87,15 @@ def grade_submission(root: Path, visibility: str, grader_flags: str) -> dict:
     lines = process.stdout.splitlines()
     scores = parse_scores(lines[-1] if lines else "")
     summary = process.stdout if handin is not None else (
-        "No handin.tar was found in the submission: upload the handin.tar that `make handin` "
-        "writes.\n" + process.stdout)
+        f"No {HANDIN_TAR} was found in the submission: upload the {HANDIN_TAR} that `make handin` "
+        f"writes.\n" + process.stdout)
     return results_payload(scores, details, summary, visibility)
 
 
 def find_handin(submission: Path) -> Path | None:
     """``handin.tar``, else the only tar-like file uploaded, else None."""
-    if (submission / "handin.tar").is_file():
-        return submission / "handin.tar"
+    if (submission / HANDIN_TAR).is_file():
+        return submission / HANDIN_TAR
     candidates = [p for p in submission.glob("*") if p.is_file()
                   and p.name.endswith((".tar", ".tar.gz", ".tgz"))] if submission.is_dir() else []
     return candidates[0] if len(candidates) == 1 else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+HANDIN_TAR = "handin.tar"                         # what students upload
 HANDIN_DIR = "handin"                             # every member lies under handin/
 MYTORCH_DIR = "mytorch"                           # the student's package, its .py files only
 CONFIG_FILE = "config.yaml"                       # the run's config: the grader rebuilds the model

@@ -88,7 +88,8 @@ def test_zip_holds_gradescopes_entry_points_and_the_judge():
         setup = archive.read("setup.sh").decode()
         run = archive.read("run_autograder").decode()
     for name in ("setup.sh", "run_autograder", "requirements.txt", "autograde.tar",
-                 "autograde-Makefile", "autograder/gradescope.py", "autograder/rubric.py"):
+                 "autograde-Makefile", "autograder/gradescope.py", "autograder/rubric.py",
+                 "hw4lib/handin_format.py"):
         assert name in infos, f"{name} missing from gradescope.zip: {sorted(infos)}"
     for name in ("setup.sh", "run_autograder"):
         assert infos[name].external_attr >> 16 & 0o111, f"{name} is not executable"
@@ -101,7 +102,8 @@ def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
     """The adapter runs on the zip's files alone; the grader inside is the Autolab archive, shared
     handin rules (hw4lib/handin_format.py) included, which import without site-packages too."""
     source = unpack_root(tmp_path, None) / "source"
-    import_without_site_packages(source, ("autograder.gradescope", "autograder.rubric"))
+    import_without_site_packages(source, ("autograder.gradescope", "autograder.rubric",
+                                          "hw4lib.handin_format"))
     inner = (source / "autograde.tar").read_bytes()
     assert inner == (built_autograder() / "autograde.tar").read_bytes(), (
         "gradescope.zip must carry the Autolab autograde.tar unchanged")

@@ -29,13 +29,14 @@ from pathlib import Path
 import torch
 import yaml
 
-from hw4lib.config import ConfigError, validate_untrusted
-from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, MAX_MEMBERS,
-                                  MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR, RUN_FILES,
-                                  STATE_DICT_FILE, is_mytorch_source, size_limit)
+from hw4lib.config import ConfigError, training_settings, validate_untrusted
+from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
+                                  MAX_MEMBERS, MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR,
+                                  RUN_FILES, STATE_DICT_FILE, is_mytorch_source, size_limit)
 from hw4lib.trainers.base_trainer import CHECKPOINT_BEST
 
 BEST_CHECKPOINT = f"checkpoints/{CHECKPOINT_BEST}"  # inside the run folder
+EXPTS_DIR = training_settings({})["expts_dir"]  # where runs are, unless their config moved them
 REQUIRED_METRICS = ("ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char")
 
 
@@ -142,7 +143,7 @@ def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tu
     Returns [(name in the archive, size in bytes)]. The archive is written to a temporary name and
     renamed, so a failed pack never leaves a half-written handin.tar.
     """
-    folder = find_run(root / "expts", run)
+    folder = find_run(root / EXPTS_DIR, run)
     check_run(folder)
     members: list[tuple[str, bytes]] = [
         (path.relative_to(root).as_posix(), path.read_bytes()) for path in mytorch_files(root)
@@ -155,7 +156,7 @@ def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tu
     if len(members) > MAX_MEMBERS:
         raise HandinError(f"the handin would hold {len(members)} files, over the grader's limit "
                           f"of {MAX_MEMBERS}: remove stray .py files from {MYTORCH_DIR}/")
-    out = out or root / "handin.tar"
+    out = out or root / HANDIN_TAR
     partial = out.with_name(out.name + ".partial")
     with tarfile.open(partial, "w") as tar:
         for name, data in members:
