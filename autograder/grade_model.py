@@ -33,7 +33,7 @@ from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers.base_trainer import write_json
-from hw4lib.trainers.lm_trainer import evaluate_language_model
+from hw4lib.trainers.metrics import evaluate_language_model
 
 HIDDEN_TEXT_FILE = "test.txt"  # inside the hidden-set folder: one transcript per line
 HIDDEN_PARTITION = "test"
