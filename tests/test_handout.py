@@ -26,11 +26,12 @@ from pathlib import Path
 import pytest
 
 from tests.testing_framework import rubric, run_module
-from tools.make_handout import (EXCLUDED_DIRS, EXCLUDED_FILES, INSTRUCTOR_ONLY, MAKEFILE_BEGIN,
-                                REPO_ROOT, TASK_ORDER, Handout, HandoutError, build, check_imports,
-                                check_tree, code_units, file_regions, find_regions, main,
-                                replace_units, restore, restore_text, strip_instructor_readme,
-                                strip_instructor_targets, strip_markers, stub_out, write_tarball)
+from tools.make_handout import (BONUS_FIRST, EXCLUDED_DIRS, EXCLUDED_FILES, INSTRUCTOR_ONLY,
+                                MAKEFILE_BEGIN, REPO_ROOT, TASK_ORDER, TASKS_MARKER, Handout,
+                                HandoutError, build, check_imports, check_tree, code_units,
+                                file_regions, find_regions, main, replace_units, restore,
+                                restore_text, strip_instructor_targets, strip_markers,
+                                student_readme, stub_out, write_tarball)
 
 RUBRIC = {"Solution regions": 0, "Handout tree": 0, "Handout behaviour": 0}
 
@@ -135,15 +136,12 @@ def test_notebook_cells_are_stubbed_and_outputs_cleared():
 
 
 @rubric("Solution regions")
-def test_makefile_and_readme_lose_instructor_parts():
+def test_makefile_loses_instructor_targets():
     makefile = ("test:\n\tpytest\n\n" + MAKEFILE_BEGIN + "\nhandout:\n\tpython -m tools.x\n"
                 "# END INSTRUCTOR TARGETS\n\nclean:\n\trm -rf dist\n")
     assert strip_instructor_targets(makefile) == "test:\n\tpytest\n\nclean:\n\trm -rf dist\n"
     with pytest.raises(HandoutError, match="Makefile"):
         strip_instructor_targets(makefile.replace("# END INSTRUCTOR TARGETS\n", ""))
-    readme = ("# Title\n\n## Set-up\nrun it\n\n## For instructors\n### Handout\nsecret\n"
-              "## Instructors: grading\nmore\n## License\nMIT\n")
-    assert strip_instructor_readme(readme) == "# Title\n\n## Set-up\nrun it\n\n## License\nMIT\n"
     phony = ".PHONY: test handout clean\n" + makefile
     assert strip_instructor_targets(phony).splitlines()[0] == ".PHONY: test clean", (
         f"the dropped targets must leave .PHONY too, got {strip_instructor_targets(phony).splitlines()[0]!r}"
@@ -154,6 +152,28 @@ def test_makefile_and_readme_lose_instructor_parts():
         f"{strip_instructor_targets(continued).splitlines()[:2]!r}"
     )
 
+
+
+@rubric("Solution regions")
+def test_readme_task_section_is_replaced_by_the_generated_list():
+    regions = find_regions(SAMPLE, "mytorch/nn/ops.py")
+    readme = ("# Title\n\nIntro.\n\n## Your tasks, in order\n\n" + TASKS_MARKER + "\n"
+              "Instructors: see docs/.\n### Details\nmore for instructors\n\n## Testing\nrun it\n")
+    got = student_readme(readme, regions, {"test_ops"})
+    assert got.startswith("# Title\n\nIntro.\n\n## Your tasks, in order\n"), got[:80]
+    assert got.endswith("\n## Testing\nrun it\n"), f"the sections after the task list must stay: {got[-80:]!r}"
+    for text in ("docs/", "more for instructors", TASKS_MARKER):
+        assert text not in got, f"the placeholder's {text!r} must not reach the handout:\n{got}"
+    for region in regions:
+        assert f"`{region.qualname}`: {region.todo}" in got, f"{region.qualname} missing from:\n{got}"
+    assert got.count("## Your tasks, in order") == 1, got
+    last = student_readme(readme.split("## Testing")[0], regions, set())
+    assert last.endswith(f": {regions[-1].todo}\n"), f"a last section must end the README: {last[-80:]!r}"
+    for broken, why in ((readme.replace(TASKS_MARKER, ""), "exactly once"),
+                        (readme + TASKS_MARKER + "\n", "exactly once"),
+                        (TASKS_MARKER + "\n" + readme.replace(TASKS_MARKER, ""), "heading")):
+        with pytest.raises(HandoutError, match=why):
+            student_readme(broken, regions, set())
 
 def git_repo(root: Path, files: dict[str, str], untracked: dict[str, str]) -> None:
     for path, content in {**files, **untracked}.items():
@@ -169,7 +189,7 @@ def test_build_on_a_synthetic_repository(tmp_path):
               "    # END SOLUTION\n")
     repo = tmp_path / "repo"
     git_repo(repo, files={
-        "README.md": "# Course\n\nIntro.\n\n## For instructors\nhow to grade\n",
+        "README.md": f"# Course\n\nIntro.\n\n## Tasks\n{TASKS_MARKER}\nhow to grade\n",
         "Makefile": f"test:\n\tpytest\n{MAKEFILE_BEGIN}\nhandout:\n\tx\n# END INSTRUCTOR TARGETS\n",
         "DEVELOPERS.md": "internal\n",
         "mytorch/__init__.py": "",
@@ -278,6 +298,28 @@ def test_handout_leaves_out_instructor_files():
                      for p in handout.out.rglob("*") if p.is_file())
     assert on_disk == handout.files
 
+
+@rubric("Handout tree")
+def test_the_readme_has_one_task_list_generated_from_the_regions():
+    handout = repo_handout()
+    readme = (handout.out / "README.md").read_text()
+    assert readme.count("## Your tasks, in order") == 1 and TASKS_MARKER not in readme, (
+        "the handout README must hold the generated task list once, in place of the placeholder")
+    missing = [r.where for r in handout.regions
+               if f"`{r.qualname or 'top-level code'}`: {r.todo}" not in readme]
+    assert not missing, f"the handout README's task list lacks the regions at {missing}"
+    order = list(TASK_ORDER)
+    if BONUS_FIRST in {r.path for r in handout.regions}:
+        bonus = readme.index("**Bonus (0 points)**")
+        before = order[:order.index(BONUS_FIRST)]
+        assert all(readme.index(f"`{path}`\n") < bonus < readme.index(f"`{BONUS_FIRST}`\n")
+                   for path in before), "the bonus note must sit between the main tasks and the bonus"
+    source = (REPO_ROOT / "README.md").read_text()
+    assert source.count(TASKS_MARKER) == 1, f"README.md must hold {TASKS_MARKER!r} once"
+    tables = [line for line in source.splitlines() if line.lstrip().startswith("|")
+              and ("tests.test_" in line or any(path in line for path in TASK_ORDER))]
+    assert not tables, ("README.md must not list the tasks by hand (make handout generates the "
+                        f"list): found the table rows {tables[:3]}")
 
 def plain_text(path: str, text: str) -> str:
     """What a reader sees in a file: for a notebook, its cells' sources rather than JSON."""

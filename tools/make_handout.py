@@ -7,8 +7,8 @@ Writes ``dist/handout/`` and ``dist/handout.tar.gz`` from the git-tracked files 
   <function>: <TODO text>")`` at the region's indentation, the TODO comment kept above it;
 * what only instructors get is left out (:data:`EXCLUDED_DIRS`, :data:`EXCLUDED_FILES`, files whose
   first line is :data:`INSTRUCTOR_ONLY`), the Makefile loses its instructor targets, notebooks lose
-  their outputs, and README.md loses its instructors section and gains the students' task list,
-  generated from the regions found;
+  their outputs, and README.md's task-list section (the one holding :data:`TASKS_MARKER`) is filled
+  with the students' task list, generated from the regions found;
 * the result is checked: no marker survives, every ``.py`` file and notebook cell compiles, and
   every module of ``mytorch`` and ``hw4lib`` imports in a fresh interpreter started in the handout.
 
@@ -41,6 +41,9 @@ END_MARK = "# END SOLUTION"
 INSTRUCTOR_ONLY = "# hw4p1: instructor-only"
 MAKEFILE_BEGIN = "# BEGIN INSTRUCTOR TARGETS"
 MAKEFILE_END = "# END INSTRUCTOR TARGETS"
+# The line of README.md whose section (its "## " heading up to the next one) the handout replaces by
+# the generated task list; the README holds no other task list.
+TASKS_MARKER = "<!-- make handout: the task list -->"
 
 # Top-level paths (directories end with "/") that only instructors get, or that are built locally.
 EXCLUDED_DIRS = ("autograder/", "tools/", "bench/", ".ci/", "docs/", "hw4_data/hw4p1_data/",
@@ -53,6 +56,7 @@ TEXT_SUFFIXES = {".py", ".md", ".txt", ".yaml", ".yml", ".ini", ".cfg", ".toml",
 
 # The order students implement the files in, and the test modules that check each one (what the
 # notebook's matching cell runs). A file with regions missing here is listed last in the README.
+# The bonus track starts at BONUS_FIRST.
 TASK_ORDER: dict[str, tuple[str, ...]] = {
     "mytorch/nn/linear.py": ("test_mytorch",),
     "mytorch/nn/activation.py": ("test_mytorch",),
@@ -79,6 +83,7 @@ TASK_ORDER: dict[str, tuple[str, ...]] = {
     "mytorch/nn/transformer.py": ("test_mytorch_lm",),
     "mytorch/optim/adamw.py": ("test_mytorch_lm",),
 }
+BONUS_FIRST = "mytorch/nn/embedding.py"
 IMPORT_PACKAGES = ("mytorch", "hw4lib", "datagen")
 
 
@@ -397,19 +402,6 @@ def strip_instructor_targets(makefile: str) -> str:
     return "".join(kept)
 
 
-def strip_instructor_readme(readme: str) -> str:
-    """README.md without its instructors section: from the first ``## `` heading that mentions
-    instructors up to the next ``## `` heading that does not (or the end)."""
-    lines = readme.splitlines(keepends=True)
-    out, skipping = [], False
-    for line in lines:
-        if line.startswith("## "):
-            skipping = "instructor" in line.lower()
-        if not skipping:
-            out.append(line)
-    return "".join(out).rstrip("\n") + "\n"
-
-
 def task_section(regions: list[Region], handout_tests: set[str]) -> str:
     """The students' README section: every stub, grouped by file in working order, with the test
     command of each file (only test modules that exist in the handout are named)."""
@@ -421,14 +413,15 @@ def task_section(regions: list[Region], handout_tests: set[str]) -> str:
     out = [
         "## Your tasks, in order\n\n",
         "Each task below is a `raise NotImplementedError(...)` line in the handout, under a "
-        "`# TODO:` comment\nthat says what goes there; the docstring above it gives the shapes "
-        "and hints. Work from top to\nbottom (later parts use earlier ones) and run the file's "
-        "test after each one. Every test module also\nruns alone, as the notebook does: "
-        "`python -m tests.test_<name>` prints a report per rubric category,\nand a failure names "
-        "the file and function still missing. `make test` passes only once everything is\n"
-        "done.\n",
+        "`# TODO:` comment\nthat says what goes there; the docstring above it gives the shapes, "
+        "the dtypes and the hints: read\nit whole first. Work from top to bottom (later parts use "
+        "earlier ones) and run the file's test\nafter each task.\n",
     ]
     for number, path in enumerate(known + others, start=1):
+        if path == BONUS_FIRST:
+            out.append("\n**Bonus (0 points)**: the files below rebuild the whole model in numpy, "
+                       "on top of your\nattention stack and checked against your PyTorch model: "
+                       "finish the tasks above first.\n")
         tests = [t for t in TASK_ORDER.get(path, ()) if t in handout_tests]
         command = (", ".join(f"`python -m tests.{t}`" for t in tests) if tests
                    else "`make test`")
@@ -441,13 +434,24 @@ def task_section(regions: list[Region], handout_tests: set[str]) -> str:
 
 
 def student_readme(readme: str, regions: list[Region], handout_tests: set[str]) -> str:
-    """The handout README: the repo's README for students, a pointer to the task list under its
-    title, and the task list generated from the regions at the end."""
-    lines = strip_instructor_readme(readme).splitlines(keepends=True)
-    pointer = ["\n", "> This is the student handout: the parts you write are listed under "
-               "[Your tasks, in order](#your-tasks-in-order) at the end.\n"]
-    at = 1 if lines and lines[0].startswith("# ") else 0
-    return "".join(lines[:at] + pointer + lines[at:]) + "\n" + task_section(regions, handout_tests)
+    """The handout README: the repo's README with the section that holds :data:`TASKS_MARKER`
+    (from its ``## `` heading up to the next ``## `` heading, or the end) replaced by
+    :func:`task_section`. What that section says in the repo is for instructors only."""
+    lines = readme.splitlines(keepends=True)
+    marks = [i for i, line in enumerate(lines) if line.strip() == TASKS_MARKER]
+    if len(marks) != 1:
+        raise HandoutError(f"README.md must hold the line {TASKS_MARKER!r} exactly once, under the "
+                           f"heading of the section the task list replaces; found it {len(marks)} "
+                           "times")
+    headings = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    start = max((i for i in headings if i < marks[0]), default=None)
+    if start is None:
+        raise HandoutError(f"README.md:{marks[0] + 1}: {TASKS_MARKER!r} must sit under a '## ' "
+                           "heading: that section is what the task list replaces")
+    end = min((i for i in headings if i > marks[0]), default=len(lines))
+    after = "".join(lines[end:])
+    return ("".join(lines[:start]) + task_section(regions, handout_tests)
+            + ("\n" + after if after else ""))
 
 
 # ----------------------------------------------------------------------------------------------
