@@ -9,8 +9,9 @@ A trainer owns one run folder ``<training.expts_dir>/<run_name>/``::
     attn/              attention-map PNGs
     text/              generated samples (JSON)
 
-Subclasses implement ``train``, ``evaluate`` and ``generate``; everything that only writes files
-or restores state lives here, so the student-facing subclass stays about the learning itself.
+Subclasses implement ``train``, ``evaluate`` and ``generate``; everything that only writes files,
+restores state or steps the schedule lives here, so the student-facing subclass stays about the
+learning itself.
 
 The extras of an epoch (curves, attention maps, samples, wandb) go through :meth:`BaseTrainer._run_extra`:
 a failure in one of them is reported in one line and training goes on. The metrics JSON and the

@@ -25,10 +25,8 @@ from .metrics import evaluate_language_model, language_model_metrics, safe_exp
 class LMTrainer(BaseTrainer):
     """Trains a ``DecoderOnlyTransformer`` to predict the next token, and evaluates it.
 
-    The ``training:`` config section drives it: ``epochs``, ``gradient_accumulation_steps`` (batches
-    per optimizer update), ``grad_clip_norm`` (0 disables clipping), ``precision`` (auto, fp32,
-    bf16 or fp16: see precision.py), ``label_smoothing``, ``samples_every`` (greedy samples on the
-    validation set every that many epochs; 0 disables), ``progress_bar``.
+    The ``training:`` config section drives it (each key's meaning and default: ``Training`` in
+    hw4lib/config.py; the precision: precision.py).
 
     Usage (what ``hw4lib.train`` and the notebook do)::
 
@@ -134,11 +132,8 @@ class LMTrainer(BaseTrainer):
         validation ``ce_loss_char``), metrics JSON and curves, an attention map, greedy samples
         every ``samples_every`` epochs, then the checkpoints: ``best`` when the validation
         ``perplexity_char`` improved, ``last`` always. The checkpoints are written last, so the
-        RNG state they hold is exactly the one the next epoch starts from.
-
-        The curves, the attention map and the samples are extras: a failure in one is reported in
-        one line and training goes on. The samples take as many prompts as the validation split
-        can give (see generation_settings.py).
+        RNG state they hold is exactly the one the next epoch starts from. The curves, the map and
+        the samples are extras that never end a run (see base_trainer.py).
 
         Raises:
             NonFiniteLossError: a loss became NaN/inf; the checkpoints of the last good epoch stay.
