@@ -37,7 +37,7 @@ from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.train import build_loader
 from hw4lib.trainers.base_trainer import write_json
-from hw4lib.trainers.lm_trainer import evaluate_language_model
+from hw4lib.trainers.metrics import evaluate_language_model
 
 HIDDEN_TEXT_FILE = "test.txt"  # inside the hidden-set folder: one transcript per line
 HIDDEN_PARTITION = "test"

@@ -39,7 +39,7 @@ from hw4lib.data import H4Tokenizer, LengthBucketBatchSampler, LMDataset
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers import LMTrainer, NonFiniteLossError
 from hw4lib.trainers.base_trainer import CHECKPOINT_BEST, write_json
-from hw4lib.trainers.lm_trainer import generation_configs
+from hw4lib.trainers.generation_settings import generation_configs
 from hw4lib.utils import create_optimizer, create_scheduler, plot_lr_schedule
 
 __all__ = ["ConfigError", "LengthBucketBatchSampler", "load_config", "validate_config", "set_seed",

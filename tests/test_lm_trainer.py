@@ -402,7 +402,7 @@ def _expected_generations(model, loader, settings):
 
 @rubric("LMTrainer")
 def test_evaluate_scores_the_test_loader_and_generates_with_each_strategy(tmp_path):
-    from hw4lib.trainers.lm_trainer import generation_configs
+    from hw4lib.trainers.generation_settings import generation_configs
 
     torch.manual_seed(0)
     model = TableLM()

@@ -429,7 +429,7 @@ def test_trained_float32_weights_give_torchs_perplexity_and_greedy_tokens(tmp_pa
     to 4 decimals and greedy decoding through SequenceGenerator yields the same tokens."""
     from hw4lib.decoding import SequenceGenerator
     from hw4lib.train import build_datasets, build_loaders, build_model, build_tokenizer, set_seed
-    from hw4lib.trainers.lm_trainer import evaluate_language_model
+    from hw4lib.trainers.metrics import evaluate_language_model
     from hw4lib.utils import create_optimizer
     from hw4lib.utils.numpy_twin import evaluate_numpy_model, numpy_model_from_state, numpy_score_fn
 

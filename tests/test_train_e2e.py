@@ -128,7 +128,7 @@ def test_tiny_run_end_to_end_is_complete_deterministic_and_gradable(tmp_path):
     from hw4lib.data import H4Tokenizer, LMDataset
     from hw4lib.model import DecoderOnlyTransformer
     from hw4lib.train import run
-    from hw4lib.trainers.lm_trainer import evaluate_language_model
+    from hw4lib.trainers.metrics import evaluate_language_model
 
     _write_corpus(tmp_path / "data", train_chars=60_000)
     config = _tiny_config()

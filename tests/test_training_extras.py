@@ -100,7 +100,7 @@ def _lines(text: str, prefix: str) -> list[str]:
 @rubric("Samples fit the split")
 def test_fit_prompt_request_matches_a_brute_force_count():
     from hw4lib.data import LMDataset
-    from hw4lib.trainers.lm_trainer import fit_prompt_request
+    from hw4lib.trainers.generation_settings import fit_prompt_request
 
     class Lengths:
         """Only what sample_prompts reads: transcripts of the given token counts."""

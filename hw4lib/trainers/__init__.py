@@ -1,5 +1,8 @@
-"""Trainers: the run-folder bookkeeping (BaseTrainer) and the language-model trainer (LMTrainer)."""
+"""Trainers: the run-folder bookkeeping (BaseTrainer), the language-model trainer (LMTrainer) and
+the metric they report (evaluate_language_model, in metrics.py)."""
+from ._checks import NonFiniteLossError
 from .base_trainer import BaseTrainer
-from .lm_trainer import LMTrainer, NonFiniteLossError, evaluate_language_model
+from .lm_trainer import LMTrainer
+from .metrics import evaluate_language_model
 
 __all__ = ["BaseTrainer", "LMTrainer", "NonFiniteLossError", "evaluate_language_model"]

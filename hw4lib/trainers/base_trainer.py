@@ -9,8 +9,9 @@ A trainer owns one run folder ``<training.expts_dir>/<run_name>/``::
     attn/              attention-map PNGs
     text/              generated samples (JSON)
 
-Subclasses implement ``train``, ``evaluate`` and ``generate``; everything that only writes files
-or restores state lives here, so the student-facing subclass stays about the learning itself.
+Subclasses implement ``train``, ``evaluate`` and ``generate``; everything that only writes files,
+restores state or steps the schedule lives here, so the student-facing subclass stays about the
+learning itself.
 
 The extras of an epoch (curves, attention maps, samples, wandb) go through :meth:`BaseTrainer._run_extra`:
 a failure in one of them is reported in one line and training goes on. The metrics JSON and the
@@ -35,7 +36,9 @@ from torch import nn
 
 from hw4lib.config import training_settings
 from hw4lib.model.fused_attention import attention_weights_off
+from hw4lib.utils.create_lr_scheduler import scheduler_interval
 
+from ._checks import check_finite_loss
 from .precision import precision_name, requested_precision, resolve_precision
 
 CHECKPOINT_BEST = "checkpoint-best-metric-model.pth"
@@ -103,6 +106,14 @@ def atomic_write_bytes(path: Path, write) -> None:
 def write_json(path: Path, payload: Any) -> None:
     """Write ``payload`` as indented JSON, atomically."""
     atomic_write_bytes(path, lambda tmp: tmp.write_text(json.dumps(payload, indent=2) + "\n"))
+
+
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend (no display needed), imported on first use."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
 
 
 class BaseTrainer(ABC):
@@ -184,6 +195,24 @@ class BaseTrainer(ABC):
         plain_is_faster = self.device.type == "cpu" and self.precision == torch.bfloat16
         return nullcontext() if needed or plain_is_faster else attention_weights_off(self.model)
 
+    def _scheduler_interval(self) -> str:
+        """``"step"`` or ``"epoch"``: when ``self.scheduler`` steps (per update without a config)."""
+        section = self.config.get("scheduler")
+        return scheduler_interval(section) if section else "step"
+
+    def _epoch_scheduler_step(self, val_loss: float) -> None:
+        """Step a per-epoch scheduler after validation; a plateau schedule gets ``val_loss``."""
+        if self.scheduler is None or self._scheduler_interval() != "epoch":
+            return
+        if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            self.scheduler.step(val_loss)
+        else:
+            self.scheduler.step()
+
+    def _check_finite(self, loss: torch.Tensor, where: str) -> None:
+        """Stop training on a NaN/inf loss, naming the last good checkpoint (see _checks.py)."""
+        check_finite_loss(loss, where, self.current_epoch, self.checkpoint_dir / CHECKPOINT_LAST)
+
     # ------------------------------------------------------------------ logging
 
     def _run_extra(self, what: str, action: Callable[[], Any]) -> Any:
@@ -228,10 +257,7 @@ class BaseTrainer(ABC):
 
     def _plot_curves(self) -> None:
         """Draw loss.png and perplexity.png (train vs val, per epoch) from ``self.history``."""
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         epochs = [record["epoch"] for record in self.history]
         for stem, key, ylabel in (("loss", "ce_loss_char", "cross-entropy per character (nats)"),
                                   ("perplexity", "perplexity_char", "perplexity per character")):
@@ -250,10 +276,7 @@ class BaseTrainer(ABC):
 
     def _save_attention_plot(self, attn: torch.Tensor, epoch: int, name: str) -> Path:
         """Save one (T, T) attention map as ``attn/<name>_epoch<epoch>.png``."""
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         if attn.dim() != 2:
             raise ValueError(f"expected a (T, T) attention map, got shape {tuple(attn.shape)}")
         path = self.attn_dir / f"{name}_epoch{epoch:03d}.png"

@@ -1,150 +1,32 @@
 """Training, evaluation and generation for the decoder-only language model.
 
-The evaluation metric
----------------------
-:func:`evaluate_language_model` defines the numbers every run reports and the autograder checks.
-Over a loader of ``(padded_shifted, padded_golden, lengths)`` batches it sums the next-token
-negative log-likelihood, in nats, of every non-pad target (each transcript's ``[EOS]`` included):
-
-    NLL = - sum over transcripts s, positions t < len(s) of  log p(golden[s, t] | shifted[s, :t+1])
-
-and divides it by two different counts:
-
-    ce_loss_token = NLL / (number of targets)              perplexity_token = exp(ce_loss_token)
-    ce_loss_char  = NLL / (characters of the transcripts)  perplexity_char  = exp(ce_loss_char)
-
-The per-token numbers depend on the tokenizer (a 10k-word vocabulary has fewer, harder targets than
-a character one); the per-character numbers do not, so ``perplexity_char`` compares models across
-tokenizers, and it is the one the pass mark is set on. Every target is scored with plain
-cross-entropy (no label smoothing) in float32, in eval mode.
+The metric every run reports is defined in metrics.py (:func:`evaluate_language_model`); the
+settings of each decoding run come from generation_settings.py; the checks and the run folder's
+bookkeeping (checkpoints, plots, logging) live in _checks.py and base_trainer.py.
 """
 from __future__ import annotations
 
-import math
 import time
-from typing import Any, Iterable
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
 from hw4lib.config import GENERATION_DEFAULTS
 from hw4lib.decoding import SequenceGenerator
-from hw4lib.model.fused_attention import attention_weights_off
-from hw4lib.utils.create_lr_scheduler import scheduler_interval
 
+from ._checks import check_generation_method, check_ready_to_train
 from .base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST, BaseTrainer, write_json
-
-EPOCH_SAMPLES = 3            # greedy continuations of validation prompts after an epoch
-
-
-class NonFiniteLossError(FloatingPointError):
-    """Raised when a loss becomes NaN or infinite; training stops and keeps its last good checkpoint."""
-
-
-def language_model_metrics(total_nll: float, total_tokens: int, total_chars: int) -> dict[str, float]:
-    """The four metrics from a summed NLL (nats) and its two denominators (see the module docstring)."""
-    if total_tokens <= 0 or total_chars <= 0:
-        raise ValueError(f"cannot average over {total_tokens} targets and {total_chars} characters")
-    ce_token, ce_char = total_nll / total_tokens, total_nll / total_chars
-    return {"ce_loss_token": ce_token, "ce_loss_char": ce_char,
-            "perplexity_token": _safe_exp(ce_token), "perplexity_char": _safe_exp(ce_char),
-            "num_tokens": int(total_tokens), "num_chars": int(total_chars)}
-
-
-def _safe_exp(value: float) -> float:
-    """exp that returns inf instead of raising OverflowError for a diverged loss."""
-    return math.exp(value) if value < 700 else math.inf
-
-
-@torch.no_grad()
-def evaluate_language_model(model: nn.Module, loader: Iterable, device: str | torch.device,
-                            total_chars: int | None = None) -> dict[str, float]:
-    """Score ``model`` on every batch of ``loader``; the metric the trainer and the grader share.
-
-    Args:
-        model: maps ``(padded_shifted (N, T) int64, lengths (N,) int64)`` to ``(logits (N, T, K),
-            attention dict)``, like ``DecoderOnlyTransformer``. Evaluated in eval mode; its
-            train/eval mode is restored afterwards.
-        loader: yields ``(padded_shifted, padded_golden, lengths)``; only the first ``lengths[i]``
-            positions of row i are targets, so the pad id does not matter here.
-        device: where to run the model.
-        total_chars: characters of the transcripts the loader covers; by default
-            ``loader.dataset.total_chars`` (an ``LMDataset``).
-
-    Returns:
-        ``{"ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char", "num_tokens",
-        "num_chars"}``; losses in nats (see the module docstring for the exact definitions).
-    """
-    if total_chars is None:
-        total_chars = getattr(getattr(loader, "dataset", None), "total_chars", None)
-        if total_chars is None:
-            raise ValueError("evaluate_language_model: pass total_chars, or a loader whose dataset "
-                             "has a total_chars attribute (an LMDataset)")
-    was_training = model.training
-    model.eval()
-    total_nll = torch.zeros((), dtype=torch.float64)
-    total_tokens = 0
-    try:
-        with attention_weights_off(model):  # nobody reads them: the fused attention path
-            for padded_shifted, padded_golden, lengths in loader:
-                padded_shifted, padded_golden = padded_shifted.to(device), padded_golden.to(device)
-                lengths = lengths.to(device)
-                logits, _ = model(padded_shifted, lengths)
-                positions = torch.arange(padded_golden.size(1), device=device)
-                is_target = positions.unsqueeze(0) < lengths.unsqueeze(1)              # (N, T)
-                nll = F.cross_entropy(logits.float().transpose(1, 2), padded_golden, reduction="none")
-                total_nll += nll[is_target].sum(dtype=torch.float64).cpu()
-                total_tokens += int(is_target.sum())
-    finally:
-        model.train(was_training)
-    return language_model_metrics(float(total_nll), total_tokens, int(total_chars))
-
-
-def generation_configs(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The named generation settings of a config: ``{"greedy": {...}, "beam": {...}, ...}``.
-
-    ``config["generation"]`` holds shared keys (``num_samples``, ``prompt_length``, ``seed``,
-    ``max_length``) and one sub-dict per strategy; each strategy's keys override the shared ones
-    and its ``method`` defaults to the sub-dict's name.
-    """
-    section = config.get("generation") or {}
-    shared = shared_generation_settings(config)
-    return {name: {**shared, "method": name, **options}
-            for name, options in section.items() if isinstance(options, dict)}
-
-
-def fit_prompt_request(dataset, num_samples: int, prompt_length: int, seed: int) -> tuple[int, int]:
-    """The largest ``(num_samples, prompt_length)``, each at most the one asked, that ``dataset`` can give.
-
-    More prompts come before longer ones; ``(0, 0)`` when no transcript is long enough for any
-    prompt. The answer comes from ``dataset.sample_prompts`` itself (it raises ValueError when it
-    cannot draw), so which transcripts can give a prompt is decided in one place only.
-    """
-    for count in range(num_samples, 0, -1):
-        for length in range(prompt_length, 0, -1):
-            try:
-                dataset.sample_prompts(count, length, seed=seed)
-            except ValueError:
-                continue
-            return count, length
-    return 0, 0
-
-
-def shared_generation_settings(config: dict[str, Any]) -> dict[str, Any]:
-    """``GENERATION_DEFAULTS`` updated with the non-strategy keys of ``config["generation"]``."""
-    section = config.get("generation") or {}
-    return {**GENERATION_DEFAULTS, **{k: v for k, v in section.items() if not isinstance(v, dict)}}
+from .generation_settings import epoch_sample_settings, generation_configs
+from .metrics import evaluate_language_model, language_model_metrics, safe_exp
 
 
 class LMTrainer(BaseTrainer):
     """Trains a ``DecoderOnlyTransformer`` to predict the next token, and evaluates it.
 
-    The ``training:`` config section drives it: ``epochs``, ``gradient_accumulation_steps`` (batches
-    per optimizer update), ``grad_clip_norm`` (0 disables clipping), ``precision`` (auto, fp32,
-    bf16 or fp16: see ``hw4lib/trainers/precision.py``), ``label_smoothing``, ``samples_every`` (greedy samples on the validation set every
-    that many epochs; 0 disables), ``progress_bar``.
+    The ``training:`` config section drives it (each key's meaning and default: ``Training`` in
+    hw4lib/config.py; the precision: precision.py).
 
     Usage (what ``hw4lib.train`` and the notebook do)::
 
@@ -213,7 +95,7 @@ class LMTrainer(BaseTrainer):
             total_nll += loss.item() * batch_tokens
             total_tokens += batch_tokens
             running = total_nll / total_tokens
-            progress.set_postfix(loss=f"{running:.3f}", ppl_tok=f"{_safe_exp(running):.2f}",
+            progress.set_postfix(loss=f"{running:.3f}", ppl_tok=f"{safe_exp(running):.2f}",
                                  lr=f"{self.optimizer.param_groups[0]['lr']:.2e}", refresh=False)
             if batch_index + 1 == len(dataloader) and attention:
                 last_layer = list(attention.values())[-1]  # keys are in layer order
@@ -250,22 +132,18 @@ class LMTrainer(BaseTrainer):
         validation ``ce_loss_char``), metrics JSON and curves, an attention map, greedy samples
         every ``samples_every`` epochs, then the checkpoints: ``best`` when the validation
         ``perplexity_char`` improved, ``last`` always. The checkpoints are written last, so the
-        RNG state they hold is exactly the one the next epoch starts from.
-
-        The curves, the attention map and the samples are extras: a failure in one is reported in
-        one line and training goes on. The samples take as many prompts as the validation split
-        can give (see :func:`fit_prompt_request`).
+        RNG state they hold is exactly the one the next epoch starts from. The curves, the map and
+        the samples are extras that never end a run (see base_trainer.py).
 
         Raises:
             NonFiniteLossError: a loss became NaN/inf; the checkpoints of the last good epoch stay.
         """
-        if self.optimizer is None:
-            raise RuntimeError("set trainer.optimizer (and trainer.scheduler) before calling train()")
+        check_ready_to_train(self.optimizer)
         samples_every = self.training_config["samples_every"]
         sample_settings = None
         if samples_every:
             sample_settings = self._run_extra("choosing the validation prompts",
-                                              lambda: self._epoch_sample_settings(val_loader.dataset))
+                                              lambda: epoch_sample_settings(self.config, val_loader.dataset))
         for epoch in range(self.current_epoch + 1, epochs + 1):
             start = time.perf_counter()
             # TODO: train_metrics, train_attn = one training epoch on train_loader; then
@@ -275,11 +153,7 @@ class LMTrainer(BaseTrainer):
             val_metrics = self._validate_epoch(val_loader)
             # END SOLUTION
             self._check_finite(torch.tensor(val_metrics["ce_loss_char"]), "validation")
-            if self.scheduler is not None and self._scheduler_interval() == "epoch":
-                if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-                    self.scheduler.step(val_metrics["ce_loss_char"])
-                else:
-                    self.scheduler.step()
+            self._epoch_scheduler_step(val_metrics["ce_loss_char"])
             self.current_epoch = epoch
             elapsed = time.perf_counter() - start
             self._log_metrics({"train": train_metrics, "val": val_metrics,
@@ -321,8 +195,8 @@ class LMTrainer(BaseTrainer):
         generation_results = {name: self.generate(test_loader, settings)
                               for name, settings in generation_configs(self.config).items()}
         # END SOLUTION
-        self._write_run_file("test_metrics.json", test_metrics)
-        self._write_run_file("test_generated_results.json", generation_results)
+        write_json(self.expt_root / "test_metrics.json", test_metrics)
+        write_json(self.expt_root / "test_generated_results.json", generation_results)
         return test_metrics, generation_results
 
     def generate(self, loader, generation_config: dict[str, Any] | None = None) -> list[dict]:
@@ -341,8 +215,7 @@ class LMTrainer(BaseTrainer):
         """
         settings = {**GENERATION_DEFAULTS, **(generation_config or {})}
         method = settings["method"]
-        if method not in ("greedy", "beam", "sample"):
-            raise ValueError(f"generation method must be greedy, beam or sample, got {method!r}")
+        check_generation_method(method)
         prompts, originals = loader.dataset.sample_prompts(
             settings["num_samples"], settings["prompt_length"], seed=settings["seed"])
         max_length = min(int(settings["max_length"]), self.model.max_len)
@@ -375,44 +248,3 @@ class LMTrainer(BaseTrainer):
                                                     skip_special_tokens=True),
                  "score": float(score)}
                 for prompt, original, sequence, score in zip(prompts, originals, sequences, scores)]
-
-    # ------------------------------------------------------------------ helpers
-
-    def _epoch_sample_settings(self, dataset) -> dict[str, Any] | None:
-        """Greedy settings for the per-epoch samples, cut down to what ``dataset`` can give.
-
-        Says so in one line when it had to take fewer or shorter prompts; None when it can take none.
-        """
-        settings = {**shared_generation_settings(self.config), "method": "greedy",
-                    "num_samples": EPOCH_SAMPLES}
-        asked = (settings["num_samples"], settings["prompt_length"])
-        count, length = fit_prompt_request(dataset, *asked, seed=settings["seed"])
-        split = getattr(dataset, "partition", "validation")
-        if not count:
-            print(f"note: no {split} transcript is long enough for a prompt; no samples during training",
-                  flush=True)
-            return None
-        if (count, length) != asked:
-            fewer = f"{count} of the {asked[0]}" if count < asked[0] else f"{count}"
-            shorter = f" (prompt length {length} instead of {asked[1]})" if length < asked[1] else ""
-            print(f"note: the {split} split gives {fewer} prompts{shorter} for the samples after each "
-                  f"epoch; training goes on with those", flush=True)
-        return {**settings, "num_samples": count, "prompt_length": length}
-
-    def _scheduler_interval(self) -> str:
-        section = self.config.get("scheduler")
-        return scheduler_interval(section) if section else "step"
-
-    def _check_finite(self, loss: torch.Tensor, where: str) -> None:
-        """Stop training on a NaN/inf loss with a message saying what to do next."""
-        if torch.isfinite(loss).all():
-            return
-        last = self.checkpoint_dir / CHECKPOINT_LAST
-        kept = (f"the last good checkpoint (epoch {self.current_epoch}) is {last}"
-                if last.is_file() else "no checkpoint was written yet")
-        raise NonFiniteLossError(
-            f"loss became {loss.item()} in epoch {self.current_epoch + 1}, {where}; training stopped "
-            f"and {kept}. Lower optimizer.lr, enable training.grad_clip_norm or add warm-up.")
-
-    def _write_run_file(self, name: str, payload: Any) -> None:
-        write_json(self.expt_root / name, payload)

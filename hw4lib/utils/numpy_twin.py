@@ -10,7 +10,7 @@ or the decoding code lives here::
 
     losses = train_numpy(model, torch_model, config, batches, train_loader, tokenizer.pad_id)
 
-The metrics follow :func:`hw4lib.trainers.lm_trainer.evaluate_language_model` exactly (summed
+The metrics follow :func:`hw4lib.trainers.metrics.evaluate_language_model` exactly (summed
 next-token NLL over every non-pad target, divided by the tokens and by the characters), and the
 training step follows ``LMTrainer``'s (cross-entropy ignoring the pad id, clipping, the config's
 AdamW parameter groups and learning-rate schedule).
@@ -25,7 +25,7 @@ import torch
 import yaml
 
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE
-from hw4lib.trainers.lm_trainer import language_model_metrics
+from hw4lib.trainers.metrics import language_model_metrics
 from hw4lib.utils.create_lr_scheduler import scheduler_interval, simulate_lr_schedule
 from hw4lib.utils.create_optimizer import build_param_groups, create_optimizer
 from hw4lib.utils.handin import BEST_CHECKPOINT
