@@ -35,6 +35,7 @@ import yaml
 from torch import nn
 
 from hw4lib.config import training_settings
+from hw4lib.handin_format import CONFIG_FILE, MODEL_ARCH_FILE
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
 
@@ -43,6 +44,8 @@ from .precision import precision_name, requested_precision, resolve_precision
 
 CHECKPOINT_BEST = "checkpoint-best-metric-model.pth"
 CHECKPOINT_LAST = "checkpoint-last-epoch-model.pth"
+CHECKPOINT_DIR = "checkpoints"                          # inside the run folder
+BEST_CHECKPOINT = f"{CHECKPOINT_DIR}/{CHECKPOINT_BEST}"  # relative to the run folder (make handin)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -152,15 +155,15 @@ class BaseTrainer(ABC):
         self.history: list[dict[str, Any]] = []
 
         self.expt_root = Path(self.training_config["expts_dir"]) / run_name
-        self.checkpoint_dir = self.expt_root / "checkpoints"
+        self.checkpoint_dir = self.expt_root / CHECKPOINT_DIR
         self.metrics_dir = self.expt_root / "metrics"
         self.attn_dir = self.expt_root / "attn"
         self.text_dir = self.expt_root / "text"
         for folder in (self.checkpoint_dir, self.metrics_dir, self.attn_dir, self.text_dir):
             folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(self.expt_root / "config.yaml",
+        atomic_write_bytes(self.expt_root / CONFIG_FILE,
                            lambda tmp: tmp.write_text(yaml.safe_dump(config, sort_keys=False)))
-        atomic_write_bytes(self.expt_root / "model_arch.txt",
+        atomic_write_bytes(self.expt_root / MODEL_ARCH_FILE,
                            lambda tmp: tmp.write_text(describe_model(self.model)))
         self.wandb_run = self._run_extra("starting wandb (the run goes on without it)", self._init_wandb)
 

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from hw4lib.config import GENERATION_DEFAULTS
 from hw4lib.decoding import SequenceGenerator
+from hw4lib.handin_format import GENERATIONS_FILE, METRICS_FILE
 
 from ._checks import check_generation_method, check_ready_to_train
 from .base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST, BaseTrainer, write_json
@@ -195,8 +196,8 @@ class LMTrainer(BaseTrainer):
         generation_results = {name: self.generate(test_loader, settings)
                               for name, settings in generation_configs(self.config).items()}
         # END SOLUTION
-        write_json(self.expt_root / "test_metrics.json", test_metrics)
-        write_json(self.expt_root / "test_generated_results.json", generation_results)
+        write_json(self.expt_root / METRICS_FILE, test_metrics)
+        write_json(self.expt_root / GENERATIONS_FILE, generation_results)
         return test_metrics, generation_results
 
     def generate(self, loader, generation_config: dict[str, Any] | None = None) -> list[dict]:

@@ -33,9 +33,7 @@ from hw4lib.config import ConfigError, training_settings, validate_untrusted
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR,
                                   RUN_FILES, STATE_DICT_FILE, is_mytorch_source, size_limit)
-from hw4lib.trainers.base_trainer import CHECKPOINT_BEST
-
-BEST_CHECKPOINT = f"checkpoints/{CHECKPOINT_BEST}"  # inside the run folder
+from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
 EXPTS_DIR = training_settings({})["expts_dir"]  # where runs are, unless their config moved them
 REQUIRED_METRICS = ("ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char")
 
