@@ -187,8 +187,11 @@ def test_oversize_duplicate_and_excess_members_are_skipped(tmp_path):
 
     many = [regular(f"handin/mytorch/m{i}.py") for i in range(handin_format.MAX_MEMBERS + 5)]
     result = extract_handin(write_tar(tmp_path / "many.tar", many), tmp_path / "many")
-    assert len(result.files) == handin_format.MAX_MEMBERS
-    assert any("more than" in note for note in result.notes)
+    assert len(result.files) == handin_format.MAX_MEMBERS, (
+        f"expected the first {handin_format.MAX_MEMBERS} members, got {len(result.files)}")
+    assert any("more than" in note for note in result.notes), (
+        f"expected a note saying the archive holds more than {handin_format.MAX_MEMBERS} members, "
+        f"got {result.notes}")
 
 
 @rubric_category("Handin extraction")
@@ -428,7 +431,9 @@ def test_evaluation_batches_bound_attention_and_feed_forward_activations():
         batches = list(loader.batch_sampler)
         assert sorted(i for batch in batches for i in batch) == list(range(len(lengths))), (
             "every transcript must be evaluated exactly once")
-        assert max(map(len, batches)) <= grade_model.MAX_BATCH_SIZE
+        assert max(map(len, batches)) <= grade_model.MAX_BATCH_SIZE, (
+            f"{num_heads} heads: expected batches of at most {grade_model.MAX_BATCH_SIZE}, "
+            f"got one of {max(map(len, batches))}")
         for batch in batches:
             longest = max(lengths[i] for i in batch)
             largest = len(batch) * longest * max(num_heads * longest, width)
@@ -452,8 +457,11 @@ def test_what_make_handin_packs_the_grader_extracts_whole(tmp_path):
                     reported_ppl=3.0)
     members = pack(student, "run", student / "handin.tar")
     result = extract_handin(student / "handin.tar", tmp_path / "out")
-    assert not result.notes, result.notes
-    assert {f"handin/{name}" for name in result.files} == {name for name, _ in members}
+    assert not result.notes, f"expected a packed handin to extract with no note, got {result.notes}"
+    packed, extracted = {name for name, _ in members}, {f"handin/{name}" for name in result.files}
+    assert extracted == packed, (
+        f"expected every packed member extracted; packed only: {sorted(packed - extracted)}, "
+        f"extracted only: {sorted(extracted - packed)}")
     largest = (handin_format.MAX_STATE_DICT_BYTES + handin_format.MAX_MYTORCH_BYTES
                + len(handin_format.RUN_FILES) * handin_format.MAX_RUN_FILE_BYTES
                + handin_format.MAX_MEMBERS * 2 * 512)  # a header and padding per member
@@ -1146,7 +1154,9 @@ def test_autograde_tar_ships_the_shared_handin_format(tmp_path):
     files = import_without_site_packages(tmp_path / "autograde", (
         "hw4lib.handin_format", "autograder.rubric", "autograder.safe_tar"))
     assert Path(files["hw4lib.handin_format"]).read_bytes() == (
-        REPO_ROOT / "hw4lib/handin_format.py").read_bytes()
+        REPO_ROOT / "hw4lib/handin_format.py").read_bytes(), (
+        f"expected the archive to ship hw4lib/handin_format.py unchanged, got a different "
+        f"{files['hw4lib.handin_format']}")
 
 
 @pytest.mark.slow

@@ -193,7 +193,7 @@ def test_handin_refuses_what_the_grader_would(tmp_path, monkeypatch):
     monkeypatch.setattr(handin_format, "MAX_STATE_DICT_BYTES", state_dict_bytes)
     with pytest.raises(HandinError, match="would hold 7 files, over the grader's limit of 4"):
         pack(tmp_path, out=tmp_path / "second.tar")
-    assert not (tmp_path / "second.tar").exists()
+    assert not (tmp_path / "second.tar").exists(), "a refused handin must leave no second.tar"
 
 
 if __name__ == "__main__":

@@ -153,20 +153,20 @@ def test_makefile_loses_instructor_targets():
     )
 
 
-
 @rubric("Solution regions")
 def test_readme_task_section_is_replaced_by_the_generated_list():
     regions = find_regions(SAMPLE, "mytorch/nn/ops.py")
     readme = ("# Title\n\nIntro.\n\n## Your tasks, in order\n\n" + TASKS_MARKER + "\n"
               "Instructors: see docs/.\n### Details\nmore for instructors\n\n## Testing\nrun it\n")
     got = student_readme(readme, regions, {"test_ops"})
-    assert got.startswith("# Title\n\nIntro.\n\n## Your tasks, in order\n"), got[:80]
+    assert got.startswith("# Title\n\nIntro.\n\n## Your tasks, in order\n"), (
+        f"the text before the task list must stay as it was, got {got[:80]!r}")
     assert got.endswith("\n## Testing\nrun it\n"), f"the sections after the task list must stay: {got[-80:]!r}"
     for text in ("docs/", "more for instructors", TASKS_MARKER):
         assert text not in got, f"the placeholder's {text!r} must not reach the handout:\n{got}"
     for region in regions:
         assert f"`{region.qualname}`: {region.todo}" in got, f"{region.qualname} missing from:\n{got}"
-    assert got.count("## Your tasks, in order") == 1, got
+    assert got.count("## Your tasks, in order") == 1, f"expected one task-list heading, got:\n{got}"
     last = student_readme(readme.split("## Testing")[0], regions, set())
     assert last.endswith(f": {regions[-1].todo}\n"), f"a last section must end the README: {last[-80:]!r}"
     for broken, why in ((readme.replace(TASKS_MARKER, ""), "exactly once"),
@@ -174,6 +174,7 @@ def test_readme_task_section_is_replaced_by_the_generated_list():
                         (TASKS_MARKER + "\n" + readme.replace(TASKS_MARKER, ""), "heading")):
         with pytest.raises(HandoutError, match=why):
             student_readme(broken, regions, set())
+
 
 def git_repo(root: Path, files: dict[str, str], untracked: dict[str, str]) -> None:
     for path, content in {**files, **untracked}.items():
@@ -320,6 +321,7 @@ def test_the_readme_has_one_task_list_generated_from_the_regions():
               and ("tests.test_" in line or any(path in line for path in TASK_ORDER))]
     assert not tables, ("README.md must not list the tasks by hand (make handout generates the "
                         f"list): found the table rows {tables[:3]}")
+
 
 def plain_text(path: str, text: str) -> str:
     """What a reader sees in a file: for a notebook, its cells' sources rather than JSON."""

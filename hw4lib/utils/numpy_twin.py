@@ -25,10 +25,10 @@ import torch
 import yaml
 
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE
+from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
 from hw4lib.trainers.metrics import language_model_metrics
 from hw4lib.utils.create_lr_scheduler import scheduler_interval, simulate_lr_schedule
 from hw4lib.utils.create_optimizer import build_param_groups, create_optimizer
-from hw4lib.utils.handin import BEST_CHECKPOINT
 from mytorch.nn import CrossEntropyLoss, DecoderOnlyTransformer
 from mytorch.optim import AdamW, clip_grad_norm
 
