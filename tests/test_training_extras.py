@@ -221,6 +221,21 @@ def test_wandb_that_cannot_start_or_log_is_reported_and_skipped(tmp_path):
 
 
 @rubric("Generation checked at start")
+def test_an_unknown_generation_method_is_refused_naming_the_choices():
+    from hw4lib.config import DECODING_METHODS
+    from hw4lib.trainers._checks import check_generation_method
+
+    for method in DECODING_METHODS:
+        check_generation_method(method)  # accepted: raises nothing
+    for method in ("top_k", "Greedy", ""):
+        with pytest.raises(ValueError) as error:
+            check_generation_method(method)
+        message = str(error.value)
+        assert repr(method) in message and all(m in message for m in DECODING_METHODS), (
+            f"expected an error naming {method!r} and each of {DECODING_METHODS}, got {message!r}")
+
+
+@rubric("Generation checked at start")
 def test_generation_settings_are_checked_against_the_test_split(tmp_path):
     from hw4lib.data import LMDataset
     from hw4lib.train import ConfigError, check_generation_settings

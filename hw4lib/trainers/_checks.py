@@ -36,4 +36,4 @@ def check_ready_to_train(optimizer) -> None:
 def check_generation_method(method: str) -> None:
     """``method`` must name one of the three searches."""
     if method not in DECODING_METHODS:
-        raise ValueError(f"generation method must be greedy, beam or sample, got {method!r}")
+        raise ValueError(f"generation method must be one of {list(DECODING_METHODS)}, got {method!r}")
