@@ -104,11 +104,7 @@ def create_optimizer(model: nn.Module, opt_config: dict[str, Any] | Optimizer) -
     """
     settings = parse_section(Optimizer, opt_config, "optimizer")
     groups = build_param_groups(model, settings)
-    # The fused kernels update every parameter in one pass; torch's default on a CPU is a Python
-    # loop of small per-parameter operations, which a training step then waits on.
-    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point()
-                for group in groups for p in group["params"])
     if settings.name == "sgd":
-        return torch.optim.SGD(groups, lr=settings.lr, fused=fused, **settings.sgd.model_dump())
+        return torch.optim.SGD(groups, lr=settings.lr, **settings.sgd.model_dump())
     optimizer_cls = torch.optim.Adam if settings.name == "adam" else torch.optim.AdamW
-    return optimizer_cls(groups, lr=settings.lr, fused=fused, **getattr(settings, settings.name).model_dump())
+    return optimizer_cls(groups, lr=settings.lr, **getattr(settings, settings.name).model_dump())
