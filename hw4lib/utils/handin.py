@@ -34,6 +34,7 @@ from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HAN
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR,
                                   RUN_FILES, STATE_DICT_FILE, is_mytorch_source, size_limit)
 from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
+
 EXPTS_DIR = training_settings({})["expts_dir"]  # where runs are, unless their config moved them
 REQUIRED_METRICS = ("ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char")
 
@@ -120,15 +121,16 @@ def mytorch_files(root: Path) -> list[Path]:
     if not (package / "__init__.py").is_file():
         raise HandinError(f"{package}/__init__.py not found: run make handin from the repository "
                           f"root (or pass --root)")
-    files = []
+    files, total = [], 0
     for path in sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts):
         name = path.relative_to(root).as_posix()
         if not is_mytorch_source(name):
             print(f"skipped {name}: not a module name, the grader would not import it")
             continue
-        check_size(path, name, path.stat().st_size)
+        size = path.stat().st_size
+        check_size(path, name, size)
         files.append(path)
-    total = sum(path.stat().st_size for path in files)
+        total += size
     if total > MAX_MYTORCH_BYTES:
         raise HandinError(f"{package} holds {total / 1e6:.1f} MB of .py files, over the grader's "
                           f"{MAX_MYTORCH_BYTES / 1e6:.1f} MB limit for {MYTORCH_DIR}/")
