@@ -6,6 +6,8 @@
    computed (what the trainer ran before), then ``precision: auto`` with the weights computed and
    with the fused attention path; medians of interleaved repeats, so the ratios hold on a busy
    machine (the trainer skips the weights except in bf16 on a CPU, where the plain path is faster);
+   beside it, the same ratio for one layer's matrix products alone: a step's other work (norms,
+   softmax, casts, the optimizer) gains nothing in 16 bits, so the step's ratio stays below it;
 2. training throughput (target tokens per second, forward + backward + AdamW step) of the
    default model, as the trainer runs it, on real batches of the training set (or of a generated
    stand-in corpus when ``make data`` has not run);
@@ -100,6 +102,32 @@ def compare_step_speed(config, vocab_size: int, repeats: int = 5, batch=(32, 200
         median, median_cpu = statistics.median(wall[name]), statistics.median(cpu[name])
         print(f"  {name:>36}: {median:6.2f} s/step {batch[0] * batch[1] / median:>9,.0f} tokens/s "
               f"{base_wall / median:5.2f}x   CPU {median_cpu:6.2f} s/step {base_cpu / median_cpu:5.2f}x")
+    if auto != torch.float32:
+        ceiling = matmul_ceiling(auto, config["model"]["d_model"], config["model"]["d_ff"])
+        print(f"  {'one layer, matrix products only':>36}: {precision_name(auto)} {ceiling:.2f}x faster "
+              "than fp32 (the ceiling of the step ratios above)")
+
+
+def matmul_ceiling(dtype: torch.dtype, d_model: int, d_ff: int, tokens: int = 32 * 200,
+                   repeats: int = 7) -> float:
+    """How many times faster ``dtype`` runs one decoder layer's four linear products than float32.
+
+    The products are q/k/v, the attention output and the two feed-forward linears, each over
+    ``tokens`` rows (a 32 x 200 batch by default): most of a training step's arithmetic. Medians of
+    interleaved repeats of the four products together.
+    """
+    shapes = [(d_model, 3 * d_model), (d_model, d_model), (d_model, d_ff), (d_ff, d_model)]
+    operands = [(torch.randn(tokens, k), torch.randn(k, n)) for k, n in shapes]
+    formats = {torch.float32: operands,
+               dtype: [(left.to(dtype), right.to(dtype)) for left, right in operands]}
+    times = {key: [] for key in formats}
+    for _ in range(repeats + 1):  # the first round warms up
+        for key, products in formats.items():
+            start = time.perf_counter()
+            for left, right in products:
+                left @ right
+            times[key].append(time.perf_counter() - start)
+    return statistics.median(times[torch.float32][1:]) / statistics.median(times[dtype][1:])
 
 
 def measure_training(config, dataset, num_batches: int = 20, warmup_batches: int = 3):
