@@ -22,7 +22,9 @@ import statistics
 import tempfile
 import time
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -84,22 +86,13 @@ def compare_step_speed(config, vocab_size: int, repeats: int = 5, batch=(32, 200
     variants = {"fp32, attention weights computed": (torch.float32, False),
                 f"auto = {precision_name(auto)}, weights computed": (auto, False),
                 f"auto = {precision_name(auto)}, fused attention": (auto, True)}
-    steps = {name: training_step(config, precision, fused, pad_id=0)[1]
+    steps = {name: partial(training_step(config, precision, fused, pad_id=0)[1], fixed_batch)
              for name, (precision, fused) in variants.items()}
-    wall, cpu = {name: [] for name in variants}, {name: [] for name in variants}
-    for step in steps.values():
-        step(fixed_batch)  # warm-up
-    for _ in range(repeats):
-        for name, step in steps.items():
-            start, start_cpu = time.perf_counter(), time.process_time()
-            step(fixed_batch)
-            wall[name].append(time.perf_counter() - start)
-            cpu[name].append(time.process_time() - start_cpu)
+    medians = interleaved_medians(steps, repeats)
     print(f"training step, batch {batch[0]} x {batch[1]} tokens, medians of {repeats} ({reason}); "
           "on a shared machine run with OMP_NUM_THREADS=1 and read the CPU-time ratio:")
-    base_wall, base_cpu = (statistics.median(times[next(iter(variants))]) for times in (wall, cpu))
-    for name in variants:
-        median, median_cpu = statistics.median(wall[name]), statistics.median(cpu[name])
+    base_wall, base_cpu = medians[next(iter(variants))]
+    for name, (median, median_cpu) in medians.items():
         print(f"  {name:>36}: {median:6.2f} s/step {batch[0] * batch[1] / median:>9,.0f} tokens/s "
               f"{base_wall / median:5.2f}x   CPU {median_cpu:6.2f} s/step {base_cpu / median_cpu:5.2f}x")
     if auto != torch.float32:
@@ -120,14 +113,33 @@ def matmul_ceiling(dtype: torch.dtype, d_model: int, d_ff: int, tokens: int = 32
     operands = [(torch.randn(tokens, k), torch.randn(k, n)) for k, n in shapes]
     formats = {torch.float32: operands,
                dtype: [(left.to(dtype), right.to(dtype)) for left, right in operands]}
-    times = {key: [] for key in formats}
-    for _ in range(repeats + 1):  # the first round warms up
-        for key, products in formats.items():
-            start = time.perf_counter()
-            for left, right in products:
-                left @ right
-            times[key].append(time.perf_counter() - start)
-    return statistics.median(times[torch.float32][1:]) / statistics.median(times[dtype][1:])
+    medians = interleaved_medians({key: partial(multiply_all, products) for key, products in formats.items()},
+                                  repeats)
+    return medians[torch.float32][0] / medians[dtype][0]
+
+
+def multiply_all(products: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """``left @ right`` for each pair (the results are dropped: only the time counts)."""
+    for left, right in products:
+        left @ right
+
+
+def interleaved_medians(runs: dict[Any, Callable[[], object]], repeats: int) -> dict[Any, tuple[float, float]]:
+    """{key: (median wall-clock seconds, median CPU seconds of this process)} of each ``run()``.
+
+    Each run is called once to warm up, then the runs take turns ``repeats`` times, so a slow spell
+    of a shared machine falls on all of them alike.
+    """
+    for run in runs.values():
+        run()
+    wall, cpu = {key: [] for key in runs}, {key: [] for key in runs}
+    for _ in range(repeats):
+        for key, run in runs.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            run()
+            wall[key].append(time.perf_counter() - start)
+            cpu[key].append(time.process_time() - start_cpu)
+    return {key: (statistics.median(wall[key]), statistics.median(cpu[key])) for key in runs}
 
 
 def measure_training(config, dataset, num_batches: int = 20, warmup_batches: int = 3):
