@@ -121,21 +121,39 @@ class SequenceGenerator:
         Returns:
             (M, V) float filtered logits.
         """
+        kept, token_ids = self._candidates(logits, temperature, top_k, top_p)
+        if token_ids is None:
+            return kept
+        return torch.full_like(logits, float("-inf")).scatter_(-1, token_ids, kept)
+
+    def _candidates(self, logits: torch.Tensor, temperature: float, top_k: int, top_p: float
+                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The filtered logits of ``_filter_logits``, on the top-k tokens only.
+
+        Sampling from these K columns gives the same distribution as sampling from all V, and
+        with top-k it draws K random numbers per row instead of V.
+
+        Args:
+            logits: (M, V) float.
+        Returns:
+            kept: (M, K) float logits / temperature, best first, ``-inf`` where top-p drops a token.
+            token_ids: (M, K) int64 vocabulary ids of those columns, or None when nothing is
+                filtered (K = V, the columns in vocabulary order).
+        """
         check_sampling(temperature, top_k, top_p)
         logits = logits / temperature
-        if 0 < top_k < logits.size(-1):
-            keep = torch.zeros_like(logits, dtype=torch.bool)
-            keep.scatter_(-1, logits.topk(top_k, dim=-1).indices, True)
-            logits = logits.masked_fill(~keep, float("-inf"))
+        if not 0 < top_k < logits.size(-1):
+            if top_p == 1.0:
+                return logits, None
+            kept, token_ids = logits.sort(dim=-1, descending=True)
+        else:
+            kept, token_ids = logits.topk(top_k, dim=-1)
         if top_p < 1.0:
-            sorted_logits, order = logits.sort(dim=-1, descending=True)
-            sorted_probs = sorted_logits.softmax(dim=-1)
+            probs = kept.softmax(dim=-1)
             # A token is dropped when the more probable tokens before it already reach top_p.
-            mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
-            drop_sorted = mass_before >= top_p
-            drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
-            logits = logits.masked_fill(drop, float("-inf"))
-        return logits
+            mass_before = probs.cumsum(dim=-1) - probs
+            kept = kept.masked_fill(mass_before >= top_p, float("-inf"))
+        return kept, token_ids
 
     # ----------------------------------------------------------------------------------------
     # Searches
@@ -274,10 +292,11 @@ class SequenceGenerator:
         for _ in range(self.max_length - x.size(1)):
             if finished.all():
                 break
-            logits = self._filter_logits(self.score_fn(x), temperature, top_k, top_p)
-            log_probs = torch.log_softmax(logits, dim=-1)
-            next_tokens = torch.multinomial(log_probs.exp(), num_samples=1, generator=generator).squeeze(1)
-            token_scores = log_probs.gather(1, next_tokens.unsqueeze(1)).squeeze(1)
+            kept, token_ids = self._candidates(self.score_fn(x), temperature, top_k, top_p)
+            log_probs = torch.log_softmax(kept, dim=-1)
+            choice = torch.multinomial(log_probs.exp(), num_samples=1, generator=generator)   # (N, 1)
+            token_scores = log_probs.gather(1, choice).squeeze(1)
+            next_tokens = (choice if token_ids is None else token_ids.gather(1, choice)).squeeze(1)
             scores = torch.where(finished, scores, scores + token_scores)
             next_tokens = torch.where(finished, self.tokenizer.pad_id, next_tokens)
             x = torch.cat([x, next_tokens.unsqueeze(1)], dim=1)
