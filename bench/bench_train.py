@@ -32,7 +32,7 @@ import torch
 from hw4lib.data import LMDataset
 from hw4lib.train import build_loader, build_model, build_tokenizer, load_config, set_seed
 from hw4lib.model.fused_attention import attention_weights_off
-from hw4lib.trainers.precision import precision_name, resolve_precision
+from hw4lib.trainers.precision import logits_in_float32, precision_name, resolve_precision
 from hw4lib.utils import create_optimizer
 
 CONFIG = Path("configs/default.yaml")
@@ -61,6 +61,7 @@ def training_step(config, precision: torch.dtype, fused: bool, pad_id: int):
     """
     set_seed(0)
     model = build_model(config, build_tokenizer(config)).train()
+    logits_in_float32(model)
     optimizer = create_optimizer(model, config["optimizer"])
     criterion = torch.nn.CrossEntropyLoss(ignore_index=pad_id)
 

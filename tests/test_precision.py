@@ -4,13 +4,14 @@
 * ``resolve_precision`` picks bf16 only where the hardware has it (the CPU and CUDA capability
   checks are patched, so both CUDA branches are checked on a CPU-only machine), refuses fp16 off
   CUDA, and ``use_amp`` still works as the old name of ``precision``.
-* A bf16 training step stays close to the float32 one (autograd in float32 is the truth), and the
-  trainer's autocast really computes the logits in bf16.
+* A bf16 training step stays close to the float32 one (autograd in float32 is the truth); the
+  trainer's autocast really computes the layers in bf16, and the logits in float32.
 * ``attention_weights_off`` changes neither outputs nor gradients, and the trainer asks for the
   attention weights in the last batch of an epoch only (the one it plots).
 
 Run: ``python -m tests.test_precision`` (or pytest).
 """
+import copy
 from contextlib import nullcontext
 from unittest import mock
 
@@ -116,9 +117,10 @@ class Tokenizer:
         return " ".join(str(i) for i in ids)
 
 
-def make_trainer(tmp_path, precision: str) -> LMTrainer:
+def make_trainer(tmp_path, precision: str, model: nn.Module | None = None) -> LMTrainer:
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB)
+    if model is None:
+        model = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB)
     config = {"training": {"expts_dir": str(tmp_path / "expts"), "precision": precision, "progress_bar": False}}
     trainer = LMTrainer(model, Tokenizer(), config, f"run-{precision}", None, device="cpu")
     trainer.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -133,11 +135,15 @@ def test_bf16_step_is_close_to_float32(tmp_path):
     for precision in ("fp32", "bf16"):
         trainer = make_trainer(tmp_path, precision)
         assert not trainer.scaler.is_enabled(), f"{precision} on CPU must not scale gradients"
+        hidden = []
+        hook = trainer.model.dec_layers[0].ffn.ffn.register_forward_hook(lambda m, args, out: hidden.append(out.dtype))
         with trainer._autocast():
             logits, _ = trainer.model(shifted, lengths)
             loss = trainer.criterion(logits.reshape(-1, VOCAB), golden.reshape(-1))
+        hook.remove()
         expected_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        assert logits.dtype == expected_dtype, f"{precision}: logits should be {expected_dtype}, got {logits.dtype}"
+        assert hidden == [expected_dtype], f"{precision}: the feed-forward network (before the residual add) should output {expected_dtype}, got {hidden}"
+        assert logits.dtype == torch.float32, f"{precision}: logits should be float32, got {logits.dtype}"
         loss.backward()
         losses[precision] = loss.item()
         grads[precision] = torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
@@ -145,6 +151,30 @@ def test_bf16_step_is_close_to_float32(tmp_path):
         f"bf16 loss {losses['bf16']:.4f} should be within 2% of the float32 loss {losses['fp32']:.4f}")
     cosine = torch.nn.functional.cosine_similarity(grads["bf16"], grads["fp32"], dim=0).item()
     assert cosine > 0.99, f"bf16 gradients should point where float32's do (cosine > 0.99), got {cosine:.4f}"
+
+
+@rubric("Mixed-precision step")
+def test_trainer_computes_logits_in_float32_under_bf16(tmp_path):
+    torch.manual_seed(0)
+    reference = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB, weight_tying=True)
+    trainer = make_trainer(tmp_path, "bf16", model=copy.deepcopy(reference))
+    model = trainer.model
+    assert model.final_linear.weight is model.target_embedding.weight, "the tied weight must stay tied"
+    assert list(model.state_dict()) == list(reference.state_dict()), "state-dict names must not change"
+    tokens = torch.randint(3, VOCAB, (4, 9))
+    inputs = []
+    hook = model.final_linear.register_forward_hook(lambda m, args, out: inputs.append(args[0]))
+    with trainer._autocast():
+        logits, _ = model(tokens)
+        bf16_logits = nn.functional.linear(inputs[0], model.final_linear.weight, model.final_linear.bias)
+    hook.remove()
+    expected = nn.functional.linear(inputs[0].float(), model.final_linear.weight, model.final_linear.bias)
+    assert logits.dtype == torch.float32 and torch.allclose(logits, expected, atol=1e-6, rtol=1e-6), (
+        f"under bf16 autocast, final_linear should compute in float32: largest difference from the "
+        f"float32 product {(logits.float() - expected).abs().max().item():.2e}")
+    assert not torch.allclose(bf16_logits.float(), expected, atol=1e-6, rtol=1e-6), \
+        "this check cannot fail: the bf16 product should differ from the float32 one"
+    assert torch.equal(model(tokens)[0], reference(tokens)[0]), "outside autocast nothing may change"
 
 
 @rubric("Fused attention")

@@ -40,7 +40,7 @@ from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
 
 from ._checks import check_finite_loss
-from .precision import precision_name, requested_precision, resolve_precision
+from .precision import logits_in_float32, precision_name, requested_precision, resolve_precision
 
 CHECKPOINT_BEST = "checkpoint-best-metric-model.pth"
 CHECKPOINT_LAST = "checkpoint-last-epoch-model.pth"
@@ -148,6 +148,7 @@ class BaseTrainer(ABC):
         self.precision, reason = resolve_precision(requested_precision(self.training_config), self.device)
         print(f"training precision: {precision_name(self.precision)} ({reason})", flush=True)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == torch.float16)
+        logits_in_float32(self.model)
 
         self.current_epoch = 0      # completed epochs
         self.global_step = 0        # optimizer updates so far
