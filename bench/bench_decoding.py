@@ -8,10 +8,10 @@ same). Each search runs twice per repeat on the same BATCH prompts: with
 ``SequenceGenerator(model.score, ...)``, which re-runs the whole prefix every step, and with
 ``SequenceGenerator.for_model(model, ...)``, which keeps each layer's keys and values. The EOS
 logit's bias is pushed to -1e4 so every sequence generates exactly ``NEW_TOKENS`` tokens. Times
-are medians of REPEATS interleaved runs, in wall-clock seconds and in CPU seconds of this process:
-on a machine shared with other jobs, run it with ``OMP_NUM_THREADS=1`` and read the CPU-time ratio
-(two threads on an overloaded machine spend most of their time waiting for each other). "same
-tokens" and the largest score difference confirm that both generators agreed. Where they did not,
+are medians of REPEATS interleaved runs after a warm-up run of each, in wall-clock seconds and in
+CPU seconds of this process: on a machine shared with other jobs, run it with
+``OMP_NUM_THREADS=1`` and read the CPU-time ratio (two threads on an overloaded machine spend most
+of their time waiting for each other). "same tokens" and the largest score difference confirm that both generators agreed. Where they did not,
 the line names the first differing step and the gap between the two best logits of ``model.score``
 there: a gap near float rounding (about 1e-5 of the logits) is a near-tie that the two summation
 orders break differently, not a cache error (tests/test_kv_cache.py checks exactness).
@@ -21,13 +21,13 @@ orders break differently, not a cache error (tests/test_kv_cache.py checks exact
 """
 from __future__ import annotations
 
-import statistics
-import time
+from functools import partial
 from pathlib import Path
 
 import torch
 import yaml
 
+from bench.timing import interleaved_medians
 from hw4lib.decoding import SequenceGenerator
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
@@ -49,13 +49,6 @@ def load_model_and_tokenizer():
         print(f"model not available ({type(error).__name__}: {error}); nothing measured")
         return None, tokenizer
     return model.eval(), tokenizer
-
-
-def timed(run) -> tuple[float, float, object]:
-    """(wall-clock seconds, CPU seconds of this process) of one call of ``run()``, and its result."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = run()
-    return time.perf_counter() - wall, time.process_time() - cpu, result
 
 
 def main() -> None:
@@ -83,23 +76,15 @@ def main() -> None:
     print(f"{'search':>28} {'uncached s':>11} {'cached s':>9} {'speed-up':>9} {'CPU s':>13} {'CPU speed-up':>13} "
           f"{'cached tokens/s':>16} same tokens (max score diff)")
     with torch.no_grad():
-        model.score(prompts)  # warm-up: first-call allocations stay out of the timings
         for name, search in searches.items():
-            wall = {kind: [] for kind in generators}
-            cpu = {kind: [] for kind in generators}
-            outputs = {}
-            for _ in range(REPEATS):
-                for kind, generator in generators.items():
-                    elapsed, used, outputs[kind] = timed(lambda: search(generator))
-                    wall[kind].append(elapsed)
-                    cpu[kind].append(used)
-            uncached, cached = (statistics.median(wall[kind]) for kind in generators)
-            cpu_uncached, cpu_cached = (statistics.median(cpu[kind]) for kind in generators)
-            score_diff = (outputs["uncached"][1] - outputs["cached"][1]).abs().max().item()
-            print(f"{name:>28} {uncached:>11.2f} {cached:>9.3f} {uncached / cached:>8.1f}x "
-                  f"{cpu_uncached:>6.1f}/{cpu_cached:<6.2f} {cpu_uncached / cpu_cached:>12.1f}x "
-                  f"{BATCH * NEW_TOKENS / cached:>16.0f} "
-                  f"{agreement(model, outputs['uncached'][0], outputs['cached'][0])} ({score_diff:.1e})", flush=True)
+            timings = interleaved_medians({kind: partial(search, generator) for kind, generator in generators.items()},
+                                          REPEATS)
+            uncached, cached = timings["uncached"], timings["cached"]
+            score_diff = (uncached.result[1] - cached.result[1]).abs().max().item()
+            print(f"{name:>28} {uncached.wall:>11.2f} {cached.wall:>9.3f} {uncached.wall / cached.wall:>8.1f}x "
+                  f"{uncached.cpu:>6.1f}/{cached.cpu:<6.2f} {uncached.cpu / cached.cpu:>12.1f}x "
+                  f"{BATCH * NEW_TOKENS / cached.wall:>16.0f} "
+                  f"{agreement(model, uncached.result[0], cached.result[0])} ({score_diff:.1e})", flush=True)
 
 
 @torch.no_grad()

@@ -18,17 +18,16 @@
 from __future__ import annotations
 
 import json
-import statistics
 import tempfile
 import time
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
 import torch
 
+from bench.timing import interleaved_medians
 from hw4lib.data import LMDataset
 from hw4lib.train import build_loader, build_model, build_tokenizer, load_config, set_seed
 from hw4lib.model.fused_attention import attention_weights_off
@@ -92,10 +91,10 @@ def compare_step_speed(config, vocab_size: int, repeats: int = 5, batch=(32, 200
     medians = interleaved_medians(steps, repeats)
     print(f"training step, batch {batch[0]} x {batch[1]} tokens, medians of {repeats} ({reason}); "
           "on a shared machine run with OMP_NUM_THREADS=1 and read the CPU-time ratio:")
-    base_wall, base_cpu = medians[next(iter(variants))]
-    for name, (median, median_cpu) in medians.items():
-        print(f"  {name:>36}: {median:6.2f} s/step {batch[0] * batch[1] / median:>9,.0f} tokens/s "
-              f"{base_wall / median:5.2f}x   CPU {median_cpu:6.2f} s/step {base_cpu / median_cpu:5.2f}x")
+    base = medians[next(iter(variants))]
+    for name, timing in medians.items():
+        print(f"  {name:>36}: {timing.wall:6.2f} s/step {batch[0] * batch[1] / timing.wall:>9,.0f} tokens/s "
+              f"{base.wall / timing.wall:5.2f}x   CPU {timing.cpu:6.2f} s/step {base.cpu / timing.cpu:5.2f}x")
     if auto != torch.float32:
         ceiling = matmul_ceiling(auto, config["model"]["d_model"], config["model"]["d_ff"])
         print(f"  {'one layer, matrix products only':>36}: {precision_name(auto)} {ceiling:.2f}x faster "
@@ -116,31 +115,13 @@ def matmul_ceiling(dtype: torch.dtype, d_model: int, d_ff: int, tokens: int = 32
                dtype: [(left.to(dtype), right.to(dtype)) for left, right in operands]}
     medians = interleaved_medians({key: partial(multiply_all, products) for key, products in formats.items()},
                                   repeats)
-    return medians[torch.float32][0] / medians[dtype][0]
+    return medians[torch.float32].wall / medians[dtype].wall
 
 
 def multiply_all(products: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
     """``left @ right`` for each pair (the results are dropped: only the time counts)."""
     for left, right in products:
         left @ right
-
-
-def interleaved_medians(runs: dict[Any, Callable[[], object]], repeats: int) -> dict[Any, tuple[float, float]]:
-    """{key: (median wall-clock seconds, median CPU seconds of this process)} of each ``run()``.
-
-    Each run is called once to warm up, then the runs take turns ``repeats`` times, so a slow spell
-    of a shared machine falls on all of them alike.
-    """
-    for run in runs.values():
-        run()
-    wall, cpu = {key: [] for key in runs}, {key: [] for key in runs}
-    for _ in range(repeats):
-        for key, run in runs.items():
-            start, start_cpu = time.perf_counter(), time.process_time()
-            run()
-            wall[key].append(time.perf_counter() - start)
-            cpu[key].append(time.process_time() - start_cpu)
-    return {key: (statistics.median(wall[key]), statistics.median(cpu[key])) for key in runs}
 
 
 def measure_training(config, dataset, num_batches: int = 20, warmup_batches: int = 3):
