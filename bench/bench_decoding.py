@@ -11,10 +11,12 @@ logit's bias is pushed to -1e4 so every sequence generates exactly ``NEW_TOKENS`
 are medians of REPEATS interleaved runs after a warm-up run of each, in wall-clock seconds and in
 CPU seconds of this process: on a machine shared with other jobs, run it with
 ``OMP_NUM_THREADS=1`` and read the CPU-time ratio (two threads on an overloaded machine spend most
-of their time waiting for each other). "same tokens" and the largest score difference confirm that both generators agreed. Where they did not,
-the line names the first differing step and the gap between the two best logits of ``model.score``
-there: a gap near float rounding (about 1e-5 of the logits) is a near-tie that the two summation
-orders break differently, not a cache error (tests/test_kv_cache.py checks exactness).
+of their time waiting for each other). "same tokens" and the largest score difference confirm
+that both generators agreed. Where greedy search or sampling did not, the line names the first
+differing token and the gap between the two best logits of ``model.score`` there: a gap near
+float rounding (about 1e-5 of the logits) is a near-tie that the two summation orders break
+differently, not a cache error (tests/test_kv_cache.py checks exactness). For beam search it
+names the first prompt whose beams differ.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench bench_decoding
     make bench BENCH=bench_decoding
@@ -106,3 +108,7 @@ def agreement(model, expected: torch.Tensor, got: torch.Tensor) -> str:
     step = int((expected[row] != got[row]).nonzero()[0])
     top2 = model.score(expected[row: row + 1, :step]).topk(2, dim=-1).values[0]
     return f"NO: sequence {row} from token {step}, top-2 logit gap {float(top2[0] - top2[1]):.1e} there"
+
+
+if __name__ == "__main__":
+    main()

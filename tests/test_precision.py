@@ -173,7 +173,7 @@ def test_trainer_computes_logits_in_float32_under_bf16(tmp_path):
         f"under bf16 autocast, final_linear should compute in float32: largest difference from the "
         f"float32 product {(logits.float() - expected).abs().max().item():.2e}")
     assert not torch.allclose(bf16_logits.float(), expected, atol=1e-6, rtol=1e-6), \
-        "this check cannot fail: the bf16 product should differ from the float32 one"
+        "the bf16 product should differ from the float32 one, or the check above could not fail"
     assert torch.equal(model(tokens)[0], reference(tokens)[0]), "outside autocast nothing may change"
 
 
