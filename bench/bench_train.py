@@ -3,8 +3,9 @@
 ``python -m bench train`` prints:
 
 1. training-step speed on one fixed batch of 32 x 200 tokens: float32 with the attention weights
-   computed (what the trainer ran before), then ``precision: auto`` with the weights computed and
-   with the fused attention path; medians of interleaved repeats, so the ratios hold on a busy
+   computed (what the trainer ran before), then ``precision: auto`` with the weights computed,
+   the same with the logits left in 16 bits (the trainer computes them in float32), and with the
+   fused attention path; medians of interleaved repeats, so the ratios hold on a busy
    machine (the trainer skips the weights except in bf16 on a CPU, where the plain path is faster);
    beside it, the same ratio for one layer's matrix products alone: a step's other work (norms,
    softmax, casts, the optimizer) gains nothing in 16 bits, so the step's ratio stays below it;
@@ -53,14 +54,16 @@ def training_dataset(config, tokenizer) -> LMDataset:
         return LMDataset("train", {**config["data"], "root": str(root), "subset": 1.0}, tokenizer)
 
 
-def training_step(config, precision: torch.dtype, fused: bool, pad_id: int):
+def training_step(config, precision: torch.dtype, fused: bool, pad_id: int, float32_logits: bool = True):
     """A fresh default model (seed 0) and its ``step(batch) -> target tokens``, as the trainer runs it.
 
-    ``precision`` is the autocast dtype (float32: none); ``fused`` skips the attention weights.
+    ``precision`` is the autocast dtype (float32: none); ``fused`` skips the attention weights;
+    ``float32_logits`` False leaves the output projection to autocast (the trainer does not).
     """
     set_seed(0)
     model = build_model(config, build_tokenizer(config)).train()
-    logits_in_float32(model)
+    if float32_logits:
+        logits_in_float32(model)
     optimizer = create_optimizer(model, config["optimizer"])
     criterion = torch.nn.CrossEntropyLoss(ignore_index=pad_id)
 
@@ -79,15 +82,17 @@ def training_step(config, precision: torch.dtype, fused: bool, pad_id: int):
 
 
 def compare_step_speed(config, vocab_size: int, repeats: int = 5, batch=(32, 200)) -> None:
-    """Print tokens/s of auto precision, with and without fused attention, against float32."""
+    """Print tokens/s of auto precision (with and without fused attention, and with 16-bit logits)
+    against float32."""
     auto, reason = resolve_precision("auto", torch.device("cpu"))
     tokens = torch.randint(4, vocab_size, (batch[0], batch[1] + 1), generator=torch.Generator().manual_seed(0))
     fixed_batch = (tokens[:, :-1], tokens[:, 1:], torch.full((batch[0],), batch[1]))
-    variants = {"fp32, attention weights computed": (torch.float32, False),
-                f"auto = {precision_name(auto)}, weights computed": (auto, False),
-                f"auto = {precision_name(auto)}, fused attention": (auto, True)}
-    steps = {name: partial(training_step(config, precision, fused, pad_id=0)[1], fixed_batch)
-             for name, (precision, fused) in variants.items()}
+    variants = {"fp32, attention weights computed": (torch.float32, False, True),
+                f"auto = {precision_name(auto)}, weights computed": (auto, False, True),
+                f"  the same, {precision_name(auto)} logits": (auto, False, False),
+                f"auto = {precision_name(auto)}, fused attention": (auto, True, True)}
+    steps = {name: partial(training_step(config, precision, fused, 0, float32_logits)[1], fixed_batch)
+             for name, (precision, fused, float32_logits) in variants.items()}
     medians = interleaved_medians(steps, repeats)
     print(f"training step, batch {batch[0]} x {batch[1]} tokens, medians of {repeats} ({reason}); "
           "on a shared machine run with OMP_NUM_THREADS=1 and read the CPU-time ratio:")
