@@ -8,20 +8,24 @@ Run from the extracted autograder (the Makefile does this)::
 This process is the judge: it decides every score and prints the scores line, and it never imports
 or runs student code. Steps, in this order on purpose:
 
-1. import everything the judge needs (before any student code runs, so nothing written later can
-   shadow it) and become a child subreaper, so no descendant can outlive a step unnoticed;
+1. refuse to run under ``python -O`` (it would strip asserts, and a check must never vanish); import
+   everything the judge needs, the hidden mytorch tests included (before any student code runs, so
+   nothing written later can shadow it); make the autograder folder private; become a child
+   subreaper, so no descendant can outlive a step unnoticed;
 2. extract handin.tar safely into ``<work>/handin`` (``autograder.safe_tar``);
 3. grade the language model in a child process (``autograder.grade_model``): the reference model
    code rebuilds the handed-in weights and measures per-character perplexity on the hidden test set.
    No student code runs there, and the student's self-reported metrics are only echoed;
-4. delete the hidden test set, the reference ``hw4lib`` and the autograde.tar they came in;
+4. delete every copy of the hidden material on disk: the hidden test set, the hidden mytorch tests
+   (already in memory), the reference ``hw4lib`` and the autograde.tar they came in;
 5. choose the strongest sandbox that works here (``autograder.sandbox``), then for each mytorch
    category send the hidden tests' programs to a sandboxed worker (``autograder.worker``) and judge
    each test on the arrays it returns (``autograder.judge``). Each test earns its share of the
    category's points.
 
 Whatever happens, every category's outcome and reason are printed and the last line is the scores
-line, printed once every worker and every process they started is dead.
+line, printed once every worker and every process they started is dead. What the student code
+prints or returns is never echoed: the feedback is the judge's own words.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, STATE_DICT_FILE, is_
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
+HIDDEN_TESTS = Path(__file__).resolve().parent / "hidden_tests"
 REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
 # repository, whose hw4lib it would otherwise delete.
@@ -68,15 +73,25 @@ def main(argv: list[str] | None = None) -> None:
                         help="also write every test's outcome here (for other platforms)")
     args = parser.parse_args(argv)
     scores = rubric.zero_scores()
-    report: dict = {"tests": [], "lm": None, "sandbox": None}
+    report: dict = {"tests": [], "lm": None, "sandbox": None, "handin_notes": []}
     try:
+        if sys.flags.optimize:
+            print(f"The autograder refuses to run under python -O (PYTHONOPTIMIZE="
+                  f"{os.environ.get('PYTHONOPTIMIZE', '')!r}): unset PYTHONOPTIMIZE and run it "
+                  f"again. Nothing was graded.")
+            return
         sandbox.become_subreaper()
         grade(args, scores, report)
     except BaseException:  # noqa: BLE001 - a bug of ours must still leave a scores line
         print("The autograder itself failed; please send this output to the course staff:")
         traceback.print_exc(file=sys.stdout)
     finally:
-        sandbox.kill_descendants()
+        try:
+            sandbox.kill_descendants()
+        except BaseException:  # noqa: BLE001 - the scores line is printed whatever happens
+            print("The autograder could not check for leftover processes; please send this "
+                  "output to the course staff:")
+            traceback.print_exc(file=sys.stdout)
         print_summary(scores)
         if args.results_json is not None:
             write_results(args.results_json, scores, report)
@@ -91,6 +106,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
               f"grade with dist/autograde.tar and dist/autograde-Makefile.")
         return
     print(f"hw4p1 autograder built from commit {build_info.get('git_commit', '?')}")
+    os.chmod(AUTOGRADE_ROOT, 0o700)  # the hidden material stays private until it is deleted
     work = args.work.resolve()
     if work.exists():
         shutil.rmtree(work)
@@ -105,6 +121,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         handin = Extraction()
     else:
         report_extraction(handin)
+    report["handin_notes"] = list(handin.notes)
 
     section(f"{rubric.LM_CATEGORY} ({rubric.LM_POINTS} points)")
     thresholds = build_info.get("lm_thresholds", {})
@@ -207,9 +224,9 @@ def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, tim
         if result.message:
             print(indent(result.message, "         why: "))
         report["tests"].append(asdict(result))
-    if run.output.strip():
-        print("  output of your code:")
-        print(indent(run.output))
+    if run.output.strip():  # never echoed: it could carry whatever the worker could read
+        print(f"  (your code printed {len(run.output)} characters; output is not shown, run the "
+              f"public tests to see it)")
     earned = round(sum(result.points for result in run.results), 2)
     reason = f" ({run.note})" if run.note else ""
     print(f"  => {category}: {earned:g}/{points}{reason}   [{run.seconds:.1f} s]")
@@ -315,11 +332,13 @@ def report_self_reported_metrics(handin: Extraction) -> None:
 
 
 def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
-    """Delete the hidden test set and the reference solution once the model is graded.
+    """Delete every copy of the hidden material on disk once the model is graded, before any
+    student code runs: the hidden test set, the hidden mytorch tests (imported at the start), the
+    reference solution and the archive they came in.
 
-    Defence in depth: the sandbox already keeps the worker from seeing them.
+    So that no mode of the sandbox, however weak, leaves them readable to the worker.
     """
-    for path in (HIDDEN_SET, REFERENCE_HW4LIB, work / "lm"):
+    for path in (HIDDEN_SET, HIDDEN_TESTS, REFERENCE_HW4LIB, work / "lm"):
         shutil.rmtree(path, ignore_errors=True)
     if autograde_tar is not None and autograde_tar.is_file():
         autograde_tar.unlink()

@@ -11,9 +11,15 @@ sandbox, in a fresh grading folder. ``results/results.json`` follows Gradescope'
 (https://gradescope-autograders.readthedocs.io/en/latest/specs/): one test per hidden mytorch test
 (its share of its category's points; the category is the test's name prefix, its ``number``
 group and its tag) plus one for the language model, the overall ``score`` (the sum of the tests,
-equal to the Autolab total), and the Autolab summary as ``output``. Hidden tests' details are
-shown ``after_due_date`` unless ``--visibility`` says otherwise. A results.json is written first
-(all zeros, saying the grader failed) and replaced at the end, so it is never missing or malformed.
+equal to the Autolab total), and as ``output`` a summary of what is visible: notes on the handin,
+the language model's measurement, each category's total. Hidden tests' details are shown
+``after_due_date`` unless ``--visibility`` says otherwise; the Autolab run's full output goes only
+to stdout, which students do not see. A results.json is written first (all zeros, saying the
+grader failed) and replaced at the end, so it is never missing or malformed.
+
+``source/autograde.tar`` holds the hidden material: it is copied into the grading folder and then
+deleted from ``source/`` before the judge starts, so no student code ever finds a copy (each
+submission runs in a fresh container; a second run in the same container says it is missing).
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from autograder import rubric
 from hw4lib.handin_format import HANDIN_TAR
 
 SOURCE_FILES = ("autograde.tar", "autograde-Makefile")
+HIDDEN_SOURCE = "autograde.tar"  # deleted from source/ once copied: it holds the hidden material
 MAX_OUTPUT_CHARS = 60_000  # the summary shown to the student; Gradescope truncates long outputs
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 GRADING_TIMEOUT_S = 900.0  # beyond the judge's own limits (300 s model + 4 x 60 s mytorch)
@@ -72,6 +79,7 @@ def grade_submission(root: Path, visibility: str, grader_flags: str) -> dict:
         grading.chmod(0o755)  # the sandbox's uid (setpriv mode) must reach the worker's files
         for name in SOURCE_FILES:
             shutil.copy(root / "source" / name, grading / name)
+        (root / "source" / HIDDEN_SOURCE).unlink()
         (grading / "autograde-Makefile").rename(grading / "Makefile")
         if handin is not None:
             shutil.copyfile(handin, grading / HANDIN_TAR)
@@ -84,20 +92,40 @@ def grade_submission(root: Path, visibility: str, grader_flags: str) -> dict:
         details = read_details(grading / "details.json")
     finally:
         shutil.rmtree(grading, ignore_errors=True)
+    print(process.stdout)  # the full report, for the staff (stdout_visibility is hidden)
     lines = process.stdout.splitlines()
     scores = parse_scores(lines[-1] if lines else "")
-    summary = process.stdout if handin is not None else (
-        f"No {HANDIN_TAR} was found in the submission: upload the {HANDIN_TAR} that `make handin` "
-        f"writes.\n" + process.stdout)
+    summary = visible_summary(scores, details, handin is not None, visibility)
     return results_payload(scores, details, summary, visibility)
 
 
+def visible_summary(scores: dict[str, float], details: dict, found_handin: bool,
+                    visibility: str) -> str:
+    """What every student may see at once: notes on the handin, the language model's measurement
+    and each category's total; never a hidden test's details or anything the worker produced."""
+    lines = [] if found_handin else [f"No {HANDIN_TAR} was found in the submission: upload the "
+                                     f"{HANDIN_TAR} that `make handin` writes."]
+    notes = details.get("handin_notes")
+    lines += [f"{HANDIN_TAR}: {note}" for note in notes if isinstance(note, str)] \
+        if isinstance(notes, list) else []
+    lm = details.get("lm") if isinstance(details.get("lm"), dict) else {}
+    lines.append(f"{rubric.LM_CATEGORY}: {lm.get('message') or 'not graded'}")
+    for category, points in rubric.RUBRIC.items():
+        lines.append(f"  {category:<28s} {scores[category]:>6g}/{points}")
+    lines.append(f"  {'Total':<28s} {round(sum(scores.values()), 2):>6g}/"
+                 f"{sum(rubric.RUBRIC.values())}")
+    lines.append(f"The hidden mytorch tests' details: {visibility.replace('_', ' ')}.")
+    return "\n".join(lines)
+
+
 def find_handin(submission: Path) -> Path | None:
-    """``handin.tar``, else the only tar-like file uploaded, else None."""
+    """``handin.tar``, else the only tar or zip file uploaded, else None."""
     if (submission / HANDIN_TAR).is_file():
         return submission / HANDIN_TAR
+    if not submission.is_dir():
+        return None
     candidates = [p for p in submission.glob("*") if p.is_file()
-                  and p.name.endswith((".tar", ".tar.gz", ".tgz"))] if submission.is_dir() else []
+                  and p.name.endswith((".tar", ".tar.gz", ".tgz", ".zip"))]
     return candidates[0] if len(candidates) == 1 else None
 
 

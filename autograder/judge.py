@@ -4,19 +4,38 @@ worker run it, and decides each test's points from the values that come back.
 Runs in the grader's own process (torch, numpy); it never imports the student's code. One worker
 per category, so a crash, a hang or an import error costs only that category; inside a category,
 each hidden test passes or fails on its own and earns its share of the points.
+
+Every grading draws the tests' inputs from a fresh random seed (``secrets``, never shown), so what a
+worker sent back in one grading cannot be replayed in another. The feedback is worded here from
+the judge's own knowledge (the test, the step, shapes, sizes of errors); nothing the worker prints
+or returns is quoted, and a failure reported by the worker is reduced to typed fields checked
+against what the judge knows (the exception class against Python's own, the file against the
+handin's mytorch files).
 """
 from __future__ import annotations
 
+import builtins
 import json
+import secrets
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from autograder import sandbox, wire
-from autograder.hidden_tests.mytorch_hidden import HiddenTest, tests_of
+from autograder.hidden_tests.mytorch_hidden import CheckFailed, HiddenTest, tests_of
+from autograder.worker import FORBIDDEN_LIBRARIES, NUMPY_ONLY
 
 MAX_MESSAGE_CHARS = 600
+SEED_BITS = 128
+# Exception classes named in the feedback; any other class is "an exception of its own class".
+KNOWN_EXCEPTIONS = frozenset(
+    [name for name, value in vars(builtins).items()
+     if isinstance(value, type) and issubclass(value, BaseException)]
+    + ["LinAlgError", "AxisError"])
+MAX_LINE = 10**6
 
 
 @dataclass
@@ -45,27 +64,40 @@ class CategoryRun:
     note: str  # why the worker stopped early (time limit, exit status), or ''
 
 
-def grade_category(category: str, layout: sandbox.Layout, mode: str,
-                   timeout: float) -> CategoryRun:
-    """Run every hidden test of ``category`` against the student's mytorch in ``mode``."""
+def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: float,
+                   seed: int | None = None) -> CategoryRun:
+    """Run every hidden test of ``category`` against the student's mytorch in ``mode``, with
+    inputs drawn from ``seed`` (default: a fresh random one, which is what grading uses)."""
     tests = tests_of(category)
-    checks, returned = {}, {}
+    if seed is None:
+        seed = secrets.randbits(SEED_BITS)
+    generators = [np.random.default_rng(child)
+                  for child in np.random.SeedSequence(seed).spawn(len(tests))]
+    checks, programs = {}, {}
     if layout.input_dir.exists():
         shutil.rmtree(layout.input_dir)
     layout.input_dir.mkdir(parents=True)
-    for test in tests:
+    for test, rng in zip(tests, generators):
         program = wire.Program()
-        checks[test.name] = test.build(program)
-        returned[test.name] = program.returned
+        checks[test.name] = test.build(program, rng)
+        programs[test.name] = program
         program.save(layout.input_dir / test.name)
     (layout.input_dir / "tests.json").write_text(json.dumps([t.name for t in tests]))
     sandbox.make_readable(layout.input_dir)
     run = sandbox.run_worker(mode, layout, python_executable(), ["--input", "{input}"], timeout)
-    records, stream_note = wire.decode_records(run.result, returned)
+    records, stream_note = wire.decode_records(
+        run.result, {name: program.returned for name, program in programs.items()})
     note = worker_note(run, timeout, stream_note)
-    results = [judge_test(test, records.get(test.name), checks[test.name], note)
+    files = student_files(layout.student_dir / "mytorch")
+    results = [judge_test(test, records.get(test.name), checks[test.name], note,
+                          programs[test.name].steps, files)
                for test in tests]
     return CategoryRun(results, run.output, run.seconds, note)
+
+
+def student_files(package: Path) -> frozenset[str]:
+    """The handin's mytorch sources, relative to ``mytorch/``: the files feedback may name."""
+    return frozenset(path.relative_to(package).as_posix() for path in package.rglob("*.py"))
 
 
 def worker_note(run: sandbox.Run, timeout: float, stream_note: str) -> str:
@@ -79,8 +111,9 @@ def worker_note(run: sandbox.Run, timeout: float, stream_note: str) -> str:
     return stream_note
 
 
-def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str) -> TestResult:
-    """Pass or fail one test from the worker's record."""
+def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
+               steps: list[dict], files: frozenset[str]) -> TestResult:
+    """Pass or fail one test from the worker's record (``steps``: the test's program)."""
     def result(message: str) -> TestResult:
         points = 0.0 if message else float(test.points)
         return TestResult(test.name, test.category, float(test.points), points, test.summary,
@@ -88,18 +121,42 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str) -
 
     if record is None:
         return result(f"no result: {note or 'the test process stopped before this test'}")
-    if record.error:
-        return result(record.error)
+    if record.error is not None:
+        return result(describe_failure(record.error, steps, files))
     try:
         check(Values(record.values, record.problems))
-    except AssertionError as error:
+    except CheckFailed as error:
         return result(str(error) or "a check failed")
     except KeyError:
         return result("a value the test needs was not returned")
-    except (ValueError, TypeError, IndexError, ArithmeticError) as error:
-        return result(f"the values returned could not be compared ({type(error).__name__}: "
-                      f"{wire.printable(str(error))[:200]})")
+    except Exception as error:  # noqa: BLE001 - any other surprise fails the test, never passes it
+        return result(f"the values returned could not be compared ({type(error).__name__})")
     return result("")
+
+
+def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> str:
+    """The feedback for a failure the worker reported, worded from the judge's own knowledge."""
+    kind = error.get("kind")
+    where = wire.step_label(steps, error.get("step", -1))
+    if kind == "numpy only":
+        module = error.get("module")
+        return f"{NUMPY_ONLY}: it imports {module if module in FORBIDDEN_LIBRARIES else 'one'}"
+    if kind == "raised":
+        name = error.get("type")
+        what = name if name in KNOWN_EXCEPTIONS else "an exception of its own class"
+        file, line = error.get("file"), error.get("line")
+        at = (f" (at mytorch/{file}:{line})" if file in files and isinstance(line, int)
+              and 0 < line < MAX_LINE else "")
+        return f"{where} raised {what}{at}"
+    if kind == "not a tuple" and isinstance(error.get("count"), int):
+        return f"{where} must return a tuple of {error['count']} arrays"
+    if kind == "not float64":
+        return f"{where}: the array to perturb is not a float64 array"
+    if kind == "shape changed":
+        return f"{where}: its outputs changed shape between calls with inputs of the same shape"
+    if kind == "lost":
+        return "the test process lost values the test needs"
+    return f"{where} failed"
 
 
 class Values(dict):
@@ -112,7 +169,7 @@ class Values(dict):
 
     def __getitem__(self, ref: wire.Ref):
         if ref.name in self.problems:
-            raise AssertionError(f"a value is not a numeric array: {self.problems[ref.name]}")
+            raise CheckFailed(f"a value is {self.problems[ref.name]}")
         return super().__getitem__(ref.name)
 
 

@@ -4,11 +4,19 @@ Every member is checked before anything is written, and only the files the grade
 extracted: those ``hw4lib.handin_format.size_limit`` gives a limit (``config.yaml``,
 ``model_state_dict.pt``, ``test_metrics.json``, ``test_generated_results.json``,
 ``model_arch.txt`` and the ``.py`` files of ``mytorch/``), each under an optional leading
-``handin/``. A member is skipped, with a note saying why, when it
+``handin/`` (itself optionally under one more folder, for a handin packed from the folder above).
+A member is skipped, with a note saying why, when it
 
 * is absolute, climbs out with ``..``, or has a name that is not a plain relative path;
 * is anything but a regular file: a symlink, a hard link, a device, a fifo, a sparse file;
-* is not one of the expected files, is a duplicate, or is larger than its limit.
+* is not one of the expected files, or is larger than its limit.
+
+A file that appears more than once is graded as ``tar -x`` leaves it: its last copy (a note names
+the duplicate), so the file graded is the one the student and the staff see after extracting, and a
+fix appended with ``tar -rf`` counts. When that last copy is refused, the file is not graded.
+
+A zip archive (whatever its name) is read too: it is first copied into a plain tar, entry by entry,
+within the same limits. A zstd-compressed archive is refused with a message saying so.
 
 Before ``tarfile`` sees anything, :func:`normalize` copies the archive (decompressing gzip, bzip2 or
 xz) block by block into a plain tar, checking each header: the copy stops, with a note, at the
@@ -29,7 +37,9 @@ import gzip
 import lzma
 import os
 import re
+import stat
 import tarfile
+import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -44,6 +54,10 @@ META_TYPES = (b"L", b"K", b"x", b"g")  # GNU long name, long link; pax extended,
 COMPRESSED = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
 ARCHIVE_END = "the end of the file"  # an archive without its two zero blocks ends here too
 STREAM_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first entry; an empty zip
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError,
+              tarfile.TarError, *STREAM_ERRORS)
 
 
 class HandinError(Exception):
@@ -94,6 +108,12 @@ def normalize(tar_path: Path, out: Path, notes: list[str]) -> None:
     """
     with open(tar_path, "rb") as raw:
         magic = raw.read(6)
+    if magic.startswith(ZSTD_MAGIC):
+        raise HandinError(f"{tar_path.name} is compressed with zstd, which the grader does not "
+                          f"read; create it with `make handin` (or tar, gzip, bzip2, xz or zip)")
+    if magic.startswith(ZIP_MAGIC):
+        zip_to_tar(tar_path, out, notes)
+        return
     opener = next((open_ for prefix, open_ in COMPRESSED.items() if magic.startswith(prefix)),
                   None)
     with (opener or open)(tar_path, "rb") as source, open(out, "wb") as sink:
@@ -140,6 +160,43 @@ def normalize(tar_path: Path, out: Path, notes: list[str]) -> None:
         sink.truncate(complete)  # drops a member cut short and name records left without one
         sink.seek(complete)
         sink.write(bytes(2 * BLOCK))
+
+
+def zip_to_tar(zip_path: Path, out: Path, notes: list[str]) -> None:
+    """Copy the regular files of the zip archive ``zip_path`` into the plain tar ``out``, in
+    order, up to MAX_MEMBERS entries and MAX_TAR_BYTES in all (each entry streams at most its
+    declared size, so a zip bomb costs no more than an honest archive of that size)."""
+    try:
+        with zipfile.ZipFile(zip_path) as archive, tarfile.open(out, "w",
+                                                                format=tarfile.GNU_FORMAT) as sink:
+            written = 0
+            for count, info in enumerate(archive.infolist()):
+                if count == MAX_MEMBERS:
+                    notes.append(f"the archive has more than {MAX_MEMBERS} members; the rest is "
+                                 f"ignored")
+                    break
+                if info.is_dir():
+                    continue
+                if stat.S_ISLNK(info.external_attr >> 16):
+                    notes.append(f"{info.filename!r}: is a symbolic link; skipped")
+                    continue
+                if written + BLOCK + info.file_size > MAX_TAR_BYTES:
+                    notes.append(f"reading stopped after {count} members at members adding up to "
+                                 f"more than {MAX_TAR_BYTES / 2**20:.0f} MiB; the rest is ignored")
+                    break
+                member = tarfile.TarInfo(info.filename)
+                member.size, member.mode = info.file_size, 0o644
+                try:
+                    with archive.open(info) as entry:
+                        sink.addfile(member, entry)
+                except ZIP_ERRORS as error:
+                    notes.append(f"{info.filename!r}: could not be read ({type(error).__name__}); "
+                                 f"the rest is ignored")
+                    break  # the tar may end inside this member: stop here
+                written += BLOCK + -(-info.file_size // BLOCK) * BLOCK
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+        raise HandinError(f"{zip_path.name} is a damaged zip archive ({type(error).__name__}); "
+                          f"create it with `make handin`") from None
 
 
 def _read_exactly(source, size: int) -> tuple[str, bytes]:
@@ -218,12 +275,17 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
                          f"the rest is ignored")
             break
         relative, problem = _check_member(member)
+        path = relative or (_relative_path(member.name) if problem is not None else None)
+        if path in accepted:  # tar -x leaves the last copy: that one is graded (or nothing)
+            earlier = accepted.pop(path)
+            if path.startswith(MYTORCH_DIR + "/"):
+                mytorch_bytes -= earlier.size
+            notes.append(f"{member.name!r}: appears more than once in the archive; the last copy "
+                         f"is graded, as `tar -x` leaves it")
         if relative is None:  # a directory, or a member refused for the reason given
             if problem is not None:
                 notes.append(f"{member.name!r}: {problem}; skipped")
             continue
-        if relative in accepted:
-            problem = "appears twice in the archive; the first copy is used"
         if problem is None and relative.startswith(MYTORCH_DIR + "/"):
             mytorch_bytes += member.size
             if mytorch_bytes > MAX_MYTORCH_BYTES:
@@ -253,15 +315,24 @@ def _check_member(member: tarfile.TarInfo) -> tuple[str | None, str | None]:
         return None, "is a device or a fifo"
     if not member.isreg() or member.issparse():
         return None, "is not a regular file"
-    if parts and parts[0] == HANDIN_DIR:
-        parts = parts[1:]
-    relative = "/".join(parts)
+    relative = _relative_path(name)
     limit = size_limit(relative)
     if limit is None:
         return None, "is not a file the grader uses"
     if member.size > limit:
         return None, f"is {member.size} bytes, over the {limit} byte limit for this file"
     return relative, None
+
+
+def _relative_path(name: str) -> str:
+    """A member's path relative to the handin: ``./``, a leading ``handin/`` and one folder above
+    it (a handin packed from the folder above) dropped."""
+    parts = [part for part in PurePosixPath(name).parts if part != "."]
+    if parts and parts[0] == HANDIN_DIR:
+        parts = parts[1:]
+    elif len(parts) > 2 and parts[1] == HANDIN_DIR and parts[0] != MYTORCH_DIR:
+        parts = parts[2:]
+    return "/".join(parts)
 
 
 def _extract_member(archive: tarfile.TarFile, member: tarfile.TarInfo, relative: str,

@@ -6,7 +6,8 @@ attributes to read back. The worker (``autograder/worker.py``, inside the sandbo
 program and streams back one :func:`encode_record` per test over a pipe: a JSON header, then the
 returned values as ``.npy`` bytes. The judge decodes them with :func:`decode_records`, which never
 unpickles (``np.load(allow_pickle=False)``), bounds every size, and keeps only numeric and bool
-arrays. Everything the worker sends is treated as hostile data.
+arrays. Everything the worker sends is treated as hostile data: a failure comes back as a few
+typed fields (:data:`ERROR_FIELDS`), which the judge words itself, never as text to echo.
 
 On disk, a program is ``<dir>/program.json`` plus one ``<dir>/<name>.npy`` per input array.
 """
@@ -20,13 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder.sandbox import printable
 
 MAX_HEADER_BYTES = 64 * 1024  # one record's JSON header
 MAX_ARRAY_BYTES = 32 * 2**20  # one returned .npy
-MAX_MESSAGE_CHARS = 400  # an error message from the worker, as shown in the feedback
 NUMERIC_KINDS = "biuf"  # bool, signed and unsigned integers, floats: what a result may hold
 _LENGTH = struct.Struct("<Q")
+# A failure as the worker reports it: kind ('raised', 'numpy only', 'not a tuple', ...), the index
+# of the step that failed (-1: importing mytorch), the exception's class name, the mytorch file
+# (relative to mytorch/) and line it passed last, the forbidden module, the tuple length expected.
+ERROR_FIELDS = {"kind": str, "step": int, "type": str, "file": str, "line": int, "module": str,
+                "count": int}
+MAX_FIELD_CHARS = 200
+NOT_AN_ARRAY = "not a numeric array"
 
 
 @dataclass(frozen=True)
@@ -130,12 +136,13 @@ def load_program(folder: Path) -> tuple[dict[str, np.ndarray], list[dict], list[
     return arrays, spec["steps"], spec["returned"]
 
 
-def encode_record(test: str, error: str | None, values: dict[str, np.ndarray | None],
-                  refused: dict[str, str] | None = None) -> bytes:
+def encode_record(test: str, error: dict | None, values: dict[str, np.ndarray | None],
+                  refused: list[str] = ()) -> bytes:
     """One test's outcome as bytes: header length, JSON header, then each array's .npy bytes.
 
-    ``values`` maps returned names to arrays, or None when student code returned None;
-    ``refused`` maps names to why their value could not be sent (not a numeric array).
+    ``error`` is None or the failure's fields (:data:`ERROR_FIELDS`); ``values`` maps returned
+    names to arrays, or None when student code returned None; ``refused`` names the values that
+    could not be sent (not numeric arrays).
     """
     blobs, sizes, nones = [], {}, []
     for name, value in values.items():
@@ -147,16 +154,17 @@ def encode_record(test: str, error: str | None, values: dict[str, np.ndarray | N
         blobs.append(buffer.getvalue())
         sizes[name] = len(blobs[-1])
     header = json.dumps({"test": test, "error": error, "sizes": sizes, "none": nones,
-                         "refused": refused or {}}).encode()
+                         "refused": list(refused)}).encode()
     return _LENGTH.pack(len(header)) + header + b"".join(blobs)
 
 
 @dataclass
 class Record:
-    """One test's outcome as decoded by the judge. ``values`` holds only valid arrays or None;
+    """One test's outcome as decoded by the judge. ``error`` holds the failure's fields that have
+    the type :data:`ERROR_FIELDS` gives them; ``values`` holds only valid arrays or None;
     ``problems`` says, per name, why its value was refused (the test fails if it reads it)."""
 
-    error: str | None
+    error: dict | None
     values: dict[str, np.ndarray | None]
     problems: dict[str, str]
 
@@ -200,7 +208,7 @@ def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
         if len(blob) != size:
             raise ValueError("a truncated array")
         if name in wanted:
-            array, problem = _load_array(blob)
+            array, problem = load_array(blob)
             if problem:
                 problems[name] = problem
             else:
@@ -208,25 +216,50 @@ def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
     for name in nones:
         if name in wanted and name not in values:
             values[name] = None
-    refused = header.get("refused", {})
-    if not isinstance(refused, dict):
+    refused = header.get("refused", [])
+    if not isinstance(refused, list):
         raise ValueError("a header with unreadable refusals")
-    for name, why in refused.items():
+    for name in refused:
         if name in wanted and name not in values:
-            problems[name] = printable(str(why))[:MAX_MESSAGE_CHARS]
+            problems[name] = NOT_AN_ARRAY
     if test not in expected:
         return None, position
-    error = header["error"]
-    error = None if error is None else printable(str(error))[:MAX_MESSAGE_CHARS]
-    return (test, Record(error, values, problems)), position
+    return (test, Record(error_fields(header["error"]), values, problems)), position
 
 
-def _load_array(blob: bytes) -> tuple[np.ndarray | None, str | None]:
-    """A numeric or bool array from .npy bytes, or (None, why it was refused)."""
+def error_fields(error) -> dict | None:
+    """The fields of a reported failure that have their expected type and a bounded size."""
+    if error is None:
+        return None
+    if not isinstance(error, dict):
+        return {"kind": "unreadable"}
+    return {key: value for key, value in error.items()
+            if key in ERROR_FIELDS and type(value) is ERROR_FIELDS[key]
+            and (not isinstance(value, str) or len(value) <= MAX_FIELD_CHARS)}
+
+
+def load_array(blob: bytes) -> tuple[np.ndarray | None, str | None]:
+    """A numeric or bool array from .npy bytes, or (None, why it was refused, in fixed words)."""
     try:
         array = np.load(io.BytesIO(blob), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as error:
-        return None, f"not a plain .npy array ({printable(str(error))[:100]})"
+    except (ValueError, OSError, EOFError):
+        return None, "not a plain .npy array"
     if not isinstance(array, np.ndarray) or array.dtype.kind not in NUMERIC_KINDS:
-        return None, f"holds {getattr(array, 'dtype', type(array))}, not numbers"
+        return None, NOT_AN_ARRAY
     return array, None
+
+
+def step_label(steps: list[dict], index: int) -> str:
+    """What step ``index`` of a program calls, in the student's terms:
+    ``MultiHeadAttention.backward``; ``importing mytorch`` for index -1."""
+    if not 0 <= index < len(steps):
+        return "importing mytorch"
+    classes = {step["out"][0]: step["cls"] for step in steps[:index] if step["op"] == "new"}
+    step = steps[index]
+    if step["op"] == "new":
+        return f"{step['cls']}(...)"
+    if step["op"] in ("call", "perturbed"):
+        return f"{classes.get(step['obj'], '?')}.{step['method']}"
+    if step["op"] == "get":
+        return f"reading {classes.get(step['obj'], '?')}.{step['path']}"
+    return "reading an input back"

@@ -8,7 +8,10 @@ sandbox (``autograder/sandbox.py``) starts it as::
 
 with ``sys.path`` set to the runtime folder (this package's ``worker``/``wire``), a folder holding
 only numpy, and the student's folder holding only ``mytorch/``. For each test folder listed in
-``DIR/tests.json`` it writes one record (``wire.encode_record``) to file descriptor N.
+``DIR/tests.json`` it writes one record (``wire.encode_record``) to file descriptor N. A failure
+is sent as a few typed fields (which step, the exception's class, the line of mytorch it came
+from), never as text: the judge words the feedback itself, so nothing the student code prints or
+puts in a message reaches it.
 
 Importing an autograd library (torch, jax, tensorflow, ...) fails with a message saying that
 mytorch must be written in numpy; under bubblewrap those libraries are not even in the sandbox.
@@ -31,6 +34,16 @@ from autograder import wire
 FORBIDDEN_LIBRARIES = ("torch", "jax", "jaxlib", "tensorflow", "keras", "autograd", "mxnet",
                        "paddle", "cupy", "chainer", "theano", "flax", "mlx", "tinygrad", "numba")
 NUMPY_ONLY = "mytorch must be written with numpy only"
+MAX_CHAINED_ERRORS = 20  # how far a failure's causes are searched for a forbidden import
+
+
+class ForbiddenImport(ImportError):
+    """mytorch imported an autograd or GPU array library (``module``: its FORBIDDEN_LIBRARIES
+    name)."""
+
+    def __init__(self, module: str) -> None:
+        super().__init__(f"{NUMPY_ONLY}: it imports {module}")
+        self.module = module
 
 
 class NumpyOnly(importlib.abc.MetaPathFinder):
@@ -38,12 +51,16 @@ class NumpyOnly(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname.partition(".")[0] in FORBIDDEN_LIBRARIES:
-            raise ImportError(f"{NUMPY_ONLY}: it imports {fullname}")
+            raise ForbiddenImport(fullname.partition(".")[0])
         return None
 
 
 class StepError(Exception):
-    """A step of a program failed; the message names the call and what went wrong."""
+    """A step of a program failed; ``fields`` say how (``wire.encode_record``'s error)."""
+
+    def __init__(self, **fields) -> None:
+        super().__init__(fields.get("kind", "failed"))
+        self.fields = fields
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,9 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         import mytorch.nn as nn
     except BaseException as error:  # noqa: BLE001 - whatever student code raises is reported
-        message = f"importing mytorch failed: {describe(error)}"
+        failure = {**describe(error), "step": -1}
         for test in tests:
-            send(args.result_fd, wire.encode_record(test, message, {}))
+            send(args.result_fd, wire.encode_record(test, failure, {}))
         return
     for test in tests:
         send(args.result_fd, run_test(nn, args.input / test, test))
@@ -73,32 +90,28 @@ def run_test(nn, folder: Path, test: str) -> bytes:
     """Replay one program; its record (an error message when a step failed)."""
     arrays, steps, returned = wire.load_program(folder)
     env: dict[str, object] = dict(arrays)
-    labels: dict[str, str] = {}
     values: dict[str, np.ndarray | None] = {}
-    refused: dict[str, str] = {}
-    try:
-        for step in steps:
-            run_step(nn, step, env, labels, values, refused)
-    except StepError as error:
-        return wire.encode_record(test, str(error), values, refused)
+    refused: list[str] = []
+    for index, step in enumerate(steps):
+        try:
+            run_step(nn, step, env, values, refused)
+        except StepError as error:
+            return wire.encode_record(test, {**error.fields, "step": index}, values, refused)
     missing = [name for name in returned if name not in values and name not in refused]
-    error = f"the worker lost the values {missing}" if missing else None
-    return wire.encode_record(test, error, values, refused)
+    return wire.encode_record(test, {"kind": "lost"} if missing else None, values, refused)
 
 
-def run_step(nn, step: dict, env: dict, labels: dict, values: dict, refused: dict) -> None:
+def run_step(nn, step: dict, env: dict, values: dict, refused: list) -> None:
     """Run one step, storing what it produces in ``env`` and what is sent back in ``values``.
 
     A result that is not a numeric array (``init_weights`` returning ``self``, say) is kept in
-    ``env`` and only noted in ``refused``: it fails a test only if the test reads it.
+    ``env`` and only listed in ``refused``: it fails a test only if the test reads it.
     """
     op, out = step["op"], step["out"]
-    label = describe_step(step, labels)
     try:
         if op == "new":
             env[out[0]] = getattr(nn, step["cls"])(*resolve(step["args"], env),
                                                    **resolve_kwargs(step["kwargs"], env))
-            labels[out[0]] = step["cls"]
             return
         if op == "call":
             result = call(env, step)
@@ -110,17 +123,17 @@ def run_step(nn, step: dict, env: dict, labels: dict, values: dict, refused: dic
         elif op == "perturbed":
             results = [perturbed_outputs(env, step)]
         else:
-            raise StepError(f"unknown step {op!r}")
-    except StepError as error:
-        raise StepError(f"{label}: {error}") from None
+            raise StepError(kind="unknown step")
+    except StepError:
+        raise
     except BaseException as error:  # noqa: BLE001 - SystemExit and friends included
-        raise StepError(f"{label} raised {describe(error)}") from None
+        raise StepError(**describe(error)) from None
     for name, result in zip(out, results):
         env[name] = result
         try:
             values[name] = env[name] = as_plain_array(result)
-        except StepError as error:
-            refused[name] = f"{label} {error}"
+        except StepError:
+            refused.append(name)
 
 
 def call(env: dict, step: dict):
@@ -130,8 +143,7 @@ def call(env: dict, step: dict):
 
 def unpack(result, count: int) -> list:
     if not isinstance(result, (tuple, list)) or len(result) != count:
-        raise StepError(f"must return a tuple of {count} arrays, returned "
-                        f"{type(result).__name__}")
+        raise StepError(kind="not a tuple", count=count)
     return list(result)
 
 
@@ -141,8 +153,7 @@ def perturbed_outputs(env: dict, step: dict) -> np.ndarray:
     x = (env[target["ref"]] if "ref" in target
          else reduce(getattr, target["path"].split("."), env[target["obj"]]))
     if not isinstance(x, np.ndarray) or x.dtype != np.float64:
-        raise StepError(f"the array to perturb is {type(x).__name__} "
-                        f"{getattr(x, 'dtype', '')}, not float64")
+        raise StepError(kind="not float64")
     outputs = [[], []]
     for index in np.ndindex(x.shape):
         original = x[index]
@@ -152,7 +163,7 @@ def perturbed_outputs(env: dict, step: dict) -> np.ndarray:
         x[index] = original
     shapes = {y.shape for bucket in outputs for y in bucket}
     if len(shapes) > 1:
-        raise StepError(f"outputs changed shape between calls: {sorted(shapes)}")
+        raise StepError(kind="shape changed")
     return np.stack([np.stack(bucket) for bucket in outputs])
 
 
@@ -162,11 +173,10 @@ def as_plain_array(value):
         return None
     try:
         array = np.array(value, copy=True)
-    except Exception as error:  # noqa: BLE001 - arbitrary objects
-        raise StepError(f"returned {type(value).__name__}, not an array ({describe(error)})")
+    except Exception:  # noqa: BLE001 - arbitrary objects
+        raise StepError(kind="not an array") from None
     if array.dtype.kind not in wire.NUMERIC_KINDS:
-        raise StepError(f"returned {type(value).__name__} of dtype {array.dtype}, not a numeric "
-                        f"array")
+        raise StepError(kind="not an array")
     return array
 
 
@@ -178,24 +188,22 @@ def resolve_kwargs(kwargs: dict, env: dict) -> dict:
     return dict(zip(kwargs, resolve(list(kwargs.values()), env)))
 
 
-def describe_step(step: dict, labels: dict) -> str:
-    """What the step calls, in the student's terms: ``MultiHeadAttention.backward``."""
-    if step["op"] == "new":
-        return f"{step['cls']}(...)"
-    if step["op"] in ("call", "perturbed"):
-        return f"{labels.get(step['obj'], '?')}.{step['method']}"
-    if step["op"] == "get":
-        return f"reading {labels.get(step['obj'], '?')}.{step['path']}"
-    return "reading an input back"
-
-
-def describe(error: BaseException) -> str:
-    """``Type: message`` and the innermost frame of student code, bounded."""
+def describe(error: BaseException) -> dict:
+    """The fields of a failure of student code: the exception's class and the innermost line of
+    mytorch it passed through, or the forbidden library it tried to import."""
+    cause = error
+    for _ in range(MAX_CHAINED_ERRORS):  # student code can chain exceptions in a cycle
+        if cause is None:
+            break
+        if isinstance(cause, ForbiddenImport):
+            return {"kind": "numpy only", "module": cause.module}
+        cause = cause.__cause__ or cause.__context__
+    fields = {"kind": "raised", "type": type(error).__name__}
     frames = [f for f in traceback.extract_tb(error.__traceback__) if "mytorch" in f.filename]
-    where = (f" (at {frames[-1].filename.rpartition('mytorch')[2].lstrip('/')}:{frames[-1].lineno})"
-             if frames else "")
-    text = f"{type(error).__name__}: {error}"[:wire.MAX_MESSAGE_CHARS - len(where)]
-    return text + where
+    if frames:
+        fields.update(file=frames[-1].filename.rpartition("mytorch")[2].lstrip("/"),
+                      line=frames[-1].lineno or 0)
+    return fields
 
 
 def send(fd: int, data: bytes) -> None:

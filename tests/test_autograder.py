@@ -163,9 +163,14 @@ def test_oversize_duplicate_and_excess_members_are_skipped(tmp_path):
     archive = write_tar(tmp_path / "a.tar", [big_config, big_source, first, second])
     result = extract_handin(archive, tmp_path / "a")
     assert set(result.files) == {"mytorch/nn/linear.py"}
-    assert (tmp_path / "a/mytorch/nn/linear.py").read_bytes() == b"FIRST = 1\n"
-    assert [("limit" in note, "twice" in note) for note in result.notes] == [
+    # a duplicate is graded as `tar -x` leaves it: the last copy (a fix appended with tar -rf)
+    assert (tmp_path / "a/mytorch/nn/linear.py").read_bytes() == b"SECOND = 1\n"
+    assert [("limit" in note, "the last copy is graded" in note) for note in result.notes] == [
         (True, False), (True, False), (False, True)]
+    # ... and when the last copy is refused, nothing is graded for that file
+    refused = regular("handin/mytorch/nn/linear.py", b"#" * (handin_format.MAX_PY_FILE_BYTES + 1))
+    result = extract_handin(write_tar(tmp_path / "b.tar", [first, refused]), tmp_path / "b")
+    assert not result.files and any("the last copy is graded" in note for note in result.notes)
 
     # A header declaring a state dict over the limit: refused from the header (here the data is
     # missing too, which stops the reading first).
@@ -247,12 +252,50 @@ def test_worker_records_are_decoded_without_trusting_them():
                          "none": []}).encode()
     forged += len(header).to_bytes(8, "little") + header + pickled.getvalue()
     records, note = wire.decode_records(bytes(forged) + stream, {"t": ["r1"], "u": ["r1"]})
-    assert "r1" not in records["t"].values and "not numbers" in records["t"].problems["r1"]
+    assert "r1" not in records["t"].values and records["t"].problems["r1"] == wire.NOT_AN_ARRAY
     assert "r1" not in records["u"].values and "not a plain .npy" in records["u"].problems["r1"]
     # garbage, huge headers and truncated arrays end the decoding with a note
     for junk in (b"\xff" * 100, (2**40).to_bytes(8, "little"), stream[:-5]):
         records, note = wire.decode_records(junk, {"t": ["r1"]})
         assert "unreadable" in note and "t" not in records, (junk[:20], note)
+
+
+@rubric_category("Scoring")
+def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
+    from autograder import judge
+    from autograder.hidden_tests.mytorch_hidden import tests_of
+
+    program = wire.Program()
+    layer = program.new("Linear", 3, 2)
+    program.call(layer, "forward", np.zeros((1, 3)))
+    files = frozenset({"nn/linear.py", "__init__.py"})
+    secret = "HIDDEN_TRANSCRIPT_LEAK"
+    forged = {"kind": "raised", "step": 1, "type": secret, "file": f"../{secret}.py", "line": 7,
+              "module": secret, "extra": secret * 100}
+    stream = wire.encode_record("t", forged, {}, refused=[])
+    records, note = wire.decode_records(stream, {"t": []})
+    assert "extra" not in records["t"].error, "fields the protocol does not name are dropped"
+    message = judge.describe_failure(records["t"].error, program.steps, files)
+    assert secret not in message and message == "Linear.forward raised an exception of its own class"
+    honest = {"kind": "raised", "step": 1, "type": "NotImplementedError", "file": "nn/linear.py",
+              "line": 12}
+    assert judge.describe_failure(honest, program.steps, files) == (
+        "Linear.forward raised NotImplementedError (at mytorch/nn/linear.py:12)")
+    numpy_only = {"kind": "numpy only", "step": -1, "module": secret}
+    assert secret not in judge.describe_failure(numpy_only, program.steps, files)
+    assert judge.describe_failure({"kind": "numpy only", "module": "torch"}, [], files) == (
+        "mytorch must be written with numpy only: it imports torch")
+    # a failed check names shapes and error sizes, never the values: here values that spell a
+    # secret as character codes come back where floats were expected
+    test = tests_of("Linear")[1]
+    check_program = wire.Program()
+    check = test.build(check_program, np.random.default_rng(0))
+    codes = np.array([float(ord(c)) for c in secret])
+    values = {name: codes for name in check_program.returned}
+    result = judge.judge_test(test, wire.Record(None, values, {}), check, "", check_program.steps,
+                              files)
+    assert result.points == 0 and "shape" in result.message
+    assert not any(str(int(code)) in result.message for code in codes[:3]), result.message
 
 
 # ------------------------------------------------------------------------------------------------

@@ -78,6 +78,7 @@ GRADESCOPE_RUN = """\
 # (default the venv setup.sh made) let it run outside Gradescope's container.
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 PYTHON="${HW4P1_PYTHON:-$ROOT/venv/bin/python}"
+unset PYTHONOPTIMIZE  # python -O would strip asserts; the judge refuses to run under it
 cd "$ROOT/source" && "$PYTHON" -m autograder.gradescope --root "$ROOT" "$@"
 if ! "$PYTHON" -c 'import json, sys; json.load(open(sys.argv[1]))' "$ROOT/results/results.json"; then
     mkdir -p "$ROOT/results"
@@ -223,10 +224,13 @@ def makefile_text() -> str:
 # driver deletes autograde.tar once the hidden data is used (see autograder/README.md).
 PYTHON ?= python3
 GRADER_FLAGS ?=
+# python -O would strip asserts; the judge refuses to run under it.
+unexport PYTHONOPTIMIZE
 
 all:
-\t@tar -xf autograde.tar && cd {ARCHIVE_ROOT} && $(PYTHON) -m autograder.grade ../{HANDIN_TAR} \\
-\t\t--work ../work --autograde-tar ../autograde.tar $(GRADER_FLAGS) || echo '{zero_line}'
+\t@chmod 600 autograde.tar && (umask 077 && tar --no-same-permissions -xf autograde.tar) && cd {ARCHIVE_ROOT} && \\
+\t\t$(PYTHON) -m autograder.grade ../{HANDIN_TAR} --work ../work \\
+\t\t--autograde-tar ../autograde.tar $(GRADER_FLAGS) || echo '{zero_line}'
 """
 
 
