@@ -206,9 +206,12 @@ def test_unusable_archives_raise_a_clear_error(tmp_path):
     (tmp_path / "folder.tar").mkdir()
     real = write_tar(tmp_path / "real.tar", [regular("handin/config.yaml")])
     (tmp_path / "link.tar").symlink_to(real)
+    (tmp_path / "zstd.tar").write_bytes(b"\x28\xb5\x2f\xfd" + os.urandom(200))
+    (tmp_path / "broken-zip.tar").write_bytes(b"PK\x03\x04" + os.urandom(200))
     for name, message in [("garbage.tar", "not a tar archive"), ("empty.tar", "not a tar archive"),
                           ("missing.tar", "no missing.tar"), ("folder.tar", "not a regular file"),
-                          ("link.tar", "not a regular file")]:
+                          ("link.tar", "not a regular file"), ("zstd.tar", "compressed with zstd"),
+                          ("broken-zip.tar", "damaged zip archive")]:
         with pytest.raises(HandinError, match=message):
             extract_handin(tmp_path / name, tmp_path / f"out-{name}")
     # a compressed archive is fine
@@ -1027,7 +1030,8 @@ def test_bad_side_files_cost_only_their_own_category(tmp_path):
 def repacked_handins(folder: Path) -> dict[str, Path]:
     """The honest handin as make handin packs it ("original"), then re-packed every ordinary way:
     GNU tar and bsdtar (when installed), Python's tarfile in each format, with and without
-    directory entries and ./ prefixes, gzip-compressed."""
+    directory entries and ./ prefixes, gzip-compressed, packed from the folder above handin/, and
+    as zip archives (one named handin.tar)."""
     handin = folder / "handin"
     make_model_handin(handin)
     copy_reference_mytorch(handin)
@@ -1053,6 +1057,15 @@ def repacked_handins(folder: Path) -> dict[str, Path]:
             with tarfile.open(out, "w", format=fmt) as tar:
                 tar.add(root / prefix if prefix == "handin" else handin, arcname=prefix)
             archives[out.stem] = out
+    with tarfile.open(folder / "parent-folder.tar", "w") as tar:
+        tar.add(handin, arcname="hw4p1/handin")
+    archives["parent-folder"] = folder / "parent-folder.tar"
+    for name, arcroot in (("zip-named-tar", "handin"), ("zip-flat", "")):
+        out = folder / f"{name}.tar"
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(handin.rglob("*")):
+                archive.write(path, f"{arcroot}/{path.relative_to(handin)}".lstrip("/"))
+        archives[name] = out
     return archives
 
 
