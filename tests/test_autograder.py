@@ -263,6 +263,113 @@ def test_worker_records_are_decoded_without_trusting_them():
         assert "unreadable" in note and "t" not in records, (junk[:20], note)
 
 
+def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
+    """Each hidden test of ``tests`` replayed by the worker's own code on ``nn`` (a namespace of
+    mytorch.nn classes) in this process, then judged: the checks without the sandbox's cost."""
+    from autograder import judge, worker
+
+    results = []
+    generators = np.random.SeedSequence(seed).spawn(len(tests))
+    for test, child in zip(tests, generators):
+        program = wire.Program()
+        check = test.build(program, np.random.default_rng(child))
+        program.save(folder / test.name)
+        stream = worker.run_test(nn, folder / test.name, test.name)
+        records, note = wire.decode_records(stream, {test.name: program.returned})
+        results.append(judge.judge_test(test, records.get(test.name), check, note, program.steps,
+                                        frozenset()))
+    return results
+
+
+def stub_namespace(code: str):
+    """A mytorch.nn stand-in: the module ``code`` defines."""
+    import types
+
+    module = types.ModuleType("stub_nn")
+    exec(code, module.__dict__)  # noqa: S102 - test-defined stubs
+    return module
+
+
+# A Linear that returns zeros of the right shapes and dtypes: a dtype-only check passes it.
+ZERO_LINEAR_NN = """
+import numpy as np
+class Linear:
+    def __init__(self, in_features, out_features):
+        self.W = np.zeros((out_features, in_features))
+        self.b = np.zeros(out_features)
+    def init_weights(self, W, b):
+        self.W, self.b = W, b
+    def forward(self, A):
+        self.A = A
+        return np.zeros((*A.shape[:-1], self.W.shape[0]), dtype=A.dtype)
+    def backward(self, dLdZ):
+        self.dLdW, self.dLdb = np.zeros_like(self.W), np.zeros_like(self.b)
+        return np.zeros_like(self.A)
+"""
+# MultiHeadAttention.backward returning (N, 1) and (1, N) arrays: adding them broadcasts to N x N.
+BROADCAST_MHA_NN = """
+import numpy as np
+from mytorch.nn import MultiHeadAttention as Reference
+class MultiHeadAttention(Reference):
+    def backward(self, d_output):
+        return np.zeros((N, 1)), np.zeros((1, N)), np.zeros((N, 1))
+"""
+
+
+@rubric_category("Scoring")
+def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
+    """Checks that decide points are explicit (python -O strips asserts); the float32 Linear test
+    checks values, not only dtypes; the judge refuses to run under -O at all."""
+    from autograder.hidden_tests.mytorch_hidden import tests_of
+
+    float32_test = [t for t in tests_of("Linear") if t.name == "linear_float32_stays_float32"]
+    (tmp_path / "f32").mkdir()
+    result, = judge_in_process(stub_namespace(ZERO_LINEAR_NN), float32_test, tmp_path / "f32", 0)
+    assert result.points == 0 and "float32 Z" in result.message, result
+    code = ("import sys, tempfile\n"
+            "from pathlib import Path\n"
+            "from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS\n"
+            "from tests.test_autograder import ZEROS_NN, judge_in_process, stub_namespace\n"
+            "results = judge_in_process(stub_namespace(ZEROS_NN), HIDDEN_TESTS,\n"
+            "                           Path(tempfile.mkdtemp(dir=sys.argv[1])), 0)\n"
+            "print(sys.flags.optimize, f'{sum(r.points for r in results):g}')\n")
+    process = subprocess.run([sys.executable, "-O", "-c", code, str(tmp_path)], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert process.stdout.split()[-2:] == ["1", "0"], process.stdout[-2000:]
+    refused = subprocess.run([sys.executable, "-O", "-m", "autograder.grade",
+                              str(tmp_path / "handin.tar"), "--work", str(tmp_path / "work")],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    lines = refused.stdout.splitlines()
+    assert "refuses to run under python -O" in refused.stdout, refused.stdout[-2000:]
+    assert json.loads(lines[-1]) == {"scores": rubric.zero_scores()}
+    assert not (tmp_path / "work").exists(), "nothing is graded under -O"
+
+
+@rubric_category("Scoring")
+def test_shapes_are_checked_before_arithmetic_on_returned_arrays(tmp_path):
+    """(N, 1) and (1, N) gradients are refused by shape before the judge adds them (which would
+    allocate N x N floats)."""
+    import tracemalloc
+
+    from autograder.hidden_tests.mytorch_hidden import tests_of
+
+    test = [t for t in tests_of("MultiHeadAttention")
+            if t.name == "mha_self_attention_with_one_array_for_query_key_value"]
+    for n in (10, 4000):  # the first run warms up lazy imports; N x N float64 at 4000: 128 MB
+        nn = stub_namespace(BROADCAST_MHA_NN.replace("(N, 1)", f"({n}, 1)")
+                            .replace("(1, N)", f"(1, {n})"))
+        (tmp_path / str(n)).mkdir()
+        tracemalloc.start()
+        try:
+            result, = judge_in_process(nn, test, tmp_path / str(n), 0)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert result.points == 0 and "expected shape" in result.message, result
+    assert peak < 16 * 2**20, f"the judge allocated {peak / 2**20:.0f} MiB for 32 KB arrays"
+
+
 @rubric_category("Scoring")
 def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
     from autograder import judge
