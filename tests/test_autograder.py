@@ -739,7 +739,8 @@ def read_hidden_lines(autograde_tar: Path) -> list[str]:
 
 
 def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
-               peak_memory: list | None = None) -> tuple[list[str], dict]:
+               peak_memory: list | None = None,
+               environment: dict | None = None) -> tuple[list[str], dict]:
     """Grade ``handin`` with make in ``tmp_path/grading``; return (output lines, scores).
 
     Checks that the last line is the scores line with every category in range, and that nothing
@@ -759,7 +760,7 @@ def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
 
     before = outside()
     process = autolab_make([f"PYTHON={sys.executable}", f"GRADER_FLAGS={grader_flags}"],
-                           cwd=grading, timeout=900)
+                           cwd=grading, timeout=900, environment=environment)
     lines = process.stdout.splitlines()
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
     if peak_memory is not None:
@@ -772,10 +773,13 @@ def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
     return lines, scores
 
 
-def autolab_make(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+def autolab_make(args: list[str], cwd: Path, timeout: float,
+                 environment: dict | None = None) -> subprocess.CompletedProcess:
     """Run `make` as Autolab does: a top-level make, even when these tests run under `make test`
-    (an inherited MAKELEVEL would make GNU make print "Leaving directory" after the scores line)."""
+    (an inherited MAKELEVEL would make GNU make print "Leaving directory" after the scores line).
+    ``environment`` adds variables to the grading environment."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    env.update(environment or {})
     # A small wrapper reports the peak memory of every process make waited for, on stderr.
     wrapper = ("import resource, subprocess, sys\n"
                "code = subprocess.run(sys.argv[1:]).returncode\n"
@@ -1128,6 +1132,81 @@ def test_bad_side_files_cost_only_their_own_category(tmp_path):
         assert "The autograder itself failed" not in text and len(text) < 100_000, text[-3000:]
         if message:
             assert message in text, (name, text[-3000:])
+
+
+def recorded_worker_streams(seed: int) -> dict[str, bytes]:
+    """{category: what the worker sends back for the reference mytorch}, recorded in this process
+    for hidden-test inputs drawn from ``seed``: what a replay attack would have saved from an
+    earlier grading."""
+    import mytorch.nn as reference_nn
+    from autograder import worker
+    from autograder.hidden_tests.mytorch_hidden import tests_of
+
+    streams = {}
+    for category in rubric.MYTORCH_RUBRIC:
+        folder = Path(tempfile.mkdtemp(prefix="hw4p1-record-"))
+        tests = tests_of(category)
+        stream = b""
+        for test, child in zip(tests, np.random.SeedSequence(seed).spawn(len(tests))):
+            program = wire.Program()
+            test.build(program, np.random.default_rng(child))
+            program.save(folder / test.name)
+            stream += worker.run_test(reference_nn, folder / test.name, test.name)
+        shutil.rmtree(folder)
+        streams[category] = stream
+    return streams
+
+
+# Replays a recorded stream on the worker's result fd, then exits before any class is used.
+REPLAY_INIT = """
+import base64, importlib, json, os, sys
+_args = sys.argv
+_tests = json.load(open(os.path.join(_args[_args.index("--input") + 1], "tests.json")))
+_data = base64.b64decode(importlib.import_module("mytorch._replay_" + CATEGORY_OF[_tests[0]]).DATA)
+_fd = int(_args[_args.index("--result-fd") + 1])
+while _data:
+    _data = _data[os.write(_fd, _data):]
+os._exit(0)
+"""
+REPLAY_SEED = 20240  # the recorded grading's seed (any seed: the judge draws a fresh one)
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_replaying_an_earlier_gradings_results_scores_zero(tmp_path):
+    """A mytorch whose classes all raise NotImplementedError, which writes the worker's result
+    stream of an earlier grading of the reference mytorch straight to the result fd: the inputs
+    are drawn afresh, so the recorded values match nothing."""
+    import base64
+
+    from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+
+    category_of = {test.name: test.category for test in HIDDEN_TESTS}
+    handin = tmp_path / "handin"
+    make_model_handin(handin)
+    package = handin / "mytorch"
+    (package / "nn").mkdir(parents=True)
+    (package / "nn/__init__.py").write_text(STUB_NN)
+    for category, stream in recorded_worker_streams(REPLAY_SEED).items():
+        (package / f"_replay_{category}.py").write_text(
+            f"DATA = {base64.b64encode(stream).decode()!r}\n")
+    (package / "__init__.py").write_text(f"CATEGORY_OF = {category_of!r}\n{REPLAY_INIT}")
+    lines, scores = run_grader(tmp_path, pack_folder(handin, tmp_path / "handin.tar"))
+    text = "\n".join(lines)
+    expected = {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
+    assert scores == expected, f"replay: expected {expected}, got {scores}\n{text[-4000:]}"
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_pythonoptimize_in_the_grading_environment_changes_nothing(tmp_path):
+    """PYTHONOPTIMIZE=1 set where make runs: the Makefile unexports it, and the checks are not
+    asserts anyway; a mytorch returning zeros earns nothing."""
+    lines, scores = run_grader(tmp_path, attack_handin(tmp_path, "", ZEROS_NN),
+                               environment={"PYTHONOPTIMIZE": "1"})
+    expected = {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
+    assert scores == expected, "\n".join(lines)[-4000:]
+    assert "refuses to run" not in "\n".join(lines), "the Makefile must clear PYTHONOPTIMIZE"
 
 
 # ------------------------------------------------------------------------------------------------
