@@ -44,11 +44,12 @@ def unpack_root(tmp_path: Path, handin: Path | None) -> Path:
     return root
 
 
-def run_autograder(root: Path) -> dict:
-    """Run source/run_autograder as Gradescope does; return the parsed results.json."""
+def run_autograder(root: Path, *args: str) -> dict:
+    """Run source/run_autograder as Gradescope does (``args`` passed on); return the parsed
+    results.json."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     env.update(AUTOGRADER_ROOT=str(root), HW4P1_PYTHON=sys.executable)
-    process = subprocess.run([str(root / "source/run_autograder")], cwd=root, env=env,
+    process = subprocess.run([str(root / "source/run_autograder"), *args], cwd=root, env=env,
                              capture_output=True, text=True, timeout=900)
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
     return json.loads((root / "results/results.json").read_text())
@@ -156,7 +157,59 @@ def test_honest_broken_and_hostile_handins_match_the_autolab_scores(tmp_path):
             assert all(t["status"] == "passed" for t in hidden)
         else:
             assert all(t["score"] == 0 and "What differed" in t["output"] for t in hidden), name
-        assert '{"scores"' in results["output"], "the Autolab summary is the output"
+        # the visible output: category totals, never a hidden test's details
+        assert "Total" in results["output"] and "What differed" not in results["output"], name
+        assert not any(t["output"].split("\n")[-1] in results["output"] for t in hidden
+                       if "What differed" in t["output"]), name
+
+
+# Reads every copy of the hidden material it can find; if any, prints it and breaks mytorch.
+SNOOP_INIT = """
+import glob
+_paths = [SOURCE_TAR] + [path for pattern in ("autograde.tar", "autograde/autograder/hidden_set/*",
+                                               "autograde/autograder/hidden_tests/*.py")
+                         for path in glob.glob("/tmp/hw4p1-grading-*/" + pattern)]
+_found = []
+for _path in _paths:
+    try:
+        with open(_path, "rb") as _file:
+            _found.append(_file.read(1 << 20))
+    except OSError:
+        pass
+if _found:
+    print("LEAKED", _found[0][-3000:].decode("latin-1"))
+    raise ImportError("LEAKED " + _found[0][-3000:].decode("latin-1"))
+print("SNOOPED_NOTHING")
+"""
+
+
+@pytest.mark.slow
+@rubric_category("Results")
+def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tmp_path):
+    """A mytorch that looks for source/autograde.tar (0644 as Gradescope unpacks it), the grading
+    folder's copy and its extraction, in every sandbox mode this machine offers (setpriv is what
+    Gradescope's containers give): it finds nothing and keeps full marks; what it prints reaches
+    neither results.json nor the feedback; source/autograde.tar is gone after grading."""
+    from autograder import sandbox
+    from tests.test_autograder import read_hidden_lines, session_folder
+
+    hidden = read_hidden_lines(built_autograder() / "autograde.tar")
+    modes = [""] + (["--sandbox setpriv"] if os.geteuid() == 0 and "setpriv" in sandbox.MODES
+                    else [])
+    for flags in modes:
+        folder = session_folder("hw4p1-gs-snoop-")
+        folder.chmod(0o755)  # like /autograder: every user may traverse it
+        root_source = folder / "autograder/source/autograde.tar"
+        handin = attack_handin(folder, f"SOURCE_TAR = {str(root_source)!r}\n{SNOOP_INIT}", None)
+        root = unpack_root(folder, handin)
+        assert root_source.is_file() and root_source.stat().st_mode & 0o004
+        results = run_autograder(root, *(["--grader-flags", flags] if flags else []))
+        check_spec(results)
+        text = json.dumps(results)
+        assert category_totals(results) == honest_scores(), (flags, category_totals(results))
+        assert "LEAKED" not in text and "SNOOPED_NOTHING" not in text, flags
+        assert not any(line in text for line in hidden if len(line) > 20), flags
+        assert not root_source.exists(), "source/autograde.tar must be deleted once copied"
 
 
 if __name__ == "__main__":
