@@ -370,6 +370,72 @@ def test_shapes_are_checked_before_arithmetic_on_returned_arrays(tmp_path):
     assert peak < 16 * 2**20, f"the judge allocated {peak / 2**20:.0f} MiB for 32 KB arrays"
 
 
+# mytorch files the hidden tests grade (each category's class, and MultiHeadAttention's parts)
+GRADED_MYTORCH_FILES = ("mytorch/nn/linear.py", "mytorch/nn/activation.py",
+                        "mytorch/nn/scaled_dot_product_attention.py",
+                        "mytorch/nn/multi_head_attention.py")
+GRADINGS_PER_TREE = 3
+# Grades each mytorch tree named on the command line GRADINGS_PER_TREE times, each with a fresh
+# secrets seed as the judge draws it, in one process (mytorch is re-imported for each tree).
+SCORE_TREES = """
+import json, secrets, sys, tempfile
+from pathlib import Path
+from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+from tests.test_autograder import judge_in_process
+repeats, trees = int(sys.argv[1]), sys.argv[2:]
+scores = {}
+for tree in trees:
+    for name in [name for name in sys.modules if name.partition(".")[0] == "mytorch"]:
+        del sys.modules[name]
+    sys.path.insert(0, tree)
+    import mytorch.nn as nn
+    sys.path.remove(tree)
+    scores[tree] = []
+    for _ in range(repeats):
+        results = judge_in_process(nn, HIDDEN_TESTS, Path(tempfile.mkdtemp()),
+                                   secrets.randbits(128))
+        totals = {}
+        for result in results:
+            totals[result.category] = totals.get(result.category, 0) + result.points
+        scores[tree].append(totals)
+print(json.dumps(scores))
+"""
+
+
+@pytest.mark.slow
+@rubric_category("Scoring")
+def test_fresh_inputs_give_the_same_score_every_time(tmp_path):
+    """The reference and every catalogue mutant of a graded mytorch file, graded several times
+    with fresh hidden-test inputs: each scores the same every time (the tolerances hold for any
+    draw), the reference scores full marks and every mutant loses points."""
+    from tools import mutants
+
+    catalogue = [m for m in mutants.load_catalogue(sorted(
+        (REPO_ROOT / "tools/mutant_catalogue").glob("*.yaml"))) if m.file in GRADED_MYTORCH_FILES]
+    assert len(catalogue) >= 10, "the catalogue's mytorch mutants are missing"
+    trees = {"reference": tmp_path / "reference"}
+    copy_reference_mytorch(trees["reference"])
+    for mutant in catalogue:
+        trees[mutant.id] = tmp_path / mutant.id
+        copy_reference_mytorch(trees[mutant.id])
+        target = trees[mutant.id] / mutant.file
+        target.write_text(mutants.mutate(target.read_text(), mutant))
+    process = subprocess.run([sys.executable, "-c", SCORE_TREES, str(GRADINGS_PER_TREE),
+                              *map(str, trees.values())], cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=1800)
+    assert process.returncode == 0, process.stderr[-3000:]
+    scores = json.loads(process.stdout.splitlines()[-1])
+    full = sum(rubric.MYTORCH_RUBRIC.values())
+    for name, tree in trees.items():
+        runs = scores[str(tree)]
+        assert all(run == runs[0] for run in runs), f"{name} scored differently: {runs}"
+        total = sum(runs[0].values())
+        if name == "reference":
+            assert total == full, runs[0]
+        else:
+            assert total < full, f"mutant {name} keeps full marks on the hidden tests"
+
+
 @rubric_category("Scoring")
 def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
     from autograder import judge
