@@ -41,7 +41,7 @@ SOURCE_FILES = ("autograde.tar", "autograde-Makefile")
 HIDDEN_SOURCE = "autograde.tar"  # deleted from source/ once copied: it holds the hidden material
 MAX_OUTPUT_CHARS = 60_000  # the summary shown to the student; Gradescope truncates long outputs
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
-GRADING_TIMEOUT_S = 900.0  # beyond the judge's own limits (300 s model + 4 x 60 s mytorch)
+GRADING_TIMEOUT_S = rubric.worst_case_seconds() + 120.0  # the judge always finishes first
 
 
 def main(argv: list[str] | None = None) -> None:

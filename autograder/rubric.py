@@ -32,6 +32,17 @@ ZERO_MARKS_PPL = 4.5
 # model is rebuilt and evaluated in one more.
 MYTORCH_TIMEOUT_S = 60.0
 MODEL_TIMEOUT_S = 300.0
+# The judge's own time beyond its children's limits: choosing the sandbox (each mode's probe may
+# take sandbox.PROBE_TIMEOUT_S), draining each child's output after it ends, extracting the handin,
+# computing the hidden tests' truths. tests/test_autograder.py checks that it covers the probes.
+JUDGE_OVERHEAD_S = 240.0
+
+
+def worst_case_seconds(model_timeout: float = MODEL_TIMEOUT_S,
+                       mytorch_timeout: float = MYTORCH_TIMEOUT_S) -> float:
+    """The longest one grading can take, every limit reached: what a platform's timeout must
+    exceed (autograder/README.md quotes it for Autolab and Gradescope)."""
+    return model_timeout + len(MYTORCH_RUBRIC) * mytorch_timeout + JUDGE_OVERHEAD_S
 
 
 def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,

@@ -437,6 +437,25 @@ def test_fresh_inputs_give_the_same_score_every_time(tmp_path):
 
 
 @rubric_category("Scoring")
+def test_documented_timeouts_cover_the_judges_worst_case():
+    """The platform timeouts the README asks for exceed every limit of the judge reached at once
+    (rubric.worst_case_seconds), whose own allowance covers a probe of every sandbox mode."""
+    from autograder import gradescope
+
+    worst = rubric.worst_case_seconds()
+    assert worst == (rubric.MODEL_TIMEOUT_S + len(rubric.MYTORCH_RUBRIC) * rubric.MYTORCH_TIMEOUT_S
+                     + rubric.JUDGE_OVERHEAD_S)
+    own_work_s = 60  # draining outputs, extraction, truths: seconds in practice
+    assert len(sandbox.MODES) * sandbox.PROBE_TIMEOUT_S + own_work_s <= rubric.JUDGE_OVERHEAD_S
+    readme = (REPO_ROOT / "autograder/README.md").read_text()
+    autolab = int(re.search(r"autograding timeout to at\s+least (\d+) s", readme).group(1))
+    assert autolab >= worst, f"README asks Autolab for {autolab} s, the worst case is {worst} s"
+    assert gradescope.GRADING_TIMEOUT_S >= worst
+    minutes = int(re.search(r"\*\*Autograder timeout\*\*: (\d+) minutes", readme).group(1))
+    assert minutes * 60 > gradescope.GRADING_TIMEOUT_S, "Gradescope must outlast the adapter"
+
+
+@rubric_category("Scoring")
 def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
     from autograder import judge
     from autograder.hidden_tests.mytorch_hidden import tests_of
