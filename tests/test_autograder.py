@@ -437,6 +437,30 @@ def test_fresh_inputs_give_the_same_score_every_time(tmp_path):
 
 
 @rubric_category("Scoring")
+def test_scores_line_is_printed_even_when_the_last_process_scan_fails(tmp_path):
+    """A failure in the judge's final sweep of leftover processes (a /proc scan meeting a process
+    name that is not UTF-8, say) still ends the output with the summary and the scores line."""
+    import contextlib
+
+    from autograder import grade
+
+    def failing_scan():
+        b"\xff\xfe".decode("utf-8")
+
+    saved = sandbox.kill_descendants, sandbox.become_subreaper
+    output = io.StringIO()
+    try:
+        sandbox.kill_descendants, sandbox.become_subreaper = failing_scan, lambda: None
+        with contextlib.redirect_stdout(output):
+            grade.main([str(tmp_path / "handin.tar"), "--work", str(tmp_path / "work")])
+    finally:
+        sandbox.kill_descendants, sandbox.become_subreaper = saved
+    lines = output.getvalue().splitlines()
+    assert "UnicodeDecodeError" in output.getvalue() and "Summary" in output.getvalue()
+    assert json.loads(lines[-1]) == {"scores": rubric.zero_scores()}, lines[-5:]
+
+
+@rubric_category("Scoring")
 def test_documented_timeouts_cover_the_judges_worst_case():
     """The platform timeouts the README asks for exceed every limit of the judge reached at once
     (rubric.worst_case_seconds), whose own allowance covers a probe of every sandbox mode."""
