@@ -957,6 +957,9 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     assert not (grading / "autograde.tar").exists()
     assert not (grading / "autograde/hw4lib").exists()
     assert not (grading / "autograde/autograder/hidden_set").exists()
+    assert not (grading / "autograde/autograder/hidden_tests").exists()
+    assert (grading / "autograde").stat().st_mode & 0o077 == 0, "the extraction stays private"
+    assert "secrets" not in text and "seed" not in text.lower(), "the seed is never shown"
 
 
 # ------------------------------------------------------------------------------------------------
