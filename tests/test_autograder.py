@@ -316,6 +316,7 @@ class MultiHeadAttention(Reference):
 """
 
 
+@pytest.mark.slow
 @rubric_category("Scoring")
 def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
     """Checks that decide points are explicit (python -O strips asserts); the float32 Linear test
