@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 MAX_HEADER_BYTES = 64 * 1024  # one record's JSON header
 MAX_ARRAY_BYTES = 32 * 2**20  # one returned .npy
 NUMERIC_KINDS = "biuf"  # bool, signed and unsigned integers, floats: what a result may hold

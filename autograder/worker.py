@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_test(nn, folder: Path, test: str) -> bytes:
-    """Replay one program; its record (an error message when a step failed)."""
+    """Replay one program; its record (with the failure's fields when a step failed)."""
     arrays, steps, returned = wire.load_program(folder)
     env: dict[str, object] = dict(arrays)
     values: dict[str, np.ndarray | None] = {}
