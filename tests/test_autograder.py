@@ -316,6 +316,30 @@ class MultiHeadAttention(Reference):
 """
 
 
+@rubric_category("Scoring")
+def test_no_check_that_decides_points_is_an_assert():
+    """python -O strips asserts: the judge, the hidden tests and the numeric_checks helpers they
+    import hold none (so a zero stub cannot pass a check that vanished)."""
+    import ast
+
+    from autograder.hidden_tests import mytorch_hidden
+
+    def asserts_in(node) -> list[int]:
+        return [n.lineno for n in ast.walk(node) if isinstance(n, ast.Assert)]
+
+    for module in ("autograder/judge.py", "autograder/wire.py",
+                   "autograder/hidden_tests/mytorch_hidden.py"):
+        found = asserts_in(ast.parse((REPO_ROOT / module).read_text()))
+        assert not found, f"{module} has assert statements at lines {found}"
+    shared = ast.parse((REPO_ROOT / "tests/numeric_checks.py").read_text())
+    imported = {name for name, value in vars(mytorch_hidden).items()
+                if getattr(value, "__module__", None) == "tests.numeric_checks"}
+    assert imported, "the hidden tests' shared helpers were not found"
+    for node in shared.body:
+        if isinstance(node, ast.FunctionDef) and node.name in imported:
+            assert not asserts_in(node), f"numeric_checks.{node.name}, used by the judge, asserts"
+
+
 @pytest.mark.slow
 @rubric_category("Scoring")
 def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
