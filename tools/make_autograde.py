@@ -228,8 +228,8 @@ GRADER_FLAGS ?=
 unexport PYTHONOPTIMIZE
 
 all:
-\t@chmod 600 autograde.tar && (umask 077 && tar --no-same-permissions -xf autograde.tar) && cd {ARCHIVE_ROOT} && \\
-\t\t$(PYTHON) -m autograder.grade ../{HANDIN_TAR} --work ../work \\
+\t@chmod 600 autograde.tar && (umask 077 && tar --no-same-permissions -xf autograde.tar) && \\
+\t\tcd {ARCHIVE_ROOT} && $(PYTHON) -m autograder.grade ../{HANDIN_TAR} --work ../work \\
 \t\t--autograde-tar ../autograde.tar $(GRADER_FLAGS) || echo '{zero_line}'
 """
 
