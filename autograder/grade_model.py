@@ -35,6 +35,7 @@ from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE
 from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
 from hw4lib.train import build_loader
 from hw4lib.trainers.base_trainer import write_json
 from hw4lib.trainers.metrics import evaluate_language_model
@@ -87,6 +88,12 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
     tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, token_type)
     model_config = config["model"]
     state_dict = load_state_dict(handin / STATE_DICT_FILE)
+    try:
+        check_shapes({key: value.shape for key, value in state_dict.items()}, model_config,
+                     tokenizer.vocab_size, what=f"model_state_dict.pt ({token_type} tokenizer, "
+                                                f"vocab_size {tokenizer.vocab_size})")
+    except StateDictMismatch as error:
+        raise GradingError(f"{error} `make handin` refuses such a model: pack with it.") from error
     model = DecoderOnlyTransformer(**model_config, num_classes=tokenizer.vocab_size)
     try:
         model.load_state_dict(state_dict, strict=True)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP, TOKENIZER_FILES, H4Tokenizer
 from hw4lib.handin_format import MAX_PARAMETERS, MODEL_LIMITS
 from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.model.state_dict_contract import count_elements
 
 TOKEN_TYPES = tuple(TOKENIZER_FILES)                     # char, 1k, 5k, 10k
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -423,13 +424,9 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> di
 
 # ---------------------------------------------------------------------------------- the grader
 
-def count_parameters(model_config: dict[str, Any], vocab_size: int) -> tuple[int, int]:
-    """(parameters, buffer elements) of ``DecoderOnlyTransformer(**model_config, num_classes=
-    vocab_size)``, counted on the meta device: nothing is allocated."""
-    with torch.device("meta"):
-        model = DecoderOnlyTransformer(**model_config, num_classes=vocab_size)
-    return (sum(p.numel() for p in model.parameters()),
-            sum(b.numel() for b in model.buffers()))
+def vocab_size_of(token_type: str) -> int:
+    """The vocabulary size of the shipped tokenizer ``token_type``: the model's num_classes."""
+    return H4Tokenizer(DEFAULT_TOKEN_MAP, token_type, validate=False).vocab_size
 
 
 def validate_untrusted(config: Any, vocab_sizes: Mapping[str, int] | None = None,
@@ -441,7 +438,8 @@ def validate_untrusted(config: Any, vocab_sizes: Mapping[str, int] | None = None
     Exact types (``"16"``, ``16.0`` and ``true`` are not 16), no unknown model keys, each integer
     within ``limits`` ({key: (smallest, largest)}) and at most ``max_parameters`` parameters plus
     buffer elements with the vocabulary of ``vocab_sizes[token_type]`` (default: the shipped
-    tokenizer's); all checked before anything is allocated (the count runs on the meta device).
+    tokenizer's); all checked before anything is allocated (the count comes from the state-dict
+    manifest, ``hw4lib.model.state_dict_contract``).
     The same model checks as :func:`validate_config` then apply (d_model divisible by num_heads...).
     """
     if not isinstance(config, Mapping):
@@ -461,9 +459,8 @@ def validate_untrusted(config: Any, vocab_sizes: Mapping[str, int] | None = None
             raise ConfigError(f"config key 'model.{key}' is {value}, outside the grader's "
                               f"limits [{low}, {high}]")
     model = parse_section(Model, dict(raw_model), "model").model_dump()
-    vocab_size = (vocab_sizes[token_type] if vocab_sizes is not None
-                  else H4Tokenizer(DEFAULT_TOKEN_MAP, token_type, validate=False).vocab_size)
-    parameters, buffers = count_parameters(model, vocab_size)
+    vocab_size = vocab_sizes[token_type] if vocab_sizes is not None else vocab_size_of(token_type)
+    parameters, buffers = count_elements(model, vocab_size)
     if parameters + buffers > max_parameters:
         raise ConfigError(f"config section 'model' describes {parameters:,} parameters and "
                           f"{buffers:,} buffer elements; the grader builds at most "

@@ -668,9 +668,14 @@ def test_grade_model_refuses_broken_state_dicts(tmp_path):
     nan_bias = torch.full_like(state["final_linear.bias"], math.nan)
     cases = [
         ({**state, "payload": RunsCode()}, "weights_only"),
-        (renamed, "Missing key"),
-        ({**state, "extra.weight": torch.zeros(1)}, "Unexpected key"),
-        ({**state, "final_linear.bias": torch.zeros(7)}, "size mismatch"),
+        (renamed, r"missing norm\.weight .*DecoderOnlyTransformer\.norm \(nn\.LayerNorm\)"),
+        ({**state, "extra.weight": torch.zeros(1)}, r"unexpected extra\.weight \[1\]"),
+        ({**state, "final_linear.bias": torch.zeros(7)},
+         r"wrong shape for final_linear\.bias: expected \[\d+\], got \[7\]"),
+        ({k: v for k, v in state.items() if k != "final_linear.bias"},
+         r"missing final_linear\.bias .*DecoderOnlyTransformer\.final_linear \(nn\.Linear\)"),
+        ({k: v for k, v in state.items() if ".ffn.norm." not in k},
+         r"missing dec_layers\.0\.ffn\.norm\.weight .*FeedForwardLayer\.norm"),
         ({"model_state_dict": state, "epoch": 3}, re.escape("model.state_dict()")),
         ([torch.zeros(2)], re.escape("model.state_dict()")),
         ({**state, "final_linear.bias": nan_bias}, "NaN"),

@@ -27,6 +27,18 @@ def test_members():
 
 
 @rubric("Decoder layer")
+def test_state_dict_is_the_one_the_grader_loads():
+    """Names and shapes of the layer's tensors as in the grader's reference model."""
+    from hw4lib.model import SelfAttentionDecoderLayer
+    from hw4lib.model.state_dict_contract import check_shapes
+
+    layer = SelfAttentionDecoderLayer(d_model=12, num_heads=3, d_ff=20)
+    check_shapes({key: value.shape for key, value in layer.state_dict().items()},
+                 {"d_model": 12, "d_ff": 20}, num_classes=0, prefix="dec_layers.{i}.",
+                 what="SelfAttentionDecoderLayer(d_model=12, num_heads=3, d_ff=20).state_dict()")
+
+
+@rubric("Decoder layer")
 def test_output_and_weights_match_recomputation():
     from hw4lib.model import SelfAttentionDecoderLayer
 

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from torch import nn
 
 from hw4lib import handin_format
+from hw4lib.config import vocab_size_of
+from hw4lib.model.state_dict_contract import expected_entries, load_manifest
 from hw4lib.utils import handin
 from hw4lib.utils.handin import BEST_CHECKPOINT, HandinError, main, pack
 from tests.testing_framework import rubric, run_module
@@ -26,20 +27,20 @@ RUBRIC = {"Handin packing": 0, "Handin refusals": 0}
 
 # A model section the grader accepts (the packer checks the config as the grader does).
 MODEL_CONFIG = {"num_layers": 1, "d_model": 4, "num_heads": 1, "d_ff": 8, "dropout": 0.0,
-                "max_len": 16}
+                "max_len": 16, "weight_tying": True}
 EXPECTED_RUN_MEMBERS = {"handin/test_metrics.json", "handin/test_generated_results.json",
                         "handin/model_arch.txt", "handin/config.yaml", "handin/model_state_dict.pt"}
 
 
-class TiedModel(nn.Module):
-    """Embedding and output layer sharing one weight, as with weight_tying."""
-
-    def __init__(self):
-        super().__init__()
-        self.embedding = nn.Embedding(7, 4)
-        self.norm = nn.LayerNorm(4)
-        self.final_linear = nn.Linear(4, 7)
-        self.embedding.weight = self.final_linear.weight
+def grader_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
+    """A trained model's state dict without the training: random tensors with the names and shapes
+    the grader's model has for MODEL_CONFIG (the manifest's), the tied weights one tensor."""
+    generator = torch.Generator().manual_seed(seed)
+    entries = expected_entries(MODEL_CONFIG, vocab_size_of("char"))
+    state = {key: torch.randn(entry.shape, generator=generator) for key, entry in entries.items()}
+    first, *others = load_manifest()["tied"]
+    state.update((key, state[first]) for key in others)
+    return state
 
 
 def make_repo(root: Path) -> None:
@@ -54,20 +55,20 @@ def make_repo(root: Path) -> None:
     (root / "mytorch" / "nn" / ".ipynb_checkpoints" / "linear-checkpoint.py").write_text("x = 1\n")
 
 
-def make_run(root: Path, name: str, model: nn.Module | None = None, **overrides) -> Path:
+def make_run(root: Path, name: str, state: dict | None = None, **overrides) -> Path:
     """expts/<name>/ as the trainer writes it; ``overrides`` replaces (None: deletes) a file."""
     folder = root / "expts" / name
     (folder / "checkpoints").mkdir(parents=True)
-    model = model or TiedModel()
+    state = grader_state_dict() if state is None else state
     files = {
         "config.yaml": yaml.safe_dump({"model": MODEL_CONFIG,
                                        "tokenization": {"token_type": "char"}}),
-        "model_arch.txt": "TiedModel(...)\n",
+        "model_arch.txt": "DecoderOnlyTransformer(...)\n",
         "test_metrics.json": json.dumps({"ce_loss_token": 1.0, "ce_loss_char": 0.5,
                                          "perplexity_token": 2.7, "perplexity_char": 1.6}),
         "test_generated_results.json": json.dumps({"greedy": [], "beam": [], "sample": []}),
     }
-    checkpoint = {"model_state_dict": model.state_dict(), "epoch": 1, "step": 3,
+    checkpoint = {"model_state_dict": state, "epoch": 1, "step": 3,
                   "rng_states": {"numpy": np.random.get_state()}}
     for file, content in overrides.items():
         if file == "checkpoint":
@@ -90,19 +91,21 @@ def read_tar(path: Path) -> dict[str, bytes]:
 @rubric("Handin packing")
 def test_handin_packs_run_and_mytorch_sources(tmp_path):
     make_repo(tmp_path)
-    model = TiedModel()
-    make_run(tmp_path, "run-a", model)
+    original = grader_state_dict()
+    make_run(tmp_path, "run-a", original)
     pack(tmp_path)
     members = read_tar(tmp_path / "handin.tar")
     assert set(members) == EXPECTED_RUN_MEMBERS | {"handin/mytorch/__init__.py",
                                                    "handin/mytorch/nn/linear.py"}
-    assert members["handin/model_arch.txt"] == b"TiedModel(...)\n"
+    assert members["handin/model_arch.txt"] == b"DecoderOnlyTransformer(...)\n"
 
     state = torch.load(io.BytesIO(members["handin/model_state_dict.pt"]), weights_only=True)
-    fresh = TiedModel()
-    fresh.load_state_dict(state, strict=True)
-    for key, value in model.state_dict().items():
-        assert torch.equal(fresh.state_dict()[key], value), key
+    assert list(state) == list(original), "the packed state dict must keep every key, in order"
+    for key, value in original.items():
+        assert torch.equal(state[key], value), key
+    first, *others = load_manifest()["tied"]
+    for key in others:  # a tied weight stays one tensor, stored once
+        assert state[key].untyped_storage().data_ptr() == state[first].untyped_storage().data_ptr()
     # the full checkpoint itself would not load that way: the extraction is what makes it safe
     with pytest.raises(Exception):
         torch.load(tmp_path / "expts" / "run-a" / BEST_CHECKPOINT, weights_only=True)
@@ -194,6 +197,29 @@ def test_handin_refuses_what_the_grader_would(tmp_path, monkeypatch):
     with pytest.raises(HandinError, match="would hold 7 files, over the grader's limit of 4"):
         pack(tmp_path, out=tmp_path / "second.tar")
     assert not (tmp_path / "second.tar").exists(), "a refused handin must leave no second.tar"
+
+
+@rubric("Handin refusals")
+def test_handin_refuses_a_state_dict_the_grader_cannot_load(tmp_path):
+    """Keys the reference model lacks or has, and shapes that differ, are each named; nothing is
+    written. Two of them are what a final_linear without bias and an FFN LayerNorm without
+    weight and bias give: models that train well and would score 0."""
+    make_repo(tmp_path)
+    state = grader_state_dict()
+    for key in ("final_linear.bias", "dec_layers.0.ffn.norm.weight", "dec_layers.0.ffn.norm.bias"):
+        del state[key]
+    state["dec_layers.0.ffn.scale"] = torch.ones(4)
+    state["norm.weight"] = torch.ones(5)
+    make_run(tmp_path, "run", state)
+    with pytest.raises(HandinError) as refusal:
+        pack(tmp_path)
+    message = str(refusal.value)
+    for named in ("missing final_linear.bias", "DecoderOnlyTransformer.final_linear (nn.Linear)",
+                  "missing dec_layers.0.ffn.norm.weight", "missing dec_layers.0.ffn.norm.bias",
+                  "FeedForwardLayer.norm (nn.LayerNorm)", "unexpected dec_layers.0.ffn.scale",
+                  "wrong shape for norm.weight: expected [4], got [5]"):
+        assert named in message, f"the refusal must say {named!r}; it says:\n{message}"
+    assert not (tmp_path / "handin.tar").exists(), "a refused handin must leave no handin.tar"
 
 
 if __name__ == "__main__":

@@ -61,6 +61,19 @@ def test_ffn_layout():
 
 
 @rubric("Feed-forward sublayer")
+def test_state_dict_is_the_one_the_grader_loads():
+    """Names and shapes of the layer's tensors as in the grader's reference model (a LayerNorm
+    without its weight and bias, or a Linear without bias, trains but cannot be graded)."""
+    from hw4lib.model import FeedForwardLayer
+    from hw4lib.model.state_dict_contract import check_shapes
+
+    layer = FeedForwardLayer(d_model=8, d_ff=24)
+    check_shapes({key: value.shape for key, value in layer.state_dict().items()},
+                 {"d_model": 8, "d_ff": 24}, num_classes=0, prefix="dec_layers.{i}.ffn.",
+                 what="FeedForwardLayer(d_model=8, d_ff=24).state_dict()")
+
+
+@rubric("Feed-forward sublayer")
 def test_output_matches_recomputation():
     from hw4lib.model import FeedForwardLayer
 

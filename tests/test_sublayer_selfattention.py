@@ -81,6 +81,18 @@ def test_members():
 
 
 @rubric("Self-attention sublayer")
+def test_state_dict_is_the_one_the_grader_loads():
+    """Names and shapes of the layer's tensors as in the grader's reference model."""
+    from hw4lib.model import SelfAttentionLayer
+    from hw4lib.model.state_dict_contract import check_shapes
+
+    layer = SelfAttentionLayer(d_model=12, num_heads=3)
+    check_shapes({key: value.shape for key, value in layer.state_dict().items()},
+                 {"d_model": 12}, num_classes=0, prefix="dec_layers.{i}.self_attn.",
+                 what="SelfAttentionLayer(d_model=12, num_heads=3).state_dict()")
+
+
+@rubric("Self-attention sublayer")
 def test_output_and_weights_match_recomputation():
     from hw4lib.model import SelfAttentionLayer
 

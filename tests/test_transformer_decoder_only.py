@@ -171,6 +171,21 @@ def test_weight_tying_shares_one_parameter():
     assert count(untied) - count(tied) == saved, f"tying must save num_classes * d_model = {saved} parameters"
 
 
+@rubric("Decoder-only Transformer")
+def test_state_dict_is_the_one_the_grader_loads():
+    """The grader loads your weights strictly into its own reference model, so every tensor must
+    have the reference's name and shape (hw4lib/model/state_dict_manifest.json lists them)."""
+    from hw4lib.model.state_dict_contract import check_shapes
+
+    for overrides in ({}, {"num_layers": 1, "weight_tying": True},
+                      {"num_layers": 3, "d_model": 8, "num_heads": 2, "d_ff": 24, "max_len": 5,
+                       "num_classes": 7}):
+        config = {**TINY, **overrides}
+        model = tiny_model(**overrides)
+        check_shapes({key: value.shape for key, value in model.state_dict().items()}, config,
+                     config["num_classes"], what=f"DecoderOnlyTransformer(**{config}).state_dict()")
+
+
 class RecordingLayer(nn.Module):
     """Stands in for a decoder layer: returns its input unchanged and records that it ran."""
 

@@ -583,6 +583,15 @@ def check_imports(root: Path, packages: tuple[str, ...] = IMPORT_PACKAGES) -> No
         raise HandoutError(f"the handout does not import cleanly:\n{result.stdout}{result.stderr}")
 
 
+def check_manifest(repo: Path) -> None:
+    """HandoutError unless the state-dict manifest students get is the reference model's."""
+    check = subprocess.run([sys.executable, "-m", "tools.state_dict_manifest", "--check"],
+                           cwd=repo, capture_output=True, text=True)
+    if check.returncode != 0:
+        raise HandoutError(f"the state-dict manifest is stale or could not be derived:\n"
+                           f"{check.stdout}{check.stderr}")
+
+
 def write_tarball(handout: Handout, tarball: Path, top: str = "hw4p1") -> None:
     """Pack the handout's files (and only them) under ``top/``, byte-for-byte reproducibly."""
     buffer = io.BytesIO()
@@ -619,6 +628,7 @@ def main(argv: list[str] | None = None) -> Handout:
     if args.out is None and out.exists():
         shutil.rmtree(out)
     try:
+        check_manifest(repo)
         handout = build(repo, out)
         notes = check_tree(handout)
         if not args.no_import_check:

@@ -13,8 +13,9 @@
 The autograder rebuilds the model from ``config.yaml`` and scores ``model_state_dict.pt`` on its own
 data, so the weights must come from the same run as the config. The packer applies the grader's own
 rules (``hw4lib/handin_format.py``: names and size limits; ``hw4lib.config.validate_untrusted``:
-the model it agrees to build), so nothing is packed that the grader would refuse: the error names
-the problem and says how to fix it.
+the model it agrees to build; ``hw4lib.model.state_dict_contract``: the names and shapes of the
+tensors its reference model loads), so nothing is packed that the grader would refuse: the error
+names the problem and says how to fix it.
 """
 from __future__ import annotations
 
@@ -29,10 +30,11 @@ from pathlib import Path
 import torch
 import yaml
 
-from hw4lib.config import ConfigError, training_settings, validate_untrusted
+from hw4lib.config import ConfigError, training_settings, validate_untrusted, vocab_size_of
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR,
                                   RUN_FILES, STATE_DICT_FILE, is_mytorch_source, size_limit)
+from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
 from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
 
 EXPTS_DIR = training_settings({})["expts_dir"]  # where runs are, unless their config moved them
@@ -60,8 +62,9 @@ def find_run(expts: Path, run: str | None = None) -> Path:
     return max(runs, key=lambda p: p.stat().st_mtime)
 
 
-def check_run(folder: Path) -> None:
-    """Raise HandinError naming every file the run folder lacks or has in a wrong form."""
+def check_run(folder: Path) -> dict:
+    """The run's config as the grader reads it; HandinError naming every file the run folder
+    lacks or has in a wrong form."""
     missing = [name for name in (*RUN_FILES, BEST_CHECKPOINT) if not (folder / name).is_file()]
     if missing:
         raise HandinError(f"run {folder} is incomplete, missing: {', '.join(missing)}. Finish "
@@ -78,7 +81,7 @@ def check_run(folder: Path) -> None:
     if absent:
         raise HandinError(f"{folder / METRICS_FILE} lacks {absent}; rerun the evaluation")
     try:
-        validate_untrusted(yaml.safe_load((folder / CONFIG_FILE).read_text()))
+        return validate_untrusted(yaml.safe_load((folder / CONFIG_FILE).read_text()))
     except (ConfigError, yaml.YAMLError) as error:
         raise HandinError(f"{folder / CONFIG_FILE} would be refused by the grader, which rebuilds "
                           f"the model from it: {error}") from error
@@ -92,9 +95,10 @@ def check_size(path: Path, name: str, size: int) -> None:
                           f"{limit / 1e6:.1f} MB limit for {name}")
 
 
-def extract_state_dict(checkpoint_path: Path) -> bytes:
+def extract_state_dict(checkpoint_path: Path, config: dict) -> bytes:
     """``torch.save`` bytes of the checkpoint's ``model_state_dict``: CPU tensors keyed by name,
-    which ``torch.load(..., weights_only=True)`` accepts."""
+    which ``torch.load(..., weights_only=True)`` accepts, with the names and shapes the grader's
+    reference model has for ``config`` (the validated run config)."""
     # The checkpoint is the student's own file and holds RNG states and the config besides tensors.
     checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
     state = checkpoint.get("model_state_dict") if isinstance(checkpoint, dict) else None
@@ -105,6 +109,15 @@ def extract_state_dict(checkpoint_path: Path) -> bytes:
     if bad:
         raise HandinError(f"{checkpoint_path}: model_state_dict entries that are not tensors: "
                           f"{bad}")
+    token_type = config["tokenization"]["token_type"]
+    try:
+        check_shapes({key: value.shape for key, value in state.items()}, config["model"],
+                     vocab_size_of(token_type),
+                     what=f"the model_state_dict of {checkpoint_path} ({token_type} tokenizer)")
+    except StateDictMismatch as error:
+        raise HandinError(f"{error}\nThe grader would score this model 0. Fix the modules "
+                          f"named above (their tests: python -m tests.test_transformer_decoder_only "
+                          f"and the sublayer tests), then train again.") from error
     # detach().cpu() keeps storages shared where the model shares them (tied weights stay one copy)
     tensors = OrderedDict((key, value.detach().cpu()) for key, value in state.items())
     buffer = io.BytesIO()
@@ -144,12 +157,12 @@ def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tu
     renamed, so a failed pack never leaves a half-written handin.tar.
     """
     folder = find_run(root / EXPTS_DIR, run)
-    check_run(folder)
+    config = check_run(folder)
     members: list[tuple[str, bytes]] = [
         (path.relative_to(root).as_posix(), path.read_bytes()) for path in mytorch_files(root)
     ]
     members += [(name, (folder / name).read_bytes()) for name in RUN_FILES]
-    state_dict = extract_state_dict(folder / BEST_CHECKPOINT)
+    state_dict = extract_state_dict(folder / BEST_CHECKPOINT, config)
     check_size(folder / BEST_CHECKPOINT, STATE_DICT_FILE, len(state_dict))
     members.append((STATE_DICT_FILE, state_dict))
     members = [(f"{HANDIN_DIR}/{name}", data) for name, data in members]

@@ -1,0 +1,40 @@
+# hw4p1: instructor-only
+"""The state-dict manifest students and the grader check against is the reference model's own."""
+import json
+
+from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.model.state_dict_contract import MANIFEST_FILE, expected_entries, problems
+from tests.testing_framework import rubric, run_module
+from tools import state_dict_manifest
+
+RUBRIC = {"State-dict manifest": 0}
+
+
+@rubric("State-dict manifest")
+def test_committed_manifest_is_the_derivation_of_the_reference_model():
+    assert not state_dict_manifest.stale(), (
+        f"{MANIFEST_FILE} differs from the reference model: run python -m tools.state_dict_manifest")
+
+
+@rubric("State-dict manifest")
+def test_manifest_gives_the_reference_state_dict_at_configs_it_was_not_derived_from():
+    for config in ({"num_layers": 1, "d_model": 8, "num_heads": 1, "d_ff": 8, "max_len": 3},
+                   {"num_layers": 4, "d_model": 6, "num_heads": 3, "d_ff": 18, "max_len": 6,
+                    "weight_tying": True}):
+        model = DecoderOnlyTransformer(**config, dropout=0.0, num_classes=6)
+        shapes = {key: value.shape for key, value in model.state_dict().items()}
+        assert problems(shapes, expected_entries(config, 6)) == [], config
+
+
+@rubric("State-dict manifest")
+def test_a_changed_model_makes_the_manifest_stale(tmp_path, monkeypatch):
+    manifest = json.loads(MANIFEST_FILE.read_text())
+    manifest["entries"] = [e for e in manifest["entries"] if e["key"] != "final_linear.bias"]
+    edited = tmp_path / "manifest.json"
+    edited.write_text(json.dumps(manifest))
+    monkeypatch.setattr(state_dict_manifest, "MANIFEST_FILE", edited)
+    assert state_dict_manifest.stale(), "a manifest without final_linear.bias must read as stale"
+
+
+if __name__ == "__main__":
+    run_module(__name__)
