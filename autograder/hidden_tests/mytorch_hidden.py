@@ -488,23 +488,32 @@ def sdpa_fully_masked_case(p: Program, Q, K, V, mask, d_output, rtol: float,
 @hidden_test("ScaledDotProductAttention", 3)
 def sdpa_fully_masked_rows_in_float32_and_float64(p: Program, rng: Generator) -> Check:
     """Query rows whose keys are all masked: the output is the mean of V, gradients agree with
-    either accepted convention, finite, in float32 and float64."""
-    cases = []
+    either accepted convention, finite, in float32 and float64, with scores in the hundreds and at
+    unit scale."""
+    cases = []  # (Q, K, V, mask, d_output, where, float32 tolerance)
     Q, K = rng.standard_normal((3, 4, 2)) * 20, rng.standard_normal((3, 5, 2)) * 20
     mask = mask_with_visible_keys(rng, (3, 4, 5), 0.5)
     mask[2, 3] = True
     cases.append((Q, K, rng.standard_normal((3, 5, 3)), mask, rng.standard_normal((3, 4, 3)),
-                  "query 3 of sequence 2"))
+                  "scores in the hundreds, query 3 of sequence 2", RTOL_FLOAT32_BIG_SCORES))
+    # At unit scale a masked key would weigh as much as an allowed one if its score were not
+    # removed: with scores in the hundreds, that can go unnoticed for some draws.
+    Q, K = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4))
+    mask = mask_with_visible_keys(rng, (2, 3, 5), 0.5)
+    mask[0, 0] = [True, True, False, False, False]  # partly masked whatever the draw
+    mask[1, 2] = True
+    cases.append((Q, K, rng.standard_normal((2, 5, 3)), mask, rng.standard_normal((2, 3, 3)),
+                  "unit scale, query 2 of sequence 1", RTOL_FLOAT32))
     Q, K = rng.standard_normal((2, 3, 2, 4)), rng.standard_normal((2, 3, 6, 4))
     mask = np.zeros((2, 1, 1, 6), dtype=bool)
     mask[1] = True  # every key of sequence 1 is padding: all its rows, in every head
     cases.append((Q, K, rng.standard_normal((2, 3, 6, 2)), mask, rng.standard_normal((2, 3, 2, 2)),
-                  "sequence 1 all padding"))
+                  "sequence 1 all padding", RTOL_FLOAT32))
     checks = [sdpa_fully_masked_case(p, *(x.astype(dtype) for x in (Q, K, V)), mask,
                                      d_output.astype(dtype), rtol,
                                      f"{description}, {np.dtype(dtype).name}")
-              for Q, K, V, mask, d_output, description in cases
-              for dtype, rtol in ((np.float64, RTOL_TORCH), (np.float32, RTOL_FLOAT32_BIG_SCORES))]
+              for Q, K, V, mask, d_output, description, rtol_float32 in cases
+              for dtype, rtol in ((np.float64, RTOL_TORCH), (np.float32, rtol_float32))]
 
     def check(r):
         for one in checks:
