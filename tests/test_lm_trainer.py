@@ -4,13 +4,13 @@ Run: ``python -m tests.test_lm_trainer`` (or pytest). The model, tokenizer and d
 small stand-ins built in this file, so these tests exercise the trainer alone: a failure points at
 hw4lib/trainers, not at the data or model code.
 """
+import inspect
 import json
 import math
 
 import pytest
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader
 
 from tests.testing_framework import rubric, run_module
@@ -34,25 +34,26 @@ class StubTokenizer:
 
 
 class StubDataset:
-    """An in-memory LMDataset: each transcript's characters are one token each (ids 0..4)."""
+    """An in-memory LMDataset: each transcript's characters are one token each (ids 0..4).
+
+    Items come padded with PAD to the longest transcript, with their true length, so the default
+    collate gives the batches LMDataset.collate_fn would give (padded a little wider).
+    """
 
     def __init__(self, sequences, chars_per_token=1):
         self.golden = [list(s) + [EOS] for s in sequences]
         self.shifted = [[SOS] + list(s) for s in sequences]
         self.total_chars = sum(len(s) for s in sequences) * chars_per_token
         self.total_tokens = sum(len(g) for g in self.golden)
+        self.width = max(len(g) for g in self.golden)
 
     def __len__(self):
         return len(self.golden)
 
     def __getitem__(self, index):
-        return torch.tensor(self.shifted[index]), torch.tensor(self.golden[index])
-
-    def collate_fn(self, batch):
-        shifted, golden = zip(*batch)
-        lengths = torch.tensor([len(s) for s in shifted])
-        return (pad_sequence(shifted, batch_first=True, padding_value=PAD),
-                pad_sequence(golden, batch_first=True, padding_value=PAD), lengths)
+        padding = [PAD] * (self.width - len(self.golden[index]))
+        return (torch.tensor(self.shifted[index] + padding),
+                torch.tensor(self.golden[index] + padding), torch.tensor(len(self.golden[index])))
 
     def sample_prompts(self, num_samples, prompt_length, seed=None):
         chosen = list(range(num_samples))
@@ -106,7 +107,7 @@ SEQUENCES = [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 0], [3, 4, 0, 1, 2], [4, 0, 1
 GENERATION = {"num_samples": 2, "prompt_length": 2, "max_length": 8,
               "greedy": {"temperature": 0.7, "repeat_penalty": 1.5},
               "beam": {"beam_width": 3, "temperature": 1.3, "repeat_penalty": 1.2},
-              "sample": {"top_k": 4, "temperature": 2.0, "seed": 5}}
+              "sample": {"top_k": 4, "top_p": 0.8, "temperature": 2.0, "seed": 5}}
 
 
 def _config(tmp_path, **training):
@@ -130,7 +131,7 @@ def _trainer(tmp_path, model, run_name="run", lr=0.05, **training):
 
 def _loader(shuffle=True, batch_size=2, sequences=SEQUENCES, chars_per_token=1):
     dataset = StubDataset(sequences, chars_per_token)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=dataset.collate_fn)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle)
 
 
 def _close(got, expected, what, rel=1e-6):
@@ -198,7 +199,7 @@ def test_evaluate_language_model_reads_dataset_chars_and_restores_mode():
 
     # Uniform logits: every target costs ln(8); 2 chars per token in the stub's count.
     dataset = StubDataset(SEQUENCES, chars_per_token=2)
-    loader = DataLoader(dataset, batch_size=4, collate_fn=dataset.collate_fn)
+    loader = DataLoader(dataset, batch_size=4)
     model = TableLM()
     nn.init.zeros_(model.final_linear.weight)
     nn.init.zeros_(model.final_linear.bias)
@@ -374,30 +375,111 @@ def test_gradient_accumulation_matches_one_large_batch(tmp_path):
         )
 
 
-def _expected_generations(model, loader, settings):
-    """What generate() must return for ``settings``, computed with SequenceGenerator directly."""
+# What the recording generator below returns after the prompt: each continuation emits EOS and then
+# more tokens, which the trainer must cut off. Beam search returns its beams best first.
+CANNED = {"greedy": [0, 1, EOS, 2, 2], "sample": [3, EOS, 0, 0],
+          "beam": [[2, 3, EOS, 4], [4, 4, 4, 4], [1, 1, 1, 1]]}
+CANNED_SCORES = {"greedy": [-1.5, -2.5], "sample": [-0.5, -3.0],
+                 "beam": [[-0.25, -0.5, -0.75], [-1.25, -1.5, -1.75]]}
+EXPECTED_TEXT = {"greedy": "AB", "sample": "D", "beam": "CD"}
+
+
+class RecordingGenerator:
+    """Stands in for ``SequenceGenerator.for_model(...)``: records how each search is called and
+    returns CANNED continuations of the prompts, so the test knows what the trainer must report."""
+
+    def __init__(self, calls, model, tokenizer, max_length, device):
+        self.calls = calls
+        calls.append(("for_model", {"model": model, "max_length": max_length,
+                                    "device": torch.device(device)}))
+
+    def _search(self, method, args, kwargs):
+        """Record the search's arguments as the real method would bind them (defaults included,
+        the sampler's generator as its seed and device); return its canned result."""
+        from hw4lib.decoding import SequenceGenerator
+
+        bound = inspect.signature(getattr(SequenceGenerator, f"generate_{method}")).bind(
+            self, *args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        del arguments["self"]
+        x = arguments.pop("x")
+        if method == "sample":
+            draws = arguments.pop("generator")
+            arguments["seed"] = draws.initial_seed() if isinstance(draws, torch.Generator) else draws
+            arguments["generator_device"] = getattr(draws, "device", None)
+        self.calls.append((method, arguments))
+        continuation = torch.tensor(CANNED[method]).expand(x.size(0), *torch.tensor(CANNED[method]).shape)
+        if continuation.dim() == 3:   # beams: (N, B, T) after (N, B, prompt)
+            x = x.unsqueeze(1).expand(-1, continuation.size(1), -1)
+        return torch.cat([x, continuation], dim=-1), torch.tensor(CANNED_SCORES[method])
+
+    def generate_greedy(self, *args, **kwargs):
+        return self._search("greedy", args, kwargs)
+
+    def generate_beam(self, *args, **kwargs):
+        return self._search("beam", args, kwargs)
+
+    def generate_sample(self, *args, **kwargs):
+        return self._search("sample", args, kwargs)
+
+
+def _generate_recorded(trainer, loader, settings):
+    """trainer.generate(loader, settings) with SequenceGenerator.for_model recording the calls."""
     from hw4lib.decoding import SequenceGenerator
 
-    tokenizer = StubTokenizer()
-    prompts, _ = loader.dataset.sample_prompts(settings["num_samples"], settings["prompt_length"])
-    generator = SequenceGenerator(model.score, tokenizer, settings["max_length"], "cpu")
-    model.eval()
-    with torch.no_grad():
-        if settings["method"] == "greedy":
-            seqs, scores = generator.generate_greedy(prompts, temperature=settings["temperature"],
-                                                     repeat_penalty=settings["repeat_penalty"])
-        elif settings["method"] == "beam":
-            seqs, scores = generator.generate_beam(prompts, beam_width=settings["beam_width"],
-                                                   temperature=settings["temperature"],
-                                                   repeat_penalty=settings["repeat_penalty"])
-            seqs, scores = seqs[:, 0], scores[:, 0]
-        else:
-            draws = torch.Generator().manual_seed(settings["seed"])
-            seqs, scores = generator.generate_sample(prompts, temperature=settings["temperature"],
-                                                     top_k=settings["top_k"], top_p=1.0, generator=draws)
-    width = prompts.size(1)
-    return [(tokenizer.decode(seq[width:].tolist(), skip_special_tokens=True), float(score))
-            for seq, score in zip(seqs, scores)]
+    calls = []
+    original = SequenceGenerator.__dict__["for_model"]
+    SequenceGenerator.for_model = staticmethod(lambda *args: RecordingGenerator(calls, *args))
+    try:
+        return trainer.generate(loader, settings), calls
+    finally:
+        SequenceGenerator.for_model = original
+
+
+@rubric("LMTrainer")
+def test_generate_passes_every_setting_to_its_search_and_reports_the_cut_best_result(tmp_path):
+    """Each strategy's settings reach the search unchanged (sampling: a torch.Generator on the
+    trainer's device seeded with the config's seed); beam search keeps the best beam; each
+    continuation is cut after its first EOS; the scores are the search's."""
+    from hw4lib.trainers.generation_settings import generation_configs
+
+    trainer = _trainer(tmp_path, TableLM())
+    loader = _loader(shuffle=False)
+    expected_kwargs = {
+        "greedy": {"temperature": 0.7, "repeat_penalty": 1.5},
+        "beam": {"beam_width": 3, "temperature": 1.3, "repeat_penalty": 1.2},
+        "sample": {"temperature": 2.0, "top_k": 4, "top_p": 0.8, "seed": 5,
+                   "generator_device": torch.device("cpu")},
+    }
+    for name, settings in generation_configs(trainer.config).items():
+        samples, calls = _generate_recorded(trainer, loader, settings)
+        searches = [(method, kwargs) for method, kwargs in calls if method != "for_model"]
+        assert [method for method, _ in searches] == [name], (
+            f"{name}: expected one call of generate_{name}, got {[m for m, _ in searches]}")
+        _, created = calls[0]
+        assert created["model"] is trainer.model and created["max_length"] == 8, (
+            f"{name}: build the generator with SequenceGenerator.for_model(model, tokenizer, "
+            f"max_length=8 from the settings, device); got max_length={created['max_length']}")
+        assert searches[0][1] == expected_kwargs[name], (
+            f"{name}: the search must get exactly the settings {expected_kwargs[name]} (as keyword "
+            f"arguments; sampling: generator=torch.Generator(device=...).manual_seed(seed)), "
+            f"got {searches[0][1]}")
+        scores = CANNED_SCORES[name] if name != "beam" else [row[0] for row in CANNED_SCORES[name]]
+        for index, (sample, sequence) in enumerate(zip(samples, SEQUENCES)):
+            assert sample["prompt"] == StubTokenizer().decode(sequence[:2]), (
+                f"{name}: expected the prompt {StubTokenizer().decode(sequence[:2])!r}, "
+                f"got {sample['prompt']!r}")
+            assert sample["original"] == StubTokenizer().decode(sequence), (
+                f"{name}: expected the original {StubTokenizer().decode(sequence)!r}, "
+                f"got {sample['original']!r}")
+            assert sample["generated"] == EXPECTED_TEXT[name], (
+                f"{name}: the search continued the prompt with {CANNED[name]} (beam search: the "
+                f"first, best beam); cut after the first EOS that is {EXPECTED_TEXT[name]!r}, got "
+                f"{sample['generated']!r}")
+            assert sample["score"] == pytest.approx(scores[index]), (
+                f"{name}: expected the search's score {scores[index]} (beam search: the best "
+                f"beam's), got {sample['score']}")
 
 
 @rubric("LMTrainer")
@@ -434,21 +516,9 @@ def test_evaluate_scores_the_test_loader_and_generates_with_each_strategy(tmp_pa
     saved = json.loads((root / "test_generated_results.json").read_text())
     assert saved == generations, "test_generated_results.json must hold the returned generations"
     for name, settings in generation_configs(trainer.config).items():
-        expected = _expected_generations(model, loader, settings)
-        samples = generations[name]
-        assert len(samples) == len(expected), f"{name}: expected {len(expected)} samples, got {len(samples)}"
-        for sample, sequence, (text, score) in zip(samples, SEQUENCES, expected):
-            assert sample["prompt"] == StubTokenizer().decode(sequence[:2]), (
-                f"{name}: expected the prompt {StubTokenizer().decode(sequence[:2])!r}, got {sample['prompt']!r}"
-            )
-            assert sample["original"] == StubTokenizer().decode(sequence), (
-                f"{name}: expected the original {StubTokenizer().decode(sequence)!r}, got {sample['original']!r}"
-            )
-            assert sample["generated"] == text and sample["score"] == pytest.approx(score, rel=1e-5), (
-                f"{name} with {settings}: expected the continuation {text!r} scored {score:.5f} (the "
-                f"best beam for beam search; sampling with a torch.Generator seeded with "
-                f"{settings['seed']}), got {sample['generated']!r} scored {sample['score']:.5f}"
-            )
+        assert generations[name] == trainer.generate(loader, settings), (
+            f"evaluate's {name!r} generations must be generate(test_loader, settings) with that "
+            f"strategy's settings from generation_configs(config)")
 
 
 if __name__ == "__main__":

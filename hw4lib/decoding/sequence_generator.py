@@ -163,16 +163,8 @@ class SequenceGenerator:
                         repeat_penalty: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
         """Extend each prompt with its most probable next token until EOS or ``max_length``.
 
-        One step, for the whole batch at once (no Python loop over sequences):
-          1. logits = ``self.score_fn(x)``, shape (N, V);
-          2. penalise repeated tokens with ``self._apply_repeat_penalty(logits, x, repeat_penalty)``;
-          3. log_probs = ``log_softmax(logits / temperature)``;
-          4. the next token is the argmax of log_probs; add its log-probability to the score of
-             every sequence that has not finished yet;
-          5. append the next token to ``x``, or ``self.tokenizer.pad_id`` for sequences that had
-             already finished before this step;
-          6. a sequence is finished once the token it just emitted is ``self.tokenizer.eos_id``.
-        Stop as soon as every sequence has finished, or when ``x`` holds ``self.max_length`` tokens.
+        The loop is ``_extend``'s, shared with sampling (finished sequences keep their score and
+        get pad); what makes it greedy is ``_greedy_choice``, the choice of each step's token.
 
         Args:
             x: (N, T) int64 prompts.
@@ -182,26 +174,61 @@ class SequenceGenerator:
             seqs: (N, T') int64 with T <= T' <= max_length, prompt first.
             scores: (N,) float summed log-probabilities of each sequence's generated tokens up to
                 and including its first EOS.
-        Hints: torch.where, torch.gather (or indexing), torch.cat, torch.log_softmax, tensor.all().
         """
         x = self._prompts_on_device(x)
         check_positive(temperature=temperature, repeat_penalty=repeat_penalty)
-        # TODO: greedy-decode the batch: x (N, T) -> (seqs (N, T'), scores (N,)); see the steps above
+        return self._extend(x, lambda seqs: self._greedy_choice(seqs, temperature, repeat_penalty))
+
+    def _greedy_choice(self, x: torch.Tensor, temperature: float, repeat_penalty: float
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next token of every sequence of the batch and its log-probability, greedily.
+
+        For the whole batch at once (no Python loop over sequences):
+          1. logits = ``self.score_fn(x)``, shape (N, V);
+          2. penalise repeated tokens with ``self._apply_repeat_penalty(logits, x, repeat_penalty)``;
+          3. log_probs = ``log_softmax(logits / temperature)`` over the vocabulary;
+          4. the next token is the argmax of log_probs, and its score is that log-probability.
+
+        Args:
+            x: (N, T) int64 sequences so far (prompt included).
+            temperature, repeat_penalty: as in ``generate_greedy``.
+        Returns:
+            next_tokens: (N,) int64.
+            token_scores: (N,) float log-probabilities of next_tokens.
+        Hints: torch.log_softmax, tensor.max(dim=...) gives values and indices.
+        """
+        # TODO: score x, penalise repeats, log-softmax at the temperature, take the best token:
+        #       x (N, T) -> (next_tokens (N,), token_scores (N,))
         # BEGIN SOLUTION
+        logits = self._apply_repeat_penalty(self.score_fn(x), x, repeat_penalty)
+        log_probs = torch.log_softmax(logits / temperature, dim=-1)
+        token_scores, next_tokens = log_probs.max(dim=-1)
+        return next_tokens, token_scores
+        # END SOLUTION
+
+    def _extend(self, x: torch.Tensor, choose) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append one token per sequence until every sequence has emitted EOS or ``x`` holds
+        ``max_length`` tokens: the loop of greedy search and sampling.
+
+        Args:
+            x: (N, T) int64 prompts on ``self.device``.
+            choose: maps the sequences so far (N, T') to (next_tokens (N,) int64, token_scores
+                (N,) float), the step's choice.
+        Returns:
+            seqs: (N, T'') int64; after a sequence's EOS, every position holds pad.
+            scores: (N,) float sums of token_scores up to and including each sequence's first EOS.
+        """
         scores = torch.zeros(x.size(0), device=x.device)
         finished = torch.zeros(x.size(0), dtype=torch.bool, device=x.device)
         for _ in range(self.max_length - x.size(1)):
             if finished.all():
                 break
-            logits = self._apply_repeat_penalty(self.score_fn(x), x, repeat_penalty)
-            log_probs = torch.log_softmax(logits / temperature, dim=-1)
-            token_scores, next_tokens = log_probs.max(dim=-1)
+            next_tokens, token_scores = choose(x)
             scores = torch.where(finished, scores, scores + token_scores)
             next_tokens = torch.where(finished, self.tokenizer.pad_id, next_tokens)
             x = torch.cat([x, next_tokens.unsqueeze(1)], dim=1)
             finished = finished | (next_tokens == self.tokenizer.eos_id)
         return x, scores
-        # END SOLUTION
 
     def generate_beam(self, x: torch.Tensor, beam_width: int, temperature: float = 1.0,
                       repeat_penalty: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -287,21 +314,20 @@ class SequenceGenerator:
         """
         x = self._prompts_on_device(x)
         check_sampling(temperature, top_k, top_p)
-        scores = torch.zeros(x.size(0), device=x.device)
-        finished = torch.zeros(x.size(0), dtype=torch.bool, device=x.device)
-        for _ in range(self.max_length - x.size(1)):
-            if finished.all():
-                break
-            kept, token_ids = self._candidates(self.score_fn(x), temperature, top_k, top_p)
-            log_probs = torch.log_softmax(kept, dim=-1)
-            choice = torch.multinomial(log_probs.exp(), num_samples=1, generator=generator)   # (N, 1)
-            token_scores = log_probs.gather(1, choice).squeeze(1)
-            next_tokens = (choice if token_ids is None else token_ids.gather(1, choice)).squeeze(1)
-            scores = torch.where(finished, scores, scores + token_scores)
-            next_tokens = torch.where(finished, self.tokenizer.pad_id, next_tokens)
-            x = torch.cat([x, next_tokens.unsqueeze(1)], dim=1)
-            finished = finished | (next_tokens == self.tokenizer.eos_id)
-        return x, scores
+        return self._extend(x, lambda seqs: self._sample_choice(seqs, temperature, top_k, top_p,
+                                                                generator))
+
+    def _sample_choice(self, x: torch.Tensor, temperature: float, top_k: int, top_p: float,
+                       generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One draw per sequence from the filtered next-token distribution: x (N, T) int64 ->
+        (next_tokens (N,) int64, token_scores (N,) float log-probabilities under that
+        distribution)."""
+        kept, token_ids = self._candidates(self.score_fn(x), temperature, top_k, top_p)
+        log_probs = torch.log_softmax(kept, dim=-1)
+        choice = torch.multinomial(log_probs.exp(), num_samples=1, generator=generator)   # (N, 1)
+        token_scores = log_probs.gather(1, choice).squeeze(1)
+        next_tokens = choice if token_ids is None else token_ids.gather(1, choice)
+        return next_tokens.squeeze(1), token_scores
 
     # ----------------------------------------------------------------------------------------
     # Output clean-up

@@ -188,9 +188,9 @@ class LMTrainer(BaseTrainer):
             test_metrics: as :func:`evaluate_language_model`.
             generation_results: ``{strategy name: list of samples}`` (see :meth:`generate`).
         """
-        # TODO: test_metrics = evaluate_language_model(...) on test_loader; generation_results =
-        #       {name: self.generate(test_loader, settings)} for name, settings in
-        #       generation_configs(self.config).items()
+        # TODO: the test metrics of test_loader with the library's metric function (imported
+        #       above), and the generations of test_loader for each named strategy of the config's
+        #       generation section (its resolved settings: see the imports), keyed by strategy name
         # BEGIN SOLUTION
         test_metrics = evaluate_language_model(self.model, test_loader, self.device)
         generation_results = {name: self.generate(test_loader, settings)
