@@ -531,6 +531,15 @@ def weights_for(rng: np.random.Generator, E: int) -> list[np.ndarray]:
                                            rng.uniform(-0.3, 0.3, E))]
 
 
+def padded_masks(rng: Generator, N: int, L: int, S: int) -> tuple[np.ndarray, np.ndarray]:
+    """``padding_and_causal_masks`` with the last sequence's last key padded whenever N > 1, so
+    that a padding mask applied to the wrong axis changes the result at every draw."""
+    padding, causal = padding_and_causal_masks(rng, N, L, S)
+    if N > 1:
+        padding[-1, -1] = True
+    return padding, causal
+
+
 def new_mha(p: Program, weights: list[np.ndarray], num_heads: int) -> Ref:
     mha = p.new("MultiHeadAttention", weights[0].shape[0], num_heads)
     p.call(mha, "init_weights", *weights)
@@ -584,7 +593,7 @@ def mha_cross_attention_against_torch_for_two_upstream_gradients(p: Program,
     checks, echoes = [], []
     for N, L, S, E, H in [(2, 6, 4, 8, 4), (3, 3, 9, 6, 1), (1, 5, 5, 10, 5)]:
         weights = weights_for(rng, E)
-        padding, causal = padding_and_causal_masks(rng, N, L, S)
+        padding, causal = padded_masks(rng, N, L, S)
         for case, (pad, cau) in {"no mask": (None, None), "padding": (padding, None),
                                  "causal": (None, causal), "both": (padding, causal)}.items():
             mha = new_mha(p, weights, H)
@@ -611,7 +620,7 @@ def mha_self_attention_with_one_array_for_query_key_value(p: Program, rng: Gener
     N, T, E, H = 3, 5, 12, 3
     weights = weights_for(rng, E)
     x = rng.standard_normal((N, T, E))
-    padding, causal = padding_and_causal_masks(rng, N, T, T)
+    padding, causal = padded_masks(rng, N, T, T)
     mha = new_mha(p, weights, H)
     d_output = rng.standard_normal((N, T, E))
     xs = p.array(x)
@@ -646,7 +655,7 @@ def mha_second_forward_replaces_the_first(p: Program, rng: Generator) -> Check:
     mha = new_mha(p, weights, H)
     p.call(mha, "forward", *(rng.standard_normal((4, 7, E)) for _ in range(3)))
     arrays = [rng.standard_normal((2, T, E)) for T in (3, 5, 5)]
-    padding, causal = padding_and_causal_masks(rng, 2, 3, 5)
+    padding, causal = padded_masks(rng, 2, 3, 5)
     return mha_against_torch(p, mha, weights, H, [p.array(x) for x in arrays], arrays, padding,
                              causal, rng.standard_normal((2, 3, E)),
                              "after a forward of other shapes")
