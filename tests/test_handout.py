@@ -26,8 +26,9 @@ from pathlib import Path
 import pytest
 
 from tests.testing_framework import rubric, run_module
+from tools.handout_leaks import find_leaks
 from tools.make_handout import (BONUS_FIRST, EXCLUDED_DIRS, EXCLUDED_FILES, INSTRUCTOR_ONLY,
-                                MAKEFILE_BEGIN, REPO_ROOT, TASK_ORDER, TASKS_MARKER, Handout,
+                                LEAK_SUFFIXES, MAKEFILE_BEGIN, REPO_ROOT, TASK_ORDER, TASKS_MARKER, Handout,
                                 HandoutError, build, check_imports, check_tree, code_units,
                                 file_regions, find_regions, main, replace_units, restore,
                                 restore_text, strip_instructor_targets, strip_markers,
@@ -218,6 +219,59 @@ def test_build_on_a_synthetic_repository(tmp_path):
     assert again.read_bytes() == out.with_name("handout.tar.gz").read_bytes()  # reproducible
     with pytest.raises(HandoutError, match="not empty"):
         build(repo, out)
+
+
+LEAKY_REGION = """\
+def step(x, finished, scores, token_scores):
+    # TODO: add the token scores of unfinished rows, then append
+    # BEGIN SOLUTION
+    scores = torch.where(finished, scores, scores + token_scores)
+    x = torch.cat([x, token_scores.unsqueeze(1)], dim=1)
+    return x, scores
+    # END SOLUTION
+"""
+# The same two statements, renamed and re-spaced, in given code, a test, a notebook and the README.
+LEAKS = {
+    "mytorch/nn/given.py": "def sample(s, done, total, t):\n    total = torch.where( done, total, total + t )\n"
+                           "    s = torch.cat([s, t.unsqueeze(1)], dim = 1)\n",
+    "tests/test_ops.py": "# hint: acc = torch.where(f, acc, acc + ts)\n"
+                         "#       seq = torch.cat([seq, ts.unsqueeze(1)], dim=1)\n",
+    "README.md": "## Tasks\nDo `sc = torch.where(fin, sc, sc + d)`; `y = torch.cat([y, d.unsqueeze(1)], dim=1)`.\n",
+    "notebook.ipynb": json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [],
+                                             "execution_count": None, "source": [
+        "a = torch.where(b, a, a + c)\n", "z = torch.cat([z, c.unsqueeze(1)], dim=1)\n"]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5}),
+}
+
+
+@rubric("Handout tree")
+def test_a_planted_leak_is_refused_naming_region_and_place(tmp_path):
+    clean = {"README.md": f"# Course\n\n## Tasks\n{TASKS_MARKER}\n", "mytorch/__init__.py": "",
+             "mytorch/nn/ops.py": LEAKY_REGION,
+             "tests/test_ops.py": "from mytorch.nn.ops import step\n"}
+    repo = tmp_path / "clean"
+    git_repo(repo, files=clean, untracked={})
+    main(["--repo", str(repo), "--out", str(tmp_path / "clean-out"), "--no-tar", "--no-import-check"])
+    for path, leak in LEAKS.items():
+        repo = tmp_path / path.replace("/", "-")
+        text = leak if path != "README.md" else clean["README.md"].replace("## Tasks", leak + "## Tasks")
+        git_repo(repo, files={**clean, path: text if path != "tests/test_ops.py"
+                              else clean[path] + text}, untracked={})
+        with pytest.raises(SystemExit) as refusal:
+            main(["--repo", str(repo), "--out", str(tmp_path / f"out-{repo.name}"), "--no-tar",
+                  "--no-import-check"])
+        message = str(refusal.value)
+        assert f"  {path}" in message and "gives away the solution of mytorch/nn/ops.py:3" in message, (
+            f"a renamed copy of the region in {path} must be refused, naming both; got: {message}")
+
+
+@rubric("Handout tree")
+def test_the_handout_gives_no_region_away():
+    handout = repo_handout()
+    texts = {path: (handout.out / path).read_text(errors="replace") for path in handout.files
+             if Path(path).suffix in LEAK_SUFFIXES}
+    leaks = find_leaks(handout.regions, texts)
+    assert not leaks, "solution code outside its region:\n" + "\n".join(map(str, leaks))
 
 
 # ----------------------------------------------------------------------------------------------

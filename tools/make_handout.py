@@ -9,8 +9,9 @@ Writes ``dist/handout/`` and ``dist/handout.tar.gz`` from the git-tracked files 
   first line is :data:`INSTRUCTOR_ONLY`), the Makefile loses its instructor targets, notebooks lose
   their outputs, and README.md's task-list section (the one holding :data:`TASKS_MARKER`) is filled
   with the students' task list, generated from the regions found;
-* the result is checked: no marker survives, every ``.py`` file and notebook cell compiles, and
-  every module of ``mytorch`` and ``hw4lib`` imports in a fresh interpreter started in the handout.
+* the result is checked: no marker survives, no region's code appears anywhere else in it
+  (:mod:`tools.handout_leaks`), every ``.py`` file and notebook cell compiles, and every module of
+  ``mytorch`` and ``hw4lib`` imports in a fresh interpreter started in the handout.
 
 Malformed regions (unbalanced or nested markers, no TODO comment, a region that would run at
 import time) stop the build with ``file:line`` and what to fix. :func:`restore` puts the reference
@@ -30,8 +31,11 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools.handout_leaks import find_leaks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,6 +55,7 @@ EXCLUDED_DIRS = ("autograder/", "tools/", "bench/", ".ci/", "docs/", "hw4_data/h
 EXCLUDED_FILES = ("DEVELOPERS.md",)
 # Directory names that are caches or metadata wherever they appear.
 EXCLUDED_PARTS = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".git")
+LEAK_SUFFIXES = {".py", ".ipynb", ".md", ".txt"}  # where a copy of solution code would be read
 TEXT_SUFFIXES = {".py", ".md", ".txt", ".yaml", ".yml", ".ini", ".cfg", ".toml", ".ipynb", ".json",
                  ".sh", ""}
 
@@ -537,6 +542,10 @@ def check_tree(handout: Handout) -> list[str]:
                 problems.append(f"{path}:{error.lineno}: does not compile: {error.msg}")
         elif path.endswith(".ipynb"):
             problems.extend(_check_notebook_cells(path, text))
+    texts = {path: (handout.out / path).read_text(encoding="utf-8", errors="replace")
+             for path in handout.files if Path(path).suffix in LEAK_SUFFIXES}
+    problems += [f"{leak.where}: gives away the solution of {leak.region}:\n"
+                 + textwrap.indent(leak.code, "      ") for leak in find_leaks(handout.regions, texts)]
     if problems:
         raise HandoutError("the generated handout is broken:\n  " + "\n  ".join(problems))
     return notes
@@ -584,7 +593,10 @@ def check_imports(root: Path, packages: tuple[str, ...] = IMPORT_PACKAGES) -> No
 
 
 def check_manifest(repo: Path) -> None:
-    """HandoutError unless the state-dict manifest students get is the reference model's."""
+    """HandoutError unless the state-dict manifest students get is the reference model's (a
+    repository without the manifest's tool has none to check)."""
+    if not (repo / "tools" / "state_dict_manifest.py").is_file():
+        return
     check = subprocess.run([sys.executable, "-m", "tools.state_dict_manifest", "--check"],
                            cwd=repo, capture_output=True, text=True)
     if check.returncode != 0:
