@@ -1,4 +1,5 @@
-"""``SequenceGenerator`` on a key/value cache: what ``SequenceGenerator.for_model`` returns.
+"""``SequenceGenerator`` on a key/value cache: what ``SequenceGenerator.for_model`` returns for a
+``DecoderOnlyTransformer`` (registered at the end of this module, which the package imports).
 
 The searches are the base class's own; only the score function changes (a ``CachedScorer`` in
 place of ``model.score``), and beam search scores all its hypotheses in one call, which the cached
@@ -11,6 +12,7 @@ import functools
 import torch
 
 from hw4lib.decoding.sequence_generator import SequenceGenerator
+from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.kv_cache import CachedScorer
 
 
@@ -52,3 +54,5 @@ class CachedSequenceGenerator(SequenceGenerator):
         """All N x B hypotheses in one call: (N, B, T) -> (N, B, V) (finished ones cost nothing)."""
         return self.score_fn(seqs.flatten(0, 1)).view(*seqs.shape[:2], -1)
 
+
+SequenceGenerator.register_fast_path(DecoderOnlyTransformer, CachedSequenceGenerator)

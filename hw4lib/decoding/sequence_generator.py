@@ -58,6 +58,16 @@ class SequenceGenerator:
         self.max_length = max_length
         self.device = torch.device(device)
 
+    # Faster generators for some model classes: {model class: factory(model, tokenizer, max_length,
+    # device)}. hw4lib.decoding.cached_generator registers the cached one of DecoderOnlyTransformer
+    # when the package is imported, so this module imports nothing that imports it back.
+    _fast_paths: dict[type, Callable] = {}
+
+    @classmethod
+    def register_fast_path(cls, model_class: type, factory: Callable) -> None:
+        """Make :meth:`for_model` build instances of ``model_class`` with ``factory``."""
+        cls._fast_paths[model_class] = factory
+
     @classmethod
     def for_model(cls, model, tokenizer, max_length: int, device: str | torch.device) -> "SequenceGenerator":
         """The fastest generator for ``model`` (in eval mode), with the results of ``model.score``.
@@ -66,12 +76,9 @@ class SequenceGenerator:
         ``SequenceGenerator(model.score, tokenizer, max_length, device)``, but each step runs only
         the newest tokens through the model. Any other model gets exactly that plain generator.
         """
-        # Imported here: the cached generator is a subclass of this class.
-        from hw4lib.decoding.cached_generator import CachedSequenceGenerator
-        from hw4lib.model import DecoderOnlyTransformer
-
-        if isinstance(model, DecoderOnlyTransformer):
-            return CachedSequenceGenerator(model, tokenizer, max_length, device)
+        for model_class, factory in cls._fast_paths.items():
+            if isinstance(model, model_class):
+                return factory(model, tokenizer, max_length, device)
         return cls(model.score, tokenizer, max_length, device)
 
     # ----------------------------------------------------------------------------------------

@@ -1,0 +1,119 @@
+# hw4p1: instructor-only
+"""The repository's imports form layers: no module imports one that imports it back, and no
+top-level folder imports one above it. Read from the source (every ``import`` statement, at any
+depth, a function's included), nothing is executed."""
+import ast
+from pathlib import Path
+
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Import layers": 0}
+
+REPO = Path(__file__).resolve().parents[1]
+# Bottom to top: a folder may import the folders before it, never one after it.
+LAYERS = ("mytorch", "hw4lib", "datagen", "autograder", "bench", "tools")
+# Deliberate exceptions: (importer folder, imported module) and why.
+ALLOWED = {("autograder", "tests.numeric_checks"): "the hidden tests share the students' checks"}
+
+
+def modules() -> dict[str, Path]:
+    """{dotted module name: file} of every layer (a package is its __init__)."""
+    found = {}
+    for layer in LAYERS:
+        for path in (REPO / layer).rglob("*.py"):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imported(module: str, path: Path, known: set[str]) -> set[str]:
+    """The modules ``module`` imports: for ``from package import name`` the submodule when
+    ``name`` is one, else the package; names outside ``known`` kept as written."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            for alias in node.names:
+                targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return {target for target in targets if target != module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    found = modules()
+    return {module: imported(module, path, set(found)) for module, path in found.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Groups of modules that import each other, directly or through others (Tarjan)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in graph:
+                continue
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+                on_stack.discard(group[-1])
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return groups
+
+
+@rubric("Import layers")
+def test_no_module_imports_one_that_imports_it_back():
+    found = cycles(import_graph())
+    assert not found, f"import circles (break each, e.g. with a registry): {found}"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``"<module> imports <target>"`` for each import of a higher layer (or of tests)."""
+    upward = []
+    for module, targets in sorted(graph.items()):
+        layer = module.split(".")[0]
+        for target in sorted(targets):
+            top = target.split(".")[0]
+            if top == layer or (layer, target) in ALLOWED:
+                continue
+            if top == "tests" or (top in LAYERS and LAYERS.index(top) > LAYERS.index(layer)):
+                upward.append(f"{module} imports {target}")
+    return upward
+
+
+@rubric("Import layers")
+def test_no_folder_imports_a_folder_above_it():
+    found = upward_imports(import_graph())
+    assert not found, f"imports that run upward ({' < '.join(LAYERS)}): {found}"
+
+
+@rubric("Import layers")
+def test_the_checks_see_a_planted_circle_and_an_upward_import():
+    graph = {"hw4lib.a": {"hw4lib.b"}, "hw4lib.b": {"hw4lib.c"}, "hw4lib.c": {"hw4lib.a"},
+             "hw4lib.d": {"hw4lib.a", "numpy"}, "mytorch.e": {"hw4lib.d"},
+             "autograder.f": {"tests.numeric_checks", "tests.test_x"}}
+    assert cycles(graph) == [["hw4lib.a", "hw4lib.b", "hw4lib.c"]]
+    assert upward_imports(graph) == ["autograder.f imports tests.test_x",
+                                     "mytorch.e imports hw4lib.d"]
+
+
+if __name__ == "__main__":
+    run_module(__name__)
