@@ -86,16 +86,6 @@ def test_model_section_is_exactly_the_model_arguments():
 
 
 @rubric("Grader's check")
-def test_parameter_count_of_the_manifest_matches_the_built_model():
-    for tied in (False, True):
-        config = {**SMALL_MODEL, "weight_tying": tied}
-        model = DecoderOnlyTransformer(**config, num_classes=37)
-        expected = (sum(p.numel() for p in model.parameters()),
-                    sum(b.numel() for b in model.buffers()))
-        assert count_elements(config, 37) == expected, f"tied={tied}: expected {expected}"
-
-
-@rubric("Grader's check")
 def test_untrusted_config_accepts_a_handin_and_refuses_wrong_types():
     good = {"tokenization": {"token_type": "char", "token_map": {}}, "model": SMALL_MODEL,
             "training": {"anything": "the grader ignores it"}}

@@ -299,25 +299,25 @@ def component_tests(handout: Handout) -> list[str]:
 
 
 DRIVER = """
-import importlib, json, sys
-from tests.testing_framework import _call, collect
+import importlib, io, json, sys
+from tests.testing_framework import collect, run_tests
 results = {}
 for name in sys.argv[2:]:
     try:
-        grouped = collect(importlib.import_module("tests." + name))
+        module = importlib.import_module("tests." + name)
+        grouped = collect(module)
     except BaseException as error:
         results[name] = {"<import>": [type(error).__name__, str(error), None]}
         continue
+    report = run_tests(module, grouped, dict(module.RUBRIC), out=io.StringIO())
     results[name] = {}
-    for tests in grouped.values():
-        for test in tests:
-            try:
-                _call(test)
-                results[name][test.__name__] = None
-            except BaseException as error:
-                cause = error.__cause__ or error.__context__
-                results[name][test.__name__] = [type(error).__name__, str(error),
-                                                cause and f"{type(cause).__name__}: {cause}"]
+    for test in sorted(report.ran):
+        error = report.errors.get(test)
+        cause = error and (error.__cause__ or error.__context__)
+        results[name][test] = error and [type(error).__name__, str(error),
+                                         cause and f"{type(cause).__name__}: {cause}"]
+        if error is None and test in report.failures:
+            results[name][test] = ["Failure", report.failures[test], None]
 with open(sys.argv[1], "w") as file:
     json.dump(results, file)
 """

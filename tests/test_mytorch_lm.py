@@ -17,6 +17,7 @@ from tests.numeric_checks import (RTOL_FINITE_DIFF, RTOL_TORCH, assert_close,
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Bonus": 0}
+BONUS = ("Bonus",)  # the student's own work, ungraded
 
 D_MODEL, HEADS, D_FF, VOCAB, MAX_LEN = 16, 4, 24, 11, 12  # a small model for the exact checks
 

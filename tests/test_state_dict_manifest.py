@@ -3,7 +3,8 @@
 import json
 
 from hw4lib.model import DecoderOnlyTransformer
-from hw4lib.model.state_dict_contract import MANIFEST_FILE, expected_entries, problems
+from hw4lib.model.state_dict_contract import (MANIFEST_FILE, count_elements, expected_entries,
+                                              problems)
 from tests.testing_framework import rubric, run_module
 from tools import state_dict_manifest
 
@@ -24,6 +25,18 @@ def test_manifest_gives_the_reference_state_dict_at_configs_it_was_not_derived_f
         model = DecoderOnlyTransformer(**config, dropout=0.0, num_classes=6)
         shapes = {key: value.shape for key, value in model.state_dict().items()}
         assert problems(shapes, expected_entries(config, 6)) == [], config
+
+
+@rubric("State-dict manifest")
+def test_parameter_count_of_the_manifest_matches_the_built_model():
+    """The grader's size check counts from the manifest; a tied weight counts once."""
+    config = {"num_layers": 2, "d_model": 16, "num_heads": 2, "d_ff": 32, "max_len": 20}
+    for tied in (False, True):
+        model = DecoderOnlyTransformer(**config, dropout=0.0, num_classes=37, weight_tying=tied)
+        expected = (sum(p.numel() for p in model.parameters()),
+                    sum(b.numel() for b in model.buffers()))
+        got = count_elements({**config, "weight_tying": tied}, 37)
+        assert got == expected, f"tied={tied}: expected {expected}, got {got}"
 
 
 @rubric("State-dict manifest")

@@ -1,10 +1,18 @@
 # hw4p1: instructor-only
 """The rubric runner: grouping, all-or-nothing categories, failures of every kind reported."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
 import types
+from pathlib import Path
 
 import pytest
 
-from tests.testing_framework import collect, rubric, run_categories
+from tests.testing_framework import BONUS_WORK, collect, rubric
+
+REPO = Path(__file__).resolve().parents[1]
 
 RUBRIC = {"Framework": 0}
 
@@ -22,34 +30,89 @@ def _passes():
     assert 1 + 1 == 2
 
 
-def _copy(fn):
-    """A new function object with ``fn``'s code, so that tagging it leaves ``fn`` alone."""
-    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__)
+def run_standalone(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess:
+    """``python -m fakepkg.test_fake ARGS`` for a test module made of ``body``, as a student runs
+    a module of tests/ (the runner imported from this repository)."""
+    package = tmp_path / "fakepkg"
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "test_fake.py").write_text(
+        "import pytest\nfrom tests.testing_framework import rubric, run_module\n\n"
+        + textwrap.dedent(body)
+        + "\n\nif __name__ == '__main__':\n    run_module(__name__)\n")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    return subprocess.run([sys.executable, "-m", "fakepkg.test_fake", *args], cwd=tmp_path,
+                          env=environment, capture_output=True, text=True, timeout=120)
 
 
-def _fails_assert():
-    assert 1 + 1 == 3, "arithmetic is broken"
+MIXED = """
+    RUBRIC = {"Good": 5, "Bad": 7, "Free": 0, "Extra": 0}
+    BONUS = ("Extra",)
 
+    @rubric("Good")
+    def test_a():
+        assert 1 + 1 == 2
 
-def _fails_pytest():
-    pytest.fail("pytest.fail is a BaseException")
+    @rubric("Bad")
+    def test_c():
+        assert 1 + 1 == 2
 
+    @rubric("Good")
+    def test_b(tmp_path, monkeypatch, capsys):
+        monkeypatch.setenv("FAKE_VARIABLE", "1")
+        print("captured")
+        assert capsys.readouterr().out == "captured\\n"
+        (tmp_path / "f.txt").write_text("x")
 
-def _uses_tmp_path(tmp_path):
-    (tmp_path / "f.txt").write_text("x")
-    assert (tmp_path / "f.txt").read_text() == "x"
+    @rubric("Bad")
+    def test_d():
+        got = [1, 2]
+        assert got == [1, 3], "arithmetic is broken"
+
+    @rubric("Free")
+    def test_e():
+        pytest.fail("pytest.fail is reported too")
+
+    @rubric("Extra")
+    def test_f():
+        pass
+"""
 
 
 @rubric("Framework")
-def test_category_scores_all_or_nothing():
-    module = _module({"Good": 5, "Bad": 7, "Free": 0},
-                     test_a=rubric("Good")(_passes), test_b=rubric("Good")(_uses_tmp_path),
-                     test_c=rubric("Bad")(_passes), test_d=rubric("Bad")(_fails_assert),
-                     test_e=rubric("Free")(_fails_pytest))
-    scores, failed = run_categories(collect(module), module.RUBRIC, verbose=False)
-    assert scores == {"Good": 5, "Bad": 0, "Free": 0}
-    # a zero-point category still reports its failure
-    assert failed == {"Bad", "Free"}
+def test_categories_score_all_or_nothing_with_any_fixture(tmp_path):
+    run = run_standalone(tmp_path, MIXED, "--json")
+    lines = run.stdout.splitlines()
+    assert run.returncode == 1, f"a failure must exit with status 1 (make mutants relies on it):\n{run.stdout}{run.stderr}"
+    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": 0, "Free": 0, "Extra": 0}}, lines[-1]
+    passed = [line.split()[1] for line in lines if line.startswith("  passed")]
+    failed = [line.split()[1] for line in lines if line.startswith("  FAILED")]
+    assert passed == ["test_a", "test_b", "test_c", "test_f"] and failed == ["test_d", "test_e"], (
+        f"tests run category by category, fixtures (tmp_path, monkeypatch, capsys) work:\n{run.stdout}")
+    for expected in ("arithmetic is broken", "[1, 2]", "[1, 3]", "pytest.fail is reported too"):
+        assert expected in run.stdout, f"the report must show {expected!r}:\n{run.stdout}"
+
+
+@rubric("Framework")
+def test_zero_point_categories_are_labelled_given_code_or_bonus(tmp_path):
+    run = run_standalone(tmp_path, MIXED)
+    lines = run.stdout.splitlines()
+    free = [line for line in lines if line.strip().startswith("Free")]
+    extra = [line for line in lines if line.strip().startswith("Extra")]
+    assert free and all("given code" in line for line in free), free
+    assert extra and all(BONUS_WORK in line and "given code" not in line for line in extra), extra
+    assert not any("given code" in line for line in lines if line.strip().startswith("Good")), lines
+
+
+@rubric("Framework")
+def test_one_category_can_be_run_and_a_broken_module_fails_cleanly(tmp_path):
+    run = run_standalone(tmp_path, MIXED, "--category", "Good", "--json")
+    assert run.returncode == 0 and json.loads(run.stdout.splitlines()[-1]) == {"scores": {"Good": 5}}, (
+        f"--category Good runs only that category:\n{run.stdout}{run.stderr}")
+    broken = run_standalone(tmp_path, 'RUBRIC = {"Good": 5}\n\n@rubric("Good")\ndef test_a():\n'
+                                      '    from not_a_module import thing\n')
+    assert broken.returncode == 1 and "ModuleNotFoundError" in broken.stdout, (
+        f"an import error inside a test fails that test:\n{broken.stdout}{broken.stderr}")
 
 
 @rubric("Framework")
@@ -58,68 +121,6 @@ def test_unknown_or_empty_category_is_an_error():
         collect(_module({"Good": 5}, test_a=rubric("Typo")(_passes)))
     with pytest.raises(ValueError, match="without tests"):
         collect(_module({"Good": 5, "Empty": 3}, test_a=rubric("Good")(_passes)))
-
-
-@rubric("Framework")
-def test_run_module_exits_non_zero_on_any_failure_and_labels_given_code():
-    import contextlib
-    import io
-    import sys
-
-    from tests.testing_framework import GIVEN_CODE, run_module
-
-    for failing in ("Graded", "Given"):
-        module = _module({"Graded": 5, "Given": 0},
-                         test_a=rubric("Graded")(_copy(_fails_assert if failing == "Graded" else _passes)),
-                         test_b=rubric("Given")(_copy(_fails_assert if failing == "Given" else _passes)))
-        sys.modules[module.__name__] = module
-        try:
-            with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
-                run_module(module.__name__, argv=[])
-        finally:
-            del sys.modules[module.__name__]
-        assert exit_info.value.code == 1, (
-            f"a failure in the {failing} category must exit with status 1 (what make mutants and the "
-            f"notebook rely on), got {exit_info.value.code!r}"
-        )
-
-    module = _module({"Graded": 5, "Given": 0},
-                     test_a=rubric("Graded")(_copy(_passes)), test_b=rubric("Given")(_copy(_passes)))
-    sys.modules[module.__name__] = module
-    report = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(report):
-            scores = run_module(module.__name__, argv=[])
-    finally:
-        del sys.modules[module.__name__]
-    assert scores == {"Graded": 5, "Given": 0}, f"expected scores {{'Graded': 5, 'Given': 0}}, got {scores}"
-    given_lines = [line for line in report.getvalue().splitlines() if line.strip().startswith("Given ")]
-    assert given_lines and all(GIVEN_CODE in line for line in given_lines), (
-        f"the header and summary lines of a 0-point category must say {GIVEN_CODE!r}, got {given_lines}"
-    )
-    assert not any(GIVEN_CODE in line for line in report.getvalue().splitlines() if "Graded" in line), (
-        "a graded category must not be labelled as given code"
-    )
-
-
-@rubric("Framework")
-def test_bare_asserts_report_both_values_outside_pytest(tmp_path):
-    import importlib.util
-
-    from tests.testing_framework import _describe, with_assert_details
-
-    path = tmp_path / "bare_module.py"
-    path.write_text("def test_compare():\n    got = [1, 2]\n    assert got == [1, 3]\n")
-    spec = importlib.util.spec_from_file_location("bare_module", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    detailed = with_assert_details(module)
-    with pytest.raises(AssertionError) as error:
-        detailed.test_compare()
-    described = _describe(error.value)
-    assert "[1, 2]" in described and "[1, 3]" in described, (
-        f"a bare assert must report what it got and what it expected, got: {described}"
-    )
 
 
 @rubric("Framework")

@@ -1,11 +1,12 @@
-"""A small test runner that groups test functions into rubric categories.
+"""Rubric categories for the test modules, and the report ``python -m tests.test_x`` prints.
 
-Every ``tests/test_*.py`` module works two ways:
+Every ``tests/test_*.py`` module works two ways, with one test engine, pytest:
 
-* ``python -m tests.test_x`` (what the notebook cells call) runs the module's rubric tests and
-  prints a per-category PASSED/FAILED report with each failure's message, then a summary.
-  ``--json`` also prints the Autolab rubric line ``{"scores": {category: points, ...}}`` last.
-* ``pytest`` collects the same functions, because they are plain ``test_*`` functions.
+* ``python -m tests.test_x`` (what the notebook cells call) runs the module's tests with
+  ``pytest.main`` and a small plugin that prints a per-category PASSED/FAILED report with each
+  failure's message, then a summary. ``--json`` also prints the Autolab rubric line
+  ``{"scores": {category: points, ...}}`` last; ``--category NAME`` runs one category.
+* ``pytest`` collects the same functions directly.
 
 A module declares its categories and their points, tags each test with one category, and ends
 with the two-line ``__main__`` block::
@@ -23,26 +24,26 @@ with the two-line ``__main__`` block::
 
 A category earns its points only when every test in it passes. A category worth 0 points tests
 code the handout gives (the tokenizer, the optimizers, beam search, ...): the report labels it
-"given code: no action needed", so a student never sees points for work they did not do. Tests
-take no arguments, except
-``tmp_path`` (a fresh temporary directory, as pytest gives), so both runners can call them.
+"given code: no action needed", so a student never sees points for work they did not do; a
+module lists in ``BONUS`` the 0-point categories that are the student's own (ungraded) work.
+Tests may take any pytest fixture (``tmp_path``, ``monkeypatch``, ``capsys``...).
 """
 from __future__ import annotations
 
 import argparse
-import ast
-import inspect
 import json
 import sys
-import tempfile
 import time
 import traceback
 import types
 from pathlib import Path
 from typing import Callable
 
+import pytest
+
 CATEGORY_ATTR = "_rubric_category"
 GIVEN_CODE = "given code: no action needed"
+BONUS_WORK = "bonus: your own work, not graded"
 
 
 def rubric(category: str) -> Callable[[Callable], Callable]:
@@ -84,15 +85,6 @@ def collect(module) -> dict[str, list[Callable]]:
     return grouped
 
 
-def _call(test_fn: Callable) -> None:
-    params = inspect.signature(test_fn).parameters
-    if not params:
-        test_fn()
-        return
-    if list(params) != ["tmp_path"]:
-        raise TypeError(f"{test_fn.__name__} may take no arguments or only tmp_path, got {list(params)}")
-    with tempfile.TemporaryDirectory(prefix=f"{test_fn.__name__}-") as tmp:
-        test_fn(tmp_path=Path(tmp))
 
 
 def _describe(error: BaseException) -> str:
@@ -110,84 +102,126 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}{where}"
 
 
-def run_categories(grouped: dict[str, list[Callable]], rubric_points: dict[str, float],
-                   verbose: bool = True) -> tuple[dict[str, float], set[str]]:
-    """Run every test, print the report, return ({category: points earned}, failed categories)."""
-    scores: dict[str, float] = {}
-    failed_categories: set[str] = set()
+def label(points: float, bonus: bool) -> str:
+    """What a category is worth, as the report says it."""
+    if points:
+        return f"{points} points"
+    return f"0 points, {BONUS_WORK if bonus else GIVEN_CODE}"
+
+
+class RubricReport:
+    """pytest plugin: runs the tests category by category and prints the rubric report.
+
+    Attributes after the run: ``scores`` ({category: points earned}) and ``failed`` (categories
+    with a failing test, or whose tests pytest could not even collect).
+    """
+
     line = "-" * 72
-    for category, tests in grouped.items():
-        failures = []
-        if verbose:
-            print(line)
-            worth = (f"{rubric_points[category]} points" if rubric_points[category]
-                     else f"0 points, {GIVEN_CODE}")
-            print(f"{category} ({worth}, {len(tests)} tests)")
-        for test_fn in tests:
-            start = time.perf_counter()
-            try:
-                _call(test_fn)
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as error:  # noqa: BLE001 - pytest.fail/raises use BaseException
-                failures.append(test_fn.__name__)
-                if verbose:
-                    print(f"  FAILED  {test_fn.__name__}\n      {_describe(error)}")
-            else:
-                if verbose:
-                    print(f"  passed  {test_fn.__name__} ({time.perf_counter() - start:.2f}s)")
-        scores[category] = 0 if failures else rubric_points[category]
-        if failures:
-            failed_categories.add(category)
-        if verbose:
-            print(f"  => {category}: {'PASSED' if not failures else 'FAILED'}")
-    if verbose:
-        print(line)
-        print("Summary")
-        for category, earned in scores.items():
-            status = "FAILED" if category in failed_categories else "PASSED"
-            if rubric_points[category]:
-                points = f"{earned}/{rubric_points[category]}"
-            elif category in failed_categories:
+
+    def __init__(self, grouped: dict[str, list[Callable]], rubric_points: dict[str, float],
+                 bonus: set[str], out=None):
+        self.order = [fn.__name__ for fns in grouped.values() for fn in fns]
+        self.category = {fn.__name__: c for c, fns in grouped.items() for fn in fns}
+        self.last = {fns[-1].__name__ for fns in grouped.values()}
+        self.rubric_points, self.bonus, self.out = rubric_points, bonus, out
+        self.failures: dict[str, str] = {}
+        self.errors: dict[str, BaseException] = {}  # what each failed test raised, when known
+        self.ran: set[str] = set()
+        self.started: dict[str, float] = {}
+        self.scores: dict[str, float] = {}
+        self.failed: set[str] = set()
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.out or sys.stdout, flush=True)
+
+    def pytest_collection_modifyitems(self, items) -> None:
+        """Run the tests in rubric order: by category, then in source order."""
+        items.sort(key=lambda item: self.order.index(item.name) if item.name in self.order
+                   else len(self.order))
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed:
+            self.failed.update(self.rubric_points)
+            self._print(f"the tests could not be collected:\n{report.longreprtext}")
+
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        name = nodeid.rpartition("::")[2]
+        category = self.category.get(name)
+        if category and not any(self.category.get(n) == category for n in self.ran):
+            count = sum(1 for c in self.category.values() if c == category)
+            self._print(self.line)
+            self._print(f"{category} ({label(self.rubric_points[category], category in self.bonus)},"
+                        f" {count} tests)")
+        self.started[name] = time.perf_counter()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if report.failed and item.name not in self.failures:
+            error = call.excinfo.value if call.excinfo is not None else None
+            self.failures[item.name] = (_describe(error) if error is not None
+                                        else report.longreprtext.strip())
+            if error is not None:
+                self.errors[item.name] = error
+
+    def pytest_runtest_logfinish(self, nodeid: str, location) -> None:
+        name = nodeid.rpartition("::")[2]
+        category = self.category.get(name)
+        if category is None:
+            return
+        self.ran.add(name)
+        if name in self.failures:
+            self.failed.add(category)
+            self._print(f"  FAILED  {name}\n      {self.failures[name]}")
+        else:
+            self._print(f"  passed  {name} ({time.perf_counter() - self.started[name]:.2f}s)")
+        if name in self.last:
+            self._print(f"  => {category}: {'FAILED' if category in self.failed else 'PASSED'}")
+
+    def summary(self) -> None:
+        """Score each category (all or nothing) and print the summary."""
+        self.scores = {c: 0 if c in self.failed else p for c, p in self.rubric_points.items()}
+        self._print(self.line)
+        self._print("Summary")
+        for category, earned in self.scores.items():
+            status = "FAILED" if category in self.failed else "PASSED"
+            if self.rubric_points[category]:
+                points = f"{earned}/{self.rubric_points[category]}"
+            elif category in self.bonus:
+                points = BONUS_WORK
+            elif category in self.failed:
                 points = "given code that should pass unchanged: see the failure above"
             else:
                 points = GIVEN_CODE
-            print(f"  {category:<40s} {status}  {points}")
-        print(f"  {'Total':<40s}         {sum(scores.values())}/{sum(rubric_points.values())}")
-    return scores, failed_categories
+            self._print(f"  {category:<40s} {status}  {points}")
+        total = sum(self.rubric_points.values())
+        self._print(f"  {'Total':<40s}         {sum(self.scores.values())}/{total}")
 
 
-def with_assert_details(module: types.ModuleType) -> types.ModuleType:
-    """``module`` executed afresh with pytest's assertion rewriting, as pytest itself runs it.
-
-    A failing ``assert got == expected`` then reports both values (and its message, if any) under
-    ``python -m tests.test_x`` too, instead of a bare ``AssertionError``. Returns ``module``
-    unchanged when it has no source file.
-    """
-    from _pytest.assertion.rewrite import rewrite_asserts
-
-    path = getattr(module, "__file__", None)
-    if not path or not path.endswith(".py"):
-        return module
-    source = Path(path).read_bytes()
-    tree = ast.parse(source, filename=path)
-    rewrite_asserts(tree, source, path)
-    spec = getattr(module, "__spec__", None)
-    fresh = types.ModuleType(spec.name if spec else module.__name__)
-    fresh.__file__, fresh.__package__ = path, module.__package__
-    exec(compile(tree, path, "exec"), fresh.__dict__)  # noqa: S102 - the test file itself
-    return fresh
+def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
+              rubric_points: dict[str, float], out=None) -> RubricReport:
+    """Run ``grouped``'s tests of ``module`` with pytest, printing the rubric report to ``out``
+    (default stdout); return the finished report."""
+    report = RubricReport(grouped, rubric_points, set(getattr(module, "BONUS", ())), out)
+    tests = [f"{module.__file__}::{fn.__name__}" for fns in grouped.values() for fn in fns]
+    # -p no:terminal: the report above is all the output; addopts and the cache stay out of it.
+    pytest.main(["-p", "no:terminal", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
+                plugins=[report])
+    report.summary()
+    return report
 
 
-def run_module(module_name: str, argv: list[str] | None = None) -> dict[str, float]:
-    """Entry point of ``python -m tests.test_x``; exits non-zero when any category failed."""
+def run_module(module_name: str, argv: list[str] | None = None, out=None) -> dict[str, float]:
+    """Entry point of ``python -m tests.test_x``: run the module's tests with pytest, print the
+    rubric report (to ``out``, default stdout); exit non-zero when any category failed."""
     parser = argparse.ArgumentParser(description=f"Run the rubric tests of {module_name}.")
     parser.add_argument("--json", action="store_true",
                         help='print the Autolab line {"scores": {...}} as the last line')
     parser.add_argument("--category", action="append",
                         help="run only this category (repeatable)")
     args = parser.parse_args(argv)
-    module = with_assert_details(sys.modules[module_name])
+    module = sys.modules[module_name]
     grouped = collect(module)
     rubric_points = dict(module.RUBRIC)
     if args.category:
@@ -196,9 +230,9 @@ def run_module(module_name: str, argv: list[str] | None = None) -> dict[str, flo
             parser.error(f"unknown categories {unknown}; choose from {list(grouped)}")
         grouped = {c: fns for c, fns in grouped.items() if c in args.category}
         rubric_points = {c: p for c, p in rubric_points.items() if c in args.category}
-    scores, failed_categories = run_categories(grouped, rubric_points)
+    report = run_tests(module, grouped, rubric_points, out)
     if args.json:
-        print(json.dumps({"scores": scores}))
-    if failed_categories:
+        print(json.dumps({"scores": report.scores}), file=out or sys.stdout)
+    if report.failed:
         sys.exit(1)
-    return scores
+    return report.scores
