@@ -192,7 +192,7 @@ def prepare_sandbox(handin: Extraction, work: Path) -> sandbox.Layout | None:
     layout.input_dir.mkdir()
     sandbox.make_readable(root)
     if os.geteuid() == 0:
-        os.chown(layout.tmp_dir, sandbox.SANDBOX_UID, sandbox.SANDBOX_UID)
+        os.chown(layout.tmp_dir, sandbox.grading_uid(), sandbox.grading_uid())
     os.chmod(layout.tmp_dir, 0o700)
     os.chmod(work, 0o711)
     for private in (AUTOGRADE_ROOT, work / "handin", work / "home", work / "tmp"):

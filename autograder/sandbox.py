@@ -31,9 +31,11 @@ children, and :func:`kill_descendants` kills every one of them before the scores
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import os
 import resource
+import secrets
 import shutil
 import signal
 import subprocess
@@ -44,7 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MODES = ("bwrap", "setpriv", "unshare", "none")
-SANDBOX_UID = 65534  # nobody
+SANDBOX_UID = 65534  # nobody: the worker's uid inside bwrap's user namespace
+FRESH_UIDS = (2**20, 2**30)  # a root judge's setpriv worker runs as a fresh uid from this range
 SANDBOX_ROOT = "/sandbox"  # where bwrap mounts the worker's folders
 TMPFS_BYTES = 64 * 2**20
 MAX_FILE_BYTES = 64 * 2**20
@@ -103,11 +106,9 @@ def descendants(root: int) -> list[int]:
     """Every live process whose parent chain leads to ``root`` (not ``root`` itself)."""
     parents: dict[int, int] = {}
     for stat in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        parents[int(stat.split("/")[2])] = int(fields[1])
+        fields = _stat_fields(stat)
+        if fields:
+            parents[int(stat.split("/")[2])] = int(fields[1])
     found, frontier = [], {root}
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier}
@@ -136,11 +137,19 @@ def kill_descendants(root: int | None = None, seconds: float = 10.0) -> int:
     return killed
 
 
-def _is_zombie(pid: int) -> bool:
+def _stat_fields(path: str) -> list[bytes]:
+    """The fields of a /proc/<pid>/stat after the process name, read as bytes: a process may
+    name itself with any bytes (``prctl(PR_SET_NAME)``), ")" and invalid UTF-8 included, so the
+    name is skipped up to its last ")" and never decoded. Empty when the process is gone."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+        return Path(path).read_bytes().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
-        return True
+        return []
+
+
+def _is_zombie(pid: int) -> bool:
+    fields = _stat_fields(f"/proc/{pid}/stat")
+    return not fields or fields[0] in (b"Z", b"X")
 
 
 def _reap() -> None:
@@ -172,13 +181,28 @@ def choose_mode(layout: Layout, python: str,
     return (None, notes) if wanted else ("none", notes)
 
 
+def program(mode: str) -> str | None:
+    """The absolute path of the command ``mode`` starts the worker with, found once on the
+    judge's PATH; the probe and every run use this very file whatever PATH they get."""
+    name = {"bwrap": "bwrap", "setpriv": "setpriv", "unshare": "unshare"}.get(mode)
+    if name not in _PROGRAMS:
+        found = shutil.which(name) if name else None
+        _PROGRAMS[name] = os.path.realpath(found) if found else None
+    return _PROGRAMS[name]
+
+
+_PROGRAMS: dict[str | None, str | None] = {}
+
+
 def unavailable(mode: str) -> str | None:
     """Why ``mode`` cannot be tried on this machine, or None."""
-    program = {"bwrap": "bwrap", "setpriv": "setpriv", "unshare": "unshare"}.get(mode)
-    if program and shutil.which(program) is None:
-        return f"no {program} command (Debian package {'bubblewrap' if mode == 'bwrap' else 'util-linux'})"
+    if mode in ("bwrap", "setpriv", "unshare") and program(mode) is None:
+        return f"no {mode} command (Debian package {'bubblewrap' if mode == 'bwrap' else 'util-linux'})"
     if mode == "setpriv" and os.geteuid() != 0:
         return "the grader does not run as root"
+    if mode == "unshare" and os.geteuid() == 0:
+        return ("the grader runs as root, and the worker would be host root inside the namespace "
+                "(--map-root-user maps it to the grader's uid); setpriv gives it a uid of its own")
     if mode not in MODES:
         return f"unknown mode (one of {', '.join(MODES)})"
     return None
@@ -194,7 +218,8 @@ def worker_command(mode: str, layout: Layout, python: str, args: list[str]) -> l
     if mode == "bwrap":
         return bwrap_prefix(layout, python) + worker
     if mode == "setpriv":
-        return ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+        uid = grading_uid()
+        return [program("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--no-new-privs", "--", *worker]
     if mode == "unshare":
         return unshare_prefix(layout) + worker
@@ -205,7 +230,7 @@ def bwrap_prefix(layout: Layout, python: str) -> list[str]:
     """bubblewrap arguments: namespaces, read-only system and interpreter, numpy alone."""
     import numpy  # the judge's numpy: the worker gets the very same files
 
-    command = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+    command = [program("bwrap"), "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     for top in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
@@ -254,12 +279,30 @@ def unshare_prefix(layout: Layout) -> list[str]:
             covered.append(shared)
     script += [f"mount -t tmpfs -o size={TMPFS_BYTES} tmpfs {_quote(path)}" for path in covered]
     script.append('exec "$@"')
-    return ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child",
+    return [program("unshare"), "--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child",
             "--mount-proc", "--net", "--ipc", "--", "sh", "-c", "; ".join(script), "sandbox"]
 
 
 def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "'\\''") + "'"
+
+
+@functools.lru_cache(maxsize=1)
+def grading_uid() -> int:
+    """The uid (and gid) a root judge runs this grading's worker as (setpriv): drawn afresh for
+    every grading, owned by no account and no running process, so a worker cannot signal, trace
+    or read another grading's worker, as one shared uid (65534) would let it."""
+    taken = {int(line.split(":")[2]) for line in _read("/etc/passwd").splitlines()
+             if line.count(":") >= 2 and line.split(":")[2].isdigit()}
+    for path in glob.glob("/proc/[0-9]*"):
+        try:
+            taken.add(os.stat(path).st_uid)
+        except OSError:  # the process ended meanwhile
+            pass
+    while True:
+        uid = FRESH_UIDS[0] + secrets.randbelow(FRESH_UIDS[1] - FRESH_UIDS[0])
+        if uid not in taken:
+            return uid
 
 
 def worker_environment(mode: str, layout: Layout) -> dict[str, str]:
@@ -334,7 +377,7 @@ class ProcessCap:
 
 def _read(path) -> str:
     try:
-        return Path(path).read_text()
+        return Path(path).read_text(errors="replace")
     except OSError:
         return ""
 
@@ -433,7 +476,7 @@ def mode_summary(mode: str) -> str:
     """One line for the feedback: how student code was isolated."""
     return {
         "bwrap": "student code ran in a bubblewrap sandbox (no network, no view of the grader)",
-        "setpriv": f"student code ran as the unprivileged uid {SANDBOX_UID} (no bubblewrap here)",
+        "setpriv": "student code ran as a fresh unprivileged uid of its own (no bubblewrap here)",
         "unshare": "student code ran in unprivileged namespaces (no bubblewrap here)",
         "none": "WARNING: student code ran UNISOLATED with the grader's permissions: no sandbox "
                 "(bubblewrap, setpriv as root, or unshare) works on this machine; see "

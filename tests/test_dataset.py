@@ -18,12 +18,14 @@ from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"LMDataset": 10}
 
-# File name -> transcript. The names sort differently from this order on purpose.
+# File name -> transcript, named as LibriSpeech utterances are. The names sort differently from
+# this order on purpose, and by name ("1272-..." < "2035-..." < "251-..." < "84-...") differently
+# from by number (84, 251, 1272, 2035).
 TRANSCRIPTS = {
-    "b_02.npy": "HELLO WORLD",  # 11 characters
-    "a_01.npy": "IT'S",  # 4
-    "c_03.npy": "A",  # 1
-    "a_00.npy": "THE CAT SAT ON THE MAT",  # 22
+    "251-136532-0000.npy": "HELLO WORLD",  # 11 characters
+    "2035-147961-0000.npy": "IT'S",  # 4
+    "84-121123-0000.npy": "A",  # 1
+    "1272-128104-0000.npy": "THE CAT SAT ON THE MAT",  # 22
 }
 SORTED_TEXTS = [TRANSCRIPTS[name] for name in sorted(TRANSCRIPTS)]
 

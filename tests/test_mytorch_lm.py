@@ -218,6 +218,17 @@ def test_cross_entropy_matches_torch_with_ignore_index():
     huge = np.array([[1000.0, -1000.0, 0.0]])
     loss = CrossEntropyLoss().forward(huge, np.array([1]))
     assert np.isclose(loss, 2000.0), f"CrossEntropyLoss on logits +-1000: expected 2000, got {loss}"
+    # A batch of padding only (every target ignored): the mean over no position is 0, with a zero
+    # gradient, and nothing divides by zero.
+    with np.errstate(all="raise"):
+        for reduction in ("mean", "sum"):
+            loss_fn = CrossEntropyLoss(ignore_index=0, reduction=reduction)
+            loss = loss_fn.forward(logits, np.zeros_like(targets))
+            grad = loss_fn.backward()
+            assert loss == 0.0, f"CrossEntropyLoss({reduction}) with every target ignored: expected 0, got {loss}"
+            assert grad.shape == logits.shape and not grad.any(), (
+                f"CrossEntropyLoss({reduction}).backward with every target ignored: expected zeros "
+                f"of shape {logits.shape}, got {grad.shape} with max |value| {np.abs(grad).max()}")
 
 
 @rubric("Bonus")

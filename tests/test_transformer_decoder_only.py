@@ -187,7 +187,8 @@ def test_state_dict_is_the_one_the_grader_loads():
 
 
 class RecordingLayer(nn.Module):
-    """Stands in for a decoder layer: returns its input unchanged and records that it ran."""
+    """Stands in for a decoder layer: returns its input unchanged and weights filled with its
+    1-based place, and records that it ran."""
 
     def __init__(self, index, ran):
         super().__init__()
@@ -195,7 +196,7 @@ class RecordingLayer(nn.Module):
 
     def forward(self, x, key_padding_mask=None, attn_mask=None):
         self.ran.append(self.index)
-        return x, x.new_zeros(x.shape[0], x.shape[1], x.shape[1])
+        return x, x.new_full((x.shape[0], x.shape[1], x.shape[1]), float(self.index + 1))
 
 
 def layer_drop_patterns(model, trials, seed):
@@ -210,6 +211,32 @@ def layer_drop_patterns(model, trials, seed):
         model(tokens)
         patterns.append(tuple(ran))
     return patterns
+
+
+@rubric("Decoder-only Transformer")
+def test_attention_keys_name_the_layers_that_ran_under_layer_drop():
+    """In training with layer drop, the dictionary holds 'layer{i}_dec_self' (i from 1, the
+    layer's place in dec_layers) for exactly the layers that ran, each with that layer's weights."""
+    layers = 5
+    model = tiny_model(num_layers=layers, layer_drop_rate=0.5).train()
+    ran = []
+    model.dec_layers = nn.ModuleList(RecordingLayer(i, ran) for i in range(layers))
+    tokens = random_tokens(2, 3)
+    torch.manual_seed(11)
+    seen_partial = 0
+    for _ in range(40):
+        ran.clear()
+        _, attention = model(tokens)
+        expected = [f"layer{i + 1}_dec_self" for i in ran]
+        assert sorted(attention) == sorted(expected), (
+            f"layers {[i + 1 for i in ran]} of {layers} ran: expected the keys {expected}, got "
+            f"{sorted(attention)} (number keys by the layer's place in dec_layers, from 1)")
+        for i in ran:
+            weights = attention[f"layer{i + 1}_dec_self"]
+            assert torch.equal(weights, torch.full_like(weights, float(i + 1))), (
+                f"layer{i + 1}_dec_self must hold the weights layer {i + 1} returned")
+        seen_partial += 0 < len(ran) < layers
+    assert seen_partial, "no forward dropped some layers but not all: the test saw nothing"
 
 
 @rubric("Decoder-only Transformer")

@@ -1,0 +1,126 @@
+# hw4p1: instructor-only
+"""Sandbox hardening of autograder/sandbox.py that the attack table of issue 25 asks for:
+process scans that survive any process name, no root worker inside a user namespace, sandbox
+programs run by the absolute path they were found at, and a fresh uid for every grading."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import sandbox
+from tests.test_autograder import (MYTORCH_ZERO, attack_handin, honest_scores, run_grader,
+                                   session_folder)
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Sandbox layers": 0}
+NAMES = (b"\xff\xfe", b"a) 0 0 (Z", b"\xc3(")  # invalid UTF-8; a ")" that fakes the stat fields
+
+
+def named_child(name: bytes) -> subprocess.Popen:
+    """A child that renames itself ``name`` (prctl PR_SET_NAME) and sleeps."""
+    code = ("import ctypes, sys, time\n"
+            "ctypes.CDLL(None).prctl(15, ctypes.c_char_p(bytes.fromhex(sys.argv[1])), 0, 0, 0)\n"
+            "print('renamed', flush=True)\n"
+            "time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, name.hex()], stdout=subprocess.PIPE)
+    assert child.stdout.readline().strip() == b"renamed"
+    return child
+
+
+@rubric("Sandbox layers")
+def test_process_scans_survive_names_that_are_not_utf8():
+    for name in NAMES:
+        child = named_child(name)
+        try:
+            assert Path(f"/proc/{child.pid}/comm").read_bytes().rstrip(b"\n") == name
+            assert child.pid in sandbox.descendants(os.getpid()), (
+                f"a child named {name!r} must still be found")
+            assert not sandbox._is_zombie(child.pid)
+            assert sandbox.kill_descendants(os.getpid()) >= 1
+            deadline = time.monotonic() + 5
+            while child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert child.poll() is not None, f"the child named {name!r} must be killed"
+        finally:
+            if child.poll() is None:
+                child.kill()
+
+
+@rubric("Sandbox layers")
+def test_a_root_judge_never_uses_unshare():
+    reason = sandbox.unavailable("unshare")
+    if os.geteuid() == 0:
+        assert reason and "host root" in reason, (
+            f"as root, unshare --map-root-user would run the worker as host uid 0; got {reason!r}")
+    elif sandbox.program("unshare"):
+        assert reason is None, reason
+
+
+@rubric("Sandbox layers")
+@pytest.mark.slow
+def test_forcing_unshare_as_root_runs_no_student_code(tmp_path):
+    """The attack: as host root inside the namespace, mytorch replaced /usr/bin/unshare (run as
+    root for the next category) and forged the scores line. Forced now, it is refused: mytorch 0,
+    the model graded, the system file untouched."""
+    if os.geteuid() != 0:
+        pytest.skip("the attack needs a root judge")
+    target = sandbox.program("unshare") or "/usr/bin/unshare"
+    before = Path(target).read_bytes() if Path(target).exists() else None
+    init_code = (f"open({target!r}, 'wb').write(b'#!/bin/sh\\necho forged\\n')\n"
+                 "print('{\"scores\": {\"LanguageModel\": 50}}')\n")
+    folder = session_folder("hw4p1-unshare-root-")
+    lines, scores = run_grader(folder, attack_handin(tmp_path, init_code, None), "--sandbox unshare")
+    assert scores == {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}, scores
+    assert "student code was not run" in "\n".join(lines)
+    if before is not None:
+        assert Path(target).read_bytes() == before, f"{target} was modified"
+
+
+@rubric("Sandbox layers")
+def test_sandbox_programs_run_from_the_path_they_were_found_at(tmp_path, monkeypatch):
+    """bwrap installed outside /usr/bin:/bin is found on the judge's PATH; the worker's PATH is
+    /usr/bin:/bin, so the command must name the file itself, for the probe and the runs alike."""
+    real = shutil.which("bwrap")
+    if real is None:
+        pytest.skip("no bwrap here")
+    elsewhere = tmp_path / "opt-bin"
+    elsewhere.mkdir()
+    shutil.copy2(real, elsewhere / "bwrap")
+    monkeypatch.setenv("PATH", f"{elsewhere}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(sandbox, "_PROGRAMS", {})
+    found = sandbox.program("bwrap")
+    assert found == str(elsewhere / "bwrap"), found
+    layout = sandbox.Layout(*(tmp_path / name for name in ("rt", "pylib", "st", "in", "tmp")))
+    for name in ("rt", "pylib", "st", "in", "tmp"):
+        (tmp_path / name).mkdir()
+    command = sandbox.worker_command("bwrap", layout, sys.executable, ["--probe"])
+    assert command[0] == found, f"bwrap must be started as {found}, got {command[0]!r}"
+    if os.geteuid() == 0:
+        command = sandbox.worker_command("setpriv", layout, sys.executable, ["--probe"])
+        assert os.path.isabs(command[0]), command[0]
+
+
+@rubric("Sandbox layers")
+def test_each_grading_gets_a_fresh_uid_of_its_own():
+    code = "from autograder import sandbox; print(sandbox.grading_uid())"
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    uids = {int(subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True,
+                               text=True, check=True).stdout) for _ in range(4)}
+    assert len(uids) == 4, f"four gradings drew the uids {uids}: each needs its own"
+    accounts = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines()
+                if line.count(":") >= 2 and line.split(":")[2].isdigit()}
+    assert not uids & (accounts | {0, sandbox.SANDBOX_UID}), uids & accounts
+    assert all(sandbox.FRESH_UIDS[0] <= uid < sandbox.FRESH_UIDS[1] for uid in uids), uids
+    if os.geteuid() == 0:
+        layout = sandbox.Layout(*(Path("/nonexistent") / n for n in "abcde"))
+        command = sandbox.worker_command("setpriv", layout, sys.executable, [])
+        uid = sandbox.grading_uid()
+        assert f"--reuid={uid}" in command and f"--regid={uid}" in command, command
+
+
+if __name__ == "__main__":
+    run_module(__name__)
