@@ -354,10 +354,14 @@ class FixedDropout:
         self.calls: list[tuple[tuple[int, ...], float]] = []
 
     @staticmethod
-    def keep_mask(shape, p: float) -> torch.Tensor:
+    def draws(shape) -> torch.Tensor:
+        """The uniform draws behind the masks of ``shape`` (float32, the same at every call)."""
         seed = int(np.prod(shape)) * 131 + len(shape)
-        draws = torch.rand(tuple(shape), generator=torch.Generator().manual_seed(seed))
-        return (draws >= p).float() / (1.0 - p)
+        return torch.rand(tuple(shape), generator=torch.Generator().manual_seed(seed))
+
+    @staticmethod
+    def keep_mask(shape, p: float) -> torch.Tensor:
+        return (FixedDropout.draws(shape) >= p).float() / (1.0 - p)
 
     def assert_acted(self, shape, what: str) -> None:
         """Fail unless a dropout acted on a tensor of ``shape``; ``what`` says which one should have."""

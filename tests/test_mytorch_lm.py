@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from tests.numeric_checks import (RTOL_FINITE_DIFF, RTOL_TORCH, assert_close,
+from tests.numeric_checks import (RTOL_FINITE_DIFF, RTOL_TORCH, FixedDropout, assert_close,
                                   assert_matches_finite_differences, check_layer_against_torch,
-                                  check_layer_finite_differences, leaf, numerical_gradient)
+                                  check_layer_finite_differences, fixed_dropout, leaf,
+                                  numerical_gradient)
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Bonus": 0}
@@ -64,6 +65,20 @@ def load_attention(twin_mha, mha: torch.nn.MultiheadAttention) -> None:
 def load_affine(twin_layer, layer: torch.nn.Module) -> None:
     """Copy a torch Linear or LayerNorm (weight, bias) into its mytorch twin."""
     twin_layer.init_weights(layer.weight.detach().numpy().copy(), layer.bias.detach().numpy().copy())
+
+
+def twin_from_torch(twin, layer: torch.nn.Module) -> None:
+    """Copy a torch sublayer's or decoder layer's weights into its numpy twin."""
+    if hasattr(layer, "self_attn"):
+        twin_from_torch(twin.self_attn, layer.self_attn)
+        twin_from_torch(twin.ffn, layer.ffn)
+        return
+    if hasattr(layer, "mha"):
+        load_attention(twin.mha, layer.mha)
+    else:
+        load_affine(twin.ffn[0], layer.ffn[0])
+        load_affine(twin.ffn[3], layer.ffn[3])
+    load_affine(twin.norm, layer.norm)
 
 
 def padded_batch(rng: np.random.Generator, N: int = 3, T: int = 7):
@@ -256,26 +271,13 @@ def test_sublayers_and_decoder_layer_match_torch_and_finite_differences():
     lengths = np.array([7, 4, 2])
     padding, causal = masks(lengths, 7)
 
-    def load_self_attention(twin, layer):
-        load_attention(twin.mha, layer.mha)
-        load_affine(twin.norm, layer.norm)
-
-    def load_feed_forward(twin, layer):
-        load_affine(twin.ffn[0], layer.ffn[0])
-        load_affine(twin.ffn[3], layer.ffn[3])
-        load_affine(twin.norm, layer.norm)
-
-    def load_decoder(twin, layer):
-        load_self_attention(twin.self_attn, layer.self_attn)
-        load_feed_forward(twin.ffn, layer.ffn)
-
     cases = [  # name, torch layer, twin, loader, whether the layer takes masks
         ("SelfAttentionLayer", SelfAttentionLayer(D_MODEL, HEADS),
-         twin_nn.SelfAttentionLayer(D_MODEL, HEADS), load_self_attention, True),
+         twin_nn.SelfAttentionLayer(D_MODEL, HEADS), twin_from_torch, True),
         ("FeedForwardLayer", FeedForwardLayer(D_MODEL, D_FF), twin_nn.FeedForwardLayer(D_MODEL, D_FF),
-         load_feed_forward, False),
+         twin_from_torch, False),
         ("SelfAttentionDecoderLayer", SelfAttentionDecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0),
-         twin_nn.SelfAttentionDecoderLayer(D_MODEL, HEADS, D_FF), load_decoder, True),
+         twin_nn.SelfAttentionDecoderLayer(D_MODEL, HEADS, D_FF), twin_from_torch, True),
     ]
     for seed, (name, layer, twin, load, takes_masks) in enumerate(cases):
         randomize_(layer, seed).eval()
@@ -294,6 +296,119 @@ def test_sublayers_and_decoder_layer_match_torch_and_finite_differences():
 # ---------------------------------------------------------------------------------------------
 # The whole model
 # ---------------------------------------------------------------------------------------------
+
+class FixedDraws:
+    """Stands in for the twin's ``np.random.Generator``: the uniform draws FixedDropout makes for
+    each shape, so the twin's dropout masks are the very ones torch's layers use under
+    ``fixed_dropout()``."""
+
+    @staticmethod
+    def random(shape):
+        return FixedDropout.draws(shape).double().numpy()
+
+
+def twin_dropouts(twin):
+    """Every Dropout of a twin sublayer, decoder layer or model."""
+    from mytorch.nn import Dropout
+
+    found, stack = [], [twin]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Dropout):
+            found.append(item)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif hasattr(item, "__dict__") and not isinstance(item, np.ndarray):
+            stack.extend(vars(item).values())
+    return found
+
+
+@rubric("Bonus")
+def test_dropout_sits_where_torch_puts_it_with_fixed_masks():
+    """In training with p > 0, with the same known masks on both sides (torch's attention-weight
+    dropout off, which the twin does not have), each twin drops exactly what torch drops: forward
+    and dLdx agree, so a dropout moved, missing or applied to the gradient wrongly shows."""
+    from hw4lib.model import FeedForwardLayer, SelfAttentionDecoderLayer, SelfAttentionLayer
+    from mytorch import nn as twin_nn
+
+    p = 0.5  # a keep scale of exactly 2 in float32 and float64 alike
+    rng = np.random.default_rng(16)
+    x, upstream = rng.standard_normal((2, 5, D_MODEL)), rng.standard_normal((2, 5, D_MODEL))
+    cases = [
+        ("SelfAttentionLayer", SelfAttentionLayer(D_MODEL, HEADS, dropout=p),
+         twin_nn.SelfAttentionLayer(D_MODEL, HEADS, dropout=p)),
+        ("FeedForwardLayer", FeedForwardLayer(D_MODEL, D_FF, dropout=p),
+         twin_nn.FeedForwardLayer(D_MODEL, D_FF, dropout=p)),
+        ("SelfAttentionDecoderLayer", SelfAttentionDecoderLayer(D_MODEL, HEADS, D_FF, dropout=p),
+         twin_nn.SelfAttentionDecoderLayer(D_MODEL, HEADS, D_FF, dropout=p)),
+    ]
+    for seed, (name, layer, twin) in enumerate(cases):
+        randomize_(layer, seed).train()
+        for module in layer.modules():
+            if isinstance(module, torch.nn.MultiheadAttention):
+                module.dropout = 0.0
+        twin_from_torch(twin, layer)
+        dropouts = twin_dropouts(twin)
+        assert dropouts and all(d.p == p for d in dropouts), f"{name}: every Dropout gets p={p}"
+        for dropout in dropouts:
+            dropout.rng, dropout.training = FixedDraws(), True
+        tx = leaf(x)
+        with fixed_dropout() as fixed:
+            out = layer(tx)
+            out = out[0] if isinstance(out, tuple) else out
+        out.backward(torch.from_numpy(upstream))
+        assert fixed.calls, f"{name}: torch's dropouts did not act"
+        assert_close(f"{name}.forward in training, dropout {p} with fixed masks", twin.forward(x), out)
+        assert_close(f"{name}.backward in training: dLdx through the same masks",
+                     twin.backward(upstream), tx.grad)
+
+
+@rubric("Bonus")
+def test_float32_stays_float32_through_every_backward():
+    """float32 in, float32 out, gradients included: a float64 constant (a mask built as float64,
+    np.sqrt(2 * np.pi), np.float64 scalars) silently promotes a backward pass."""
+    from mytorch import nn as twin_nn
+
+    rng = np.random.default_rng(17)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
+
+    def check(name, value):
+        assert value.dtype == np.float32, f"{name}: float32 in, expected float32, got {value.dtype}"
+
+    layer_norm = twin_nn.LayerNorm(6)
+    layer_norm.init_weights(f32(6), f32(6))
+    dropout = twin_nn.Dropout(0.3, np.random.default_rng(0))
+    for name, layer in (("LayerNorm", layer_norm), ("GELU", twin_nn.GELU()), ("Dropout(0.3)", dropout),
+                        ("PositionalEncoding", twin_nn.PositionalEncoding(6, 10))):
+        x = f32(2, 5, 6)
+        check(f"{name}.forward", layer.forward(x))
+        check(f"{name}.backward: dLdA", layer.backward(f32(2, 5, 6)))
+    check("LayerNorm.backward: dLdW", layer_norm.dLdW)
+    check("LayerNorm.backward: dLdb", layer_norm.dLdb)
+    embedding = twin_nn.Embedding(9, 6)
+    embedding.init_weights(f32(9, 6))
+    check("Embedding.forward", embedding.forward(rng.integers(0, 9, (2, 5))))
+    embedding.backward(f32(2, 5, 6))
+    check("Embedding.backward: dLdW", embedding.dLdW)
+    loss = twin_nn.CrossEntropyLoss(ignore_index=0)
+    loss.forward(f32(2, 5, 9), rng.integers(0, 9, (2, 5)))
+    check("CrossEntropyLoss.backward: dlogits", loss.backward())
+
+    from hw4lib.model.state_dict_contract import expected_entries
+
+    config = {"num_layers": 2, "d_model": D_MODEL, "d_ff": D_FF, "max_len": MAX_LEN}
+    model = twin_nn.DecoderOnlyTransformer(2, D_MODEL, HEADS, D_FF, MAX_LEN, VOCAB, dropout=0.2,
+                                           dtype=np.float32)
+    model.load_state_dict({key: f32(*entry.shape) * 0.3
+                           for key, entry in expected_entries(config, VOCAB).items()})
+    model.train()
+    tokens = rng.integers(0, VOCAB, (2, 7))
+    logits = model.forward(tokens, lengths=np.array([7, 4]))
+    check("DecoderOnlyTransformer.forward (training, dropout 0.2): logits", logits)
+    model.backward(f32(*logits.shape))
+    for key, gradient in model.gradients().items():
+        check(f"DecoderOnlyTransformer.backward: gradient of {key}", gradient)
+
 
 @rubric("Bonus")
 def test_transformer_logits_and_every_gradient_match_autograd():
