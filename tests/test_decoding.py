@@ -117,6 +117,28 @@ def assert_padded_row(row, expected_tokens):
 # ---------------------------------------------------------------------------------------------
 
 @rubric("Greedy")
+def test_greedy_step_stays_on_the_sequences_device():
+    """On the meta device (every machine has it; it holds shapes, no data), the greedy choice of
+    a batch on that device must stay there: a tensor made without device= lands on the CPU,
+    which works on a CPU-only machine and fails on a GPU."""
+    generator = SequenceGenerator(lambda x: torch.zeros(x.size(0), 6, device=x.device),
+                                  ToyTokenizer(), max_length=8, device="meta")
+    x = torch.zeros(3, 2, dtype=torch.long, device="meta")
+    try:
+        next_tokens, token_scores = generator._greedy_choice(x, 0.8, 1.5)
+    except (RuntimeError, NotImplementedError) as error:
+        if isinstance(error, NotImplementedError) and "sequence_generator.py" in str(error):
+            raise  # the handout's stub: not written yet
+        raise AssertionError(f"the greedy step failed on the meta device ({error}): keep every "
+                             f"tensor on x.device (no .cpu(), .tolist() or device-less "
+                             f"torch.zeros)") from None
+    for name, value, shape in (("next_tokens", next_tokens, (3,)), ("token_scores", token_scores, (3,))):
+        assert value.device.type == "meta" and tuple(value.shape) == shape, (
+            f"{name}: expected shape {shape} on the sequences' device (meta), got "
+            f"{tuple(value.shape)} on {value.device}")
+
+
+@rubric("Greedy")
 def test_greedy_matches_stepwise_argmax_path():
     prompts = torch.tensor([[D, B], [A, D], [C, B], [B, D], [D, A]])
     for temperature, penalty in [(1.0, 1.0), (0.7, 1.0), (1.0, 4.0), (1.6, 1.3)]:

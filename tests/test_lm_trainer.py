@@ -406,7 +406,7 @@ class RecordingGenerator:
         x = arguments.pop("x")
         if method == "sample":
             draws = arguments.pop("generator")
-            arguments["seed"] = draws.initial_seed() if isinstance(draws, torch.Generator) else draws
+            arguments["seed"] = draws.initial_seed() if hasattr(draws, "initial_seed") else draws
             arguments["generator_device"] = getattr(draws, "device", None)
         self.calls.append((method, arguments))
         continuation = torch.tensor(CANNED[method]).expand(x.size(0), *torch.tensor(CANNED[method]).shape)
@@ -480,6 +480,42 @@ def test_generate_passes_every_setting_to_its_search_and_reports_the_cut_best_re
             assert sample["score"] == pytest.approx(scores[index]), (
                 f"{name}: expected the search's score {scores[index]} (beam search: the best "
                 f"beam's), got {sample['score']}")
+
+
+@rubric("LMTrainer")
+def test_evaluation_and_generation_use_the_trainers_device(tmp_path, monkeypatch):
+    """Without a GPU, a torch.Generator() or a literal "cpu" works and then fails on a GPU. Here the
+    trainer's device is "meta" (every machine has it): the metric, the generator and the sampler's
+    torch.Generator must all get that device."""
+    from hw4lib.trainers import lm_trainer
+
+    trainer = _trainer(tmp_path, TableLM())
+    trainer.device = torch.device("meta")
+    devices, real_generator = {}, torch.Generator
+
+    def recording_generator(*args, **kwargs):
+        device = kwargs.get("device", args[0] if args else None)
+        devices["torch.Generator"] = None if device is None else torch.device(device)
+        return real_generator()
+
+    def recording_metric(model, loader, device):
+        devices["evaluate_language_model"] = torch.device(device)
+        return {"ce_loss_token": 1.0, "ce_loss_char": 0.5, "perplexity_token": 2.7,
+                "perplexity_char": 1.6}
+
+    monkeypatch.setattr(torch, "Generator", recording_generator)
+    monkeypatch.setattr(lm_trainer, "evaluate_language_model", recording_metric)
+    calls = []
+    monkeypatch.setattr(lm_trainer.SequenceGenerator, "for_model",
+                        staticmethod(lambda *args: RecordingGenerator(calls, *args)))
+    trainer.evaluate(_loader(shuffle=False))
+    devices["SequenceGenerator.for_model"] = next(kwargs["device"] for method, kwargs in calls
+                                                  if method == "for_model")
+    expected = dict.fromkeys(("evaluate_language_model", "SequenceGenerator.for_model",
+                              "torch.Generator"), torch.device("meta"))
+    assert devices == expected, (
+        f"with the trainer on {trainer.device}, expected the devices {expected}, got {devices}: "
+        f"pass self.device (torch.Generator(device=self.device) for sampling)")
 
 
 @rubric("LMTrainer")
