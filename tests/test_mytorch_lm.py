@@ -362,6 +362,27 @@ def test_dropout_sits_where_torch_puts_it_with_fixed_masks():
         assert_close(f"{name}.backward in training: dLdx through the same masks",
                      twin.backward(upstream), tx.grad)
 
+    model = torch_lm(weight_tying=False, seed=5, dropout=p).train()  # embedding dropout too
+    for module in model.modules():
+        if isinstance(module, torch.nn.MultiheadAttention):
+            module.dropout = 0.0
+    twin = twin_of(model, weight_tying=False)
+    twin.train()
+    for dropout in twin_dropouts(twin):
+        dropout.p, dropout.rng = p, FixedDraws()
+    tokens, lengths = padded_batch(rng)
+    with fixed_dropout():
+        logits, _ = model(torch.from_numpy(tokens), torch.from_numpy(lengths))
+    upstream = rng.standard_normal(logits.shape)
+    logits.backward(torch.from_numpy(upstream))
+    assert_close(f"DecoderOnlyTransformer.forward in training, dropout {p} with fixed masks",
+                 twin.forward(tokens, lengths), logits)
+    twin.backward(upstream)
+    gradients = twin.gradients()
+    for name, parameter in model.named_parameters():
+        assert_close(f"DecoderOnlyTransformer in training, dropout {p}: gradient of {name}",
+                     gradients[name], parameter.grad)
+
 
 @rubric("Bonus")
 def test_float32_stays_float32_through_every_backward():
