@@ -23,8 +23,8 @@ which tries each in turn with a probe (start the worker's Python and import nump
     a plain child process; the judge prints a warning that student code ran unisolated.
 
 Every mode adds resource limits (file size, address space, open files, CPU time, processes) and a
-wall-clock limit; when root can use a ``pids`` cgroup, it caps the process count in the modes
-where ``RLIMIT_NPROC`` cannot (root's own processes are exempt from it). The judge makes itself a
+wall-clock limit; where cgroups can be created, the worker tree gets its own ``pids`` and
+``memory`` cgroups under the judge's own (:class:`WorkerCgroup`), which cap the whole tree. The judge makes itself a
 child subreaper (``prctl``), so processes that detach with ``setsid`` or a double fork become its
 children, and :func:`kill_descendants` kills every one of them before the scores are printed.
 """
@@ -54,6 +54,7 @@ MAX_FILE_BYTES = 64 * 2**20
 MAX_ADDRESS_SPACE = 4 * 2**30
 MAX_OPEN_FILES = 256
 MAX_PROCESSES = 64
+MAX_TREE_MEMORY = 4 * 2**30  # the whole worker tree, where a cgroup can cap it
 MAX_RESULT_BYTES = 64 * 2**20  # the worker's result stream; beyond it the rest is dropped
 OUTPUT_HEAD_BYTES = 4_000
 OUTPUT_TAIL_BYTES = 8_000
@@ -319,14 +320,14 @@ def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout:
     input_dir = f"{SANDBOX_ROOT}/input" if mode == "bwrap" else str(layout.input_dir)
     args = [a.replace("{input}", input_dir) for a in args] + ["--result-fd", str(write_end)]
     command = worker_command(mode, layout, python, args)
-    cap = ProcessCap.create() if os.geteuid() == 0 and mode in ("bwrap", "unshare") else None
+    cgroup = WorkerCgroup.create()
     try:
         return run_process(command, cwd=layout.tmp_dir, env=worker_environment(mode, layout),
-                           timeout=timeout, limits=worker_limits(timeout), cgroup=cap,
+                           timeout=timeout, limits=worker_limits(timeout), cgroup=cgroup,
                            result_pipe=(read_end, write_end))
     finally:
-        if cap is not None:
-            cap.remove()
+        if cgroup is not None:
+            cgroup.remove()
 
 
 def worker_limits(timeout: float) -> dict[int, int]:
@@ -335,44 +336,80 @@ def worker_limits(timeout: float) -> dict[int, int]:
             resource.RLIMIT_NPROC: MAX_PROCESSES, resource.RLIMIT_CPU: int(timeout) + 5}
 
 
-class ProcessCap:
-    """A ``pids`` cgroup (v1 or v2) capping how many processes a worker tree may hold."""
+class WorkerCgroup:
+    """The worker tree's own cgroup, nested under the judge's (one per controller on cgroup v1,
+    the unified one on v2): it caps the processes (``pids``) and the memory of the whole tree,
+    which per-process rlimits cannot (three children of 2 GiB each stay under RLIMIT_AS)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, paths: dict[str, Path]) -> None:
+        self.paths = paths  # {controller: cgroup folder}
 
     @classmethod
-    def create(cls) -> ProcessCap | None:
-        for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
-            if not os.path.exists(f"{root}/cgroup.procs") or (
-                    root == "/sys/fs/cgroup" and "pids" not in _read(f"{root}/cgroup.controllers")):
+    def create(cls) -> WorkerCgroup | None:
+        """A new cgroup under the judge's own for every controller that allows one; None when none
+        does (no privileges, no delegation)."""
+        name = f"hw4p1-worker-{os.getpid()}-{time.monotonic_ns()}"
+        paths: dict[str, Path] = {}
+        for controller, parent, limit_file, limit in _cgroup_parents():
+            if controller in paths:
                 continue
-            path = Path(root) / f"hw4p1-worker-{os.getpid()}-{time.monotonic_ns()}"
+            path = parent / name
             try:
-                path.mkdir()
-                (path / "pids.max").write_text(str(MAX_PROCESSES))
-                return cls(path)
+                path.mkdir(exist_ok=True)
+                (path / limit_file).write_text(str(limit))
+                paths[controller] = path
             except OSError:
-                if path.is_dir():
-                    path.rmdir()
-        return None
+                if path.is_dir() and path not in paths.values():
+                    _remove_cgroup(path)
+        return cls(paths) if paths else None
 
-    def join_fd(self) -> int:
-        return os.open(self.path / "cgroup.procs", os.O_WRONLY)
+    def join_fds(self) -> list[int]:
+        return [os.open(path / "cgroup.procs", os.O_WRONLY) for path in set(self.paths.values())]
 
     def remove(self) -> None:
-        for _ in range(100):
-            pids = _read(self.path / "cgroup.procs").split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, PermissionError, ValueError):
-                    pass
+        for path in set(self.paths.values()):
+            _remove_cgroup(path)
+
+
+def _cgroup_parents() -> list[tuple[str, Path, str, int]]:
+    """(controller, the judge's own cgroup folder for it, limit file, limit) for pids and memory:
+    cgroup v1 hierarchies first, then the v2 unified hierarchy for what v1 does not hold."""
+    limits = {"pids": (("pids.max", MAX_PROCESSES), ("pids.max", MAX_PROCESSES)),
+              "memory": (("memory.limit_in_bytes", MAX_TREE_MEMORY), ("memory.max", MAX_TREE_MEMORY))}
+    found, unified = [], None
+    for line in _read("/proc/self/cgroup").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hierarchy, controllers, own = parts
+        if hierarchy == "0" and not controllers:
+            unified = own
+        for controller in controllers.split(","):
+            if controller in limits:
+                found.append((controller, Path("/sys/fs/cgroup", controller, own.lstrip("/")),
+                              *limits[controller][0]))
+    if unified is not None:
+        base = Path("/sys/fs/cgroup", unified.lstrip("/"))
+        available = _read(base / "cgroup.controllers").split()
+        for controller in limits:
+            if controller in available:
+                found.append((controller, base, *limits[controller][1]))
+    return found
+
+
+def _remove_cgroup(path: Path) -> None:
+    """Kill whatever is left in the cgroup at ``path``, then remove it."""
+    for _ in range(100):
+        for pid in _read(path / "cgroup.procs").split():
             try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.05)
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, ValueError):
+                pass
+        try:
+            path.rmdir()
+            return
+        except OSError:
+            time.sleep(0.05)
 
 
 def _read(path) -> str:
@@ -383,18 +420,18 @@ def _read(path) -> str:
 
 
 def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: float,
-                limits: dict[int, int], cgroup: ProcessCap | None = None,
+                limits: dict[int, int], cgroup: WorkerCgroup | None = None,
                 result_pipe: tuple[int, int] | None = None) -> Run:
     """Run ``command`` in a new session with ``limits``; kill it and all it started at the end.
 
     stdout and stderr are read as they come and only their head and tail are kept; the result pipe
     (if any) is read up to MAX_RESULT_BYTES. Returns once the process and every descendant is dead.
     """
-    cgroup_fd = cgroup.join_fd() if cgroup is not None else None
+    cgroup_fds = cgroup.join_fds() if cgroup is not None else []
 
     def in_child() -> None:  # between fork and exec: system calls only
-        if cgroup_fd is not None:
-            os.write(cgroup_fd, b"0")
+        for fd in cgroup_fds:
+            os.write(fd, b"0")
         for limit, value in limits.items():
             resource.setrlimit(limit, (value, value))
 
@@ -405,8 +442,8 @@ def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: flo
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    start_new_session=True, preexec_fn=in_child, pass_fds=pass_fds)
     finally:
-        if cgroup_fd is not None:
-            os.close(cgroup_fd)
+        for fd in cgroup_fds:
+            os.close(fd)
         if result_pipe:
             os.close(result_pipe[1])
     output = BoundedCapture(process.stdout, OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES)
@@ -485,15 +522,19 @@ def mode_summary(mode: str) -> str:
 
 
 def process_cap_note(mode: str) -> str | None:
-    """A warning when ``mode`` runs as root with no pids cgroup to cap the worker's processes."""
-    if os.geteuid() != 0 or mode not in ("bwrap", "unshare"):
+    """A warning for the feedback when the worker tree's processes or memory have no cgroup cap
+    here (then RLIMIT_NPROC, per uid, and RLIMIT_AS, per process, are what is left)."""
+    cgroup = WorkerCgroup.create()
+    capped = set(cgroup.paths) if cgroup is not None else set()
+    if cgroup is not None:
+        cgroup.remove()
+    missing = [c for c in ("pids", "memory") if c not in capped]
+    if not missing:
         return None
-    cap = ProcessCap.create()
-    if cap is not None:
-        cap.remove()
-        return None
-    return ("no pids cgroup could be created, so the number of processes student code starts is "
-            "bounded only by the time limit")
+    return (f"no {' or '.join(missing)} cgroup could be created under the grader's own, so the "
+            f"worker tree's {' and '.join('processes' if c == 'pids' else 'memory' for c in missing)}"
+            f" {'is' if len(missing) == 1 else 'are'} bounded per process (rlimits) and by the "
+            f"time limit only")
 
 
 def make_readable(folder: Path) -> None:

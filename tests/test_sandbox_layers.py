@@ -122,5 +122,44 @@ def test_each_grading_gets_a_fresh_uid_of_its_own():
         assert f"--reuid={uid}" in command and f"--regid={uid}" in command, command
 
 
+TREE = """
+import os, sys
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(150 * 2**20)  # zero-filled: every page is touched
+        os._exit(0)
+    children.append(pid)
+finished = sum(os.waitpid(pid, 0)[1] == 0 for pid in children)
+print(f"finished={finished}", flush=True)
+"""
+
+
+@rubric("Sandbox layers")
+def test_the_worker_trees_memory_is_capped_by_a_cgroup_under_the_judges(tmp_path, monkeypatch):
+    """Three children of 150 MiB under a 256 MiB cap for the tree: each is under any per-process
+    limit, together they are not. The cgroups sit under the judge's own."""
+    monkeypatch.setattr(sandbox, "MAX_TREE_MEMORY", 256 * 2**20)
+    parents = {controller: parent for controller, parent, _, _ in sandbox._cgroup_parents()}
+    cgroup = sandbox.WorkerCgroup.create()
+    if cgroup is None or "memory" not in cgroup.paths:
+        pytest.skip("no memory cgroup can be created here (not root, or not delegated)")
+    try:
+        for controller, path in cgroup.paths.items():
+            assert path.parent == parents[controller], (
+                f"the {controller} cgroup must be nested under the judge's own "
+                f"{parents[controller]}, got {path}")
+        run = sandbox.run_process([sys.executable, "-c", TREE], cwd=tmp_path, env=dict(os.environ),
+                                  timeout=60, limits={}, cgroup=cgroup)
+    finally:
+        cgroup.remove()
+    assert "finished=3" not in run.output, (
+        f"all three 150 MiB children finished under a 256 MiB cap for the tree: {run.output!r}")
+    uncapped = sandbox.run_process([sys.executable, "-c", TREE], cwd=tmp_path, env=dict(os.environ),
+                                   timeout=60, limits={})
+    assert "finished=3" in uncapped.output, f"without the cap all three finish: {uncapped.output!r}"
+
+
 if __name__ == "__main__":
     run_module(__name__)
