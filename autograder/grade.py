@@ -50,7 +50,7 @@ REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
 # repository, whose hw4lib it would otherwise delete.
 BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
-RUNTIME_FILES = ("__init__.py", "sandbox.py", "wire.py", "worker.py")  # what the worker imports
+RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "wire.py", "worker.py")  # what the worker imports
 MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy files, no more
 
 
@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds allowed to rebuild and evaluate the model")
     parser.add_argument("--sandbox", choices=sandbox.MODES,
                         help="force one isolation mode (default: the strongest that works)")
+    parser.add_argument("--allow-unisolated", action="store_true",
+                        help="run student code even where no isolation layer works (never on a "
+                             "shared grading host)")
     parser.add_argument("--results-json", type=Path,
                         help="also write every test's outcome here (for other platforms)")
     args = parser.parse_args(argv)
@@ -136,16 +139,20 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         skip_mytorch("the handin has no mytorch/ .py files", report)
         return
     section("Sandbox")
-    mode, notes = sandbox.choose_mode(layout, judge.python_executable(), args.sandbox)
+    mode, notes = sandbox.choose_mode(layout, judge.python_executable(), args.sandbox,
+                                      args.allow_unisolated)
     report["sandbox"] = mode
     for note in notes:
         print(f"  not used: {note}")
     if mode is None:
         skip_mytorch(f"the sandbox asked for (--sandbox {args.sandbox}) does not work here, so "
                      f"student code was not run; grade without --sandbox to use the strongest "
-                     f"mode that works", report)
+                     f"mode that works" if args.sandbox else
+                     "no sandbox layer works here (see the notes above), so student code was not "
+                     "run", report)
         return
     print(f"  {sandbox.mode_summary(mode)}")
+    print(f"  layers: {sandbox.layers_summary(mode)}")
     cap_note = sandbox.process_cap_note(mode)
     if cap_note:
         print(f"  note: {cap_note}")

@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-MODES = ("bwrap", "setpriv", "unshare", "none")
+MODES = ("bwrap", "setpriv", "unshare", "none")  # "none": the worker's own layers (Landlock) only
 SANDBOX_UID = 65534  # nobody: the worker's uid inside bwrap's user namespace
 FRESH_UIDS = (2**20, 2**30)  # a root judge's setpriv worker runs as a fresh uid from this range
 SANDBOX_ROOT = "/sandbox"  # where bwrap mounts the worker's folders
@@ -163,23 +163,48 @@ def _reap() -> None:
             return
 
 
-def choose_mode(layout: Layout, python: str,
-                wanted: str | None = None) -> tuple[str | None, list[str]]:
-    """(mode, notes): the first of MODES whose probe passes, 'none' last; the notes say why each
-    stronger mode was passed over. A ``wanted`` mode is tried alone: (None, notes) when it fails,
-    so that student code never runs less isolated than asked."""
+def choose_mode(layout: Layout, python: str, wanted: str | None = None,
+                allow_unisolated: bool = False) -> tuple[str | None, list[str]]:
+    """(mode, notes): the first of MODES whose probe passes; the notes say why each stronger mode
+    was passed over. A ``wanted`` mode is tried alone: (None, notes) when it fails, so that student
+    code never runs less isolated than asked. 'none' (a plain child process) is used only when its
+    probe shows the worker's own Landlock layer working, or with ``allow_unisolated``."""
     notes = []
     for mode in ([wanted] if wanted else MODES):
-        if mode == "none":
-            return mode, notes
         reason = unavailable(mode)
         if reason is None:
             run = run_worker(mode, layout, python, ["--probe"], timeout=PROBE_TIMEOUT_S)
-            if run.returncode == 0 and run.result == b"ok":
+            layers = probe_layers(run)
+            if layers is not None and (mode != "none" or layers or allow_unisolated):
+                PROBED_LANDLOCK[mode] = layers
                 return mode, notes
-            reason = f"its probe failed: {run.output.strip()[-300:] or run.returncode}"
+            reason = (f"its probe failed: {run.output.strip()[-300:] or run.returncode}"
+                      if layers is None else "no isolation layer works here (no Landlock, no "
+                      "privileges): student code is not run unless the grader is given "
+                      "--allow-unisolated")
         notes.append(f"{mode}: {reason}")
-    return (None, notes) if wanted else ("none", notes)
+    return None, notes
+
+
+PROBED_LANDLOCK: dict[str, int] = {}  # mode -> Landlock ABI the worker applied in its probe
+
+
+def probe_layers(run: Run) -> int | None:
+    """The Landlock ABI the probing worker applied to itself (0: none), or None if the probe
+    failed. The worker answers ``ok landlock=<abi>``."""
+    if run.returncode != 0 or not run.result.startswith(b"ok landlock="):
+        return None
+    value = run.result[len(b"ok landlock="):]
+    return int(value) if value.isdigit() else None
+
+
+def layers_summary(mode: str) -> str:
+    """One line for the feedback: the layers under the mode, as the probe found them."""
+    abi = PROBED_LANDLOCK.get(mode, 0)
+    return (f"Landlock ABI {abi}: the worker reads only the interpreter, numpy and its input, "
+            f"writes only its own scratch folder, opens no TCP connection"
+            + (" and signals nothing outside its domain" if abi >= 6 else "")
+            if abi else "no Landlock on this kernel")
 
 
 def program(mode: str) -> str | None:
@@ -215,7 +240,7 @@ def worker_command(mode: str, layout: Layout, python: str, args: list[str]) -> l
         paths = [f"{SANDBOX_ROOT}/{name}" for name in ("runtime", "pylib", "student")]
     else:
         paths = [str(layout.runtime_dir), str(layout.pylib_dir), str(layout.student_dir)]
-    worker = [python, "-I", "-S", "-c", BOOTSTRAP.format(paths=paths), *args]
+    worker = [python, "-I", "-S", "-c", BOOTSTRAP.format(paths=paths), *args, "--readable", *paths]
     if mode == "bwrap":
         return bwrap_prefix(layout, python) + worker
     if mode == "setpriv":
@@ -515,9 +540,12 @@ def mode_summary(mode: str) -> str:
         "bwrap": "student code ran in a bubblewrap sandbox (no network, no view of the grader)",
         "setpriv": "student code ran as a fresh unprivileged uid of its own (no bubblewrap here)",
         "unshare": "student code ran in unprivileged namespaces (no bubblewrap here)",
-        "none": "WARNING: student code ran UNISOLATED with the grader's permissions: no sandbox "
-                "(bubblewrap, setpriv as root, or unshare) works on this machine; see "
-                "autograder/README.md",
+        "none": ("student code ran as a plain child process with the grader's uid, confined by "
+                 "its Landlock layer only (no bubblewrap, setpriv as root, or unshare here)"
+                 if PROBED_LANDLOCK.get("none") else
+                 "WARNING: student code ran UNISOLATED with the grader's permissions: no sandbox "
+                 "layer (bubblewrap, setpriv as root, unshare, Landlock) works on this machine; "
+                 "see autograder/README.md"),
     }[mode]
 
 

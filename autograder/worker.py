@@ -29,7 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import wire
+from autograder import landlock, wire
+
+# Shared libraries and devices the interpreter and numpy read once student code runs.
+SYSTEM_READABLE = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/dev/null",
+                   "/dev/urandom", "/dev/zero")
 
 FORBIDDEN_LIBRARIES = ("torch", "jax", "jaxlib", "tensorflow", "keras", "autograd", "mxnet",
                        "paddle", "cupy", "chainer", "theano", "flax", "mlx", "tinygrad", "numba")
@@ -69,9 +73,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--probe", action="store_true",
                         help="only say that the sandbox can run this worker and import numpy")
+    parser.add_argument("--readable", nargs="*", default=[],
+                        help="folders to read besides the interpreter and numpy (Landlock)")
     args = parser.parse_args(argv)
+    abi = confine([*args.readable, *([str(args.input)] if args.input else [])])
     if args.probe:
-        send(args.result_fd, b"ok")
+        send(args.result_fd, f"ok landlock={abi}".encode())
         return
     sys.meta_path.insert(0, NumpyOnly())
     tests = json.loads((args.input / "tests.json").read_text())
@@ -84,6 +91,17 @@ def main(argv: list[str] | None = None) -> None:
         return
     for test in tests:
         send(args.result_fd, run_test(nn, args.input / test, test))
+
+
+def confine(readable: list[str]) -> int:
+    """Apply the Landlock layer before any student code runs (``autograder.landlock``): read only
+    the system's libraries, the interpreter, numpy and ``readable``; write only TMPDIR. Returns
+    the ABI applied, 0 where the kernel has no Landlock."""
+    numpy_dir = Path(np.__file__).resolve().parent
+    return landlock.restrict(
+        [*SYSTEM_READABLE, os.path.realpath(sys.base_prefix), os.path.realpath(sys.executable),
+         str(numpy_dir), str(numpy_dir.parent / "numpy.libs"), *readable],
+        [os.environ.get("TMPDIR", "/tmp")])
 
 
 def run_test(nn, folder: Path, test: str) -> bytes:

@@ -122,6 +122,52 @@ def test_each_grading_gets_a_fresh_uid_of_its_own():
         assert f"--reuid={uid}" in command and f"--regid={uid}" in command, command
 
 
+LANDLOCK_ATTACK = """
+import os, signal, socket
+try:
+    open({secret!r}).read()
+    raise SystemExit("read a world-readable file outside the sandbox")
+except (PermissionError, FileNotFoundError):  # Landlock, or not even mounted (bubblewrap)
+    pass
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+    raise SystemExit("opened a TCP connection")
+except PermissionError:
+    pass
+except OSError:
+    raise SystemExit("a TCP connection was attempted, not refused by the sandbox")
+"""
+
+
+@rubric("Sandbox layers")
+@pytest.mark.slow
+def test_landlock_confines_the_worker_in_every_mode(tmp_path):
+    """The worker's own Landlock layer: a world-readable file outside its folders cannot be read
+    and no TCP connection opened, in the default mode and in setpriv (which alone isolates
+    neither). The attack gives up its points if it gets through; confined, it scores full marks."""
+    from autograder import landlock
+
+    if landlock.abi_version() == 0:
+        pytest.skip("no Landlock on this kernel")
+    folder = session_folder("hw4p1-landlock-")
+    folder.chmod(0o755)  # setpriv's uid must reach the grading folders, and the secret
+    secret = folder / "world-readable" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("hidden\n")
+    secret.parent.chmod(0o755)
+    secret.chmod(0o644)
+    modes = [""] + (["--sandbox setpriv"] if os.geteuid() == 0 else [])
+    for flags in modes:
+        grading = folder / (flags.replace(" ", "").replace("-", "") or "default")
+        grading.mkdir()
+        grading.chmod(0o755)
+        handin = attack_handin(tmp_path / (grading.name + "-handin"),
+                               LANDLOCK_ATTACK.format(secret=str(secret)), None)
+        lines, scores = run_grader(grading, handin, flags)
+        assert scores == honest_scores(), f"{flags or 'default'}: {scores}\n" + "\n".join(lines[-40:])
+        assert any("layers: Landlock ABI" in line for line in lines), lines[-40:]
+
+
 TREE = """
 import os, sys
 children = []

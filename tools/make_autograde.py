@@ -44,6 +44,7 @@ SHIPPED_FILES = (
     "autograder/grade.py",
     "autograder/grade_model.py",
     "autograder/judge.py",
+    "autograder/landlock.py",
     "autograder/sandbox.py",
     "autograder/wire.py",
     "autograder/worker.py",
