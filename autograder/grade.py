@@ -50,7 +50,8 @@ REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
 # repository, whose hw4lib it would otherwise delete.
 BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
-RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "wire.py", "worker.py")  # what the worker imports
+# What the worker imports.
+RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "seccomp.py", "wire.py", "worker.py")
 MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy files, no more
 
 

@@ -168,43 +168,51 @@ def choose_mode(layout: Layout, python: str, wanted: str | None = None,
     """(mode, notes): the first of MODES whose probe passes; the notes say why each stronger mode
     was passed over. A ``wanted`` mode is tried alone: (None, notes) when it fails, so that student
     code never runs less isolated than asked. 'none' (a plain child process) is used only when its
-    probe shows the worker's own Landlock layer working, or with ``allow_unisolated``."""
+    probe shows one of the worker's own layers (Landlock, seccomp) working, or with
+    ``allow_unisolated``."""
     notes = []
     for mode in ([wanted] if wanted else MODES):
         reason = unavailable(mode)
         if reason is None:
             run = run_worker(mode, layout, python, ["--probe"], timeout=PROBE_TIMEOUT_S)
             layers = probe_layers(run)
-            if layers is not None and (mode != "none" or layers or allow_unisolated):
-                PROBED_LANDLOCK[mode] = layers
+            if layers is not None and (mode != "none" or any(layers.values()) or allow_unisolated):
+                PROBED_LAYERS[mode] = layers
                 return mode, notes
             reason = (f"its probe failed: {run.output.strip()[-300:] or run.returncode}"
                       if layers is None else "no isolation layer works here (no Landlock, no "
-                      "privileges): student code is not run unless the grader is given "
-                      "--allow-unisolated")
+                      "seccomp, no privileges): student code is not run unless the grader is "
+                      "given --allow-unisolated")
         notes.append(f"{mode}: {reason}")
     return None, notes
 
 
-PROBED_LANDLOCK: dict[str, int] = {}  # mode -> Landlock ABI the worker applied in its probe
+PROBED_LAYERS: dict[str, dict[str, int]] = {}  # mode -> the worker's own layers in its probe
 
 
-def probe_layers(run: Run) -> int | None:
-    """The Landlock ABI the probing worker applied to itself (0: none), or None if the probe
-    failed. The worker answers ``ok landlock=<abi>``."""
-    if run.returncode != 0 or not run.result.startswith(b"ok landlock="):
+def probe_layers(run: Run) -> dict[str, int] | None:
+    """The worker's own layers as its probe reports them (``ok landlock=7 seccomp=1``: the
+    Landlock ABI applied, whether the seccomp filter is installed; 0 for a layer the kernel
+    lacks), or None if the probe failed."""
+    if run.returncode != 0 or not run.result.startswith(b"ok"):
         return None
-    value = run.result[len(b"ok landlock="):]
-    return int(value) if value.isdigit() else None
+    try:
+        return {key: int(value) for key, value in
+                (field.split("=") for field in run.result[2:].decode().split())}
+    except ValueError:
+        return None
 
 
 def layers_summary(mode: str) -> str:
-    """One line for the feedback: the layers under the mode, as the probe found them."""
-    abi = PROBED_LANDLOCK.get(mode, 0)
-    return (f"Landlock ABI {abi}: the worker reads only the interpreter, numpy and its input, "
-            f"writes only its own scratch folder, opens no TCP connection"
-            + (" and signals nothing outside its domain" if abi >= 6 else "")
-            if abi else "no Landlock on this kernel")
+    """One line for the feedback: the worker's own layers under the mode, as the probe found them."""
+    layers = PROBED_LAYERS.get(mode, {})
+    abi = layers.get("landlock", 0)
+    parts = [f"Landlock ABI {abi} (reads only the interpreter, numpy and its input, writes only "
+             f"its scratch folder, no TCP{', no signal outside its domain' if abi >= 6 else ''})"
+             if abi else "no Landlock on this kernel",
+             "a seccomp filter (no ptrace, sockets, namespaces, mounts, keyrings, BPF)"
+             if layers.get("seccomp") else "no seccomp filter here"]
+    return "; ".join(parts)
 
 
 def program(mode: str) -> str | None:
@@ -542,7 +550,7 @@ def mode_summary(mode: str) -> str:
         "unshare": "student code ran in unprivileged namespaces (no bubblewrap here)",
         "none": ("student code ran as a plain child process with the grader's uid, confined by "
                  "its Landlock layer only (no bubblewrap, setpriv as root, or unshare here)"
-                 if PROBED_LANDLOCK.get("none") else
+                 if PROBED_LAYERS.get("none", {}).get("landlock") else
                  "WARNING: student code ran UNISOLATED with the grader's permissions: no sandbox "
                  "layer (bubblewrap, setpriv as root, unshare, Landlock) works on this machine; "
                  "see autograder/README.md"),

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import landlock, wire
+from autograder import landlock, seccomp, wire
 
 # Shared libraries and devices the interpreter and numpy read once student code runs.
 SYSTEM_READABLE = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/dev/null",
@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--readable", nargs="*", default=[],
                         help="folders to read besides the interpreter and numpy (Landlock)")
     args = parser.parse_args(argv)
-    abi = confine([*args.readable, *([str(args.input)] if args.input else [])])
+    layers = confine([*args.readable, *([str(args.input)] if args.input else [])])
     if args.probe:
-        send(args.result_fd, f"ok landlock={abi}".encode())
+        send(args.result_fd, ("ok " + " ".join(f"{k}={v}" for k, v in layers.items())).encode())
         return
     sys.meta_path.insert(0, NumpyOnly())
     tests = json.loads((args.input / "tests.json").read_text())
@@ -93,15 +93,17 @@ def main(argv: list[str] | None = None) -> None:
         send(args.result_fd, run_test(nn, args.input / test, test))
 
 
-def confine(readable: list[str]) -> int:
-    """Apply the Landlock layer before any student code runs (``autograder.landlock``): read only
-    the system's libraries, the interpreter, numpy and ``readable``; write only TMPDIR. Returns
-    the ABI applied, 0 where the kernel has no Landlock."""
+def confine(readable: list[str]) -> dict[str, int]:
+    """Apply the worker's own layers before any student code runs: Landlock
+    (``autograder.landlock``: read only the system's libraries, the interpreter, numpy and
+    ``readable``; write only TMPDIR), then the seccomp filter (``autograder.seccomp``). Returns
+    {"landlock": ABI applied, "seccomp": 1 if installed}, 0 for a layer this kernel lacks."""
     numpy_dir = Path(np.__file__).resolve().parent
-    return landlock.restrict(
+    abi = landlock.restrict(
         [*SYSTEM_READABLE, os.path.realpath(sys.base_prefix), os.path.realpath(sys.executable),
          str(numpy_dir), str(numpy_dir.parent / "numpy.libs"), *readable],
         [os.environ.get("TMPDIR", "/tmp")])
+    return {"landlock": abi, "seccomp": int(seccomp.deny_escapes())}
 
 
 def run_test(nn, folder: Path, test: str) -> bytes:

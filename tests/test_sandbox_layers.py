@@ -136,15 +136,22 @@ except PermissionError:
     pass
 except OSError:
     raise SystemExit("a TCP connection was attempted, not refused by the sandbox")
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER: root of a new namespace
+    raise SystemExit("created a user namespace")
+if libc.ptrace(16, os.getppid(), None, None) == 0:  # PTRACE_ATTACH to the parent
+    raise SystemExit("attached to another process with ptrace")
 """
 
 
 @rubric("Sandbox layers")
 @pytest.mark.slow
-def test_landlock_confines_the_worker_in_every_mode(tmp_path):
-    """The worker's own Landlock layer: a world-readable file outside its folders cannot be read
-    and no TCP connection opened, in the default mode and in setpriv (which alone isolates
-    neither). The attack gives up its points if it gets through; confined, it scores full marks."""
+def test_the_workers_own_layers_confine_it_in_every_mode(tmp_path):
+    """The worker's own layers, Landlock and seccomp: no world-readable file outside its folders,
+    no TCP connection, no new namespace, no ptrace, in the default mode and in setpriv (which alone
+    prevents none of these). The attack gives up its points if anything gets through; confined, it
+    scores full marks."""
     from autograder import landlock
 
     if landlock.abi_version() == 0:
@@ -165,7 +172,44 @@ def test_landlock_confines_the_worker_in_every_mode(tmp_path):
                                LANDLOCK_ATTACK.format(secret=str(secret)), None)
         lines, scores = run_grader(grading, handin, flags)
         assert scores == honest_scores(), f"{flags or 'default'}: {scores}\n" + "\n".join(lines[-40:])
-        assert any("layers: Landlock ABI" in line for line in lines), lines[-40:]
+        assert any("layers: Landlock ABI" in line and "a seccomp filter" in line
+                   for line in lines), lines[-40:]
+
+
+SECCOMP_PROBE = """
+import ctypes, os, socket, sys
+sys.path.insert(0, sys.argv[1])
+from autograder import seccomp
+import numpy
+assert seccomp.deny_escapes()
+libc = ctypes.CDLL(None, use_errno=True)
+refused = {"ptrace": libc.ptrace(0, 0, None, None) == -1 and ctypes.get_errno() == 1,
+           "unshare": libc.unshare(0x10000000) == -1 and ctypes.get_errno() == 1}
+try:
+    socket.socket()
+    refused["socket"] = False
+except PermissionError:
+    refused["socket"] = True
+pid = os.fork()
+if pid == 0:
+    os._exit(3)
+refused["fork still works"] = os.waitpid(pid, 0)[1] >> 8 == 3
+refused["numpy still works"] = float(numpy.linalg.inv(numpy.eye(2)).sum()) == 2.0
+print(refused)
+"""
+
+
+@rubric("Sandbox layers")
+def test_the_seccomp_filter_refuses_escapes_and_allows_numpy():
+    from autograder import seccomp
+
+    if not seccomp.program() or os.uname().machine != "x86_64":
+        pytest.skip("the filter is x86_64 only")
+    run = subprocess.run([sys.executable, "-c", SECCOMP_PROBE, str(Path(__file__).parents[1])],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == str({"ptrace": True, "unshare": True, "socket": True,
+                                      "fork still works": True, "numpy still works": True}), run.stdout
 
 
 TREE = """

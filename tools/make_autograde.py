@@ -46,6 +46,7 @@ SHIPPED_FILES = (
     "autograder/judge.py",
     "autograder/landlock.py",
     "autograder/sandbox.py",
+    "autograder/seccomp.py",
     "autograder/wire.py",
     "autograder/worker.py",
     "autograder/hidden_tests/__init__.py",
