@@ -29,10 +29,10 @@ $(STAMP): requirements.txt
 	touch $(STAMP)
 
 test: $(STAMP) ## run the whole test suite (slow end-to-end tests included)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms" tests
 
 test-fast: $(STAMP) ## run the suite without the tests marked slow
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not platforms" tests
 
 # Builds the default data unless DATA_DIR holds this SEED's data from this version of the
 # generator (its .complete marker records both) or data built from real text.
@@ -65,6 +65,12 @@ figures: $(STAMP) ## redraw the diagrams in figures/
 
 bench: $(STAMP) ## print speed and memory measurements (mytorch, data, model, training)
 	$(PY) -m bench $(BENCH)
+
+test-platforms: $(STAMP) ## the grader's attacks in emulated Gradescope, Autolab and laptop profiles (root)
+	rm -rf dist/platform-table && mkdir -p dist/platform-table
+	HW4P1_PROFILE_TABLE=$(CURDIR)/dist/platform-table $(PY) -m pytest -n $(PYTEST_WORKERS) \
+		-m platforms tests; status=$$?; $(PY) tests/platform_profiles.py --table dist/platform-table; \
+		exit $$status
 
 mutants: $(STAMP) ## check that the component tests reject every bug in tools/mutant_catalogue/ (ONLY=glob)
 	$(PY) -m tools.mutants $(if $(ONLY),--only '$(ONLY)')

@@ -349,11 +349,13 @@ def worker_environment(mode: str, layout: Layout) -> dict[str, str]:
 
 def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout: float) -> Run:
     """Run the worker in ``mode`` with ``args``; its result pipe is passed as ``--result-fd``."""
+    cgroup = WorkerCgroup.create()
     read_end, write_end = os.pipe()
     input_dir = f"{SANDBOX_ROOT}/input" if mode == "bwrap" else str(layout.input_dir)
     args = [a.replace("{input}", input_dir) for a in args] + ["--result-fd", str(write_end)]
+    if cgroup is None or set(cgroup.paths) != {"pids", "memory"}:
+        args.append("--single-process")  # no cap on the tree: one task, under RLIMIT_AS
     command = worker_command(mode, layout, python, args)
-    cgroup = WorkerCgroup.create()
     try:
         return run_process(command, cwd=layout.tmp_dir, env=worker_environment(mode, layout),
                            timeout=timeout, limits=worker_limits(timeout), cgroup=cgroup,
@@ -558,8 +560,9 @@ def mode_summary(mode: str) -> str:
 
 
 def process_cap_note(mode: str) -> str | None:
-    """A warning for the feedback when the worker tree's processes or memory have no cgroup cap
-    here (then RLIMIT_NPROC, per uid, and RLIMIT_AS, per process, are what is left)."""
+    """A note for the feedback when no cgroup caps the worker tree's processes and memory here:
+    then its seccomp filter lets the worker start no process or thread, so RLIMIT_AS bounds its
+    memory (without seccomp either, RLIMIT_NPROC per uid and RLIMIT_AS per process are left)."""
     cgroup = WorkerCgroup.create()
     capped = set(cgroup.paths) if cgroup is not None else set()
     if cgroup is not None:
@@ -567,6 +570,10 @@ def process_cap_note(mode: str) -> str | None:
     missing = [c for c in ("pids", "memory") if c not in capped]
     if not missing:
         return None
+    if PROBED_LAYERS.get(mode, {}).get("seccomp"):
+        return (f"no {' or '.join(missing)} cgroup could be created under the grader's own, so the "
+                f"worker may start no process or thread (its seccomp filter) and RLIMIT_AS bounds "
+                f"its memory")
     return (f"no {' or '.join(missing)} cgroup could be created under the grader's own, so the "
             f"worker tree's {' and '.join('processes' if c == 'pids' else 'memory' for c in missing)}"
             f" {'is' if len(missing) == 1 else 'are'} bounded per process (rlimits) and by the "
@@ -574,10 +581,11 @@ def process_cap_note(mode: str) -> str | None:
 
 
 def make_readable(folder: Path) -> None:
-    """Let the sandbox uid read ``folder`` (for setpriv): directories 755, files 644."""
+    """Let the sandbox uid read ``folder`` (for setpriv): directories 755, files 644. Symbolic
+    links (numpy's, into the installed packages) are left alone: chmod would follow them."""
     os.chmod(folder, 0o755)
     for root, dirs, files in os.walk(folder):
-        for name in dirs:
-            os.chmod(os.path.join(root, name), 0o755)
-        for name in files:
-            os.chmod(os.path.join(root, name), 0o644)
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o755 if name in dirs else 0o644)

@@ -75,8 +75,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="only say that the sandbox can run this worker and import numpy")
     parser.add_argument("--readable", nargs="*", default=[],
                         help="folders to read besides the interpreter and numpy (Landlock)")
+    parser.add_argument("--single-process", action="store_true",
+                        help="start no process or thread (no cgroup caps the tree: seccomp)")
     args = parser.parse_args(argv)
-    layers = confine([*args.readable, *([str(args.input)] if args.input else [])])
+    layers = confine([*args.readable, *([str(args.input)] if args.input else [])],
+                     children=not args.single_process)
     if args.probe:
         send(args.result_fd, ("ok " + " ".join(f"{k}={v}" for k, v in layers.items())).encode())
         return
@@ -93,17 +96,18 @@ def main(argv: list[str] | None = None) -> None:
         send(args.result_fd, run_test(nn, args.input / test, test))
 
 
-def confine(readable: list[str]) -> dict[str, int]:
+def confine(readable: list[str], children: bool = True) -> dict[str, int]:
     """Apply the worker's own layers before any student code runs: Landlock
     (``autograder.landlock``: read only the system's libraries, the interpreter, numpy and
-    ``readable``; write only TMPDIR), then the seccomp filter (``autograder.seccomp``). Returns
+    ``readable``; write only TMPDIR), then the seccomp filter (``autograder.seccomp``; with
+    ``children=False`` it also refuses new processes). Returns
     {"landlock": ABI applied, "seccomp": 1 if installed}, 0 for a layer this kernel lacks."""
     numpy_dir = Path(np.__file__).resolve().parent
     abi = landlock.restrict(
         [*SYSTEM_READABLE, os.path.realpath(sys.base_prefix), os.path.realpath(sys.executable),
          str(numpy_dir), str(numpy_dir.parent / "numpy.libs"), *readable],
         [os.environ.get("TMPDIR", "/tmp")])
-    return {"landlock": abi, "seccomp": int(seccomp.deny_escapes())}
+    return {"landlock": abi, "seccomp": int(seccomp.deny_escapes(children))}
 
 
 def run_test(nn, folder: Path, test: str) -> bytes:

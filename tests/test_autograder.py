@@ -40,6 +40,7 @@ from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.utils.handin import BEST_CHECKPOINT
+from tests import platform_profiles
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Handin extraction": 0, "Scoring": 0, "Model grading": 0, "Child processes": 0,
@@ -878,13 +879,15 @@ def read_hidden_lines(autograde_tar: Path) -> list[str]:
 
 
 def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
-               peak_memory: list | None = None,
-               environment: dict | None = None) -> tuple[list[str], dict]:
+               peak_memory: list | None = None, environment: dict | None = None,
+               profile: str = "host") -> tuple[list[str], dict]:
     """Grade ``handin`` with make in ``tmp_path/grading``; return (output lines, scores).
 
     Checks that the last line is the scores line with every category in range, and that nothing
     outside the grading folder was created, deleted or modified. ``peak_memory`` (a list) receives
-    the largest resident set, in bytes, of any process of the grading.
+    the largest resident set, in bytes, of any process of the grading. ``profile``: the emulated
+    platform make runs in (``tests/platform_profiles.py``; a non-root one owns the grading folder,
+    and ``tmp_path`` must let it through).
     """
     grading = tmp_path / "grading"
     grading.mkdir()
@@ -892,6 +895,9 @@ def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
     shutil.copy(built_autograder() / "autograde-Makefile", grading / "Makefile")
     if handin is not None:
         shutil.copy(handin, grading / "handin.tar")
+    if profile in platform_profiles.NON_ROOT:
+        for path in [grading, *grading.rglob("*")]:
+            os.chown(path, platform_profiles.PROFILE_UID, platform_profiles.PROFILE_UID)
 
     def outside() -> dict[str, int]:
         return {path: (tmp_path / path).lstat().st_mtime_ns for path in tree(tmp_path)
@@ -899,7 +905,7 @@ def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
 
     before = outside()
     process = autolab_make([f"PYTHON={sys.executable}", f"GRADER_FLAGS={grader_flags}"],
-                           cwd=grading, timeout=900, environment=environment)
+                           cwd=grading, timeout=900, environment=environment, profile=profile)
     lines = process.stdout.splitlines()
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
     if peak_memory is not None:
@@ -912,12 +918,15 @@ def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
     return lines, scores
 
 
-def autolab_make(args: list[str], cwd: Path, timeout: float,
-                 environment: dict | None = None) -> subprocess.CompletedProcess:
+def autolab_make(args: list[str], cwd: Path, timeout: float, environment: dict | None = None,
+                 profile: str = "host") -> subprocess.CompletedProcess:
     """Run `make` as Autolab does: a top-level make, even when these tests run under `make test`
     (an inherited MAKELEVEL would make GNU make print "Leaving directory" after the scores line).
-    ``environment`` adds variables to the grading environment."""
+    ``environment`` adds variables to the grading environment; ``profile`` is the emulated
+    platform (``tests/platform_profiles.py``)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    if profile in platform_profiles.NON_ROOT:
+        env["HOME"] = str(cwd)
     env.update(environment or {})
     # A small wrapper reports the peak memory of every process make waited for, on stderr.
     wrapper = ("import resource, subprocess, sys\n"
@@ -925,7 +934,8 @@ def autolab_make(args: list[str], cwd: Path, timeout: float,
                "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
                "sys.stderr.write(f'PEAK_RSS_KIB {peak}\\n')\n"
                "sys.exit(code)\n")
-    return subprocess.run([sys.executable, "-c", wrapper, "make", *args], cwd=cwd, env=env,
+    command = [sys.executable, "-c", wrapper, "make", *args]
+    return subprocess.run(platform_profiles.launcher(profile, command), cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -1100,9 +1110,9 @@ while True:
 }
 
 
-def attack_handin(folder: Path, init_code: str, nn_code: str | None) -> Path:
+def attack_handin(folder: Path, init_code: str, nn_code: str | None, nn_append: str = "") -> Path:
     """handin.tar: the tiny model, and the reference mytorch (or ``nn_code`` as mytorch.nn) with
-    ``init_code`` run at its import."""
+    ``init_code`` run at its import and ``nn_append`` at the end of mytorch.nn's."""
     handin = folder / "handin"
     make_model_handin(handin)
     package = copy_reference_mytorch(handin)
@@ -1110,6 +1120,8 @@ def attack_handin(folder: Path, init_code: str, nn_code: str | None) -> Path:
         shutil.rmtree(package / "nn")
         (package / "nn").mkdir()
         (package / "nn/__init__.py").write_text(nn_code)
+    if nn_append:
+        (package / "nn/__init__.py").write_text((package / "nn/__init__.py").read_text() + nn_append)
     (package / "__init__.py").write_text(init_code + (package / "__init__.py").read_text())
     return pack_folder(handin, folder / "handin.tar")
 
@@ -1313,18 +1325,15 @@ os._exit(0)
 REPLAY_SEED = 20240  # the recorded grading's seed (any seed: the judge draws a fresh one)
 
 
-@pytest.mark.slow
-@rubric_category("End to end")
-def test_replaying_an_earlier_gradings_results_scores_zero(tmp_path):
-    """A mytorch whose classes all raise NotImplementedError, which writes the worker's result
-    stream of an earlier grading of the reference mytorch straight to the result fd: the inputs
-    are drawn afresh, so the recorded values match nothing."""
+def replay_handin(folder: Path) -> Path:
+    """handin.tar: the tiny model, and a mytorch whose classes all raise NotImplementedError and
+    whose import writes a recorded result stream of the reference mytorch to the result fd."""
     import base64
 
     from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS
 
     category_of = {test.name: test.category for test in HIDDEN_TESTS}
-    handin = tmp_path / "handin"
+    handin = folder / "handin"
     make_model_handin(handin)
     package = handin / "mytorch"
     (package / "nn").mkdir(parents=True)
@@ -1333,7 +1342,16 @@ def test_replaying_an_earlier_gradings_results_scores_zero(tmp_path):
         (package / f"_replay_{category}.py").write_text(
             f"DATA = {base64.b64encode(stream).decode()!r}\n")
     (package / "__init__.py").write_text(f"CATEGORY_OF = {category_of!r}\n{REPLAY_INIT}")
-    lines, scores = run_grader(tmp_path, pack_folder(handin, tmp_path / "handin.tar"))
+    return pack_folder(handin, folder / "handin.tar")
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_replaying_an_earlier_gradings_results_scores_zero(tmp_path):
+    """A mytorch whose classes all raise NotImplementedError, which writes the worker's result
+    stream of an earlier grading of the reference mytorch straight to the result fd: the inputs
+    are drawn afresh, so the recorded values match nothing."""
+    lines, scores = run_grader(tmp_path, replay_handin(tmp_path))
     text = "\n".join(lines)
     expected = {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
     assert scores == expected, f"replay: expected {expected}, got {scores}\n{text[-4000:]}"

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from autograder import gradescope, rubric
+from tests import platform_profiles
 from tests.test_autograder import (ATTACKS, MYTORCH_ZERO, attack_handin, built_autograder,
                                    honest_scores, import_without_site_packages, make_model_handin,
                                    pack_folder, remove_session_folders)
@@ -44,13 +45,14 @@ def unpack_root(tmp_path: Path, handin: Path | None) -> Path:
     return root
 
 
-def run_autograder(root: Path, *args: str) -> dict:
-    """Run source/run_autograder as Gradescope does (``args`` passed on); return the parsed
-    results.json."""
+def run_autograder(root: Path, *args: str, profile: str = "host") -> dict:
+    """Run source/run_autograder as Gradescope does (``args`` passed on), in the emulated
+    ``profile`` (``tests/platform_profiles.py``); return the parsed results.json."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     env.update(AUTOGRADER_ROOT=str(root), HW4P1_PYTHON=sys.executable)
-    process = subprocess.run([str(root / "source/run_autograder"), *args], cwd=root, env=env,
-                             capture_output=True, text=True, timeout=900)
+    command = platform_profiles.launcher(profile, [str(root / "source/run_autograder"), *args])
+    process = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
+                             timeout=900)
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
     return json.loads((root / "results/results.json").read_text())
 

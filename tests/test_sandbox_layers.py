@@ -177,11 +177,11 @@ def test_the_workers_own_layers_confine_it_in_every_mode(tmp_path):
 
 
 SECCOMP_PROBE = """
-import ctypes, os, socket, sys
+import ctypes, os, socket, subprocess, sys, threading
 sys.path.insert(0, sys.argv[1])
 from autograder import seccomp
 import numpy
-assert seccomp.deny_escapes()
+assert seccomp.deny_escapes(children=sys.argv[2] == "children")
 libc = ctypes.CDLL(None, use_errno=True)
 refused = {"ptrace": libc.ptrace(0, 0, None, None) == -1 and ctypes.get_errno() == 1,
            "unshare": libc.unshare(0x10000000) == -1 and ctypes.get_errno() == 1}
@@ -190,26 +190,47 @@ try:
     refused["socket"] = False
 except PermissionError:
     refused["socket"] = True
-pid = os.fork()
-if pid == 0:
-    os._exit(3)
-refused["fork still works"] = os.waitpid(pid, 0)[1] >> 8 == 3
-refused["numpy still works"] = float(numpy.linalg.inv(numpy.eye(2)).sum()) == 2.0
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3)
+    refused["a child process"] = os.waitpid(pid, 0)[1] >> 8 != 3
+except PermissionError:
+    refused["a child process"] = True
+try:
+    refused["a subprocess"] = subprocess.run(["/bin/true"]).returncode != 0
+except PermissionError:
+    refused["a subprocess"] = True
+ran = []
+try:
+    thread = threading.Thread(target=ran.append, args=[1])
+    thread.start()
+    thread.join()
+except RuntimeError:
+    pass
+refused["a thread"] = ran != [1]
+refused["numpy"] = float(numpy.linalg.inv(numpy.eye(2)).sum()) != 2.0
 print(refused)
 """
 
 
 @rubric("Sandbox layers")
-def test_the_seccomp_filter_refuses_escapes_and_allows_numpy():
+@pytest.mark.parametrize("children", ["children", "single-process"])
+def test_the_seccomp_filter_refuses_escapes_and_allows_numpy(children):
+    """Escapes are refused; numpy works. Without children (no cgroup caps the tree), every new
+    process and thread is refused too, so RLIMIT_AS bounds the tree's memory."""
     from autograder import seccomp
 
-    if not seccomp.program() or os.uname().machine != "x86_64":
+    if os.uname().machine != "x86_64":
         pytest.skip("the filter is x86_64 only")
-    run = subprocess.run([sys.executable, "-c", SECCOMP_PROBE, str(Path(__file__).parents[1])],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run([sys.executable, "-c", SECCOMP_PROBE, str(Path(__file__).parents[1]),
+                          children], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr[-2000:]
+    single = children == "single-process"
     assert run.stdout.strip() == str({"ptrace": True, "unshare": True, "socket": True,
-                                      "fork still works": True, "numpy still works": True}), run.stdout
+                                      "a child process": single, "a subprocess": single,
+                                      "a thread": single, "numpy": False}), run.stdout
+    assert seccomp.program(children=True) != seccomp.program(children=False)
 
 
 TREE = """
@@ -249,6 +270,26 @@ def test_the_worker_trees_memory_is_capped_by_a_cgroup_under_the_judges(tmp_path
     uncapped = sandbox.run_process([sys.executable, "-c", TREE], cwd=tmp_path, env=dict(os.environ),
                                    timeout=60, limits={})
     assert "finished=3" in uncapped.output, f"without the cap all three finish: {uncapped.output!r}"
+
+
+@rubric("Sandbox layers")
+def test_making_the_sandbox_readable_leaves_linked_folders_alone(tmp_path):
+    """The sandbox's pylib links to the installed numpy: chmod through the link would change the
+    system's files as root, and fail (mytorch 0 for every handin) as Autolab's non-root user."""
+    installed = tmp_path / "site-packages" / "numpy.libs"
+    installed.mkdir(parents=True)
+    installed.chmod(0o700)
+    (installed / "lib.so").write_bytes(b"")
+    (installed / "lib.so").chmod(0o600)
+    sandbox_folder = tmp_path / "sandbox"
+    (sandbox_folder / "pylib").mkdir(parents=True)
+    (sandbox_folder / "pylib" / "numpy.libs").symlink_to(installed)
+    (sandbox_folder / "pylib" / "own.py").write_text("")
+    sandbox.make_readable(sandbox_folder)
+    assert installed.stat().st_mode & 0o777 == 0o700
+    assert (installed / "lib.so").stat().st_mode & 0o777 == 0o600
+    assert (sandbox_folder / "pylib" / "own.py").stat().st_mode & 0o777 == 0o644
+    assert (sandbox_folder / "pylib").stat().st_mode & 0o777 == 0o755
 
 
 if __name__ == "__main__":

@@ -1,0 +1,419 @@
+# hw4p1: instructor-only
+"""The sandbox review's attack table, each row through the real Autolab Makefile (and Gradescope's
+run_autograder where the row is Gradescope's), in each emulated platform profile
+(``tests/platform_profiles.py``: host, gradescope, autolab, laptop).
+
+    make test-platforms     (as root; prints the attacks x profiles table at the end)
+
+Every attack is written to give itself away: where it gets through, it breaks its own mytorch (or
+the honest grading beside it), so the exact scores say whether each layer held. An attack held
+scores what the test expects (the honest scores, or mytorch 0 where its mytorch does no work),
+leaves nothing hidden in the output and other gradings untouched.
+"""
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import pytest
+
+from autograder import landlock, rubric, sandbox
+from tests import platform_profiles
+from tests.platform_profiles import PROFILES
+from tests.test_autograder import (FULL_LINE, MYTORCH_ZERO, ZERO_LINEAR_NN, ZEROS_NN, attack_handin,
+                                   built_autograder, honest_scores, pack_folder, read_hidden_lines,
+                                   replay_handin, run_grader, session_folder)
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Platform profiles": 0}
+pytestmark = [pytest.mark.platforms,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the profiles are set up as root"),
+              pytest.mark.skipif(not landlock.abi_version(), reason="no Landlock on this kernel")]
+TABLE = os.environ.get("HW4P1_PROFILE_TABLE")
+# The mode the judge must choose in each profile: bubblewrap where user namespaces work, a fresh
+# uid where the judge is root without them, the worker's own layers alone otherwise.
+EXPECTED_MODE = {"host": "bwrap", "gradescope": "setpriv", "autolab": "none", "laptop": "bwrap"}
+MODE_PHRASES = {"bwrap": "bubblewrap sandbox", "setpriv": "fresh unprivileged uid",
+                "unshare": "unprivileged namespaces", "none": "plain child process"}
+
+# ------------------------------------------------------------------------------------------------
+# The emulation itself
+# ------------------------------------------------------------------------------------------------
+
+PROBE = """
+import os, subprocess
+status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines()
+              if ":\\t" in line)
+bwrap = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
+                       capture_output=True).returncode == 0
+try:
+    os.mkdir("/sys/fs/cgroup/pids/hw4p1-profile-probe")
+    os.rmdir("/sys/fs/cgroup/pids/hw4p1-profile-probe")
+    cgroup = True
+except OSError:
+    cgroup = False
+print(os.geteuid(), int(status["CapEff"], 16) >> 21 & 1, status["Seccomp"].strip(), bwrap, cgroup)
+"""
+EXPECTED_PROBE = {  # uid, CAP_SYS_ADMIN, seccomp mode, bubblewrap works, a cgroup can be made
+    "host": f"0 1 0 True {Path('/sys/fs/cgroup/pids').is_dir()}",
+    "gradescope": "0 0 2 False False",
+    "autolab": f"{platform_profiles.PROFILE_UID} 0 2 False False",
+    "laptop": f"{platform_profiles.PROFILE_UID} 0 0 True False",
+}
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_each_profile_is_what_it_emulates(profile):
+    if shutil.which("bwrap") is None:
+        pytest.skip("the host and laptop profiles need bubblewrap")
+    run = subprocess.run(platform_profiles.launcher(profile, [sys.executable, "-c", PROBE]),
+                         capture_output=True, text=True, timeout=60, cwd="/")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == EXPECTED_PROBE[profile].split(), (profile, run.stdout)
+
+
+# ------------------------------------------------------------------------------------------------
+# Gradings in a profile
+# ------------------------------------------------------------------------------------------------
+
+def profile_folder(profile: str, name: str) -> Path:
+    """A folder every profile's user may traverse (the gradings' own folders stay private)."""
+    folder = session_folder(f"hw4p1-{profile}-{name}-")
+    folder.chmod(0o755)
+    return folder
+
+
+def mode_used(text: str) -> str:
+    found = [mode for mode, phrase in MODE_PHRASES.items() if phrase in text]
+    return found[0] if len(found) == 1 else f"unclear: {found}"
+
+
+def cell(scores: dict, text: str, held: bool) -> str:
+    """One cell of the table: the observed scores, the mode, and whether the attack was held."""
+    mytorch = sum(scores[c] for c in rubric.MYTORCH_RUBRIC)
+    return (f"{'held' if held else 'GOT THROUGH'}: mytorch {mytorch:g}/"
+            f"{sum(rubric.MYTORCH_RUBRIC.values())}, LM {scores['LanguageModel']:g} "
+            f"({mode_used(text)})")
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_honest_handin_scores_alike_in_every_profile(profile):
+    folder = profile_folder(profile, "honest")
+    lines, scores = run_grader(folder, attack_handin(folder, "", None), profile=profile)
+    text = "\n".join(lines)
+    platform_profiles.record(TABLE, profile, "00 honest handin (baseline)",
+                             cell(scores, text, scores == honest_scores()))
+    assert scores == honest_scores(), (profile, scores, text[-3000:])
+    assert mode_used(text) == EXPECTED_MODE[profile], (profile, text[-3000:])
+    assert "layers: Landlock ABI" in text and "a seccomp filter" in text, text[-3000:]
+
+
+# ------------------------------------------------------------------------------------------------
+# The attacks: (what the handin does, the scores it must get, grader flags, environment)
+# ------------------------------------------------------------------------------------------------
+
+FORGE_AND_REPLACE = f"""
+import os, subprocess
+print({FULL_LINE!r}, flush=True)
+for _target in ("/usr/bin/unshare", "/usr/bin/setpriv", "/usr/bin/bwrap", "/usr/bin/make"):
+    try:
+        open(_target, "ab").close()  # opening to write is the escape; nothing is written
+    except OSError:
+        continue
+    raise SystemExit(f"{{_target}} can be written")
+for _command in (["/usr/bin/unshare", "--map-root-user", "true"], ["/usr/bin/unshare", "-U", "true"]):
+    try:
+        if subprocess.run(_command, capture_output=True).returncode == 0:
+            raise SystemExit("a user namespace was created")
+    except OSError:
+        pass
+"""
+SNOOP_HIDDEN = """
+import glob, os
+_patterns = ["autograde.tar", "*/autograde.tar", "autograde/autograder/hidden_set/*",
+             "*/autograde/autograder/hidden_set/*", "autograde/autograder/hidden_tests/*.py",
+             "*/autograde/autograder/hidden_tests/*.py", "*/source/autograde.tar"]
+_paths = [p for pattern in _patterns for p in glob.glob("/tmp/hw4p1-*/" + pattern)]
+_pid = os.getpid()
+for _ in range(12):  # the judge's memory and environment, up the parent chain
+    try:
+        _pid = int(open(f"/proc/{_pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        break
+    if _pid <= 1:
+        break
+    _paths += [f"/proc/{_pid}/mem", f"/proc/{_pid}/environ"]
+for _path in _paths:
+    try:
+        with open(_path, "rb") as _file:
+            _data = _file.read(4096)
+    except OSError:
+        continue
+    raise ImportError(f"LEAKED {_path}")
+"""
+BAD_PROCESS_NAMES = """
+import ctypes, os, time
+_libc = ctypes.CDLL(None)
+_libc.prctl(15, ctypes.c_char_p(b"\\xff\\xfe"), 0, 0, 0)  # PR_SET_NAME on the worker itself
+try:
+    if os.fork() == 0:
+        os.setsid()
+        _libc.prctl(15, ctypes.c_char_p(b"a) 0 0 (Z\\xc3("), 0, 0, 0)
+        time.sleep(4)
+        os._exit(0)
+except OSError:
+    pass
+"""
+SHAPE_BOMB = """
+import numpy as _np
+_Reference = MultiHeadAttention
+class MultiHeadAttention(_Reference):
+    def backward(self, d_output):
+        N = 16000  # added together: 16000 x 16000 float64, 2 GB
+        return _np.zeros((N, 1)), _np.zeros((1, N)), _np.zeros((N, 1))
+"""
+THREE_BIG_CHILDREN = """
+import os, select, time
+_read, _write = os.pipe()
+_children = []
+for _ in range(3):
+    try:
+        _pid = os.fork()
+    except OSError:
+        break
+    if _pid == 0:
+        try:
+            _block = bytearray(2 * 2**30)  # zero-filled: every page touched
+            os.write(_write, b"k")
+            time.sleep(3)
+        finally:
+            os._exit(0)
+    _children.append(_pid)
+os.close(_write)
+_held, _deadline = b"", time.time() + 30
+while len(_held) < 3 and time.time() < _deadline:
+    if not select.select([_read], [], [], 1)[0]:
+        continue
+    _chunk = os.read(_read, 3)
+    if not _chunk:
+        break
+    _held += _chunk
+for _pid in _children:
+    os.waitpid(_pid, 0)
+if len(_held) == 3:
+    raise SystemExit("three children held 2 GiB each at once")
+"""
+
+
+def duplicate_member_handin(folder: Path) -> Path:
+    """A handin whose first mytorch/nn/linear.py is broken and whose last (the one tar -x and
+    bsdtar leave) is the reference: graded as extracted, it is honest."""
+    honest = attack_handin(folder, "", None)
+    patched = folder / "duplicate.tar"
+    with tarfile.open(honest) as source, tarfile.open(patched, "w") as target:
+        members = source.getmembers()
+        broken = tarfile.TarInfo("handin/mytorch/nn/linear.py")
+        text = b"raise ImportError('the first copy')\n"
+        broken.size = len(text)
+        target.addfile(broken, io.BytesIO(text))
+        for member in members:
+            target.addfile(member, source.extractfile(member))
+    return patched
+
+
+def bwrap_elsewhere(folder: Path) -> dict:
+    """A PATH whose first folder holds a copy of bubblewrap (outside the worker's /usr/bin:/bin)."""
+    elsewhere = folder / "opt-bin"
+    elsewhere.mkdir()
+    elsewhere.chmod(0o755)
+    if shutil.which("bwrap"):
+        shutil.copy2(shutil.which("bwrap"), elsewhere / "bwrap")
+    return {"PATH": f"{elsewhere}:{os.environ['PATH']}"}
+
+
+HONEST, MYTORCH_0 = "honest", "mytorch 0"
+SYSTEM_PROGRAMS = [path for path in ("/usr/bin/unshare", "/usr/bin/setpriv", "/usr/bin/make",
+                                     "/usr/bin/bwrap") if Path(path).exists()]
+JUDGE_PEAK = int(1.5 * 2**30)  # no grader process grows beyond this (the judge's arithmetic)
+
+
+class Attack(NamedTuple):
+    build: Callable[[Path], Path]  # folder -> handin.tar
+    expected: str  # HONEST, MYTORCH_0, or "MultiHeadAttention below honest"
+    environment: dict | str | None = None  # "bwrap-elsewhere": a PATH built in the test's folder
+    peak: int = JUDGE_PEAK  # the largest resident set any one process of the grading may reach
+
+
+ATTACKS = {  # the review's table, by row
+    "01 host root replaces unshare, forges the scores line": Attack(
+        lambda folder: attack_handin(folder, FORGE_AND_REPLACE, None), HONEST),
+    "02 reads the hidden set, tests and judge memory": Attack(
+        lambda folder: attack_handin(folder, SNOOP_HIDDEN, None), HONEST),
+    "04 replays a recorded result stream": Attack(replay_handin, MYTORCH_0),
+    "05 names its processes with non-UTF-8 bytes": Attack(
+        lambda folder: attack_handin(folder, BAD_PROCESS_NAMES, None), HONEST),
+    "07 backward returns (N,1) and (1,N) arrays": Attack(
+        lambda folder: attack_handin(folder, "", None, nn_append=SHAPE_BOMB),
+        "MultiHeadAttention below honest"),
+    # One child of 2 GiB may run; the scores show whether all three ever held theirs at once.
+    "08 three children of 2 GiB": Attack(
+        lambda folder: attack_handin(folder, THREE_BIG_CHILDREN, None), HONEST, peak=5 * 2**30 // 2),
+    "09 duplicate member, the broken copy first": Attack(duplicate_member_handin, HONEST),
+    "10 PYTHONOPTIMIZE=1 with a zero stub": Attack(
+        lambda folder: attack_handin(folder, "", ZEROS_NN), MYTORCH_0, {"PYTHONOPTIMIZE": "1"}),
+    "11 bubblewrap outside the worker's PATH": Attack(
+        lambda folder: attack_handin(folder, "", None), HONEST, "bwrap-elsewhere"),
+    "12 a Linear of zeros in the right dtype": Attack(
+        lambda folder: attack_handin(folder, "", ZERO_LINEAR_NN), MYTORCH_0),
+}
+
+
+def expected_scores(kind: str, scores: dict) -> bool:
+    honest = honest_scores()
+    if kind == HONEST:
+        return scores == honest
+    if kind == MYTORCH_0:
+        return scores == {**MYTORCH_ZERO, "LanguageModel": honest["LanguageModel"]}
+    others = {c: s for c, s in scores.items() if c != "MultiHeadAttention"}
+    return (scores["MultiHeadAttention"] < honest["MultiHeadAttention"]
+            and others == {c: s for c, s in honest.items() if c != "MultiHeadAttention"})
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_attack_is_held_in_each_profile(attack, profile):
+    build, expected, environment, peak_limit = ATTACKS[attack]
+    folder = profile_folder(profile, attack.split()[0])
+    if environment == "bwrap-elsewhere":
+        environment = bwrap_elsewhere(folder)
+    peak = []
+    programs = {path: Path(path).stat().st_mtime_ns for path in SYSTEM_PROGRAMS}
+    lines, scores = run_grader(folder, build(folder), peak_memory=peak, environment=environment,
+                               profile=profile)
+    text = "\n".join(lines)
+    hidden = [line for line in read_hidden_lines(built_autograder() / "autograde.tar")
+              if len(line) > 20]
+    held = (expected_scores(expected, scores) and FULL_LINE not in lines
+            and not any(line in text for line in hidden) and peak[0] < peak_limit
+            and "The autograder itself failed" not in text)
+    platform_profiles.record(TABLE, profile, attack, cell(scores, text, held))
+    assert expected_scores(expected, scores), (attack, profile, scores, text[-3000:])
+    assert FULL_LINE not in lines, "a forged scores line reached the grader's output"
+    assert "The autograder itself failed" not in text, text[-3000:]
+    assert not any(line in text for line in hidden), "the hidden set leaked into the feedback"
+    assert peak[0] < peak_limit, f"a grader process used {peak[0] / 2**30:.1f} GiB"
+    assert mode_used(text) == EXPECTED_MODE[profile], (profile, text[-3000:])
+    assert programs == {path: Path(path).stat().st_mtime_ns for path in SYSTEM_PROGRAMS}
+
+
+# ------------------------------------------------------------------------------------------------
+# Gradescope's own entry point, and two gradings at once
+# ------------------------------------------------------------------------------------------------
+
+@rubric_category("Platform profiles")
+def test_gradescope_run_autograder_keeps_the_hidden_set_in_its_profile():
+    """Rows 2 and 3 on Gradescope's entry point, in its profile: source/autograde.tar (0644 as
+    Gradescope unpacks it) and every other copy stay out of reach; results.json shows nothing
+    hidden."""
+    import json
+
+    from tests.test_gradescope import SNOOP_INIT, category_totals, check_spec, unpack_root
+
+    folder = profile_folder("gradescope", "run-autograder")
+    root_source = folder / "autograder/source/autograde.tar"
+    handin = attack_handin(folder, f"SOURCE_TAR = {str(root_source)!r}\n{SNOOP_INIT}{SNOOP_HIDDEN}",
+                           None)
+    root = unpack_root(folder, handin)
+    results = run_autograder_in(root, "gradescope")
+    check_spec(results)
+    text = json.dumps(results)
+    hidden = read_hidden_lines(built_autograder() / "autograde.tar")
+    held = (category_totals(results) == honest_scores() and "LEAKED" not in text
+            and not any(line in text for line in hidden if len(line) > 20))
+    platform_profiles.record(TABLE, "gradescope", "03 run_autograder: hidden set in results.json",
+                             f"{'held' if held else 'GOT THROUGH'}: score {results['score']:g}")
+    assert category_totals(results) == honest_scores(), category_totals(results)
+    assert "LEAKED" not in text and "SNOOPED_NOTHING" not in text
+    assert not any(line in text for line in hidden if len(line) > 20)
+    assert not root_source.exists(), "source/autograde.tar must be deleted once copied"
+
+
+def run_autograder_in(root: Path, profile: str) -> dict:
+    from tests.test_gradescope import run_autograder
+
+    return run_autograder(root, profile=profile)
+
+
+HOSTILE_NEIGHBOUR = """
+import ctypes, os, signal, threading, time
+_libc = ctypes.CDLL(None, use_errno=True)
+_threads = []
+try:  # the per-uid task count a concurrent grading of the same uid needs
+    for _ in range(256):
+        _threads.append(threading.Thread(target=time.sleep, args=(10,), daemon=True))
+        _threads[-1].start()
+except (RuntimeError, OSError):
+    pass
+_end = time.time() + 10
+while time.time() < _end:
+    try:
+        _pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        _pids = []
+    for _pid in _pids + [-1]:
+        if _pid == os.getpid():
+            continue
+        for _signal in (signal.SIGSTOP, signal.SIGKILL):
+            try:
+                os.kill(_pid, _signal)
+            except OSError:
+                pass
+        if _pid > 0:
+            _libc.ptrace(16, _pid, None, None)  # PTRACE_ATTACH
+    for _folder, _dirs, _files in os.walk(NEIGHBOUR):
+        for _name in _files:
+            try:
+                with open(os.path.join(_folder, _name), "r+b") as _file:
+                    _file.write(b"\\0")
+            except OSError:
+                pass
+    time.sleep(0.05)
+"""
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_hostile_grading_leaves_a_concurrent_honest_one_alone(profile):
+    """Row 6: two gradings at once on one host; the hostile one signals and traces every process
+    it can name, uses up its uid's task count and writes into the other's folder for its whole
+    run. The honest one scores exactly its honest scores."""
+    folder = profile_folder(profile, "concurrent")
+    honest_folder, hostile_folder = folder / "honest", folder / "hostile"
+    for path in (honest_folder, hostile_folder):
+        path.mkdir()
+        path.chmod(0o755)
+    hostile = attack_handin(hostile_folder,
+                            f"NEIGHBOUR = {str(honest_folder)!r}\n{HOSTILE_NEIGHBOUR}", None)
+    honest = attack_handin(honest_folder, "", None)
+    with ThreadPoolExecutor(2) as pool:
+        hostile_run = pool.submit(run_grader, hostile_folder, hostile, profile=profile)
+        honest_run = pool.submit(run_grader, honest_folder, honest, profile=profile)
+        (honest_lines, honest_got), (hostile_lines, hostile_got) = (honest_run.result(),
+                                                                    hostile_run.result())
+    platform_profiles.record(TABLE, profile, "06 a hostile grading beside an honest one",
+                             cell(honest_got, "\n".join(honest_lines),
+                                  honest_got == honest_scores()).replace(": ", ": honest one ", 1))
+    assert honest_got == honest_scores(), ("\n".join(honest_lines))[-3000:]
+    assert all(hostile_got[c] <= honest_scores()[c] for c in rubric.RUBRIC), hostile_got
+
+
+if __name__ == "__main__":
+    run_module(__name__)
