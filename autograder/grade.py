@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="also write every test's outcome here (for other platforms)")
     args = parser.parse_args(argv)
     scores = rubric.zero_scores()
-    report: dict = {"tests": [], "lm": None, "sandbox": None, "handin_notes": []}
+    # status: ok | invalid (no handin to grade) | timeout (a part hit its time limit) | crashed
+    report: dict = {"status": "ok", "tests": [], "lm": None, "sandbox": None, "handin_notes": []}
     try:
         if sys.flags.optimize:
             print(f"The autograder refuses to run under python -O (PYTHONOPTIMIZE="
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         sandbox.become_subreaper()
         grade(args, scores, report)
     except BaseException:  # noqa: BLE001 - a bug of ours must still leave a scores line
+        report["status"] = "crashed"
         print("The autograder itself failed; please send this output to the course staff:")
         traceback.print_exc(file=sys.stdout)
     finally:
@@ -99,7 +101,9 @@ def main(argv: list[str] | None = None) -> None:
         print_summary(scores)
         if args.results_json is not None:
             write_results(args.results_json, scores, report)
-        print(json.dumps({"scores": scores}), flush=True)
+        board = rubric.scoreboard(report["lm"])
+        print(json.dumps({"scores": scores, **({"scoreboard": board} if board else {})}),
+              flush=True)
 
 
 def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> None:
@@ -122,6 +126,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         handin = extract_handin(args.handin, work / "handin")
     except HandinError as error:
         print(f"  {error}")
+        report["status"] = "invalid"
         handin = Extraction()
     else:
         report_extraction(handin)
@@ -133,6 +138,8 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         handin, work, args.model_timeout,
         thresholds.get("full_marks_ppl", rubric.FULL_MARKS_PPL),
         thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL))
+    if report["lm"].get("timed_out"):
+        report["status"] = "timeout"
     remove_secrets(work, args.autograde_tar)
 
     layout = prepare_sandbox(handin, work)
@@ -225,6 +232,8 @@ def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, tim
     """Judge one category's hidden tests; print each test's outcome; return the points."""
     points = rubric.MYTORCH_RUBRIC[category]
     run = judge.grade_category(category, layout, mode, timeout)
+    if run.timed_out:
+        report["status"] = "timeout"
     for result in run.results:
         verdict = "PASS" if result.passed else "FAIL"
         print(f"  [{verdict}] {result.name}: {result.points:g}/{result.max_points:g}")
@@ -292,7 +301,7 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     if run.timed_out:
         message = f"evaluating the model took more than the {timeout:.0f} s limit"
         print(f"  {message}. 0 points")
-        return 0, {"message": message}
+        return 0, {"message": message, "timed_out": True}
     result = read_json(result_path)
     perplexity = result.get("perplexity_char") if isinstance(result, dict) else None
     if run.returncode != 0 or not isinstance(perplexity, float):
@@ -307,8 +316,11 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
                f"(full marks <= {full_marks_ppl}, none >= {zero_marks_ppl}, linear in between) "
                f"-> {points}/{rubric.LM_POINTS}")
     print(f"  {message}   [{run.seconds:.1f} s]")
-    report_self_reported_metrics(handin)
-    return points, {"message": message, "perplexity_char": perplexity}
+    reported = report_self_reported_metrics(handin)
+    return points, {"message": message, "perplexity_char": perplexity,
+                    "reported_perplexity_char": reported,
+                    "num_parameters": result.get("num_parameters"),
+                    "token_type": result.get("token_type")}
 
 
 def model_limits() -> dict[int, int]:
@@ -319,8 +331,9 @@ def model_limits() -> dict[int, int]:
     return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: MODEL_FILE_BYTES}
 
 
-def report_self_reported_metrics(handin: Extraction) -> None:
-    """Echo the student's own test_metrics.json next to the measurement; it never counts."""
+def report_self_reported_metrics(handin: Extraction) -> float | None:
+    """Echo the student's own test_metrics.json next to the measurement (it never counts);
+    return its perplexity_char when usable."""
     path = handin.files.get(METRICS_FILE)
     reported = read_json(path) if path is not None else None
     value = reported.get("perplexity_char") if isinstance(reported, dict) else None
@@ -334,9 +347,9 @@ def report_self_reported_metrics(handin: Extraction) -> None:
     if value is not None and math.isfinite(value):
         print(f"  (your test_metrics.json reports {value:.4f} on the public test set; "
               f"only the measurement above counts)")
-    else:
-        print("  (no usable perplexity_char in test_metrics.json; only the measurement above "
-              "counts)")
+        return value
+    print("  (no usable perplexity_char in test_metrics.json; only the measurement above counts)")
+    return None
 
 
 def remove_secrets(work: Path, autograde_tar: Path | None) -> None:

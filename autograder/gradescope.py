@@ -25,23 +25,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-from autograder import rubric
+from autograder import grading_run, rubric
 from hw4lib.handin_format import HANDIN_TAR
 
-SOURCE_FILES = ("autograde.tar", "autograde-Makefile")
-HIDDEN_SOURCE = "autograde.tar"  # deleted from source/ once copied: it holds the hidden material
+HIDDEN_SOURCE = grading_run.AUTOGRADE_TAR  # deleted from source/ once copied: the hidden material
 MAX_OUTPUT_CHARS = 60_000  # the summary shown to the student; Gradescope truncates long outputs
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
-GRADING_TIMEOUT_S = rubric.worst_case_seconds() + 120.0  # the judge always finishes first
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -74,29 +67,12 @@ def main(argv: list[str] | None = None) -> None:
 def grade_submission(root: Path, visibility: str, grader_flags: str) -> dict:
     """Grade the submission under ``root``; return the results.json payload."""
     handin = find_handin(root / "submission")
-    grading = Path(tempfile.mkdtemp(prefix="hw4p1-grading-"))
-    try:
-        grading.chmod(0o755)  # the sandbox's uid (setpriv mode) must reach the worker's files
-        for name in SOURCE_FILES:
-            shutil.copy(root / "source" / name, grading / name)
-        (root / "source" / HIDDEN_SOURCE).unlink()
-        (grading / "autograde-Makefile").rename(grading / "Makefile")
-        if handin is not None:
-            shutil.copyfile(handin, grading / HANDIN_TAR)
-        flags = f"{grader_flags} --results-json {grading / 'details.json'}".strip()
-        env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS")}
-        process = subprocess.run(["make", "--no-print-directory", f"PYTHON={sys.executable}",
-                                  f"GRADER_FLAGS={flags}"], cwd=grading, env=env,
-                                 stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                 errors="replace", timeout=GRADING_TIMEOUT_S)
-        details = read_details(grading / "details.json")
-    finally:
-        shutil.rmtree(grading, ignore_errors=True)
-    print(process.stdout)  # the full report, for the staff (stdout_visibility is hidden)
-    lines = process.stdout.splitlines()
-    scores = parse_scores(lines[-1] if lines else "")
-    summary = visible_summary(scores, details, handin is not None, visibility)
-    return results_payload(scores, details, summary, visibility)
+    grading = grading_run.prepare(root / "source", handin)
+    (root / "source" / HIDDEN_SOURCE).unlink()
+    graded = grading_run.run(grading, grader_flags)
+    print(graded.output)  # the full report, for the staff (stdout_visibility is hidden)
+    summary = visible_summary(graded.scores, graded.details, handin is not None, visibility)
+    return results_payload(graded.scores, graded.details, summary, visibility)
 
 
 def visible_summary(scores: dict[str, float], details: dict, found_handin: bool,
@@ -129,30 +105,6 @@ def find_handin(submission: Path) -> Path | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
-def read_details(path: Path) -> dict:
-    try:
-        details = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return details if isinstance(details, dict) else {}
-
-
-def parse_scores(line: str) -> dict[str, float]:
-    """The judge's scores line, each category clamped to its points; zeros when unreadable."""
-    try:
-        scores = json.loads(line)["scores"]
-    except (ValueError, KeyError, TypeError):
-        return rubric.zero_scores()
-    return {category: clamp(scores.get(category), points)
-            for category, points in rubric.RUBRIC.items()}
-
-
-def clamp(value, points: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return 0.0
-    return float(min(max(value, 0), points))
-
-
 def results_payload(scores: dict[str, float], details: dict, summary: str,
                     visibility: str) -> dict:
     """Gradescope's results.json: one test per hidden test and one for the language model."""
@@ -160,7 +112,7 @@ def results_payload(scores: dict[str, float], details: dict, summary: str,
     for number, category in enumerate(rubric.MYTORCH_RUBRIC, start=1):
         ran = [t for t in details.get("tests", []) if isinstance(t, dict)
                and t.get("category") == category]
-        if not ran or abs(sum(clamp(t.get("points"), t.get("max_points", 0)) for t in ran)
+        if not ran or abs(sum(grading_run.clamp(t.get("points"), t.get("max_points", 0)) for t in ran)
                           - scores[category]) > 0.01:
             ran = [{"name": "all tests", "points": scores[category],
                     "max_points": rubric.MYTORCH_RUBRIC[category],
@@ -168,7 +120,7 @@ def results_payload(scores: dict[str, float], details: dict, summary: str,
                     "message": "" if scores[category] else "not graded: see the summary"}]
         for index, test in enumerate(ran, start=1):
             max_points = float(test.get("max_points", 0))
-            points = clamp(test.get("points"), max_points)
+            points = grading_run.clamp(test.get("points"), max_points)
             message = str(test.get("message") or "")
             output = f"Checks: {test.get('summary', '')}"
             if message:
@@ -185,9 +137,15 @@ def results_payload(scores: dict[str, float], details: dict, summary: str,
                   "status": "passed" if lm_points == rubric.LM_POINTS else "failed",
                   "output": str(lm.get("message") or "see the summary"),
                   "tags": [rubric.LM_CATEGORY], "visibility": "visible"})
-    return {"score": round(sum(test["score"] for test in tests), 2),
-            "output": summary[-MAX_OUTPUT_CHARS:], "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": tests}
+    payload = {"score": round(sum(test["score"] for test in tests), 2),
+               "output": summary[-MAX_OUTPUT_CHARS:], "visibility": "visible",
+               "stdout_visibility": "hidden", "tests": tests}
+    board = rubric.scoreboard(lm)
+    if board is not None:
+        payload["leaderboard"] = [
+            {"name": column["hdr"], "value": value, **({"order": "asc"} if column.get("asc") else {})}
+            for column, value in zip(rubric.SCOREBOARD_COLUMNS, board)]
+    return payload
 
 
 def failure_results(message: str) -> dict:

@@ -62,6 +62,7 @@ class CategoryRun:
     output: str
     seconds: float
     note: str  # why the worker stopped early (time limit, exit status), or ''
+    timed_out: bool = False
 
 
 def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: float,
@@ -92,7 +93,7 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
     results = [judge_test(test, records.get(test.name), checks[test.name], note,
                           programs[test.name].steps, files)
                for test in tests]
-    return CategoryRun(results, run.output, run.seconds, note)
+    return CategoryRun(results, run.output, run.seconds, note, run.timed_out)
 
 
 def student_files(package: Path) -> frozenset[str]:

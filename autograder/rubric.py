@@ -65,6 +65,21 @@ def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,
     return round(LM_POINTS * fraction, 2)
 
 
+# The leaderboard: only what the judge measured itself (never the handin's own numbers). Autolab's
+# assessment takes SCOREBOARD_COLUMNS as its scoreboard spec; Gradescope's results.json gets the
+# same values as its "leaderboard".
+SCOREBOARD_COLUMNS = [{"hdr": "Perplexity (hidden set)", "asc": 1}, {"hdr": "Parameters", "asc": 1},
+                      {"hdr": "Tokenizer"}]
+
+
+def scoreboard(lm: dict | None) -> list | None:
+    """[perplexity, parameters, tokenizer] as the judge measured them, or None when the language
+    model was not measured."""
+    if not isinstance(lm, dict) or not isinstance(lm.get("perplexity_char"), float):
+        return None
+    return [round(lm["perplexity_char"], 4), lm.get("num_parameters"), lm.get("token_type")]
+
+
 def zero_scores() -> dict[str, float]:
     """Every category at 0: what a handin that cannot be graded at all earns."""
     return {category: 0 for category in RUBRIC}

@@ -33,7 +33,7 @@ import yaml
 
 import numpy as np
 
-from autograder import grade_model, landlock, rubric, sandbox, wire
+from autograder import grade_model, grading_run, landlock, rubric, sandbox, wire
 from autograder.safe_tar import HandinError, extract_handin
 from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
@@ -490,8 +490,6 @@ def test_scores_line_is_printed_even_when_the_last_process_scan_fails(tmp_path):
 def test_documented_timeouts_cover_the_judges_worst_case():
     """The platform timeouts the README asks for exceed every limit of the judge reached at once
     (rubric.worst_case_seconds), whose own allowance covers a probe of every sandbox mode."""
-    from autograder import gradescope
-
     worst = rubric.worst_case_seconds()
     assert worst == (rubric.MODEL_TIMEOUT_S + len(rubric.MYTORCH_RUBRIC) * rubric.MYTORCH_TIMEOUT_S
                      + rubric.JUDGE_OVERHEAD_S)
@@ -500,9 +498,9 @@ def test_documented_timeouts_cover_the_judges_worst_case():
     readme = (REPO_ROOT / "autograder/README.md").read_text()
     autolab = int(re.search(r"autograding timeout to at\s+least (\d+) s", readme).group(1))
     assert autolab >= worst, f"README asks Autolab for {autolab} s, the worst case is {worst} s"
-    assert gradescope.GRADING_TIMEOUT_S >= worst
+    assert grading_run.GRADING_TIMEOUT_S >= worst
     minutes = int(re.search(r"\*\*Autograder timeout\*\*: (\d+) minutes", readme).group(1))
-    assert minutes * 60 > gradescope.GRADING_TIMEOUT_S, "Gradescope must outlast the adapter"
+    assert minutes * 60 > grading_run.GRADING_TIMEOUT_S, "Gradescope must outlast the adapter"
 
 
 @rubric_category("Scoring")
@@ -992,6 +990,9 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     assert scores["LanguageModel"] == rubric.lm_score(measured, TEST_FULL_MARKS_PPL,
                                                       TEST_ZERO_MARKS_PPL)
     assert "reports 1.0000" in text
+    # Autolab's scoreboard shows the measurement, never the 1.0 the handin claims
+    parameters = sum(p.numel() for p in model.parameters())
+    assert json.loads(lines[-1])["scoreboard"] == [round(measured, 4), parameters, "char"]
     # the secrets were deleted before student code ran
     grading = tmp_path / "grading"
     assert not (grading / "autograde.tar").exists()

@@ -21,7 +21,8 @@ import pytest
 
 from autograder import gradescope, rubric
 from tests import platform_profiles
-from tests.test_autograder import (ATTACKS, MYTORCH_ZERO, attack_handin, built_autograder,
+from tests.test_autograder import (ATTACKS, MYTORCH_ZERO, TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
+                                   attack_handin, built_autograder,
                                    honest_scores, import_without_site_packages, make_model_handin,
                                    pack_folder, remove_session_folders)
 from tests.testing_framework import rubric as rubric_category, run_module
@@ -137,6 +138,7 @@ def test_honest_broken_and_hostile_handins_match_the_autolab_scores(tmp_path):
     """For the same handin, Gradescope's per-category totals equal the Autolab run's scores; the
     hidden tests are hidden until the due date and carry their shares."""
     honest = attack_handin(tmp_path / "honest", "", None)
+    parameters = sum(p.numel() for p in make_model_handin(tmp_path / "count").parameters())
     model_only = tmp_path / "model_only"
     make_model_handin(model_only / "handin")
     init_code, nn_code, _ = ATTACKS["forged_line_then_os_exit"]
@@ -159,6 +161,13 @@ def test_honest_broken_and_hostile_handins_match_the_autolab_scores(tmp_path):
             assert all(t["status"] == "passed" for t in hidden)
         else:
             assert all(t["score"] == 0 and "What differed" in t["output"] for t in hidden), name
+        # the leaderboard: the judge's own measurement, ascending perplexity first
+        board = {entry["name"]: entry for entry in results["leaderboard"]}
+        perplexity = board["Perplexity (hidden set)"]
+        assert perplexity["order"] == "asc" and perplexity["value"] > 1.0, results["leaderboard"]
+        assert rubric.lm_score(perplexity["value"], TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL) \
+            == pytest.approx(autolab["LanguageModel"], abs=0.01)
+        assert board["Parameters"]["value"] == parameters and board["Tokenizer"]["value"] == "char"
         # the visible output: category totals, never a hidden test's details
         assert "Total" in results["output"] and "What differed" not in results["output"], name
         assert not any(t["output"].split("\n")[-1] in results["output"] for t in hidden

@@ -1,0 +1,101 @@
+"""One grading as Autolab runs it, for the platforms that drive the judge themselves (Gradescope's
+adapter, the bulk regrade). Standard library only.
+
+:func:`prepare` makes a fresh grading folder holding ``autograde.tar``, the Autolab Makefile and
+the handin; :func:`run` runs ``make`` there (the same judge, limits and sandbox as Autolab), reads
+the scores line and the judge's details (``--results-json``), and removes the folder.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder import rubric
+from hw4lib.handin_format import HANDIN_TAR
+
+AUTOGRADE_TAR, MAKEFILE = "autograde.tar", "autograde-Makefile"
+GRADING_TIMEOUT_S = rubric.worst_case_seconds() + 120.0  # the judge always finishes first
+
+
+@dataclass
+class GradingRun:
+    scores: dict[str, float]  # every category, clamped to its points (zeros when unreadable)
+    details: dict  # the judge's --results-json: status, tests, lm, sandbox, handin_notes
+    output: str  # make's stdout: the full report, for the staff
+    seconds: float
+    timed_out: bool  # make itself outlived GRADING_TIMEOUT_S (the judge's limits failed)
+
+    @property
+    def status(self) -> str:
+        """ok | invalid | timeout | crashed (the judge's own, or crashed without one)."""
+        if self.timed_out:
+            return "timeout"
+        status = self.details.get("status")
+        return status if status in ("ok", "invalid", "timeout", "crashed") else "crashed"
+
+
+def prepare(source: Path, handin: Path | None, parent: Path | None = None) -> Path:
+    """A fresh grading folder (0755: the sandbox's uid must reach the worker's files) holding
+    ``source``'s autograde.tar, its Makefile and ``handin`` as handin.tar."""
+    grading = Path(tempfile.mkdtemp(prefix="hw4p1-grading-", dir=parent))
+    grading.chmod(0o755)
+    shutil.copy(source / AUTOGRADE_TAR, grading / AUTOGRADE_TAR)
+    shutil.copy(source / MAKEFILE, grading / "Makefile")
+    if handin is not None:
+        shutil.copyfile(handin, grading / HANDIN_TAR)
+    return grading
+
+
+def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
+        timeout: float = GRADING_TIMEOUT_S) -> GradingRun:
+    """Run make in ``grading`` (from :func:`prepare`), then remove it."""
+    flags = f"{grader_flags} --results-json {grading / 'details.json'}".strip()
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    start = time.monotonic()
+    try:
+        process = subprocess.run(["make", "--no-print-directory", f"PYTHON={python}",
+                                  f"GRADER_FLAGS={flags}"], cwd=grading, env=env,
+                                 stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                 errors="replace", timeout=timeout)
+        output, timed_out = process.stdout, False
+    except subprocess.TimeoutExpired as expired:
+        output, timed_out = (expired.stdout or b"").decode(errors="replace"), True
+    try:
+        details = read_details(grading / "details.json")
+    finally:
+        shutil.rmtree(grading, ignore_errors=True)
+    lines = output.splitlines()
+    return GradingRun(parse_scores(lines[-1] if lines and not timed_out else ""), details, output,
+                      time.monotonic() - start, timed_out)
+
+
+def read_details(path: Path) -> dict:
+    try:
+        details = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return details if isinstance(details, dict) else {}
+
+
+def parse_scores(line: str) -> dict[str, float]:
+    """The judge's scores line, each category clamped to its points; zeros when unreadable."""
+    try:
+        scores = json.loads(line)["scores"]
+    except (ValueError, KeyError, TypeError):
+        return rubric.zero_scores()
+    return {category: clamp(scores.get(category), points)
+            for category, points in rubric.RUBRIC.items()}
+
+
+def clamp(value, points: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return float(min(max(value, 0), points))
