@@ -60,6 +60,10 @@ handout: $(STAMP) ## write dist/handout/ and dist/handout.tar.gz for students
 autograde: $(STAMP) ## write dist/autograde.tar + dist/autograde-Makefile (Autolab), dist/gradescope.zip
 	$(PY) -m tools.make_autograde
 
+regrade: $(STAMP) ## grade every handin of a bulk download: HANDINS=folder [JOBS=2] [OUT=regrade]
+	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
+	$(PY) -m autograder.regrade $(HANDINS) --jobs $(or $(JOBS),1) --out $(or $(OUT),regrade)
+
 figures: $(STAMP) ## redraw the diagrams in figures/
 	$(PY) -m tools.draw_figures
 

@@ -64,7 +64,8 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
         process = subprocess.run(["make", "--no-print-directory", f"PYTHON={python}",
                                   f"GRADER_FLAGS={flags}"], cwd=grading, env=env,
                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                 errors="replace", timeout=timeout)
+                                 errors="replace", timeout=timeout,
+                                 start_new_session=True)  # a Ctrl-C of the caller's stops no grading
         output, timed_out = process.stdout, False
     except subprocess.TimeoutExpired as expired:
         output, timed_out = (expired.stdout or b"").decode(errors="replace"), True

@@ -1,0 +1,106 @@
+# hw4p1: instructor-only
+"""Tests of the bulk regrade (autograder/regrade.py): both download layouts, one row per student,
+faults isolated between concurrent gradings, resumable, a summary.
+
+    python -m tests.test_regrade     (or: .venv/bin/python -m pytest -q tests/test_regrade.py)
+"""
+import csv
+import json
+import shutil
+
+import pytest
+
+from autograder import regrade, rubric
+from tests.test_autograder import (MYTORCH_ZERO, attack_handin, built_autograder, honest_scores,
+                                   session_folder)
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Regrade": 0}
+HANG = "while True:\n    pass\n"
+EXHAUST_MEMORY = "_blocks = []\nwhile True:\n    _blocks.append(bytearray(256 * 2**20))\n"
+FORK_BOMB = """
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+
+
+@rubric_category("Regrade")
+def test_both_download_layouts_name_each_student_once(tmp_path):
+    (tmp_path / "ann@x.edu_3_handin.tar").write_bytes(b"")
+    (tmp_path / "bo.tar.gz").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("not a handin")
+    (tmp_path / "cy").mkdir()
+    (tmp_path / "cy/handin.tar").write_bytes(b"")
+    (tmp_path / "cy/submission_metadata.yml").write_text("")
+    (tmp_path / "di").mkdir()
+    (tmp_path / "di/my-upload.zip").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    found = regrade.find_handins(tmp_path)
+    assert found == {"ann@x.edu": tmp_path / "ann@x.edu_3_handin.tar", "bo": tmp_path / "bo.tar.gz",
+                     "cy": tmp_path / "cy/handin.tar", "di": tmp_path / "di/my-upload.zip"}, found
+    (tmp_path / "bo").mkdir()
+    (tmp_path / "bo/handin.tar").write_bytes(b"")
+    with pytest.raises(SystemExit, match="two handins for bo"):
+        regrade.find_handins(tmp_path)
+
+
+@pytest.mark.slow
+@rubric_category("Regrade")
+def test_hostile_handins_change_no_other_row_and_a_rerun_resumes(tmp_path, capsys):
+    """Three honest handins among one that hangs, one that exhausts its memory and one that forks
+    without end, graded two at a time: every honest row is the honest scores; the others lose
+    only mytorch. A rerun grades nothing; a changed handin alone is graded again."""
+    folder = session_folder("hw4p1-regrade-")
+    folder.chmod(0o755)
+    handins = folder / "handins"
+    handins.mkdir()
+    plants = {"hang": HANG, "memory": EXHAUST_MEMORY, "forks": FORK_BOMB}
+    for student, init in {"honest1": "", "honest2": "", "honest3": "", **plants}.items():
+        built = attack_handin(folder / "build" / student, init, None)
+        if student in ("honest2", "forks"):  # Gradescope's layout
+            (handins / student).mkdir()
+            shutil.copy(built, handins / student / "handin.tar")
+        else:  # Autolab's
+            shutil.copy(built, handins / f"{student}_1_handin.tar")
+    out = folder / "out"
+    rows = regrade.regrade(handins, out, built_autograder(), jobs=2,
+                           grader_flags="--mytorch-timeout 5", progress=False)
+    honest = honest_scores()
+    assert sorted(rows) == sorted(["honest1", "honest2", "honest3", *plants]), sorted(rows)
+    for student, row in rows.items():
+        scores = {category: float(row[category]) for category in rubric.RUBRIC}
+        expected = honest if student.startswith("honest") else {**MYTORCH_ZERO,
+                                                                "LanguageModel": honest["LanguageModel"]}
+        assert scores == expected, (student, row)
+        assert float(row["total"]) == pytest.approx(sum(expected.values()))
+        last_line = (out / "feedback" / f"{student}.txt").read_text().splitlines()[-1]
+        assert json.loads(last_line)["scores"] == scores, student
+    statuses = {student: row["status"] for student, row in rows.items()}
+    assert statuses.pop("memory") in ("ok", "timeout"), rows["memory"]  # refused, or thrashing
+    assert statuses == {"honest1": "ok", "honest2": "ok", "honest3": "ok", "hang": "timeout",
+                        "forks": "timeout"}
+    assert all(float(rows[s]["perplexity_recomputed"]) > 1 and rows[s]["tokenizer"] == "char"
+               for s in rows)
+    with open(out / "grades.csv", newline="") as file:
+        written = list(csv.DictReader(file))
+    assert [row["student"] for row in written] == sorted(rows)
+    assert (out / "summary.png").stat().st_size > 1000
+    summary = (out / "summary.txt").read_text()
+    assert summary.startswith("6 handins: ") and "0 invalid" in summary and "0 crashed" in summary
+
+    capsys.readouterr()
+    regrade.regrade(handins, out, built_autograder(), jobs=2, progress=False)
+    assert "6 already graded by this grader, 0 to grade" in capsys.readouterr().err
+    shutil.copy(attack_handin(folder / "build" / "changed", "", None),
+                handins / "hang_1_handin.tar")
+    rows = regrade.regrade(handins, out, built_autograder(), jobs=2, progress=False)
+    assert "5 already graded by this grader, 1 to grade" in capsys.readouterr().err
+    assert rows["hang"]["status"] == "ok" and float(rows["hang"]["total"]) == sum(honest.values())
+
+
+if __name__ == "__main__":
+    run_module(__name__)
