@@ -41,7 +41,8 @@ from pathlib import Path
 
 from autograder import judge, rubric, sandbox
 from autograder.safe_tar import Extraction, HandinError, extract_handin
-from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, STATE_DICT_FILE, is_mytorch_source
+from hw4lib.handin_format import (CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE,
+                                  is_mytorch_source)
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
@@ -51,6 +52,7 @@ REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # repository, whose hw4lib it would otherwise delete.
 BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
 # What the worker imports.
+REPORTED_TOLERANCE = 0.02  # a reported perplexity this far from the run card's is flagged
 RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "seccomp.py", "wire.py", "worker.py")
 MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy files, no more
 
@@ -78,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     scores = rubric.zero_scores()
     # status: ok | invalid (no handin to grade) | timeout (a part hit its time limit) | crashed
-    report: dict = {"status": "ok", "tests": [], "lm": None, "sandbox": None, "handin_notes": []}
+    report: dict = {"status": "ok", "tests": [], "lm": None, "sandbox": None, "handin_notes": [],
+                    "flags": []}
     try:
         if sys.flags.optimize:
             print(f"The autograder refuses to run under python -O (PYTHONOPTIMIZE="
@@ -140,6 +143,11 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL))
     if report["lm"].get("timed_out"):
         report["status"] = "timeout"
+    report["flags"] = integrity_flags(handin, report["lm"])
+    if report["flags"]:
+        print("  integrity notes, for the course staff (no score depends on them):")
+        for flag in report["flags"]:
+            print(f"    - {flag}")
     remove_secrets(work, args.autograde_tar)
 
     layout = prepare_sandbox(handin, work)
@@ -320,7 +328,9 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     return points, {"message": message, "perplexity_char": perplexity,
                     "reported_perplexity_char": reported,
                     "num_parameters": result.get("num_parameters"),
-                    "token_type": result.get("token_type")}
+                    "token_type": result.get("token_type"),
+                    "state_dict_sha256": result.get("state_dict_sha256"),
+                    "config_sha256": result.get("config_sha256")}
 
 
 def model_limits() -> dict[int, int]:
@@ -350,6 +360,31 @@ def report_self_reported_metrics(handin: Extraction) -> float | None:
         return value
     print("  (no usable perplexity_char in test_metrics.json; only the measurement above counts)")
     return None
+
+
+def integrity_flags(handin: Extraction, lm: dict) -> list[str]:
+    """Where the handin disagrees with the run_card.json make handin wrote: replaced weights, a
+    config other than the one the weights were trained with, metrics edited after packing."""
+    if not handin.files:
+        return []
+    path = handin.files.get(RUN_CARD_FILE)
+    card = read_json(path) if path is not None else None
+    if not isinstance(card, dict):
+        return [f"no readable {RUN_CARD_FILE}: the handin was not packed by make handin"]
+    flags = []
+    if "state_dict_sha256" in lm and card.get("state_dict_sha256") != lm["state_dict_sha256"]:
+        flags.append(f"{STATE_DICT_FILE} is not the file make handin packed (its sha256 differs "
+                     f"from {RUN_CARD_FILE}'s)")
+    if "config_sha256" in lm and card.get("config_sha256") != lm["config_sha256"]:
+        flags.append(f"{CONFIG_FILE} is not the config the weights were packed with (its model or "
+                     f"tokenizer differs from {RUN_CARD_FILE}'s)")
+    reported, carded = lm.get("reported_perplexity_char"), card.get("test_perplexity_char")
+    if (isinstance(reported, float) and isinstance(carded, (int, float))
+            and not isinstance(carded, bool) and math.isfinite(carded)
+            and abs(reported - carded) > REPORTED_TOLERANCE * abs(carded)):
+        flags.append(f"{METRICS_FILE} reports a test perplexity of {reported:.4f}, "
+                     f"{RUN_CARD_FILE} {carded:.4f}: the metrics were edited after packing")
+    return flags
 
 
 def remove_secrets(work: Path, autograde_tar: Path | None) -> None:

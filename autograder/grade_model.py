@@ -19,6 +19,7 @@ and how to fix it>"}`` and exits 1.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import time
 import zipfile
@@ -33,7 +34,7 @@ from autograder.sandbox import MAX_ERROR_CHARS
 from hw4lib.config import ConfigError, short_repr, validate_untrusted
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE
+from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
 from hw4lib.train import build_loader
@@ -116,7 +117,9 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
                            f"infinite weights or logits)")
     return {**metrics, "token_type": token_type, "num_utterances": len(dataset),
-            "num_parameters": sum(p.numel() for p in model.parameters())}
+            "num_parameters": sum(p.numel() for p in model.parameters()),
+            "state_dict_sha256": hashlib.sha256((handin / STATE_DICT_FILE).read_bytes()).hexdigest(),
+            "config_sha256": config_digest(config)}
 
 
 def load_config(path: Path) -> dict:

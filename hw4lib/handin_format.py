@@ -8,6 +8,8 @@ standard library: the grading driver imports it before any student code runs, wi
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 HANDIN_TAR = "handin.tar"                         # what students upload
@@ -19,6 +21,7 @@ METRICS_FILE = "test_metrics.json"                # self-reported: echoed, never
 GENERATIONS_FILE = "test_generated_results.json"
 MODEL_ARCH_FILE = "model_arch.txt"
 RUN_FILES = (METRICS_FILE, GENERATIONS_FILE, MODEL_ARCH_FILE, CONFIG_FILE)  # copied from the run
+RUN_CARD_FILE = "run_card.json"                   # written by make handin: provenance, for staff
 
 # The models the grader agrees to build: each integer of the model section within its range, and
 # at most MAX_PARAMETERS parameters plus buffer elements (hw4lib.config.validate_untrusted). The
@@ -58,8 +61,17 @@ def size_limit(name: str) -> int | None:
     """Bytes allowed to the member ``handin/<name>``; None for a file the grader does not use."""
     if name == STATE_DICT_FILE:
         return MAX_STATE_DICT_BYTES
-    if name in RUN_FILES:
+    if name in RUN_FILES or name == RUN_CARD_FILE:
         return MAX_RUN_FILE_BYTES
     if is_mytorch_source(name):
         return MAX_PY_FILE_BYTES
     return None
+
+
+def config_digest(config: dict) -> str:
+    """sha256 of what the weights depend on in a validated config (the model section and the
+    tokenizer): equal for the config a run trained with and the config.yaml handed in with it."""
+    tokenization = config.get("tokenization") if isinstance(config.get("tokenization"), dict) else {}
+    text = json.dumps({"model": config.get("model"), "token_type": tokenization.get("token_type")},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

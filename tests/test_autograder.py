@@ -993,6 +993,30 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     # Autolab's scoreboard shows the measurement, never the 1.0 the handin claims
     parameters = sum(p.numel() for p in model.parameters())
     assert json.loads(lines[-1])["scoreboard"] == [round(measured, 4), parameters, "char"]
+    assert "integrity notes" not in text, "the handin agrees with the run card make handin wrote"
+
+    # The same handin with other weights, a config of another dropout and edited metrics: each
+    # disagreement with run_card.json is flagged for the staff, and the score is the measurement's.
+    tampered = tmp_path / "tampered"
+    with tarfile.open(student / "handin.tar") as tar:
+        tar.extractall(tampered, filter="data")
+    torch.manual_seed(1)
+    other = DecoderOnlyTransformer(**TINY_MODEL, num_classes=tokenizer.vocab_size)
+    torch.save(other.state_dict(), tampered / "handin/model_state_dict.pt")
+    config = yaml.safe_load((tampered / "handin/config.yaml").read_text())
+    config["model"]["dropout"] = 0.25
+    (tampered / "handin/config.yaml").write_text(yaml.safe_dump(config))
+    (tampered / "handin/test_metrics.json").write_text('{"perplexity_char": 0.9}')
+    (tmp_path / "again").mkdir()
+    lines, scores = run_grader(tmp_path / "again", pack_folder(tampered / "handin",
+                                                               tmp_path / "tampered.tar"))
+    text = "\n".join(lines)
+    assert "model_state_dict.pt is not the file make handin packed" in text, text[-3000:]
+    assert "config.yaml is not the config the weights were packed with" in text
+    assert "test_metrics.json reports a test perplexity of 0.9000, run_card.json 1.0000" in text
+    remeasured = reported_perplexity(lines)
+    assert scores["LanguageModel"] == rubric.lm_score(remeasured, TEST_FULL_MARKS_PPL,
+                                                      TEST_ZERO_MARKS_PPL)
     # the secrets were deleted before student code ran
     grading = tmp_path / "grading"
     assert not (grading / "autograde.tar").exists()

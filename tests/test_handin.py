@@ -29,7 +29,8 @@ RUBRIC = {"Handin packing": 0, "Handin refusals": 0}
 MODEL_CONFIG = {"num_layers": 1, "d_model": 4, "num_heads": 1, "d_ff": 8, "dropout": 0.0,
                 "max_len": 16, "weight_tying": True}
 EXPECTED_RUN_MEMBERS = {"handin/test_metrics.json", "handin/test_generated_results.json",
-                        "handin/model_arch.txt", "handin/config.yaml", "handin/model_state_dict.pt"}
+                        "handin/model_arch.txt", "handin/config.yaml", "handin/model_state_dict.pt",
+                        "handin/run_card.json"}
 
 
 def grader_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
@@ -109,6 +110,39 @@ def test_handin_packs_run_and_mytorch_sources(tmp_path):
     # the full checkpoint itself would not load that way: the extraction is what makes it safe
     with pytest.raises(Exception):
         torch.load(tmp_path / "expts" / "run-a" / BEST_CHECKPOINT, weights_only=True)
+
+
+@rubric("Handin packing")
+def test_run_card_describes_what_was_packed(tmp_path):
+    """run_card.json: the sha256 of the packed weights, the config's digest, the parameter count
+    (a tied weight once), the run's seed, epoch and metrics; a checkpoint trained with another
+    model than config.yaml says is refused."""
+    import hashlib
+
+    make_repo(tmp_path)
+    config = {"model": MODEL_CONFIG, "tokenization": {"token_type": "char"}, "seed": 7}
+    make_run(tmp_path, "run-a", **{"config.yaml": yaml.safe_dump(config)})
+    pack(tmp_path)
+    members = read_tar(tmp_path / "handin.tar")
+    card = json.loads(members["handin/run_card.json"])
+    assert card["state_dict_sha256"] == hashlib.sha256(members["handin/model_state_dict.pt"]).hexdigest()
+    assert card["config_sha256"] == handin_format.config_digest(
+        {"model": handin.validate_untrusted(config)["model"], "tokenization": {"token_type": "char"}})
+    state = torch.load(io.BytesIO(members["handin/model_state_dict.pt"]), weights_only=True)
+    storages = {}  # the learned tensors, a tied weight once; the positional table is a buffer
+    for key, value in state.items():
+        if key != "positional_encoding.pe":
+            storages[value.untyped_storage().data_ptr()] = value.numel()
+    assert card["parameters"] == sum(storages.values())
+    assert (card["seed"], card["epochs"], card["test_perplexity_char"]) == (7, 1, 1.6)
+    assert card["versions"]["torch"] == torch.__version__
+
+    other = {**MODEL_CONFIG, "dropout": 0.3 if MODEL_CONFIG.get("dropout") != 0.3 else 0.1}
+    trained_elsewhere = {"model_state_dict": grader_state_dict(), "epoch": 1,
+                         "config": {"model": other, "tokenization": {"token_type": "char"}}}
+    make_run(tmp_path, "run-b", checkpoint=trained_elsewhere)
+    with pytest.raises(HandinError, match="trained with another model or tokenizer"):
+        pack(tmp_path, run="run-b", out=tmp_path / "b.tar")
 
 
 @rubric("Handin packing")
@@ -194,7 +228,8 @@ def test_handin_refuses_what_the_grader_would(tmp_path, monkeypatch):
         pack(tmp_path, out=tmp_path / "second.tar")
     monkeypatch.setattr(handin, "MAX_MEMBERS", 4)
     monkeypatch.setattr(handin_format, "MAX_STATE_DICT_BYTES", state_dict_bytes)
-    with pytest.raises(HandinError, match="would hold 7 files, over the grader's limit of 4"):
+    members = len(EXPECTED_RUN_MEMBERS) + 2  # and mytorch/__init__.py, mytorch/nn/linear.py
+    with pytest.raises(HandinError, match=f"would hold {members} files, over the grader's limit of 4"):
         pack(tmp_path, out=tmp_path / "second.tar")
     assert not (tmp_path / "second.tar").exists(), "a refused handin must leave no second.tar"
 

@@ -9,6 +9,7 @@
     handin/model_arch.txt                from the run folder
     handin/config.yaml                   from the run folder
     handin/model_state_dict.pt           the best checkpoint's model_state_dict, tensors only
+    handin/run_card.json                 provenance: digests, parameters, seed, epochs, metrics
 
 The autograder rebuilds the model from ``config.yaml`` and scores ``model_state_dict.pt`` on its own
 data, so the weights must come from the same run as the config. The packer applies the grader's own
@@ -20,6 +21,7 @@ names the problem and says how to fix it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import sys
@@ -27,14 +29,16 @@ import tarfile
 from collections import OrderedDict
 from pathlib import Path
 
+import numpy
 import torch
 import yaml
 
 from hw4lib.config import ConfigError, training_settings, validate_untrusted, vocab_size_of
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR,
-                                  RUN_FILES, STATE_DICT_FILE, is_mytorch_source, size_limit)
-from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
+                                  RUN_CARD_FILE, RUN_FILES, STATE_DICT_FILE, config_digest,
+                                  is_mytorch_source, size_limit)
+from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes, count_elements
 from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
 
 EXPTS_DIR = training_settings({})["expts_dir"]  # where runs are, unless their config moved them
@@ -95,10 +99,11 @@ def check_size(path: Path, name: str, size: int) -> None:
                           f"{limit / 1e6:.1f} MB limit for {name}")
 
 
-def extract_state_dict(checkpoint_path: Path, config: dict) -> bytes:
-    """``torch.save`` bytes of the checkpoint's ``model_state_dict``: CPU tensors keyed by name,
-    which ``torch.load(..., weights_only=True)`` accepts, with the names and shapes the grader's
-    reference model has for ``config`` (the validated run config)."""
+def extract_state_dict(checkpoint_path: Path, config: dict) -> tuple[bytes, dict]:
+    """(``torch.save`` bytes of the checkpoint's ``model_state_dict``, the checkpoint's epoch,
+    best_metric and config). The tensors are CPU tensors keyed by name, which
+    ``torch.load(..., weights_only=True)`` accepts, with the names and shapes the grader's reference
+    model has for ``config`` (the validated run config)."""
     # The checkpoint is the student's own file and holds RNG states and the config besides tensors.
     checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
     state = checkpoint.get("model_state_dict") if isinstance(checkpoint, dict) else None
@@ -123,7 +128,36 @@ def extract_state_dict(checkpoint_path: Path, config: dict) -> bytes:
     buffer = io.BytesIO()
     torch.save(tensors, buffer)
     torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)  # what the grader will do
-    return buffer.getvalue()
+    return buffer.getvalue(), {key: checkpoint.get(key) for key in ("epoch", "best_metric", "config")}
+
+
+def run_card(folder: Path, config: dict, state_dict: bytes, checkpoint: dict) -> dict:
+    """Provenance of the packed run, for the course staff (the grader flags a handin whose files
+    disagree with it; it changes no score). HandinError when the checkpoint was trained with
+    another model or tokenizer than the run's config.yaml says."""
+    trained = checkpoint.get("config")
+    try:
+        trained = validate_untrusted(trained) if isinstance(trained, dict) else None
+    except ConfigError:
+        trained = None
+    if trained is not None and config_digest(trained) != config_digest(config):
+        raise HandinError(f"{folder / BEST_CHECKPOINT} was trained with another model or tokenizer "
+                          f"than {folder / CONFIG_FILE} says: the grader would build the wrong "
+                          f"model. Pack the run whose config.yaml trained these weights.")
+    metrics = json.loads((folder / METRICS_FILE).read_text())
+    timing = json.loads((folder / "timing.json").read_text()) if (folder / "timing.json").is_file() else {}
+    raw = yaml.safe_load((folder / CONFIG_FILE).read_text())
+    return {"state_dict_sha256": hashlib.sha256(state_dict).hexdigest(),
+            "config_sha256": config_digest(config),
+            "parameters": count_elements(config["model"], vocab_size_of(
+                config["tokenization"]["token_type"]))[0],
+            "seed": raw.get("seed") if isinstance(raw, dict) else None,
+            "epochs": checkpoint.get("epoch"),
+            "wall_seconds": timing.get("total_seconds"),
+            "val_perplexity_char": checkpoint.get("best_metric"),
+            "test_perplexity_char": metrics.get("perplexity_char"),
+            "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
+                         "numpy": numpy.__version__}}
 
 
 def mytorch_files(root: Path) -> list[Path]:
@@ -162,9 +196,11 @@ def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tu
         (path.relative_to(root).as_posix(), path.read_bytes()) for path in mytorch_files(root)
     ]
     members += [(name, (folder / name).read_bytes()) for name in RUN_FILES]
-    state_dict = extract_state_dict(folder / BEST_CHECKPOINT, config)
+    state_dict, checkpoint = extract_state_dict(folder / BEST_CHECKPOINT, config)
     check_size(folder / BEST_CHECKPOINT, STATE_DICT_FILE, len(state_dict))
     members.append((STATE_DICT_FILE, state_dict))
+    card = run_card(folder, config, state_dict, checkpoint)
+    members.append((RUN_CARD_FILE, json.dumps(card, indent=1, default=str).encode()))
     members = [(f"{HANDIN_DIR}/{name}", data) for name, data in members]
     if len(members) > MAX_MEMBERS:
         raise HandinError(f"the handin would hold {len(members)} files, over the grader's limit "
