@@ -64,6 +64,10 @@ regrade: $(STAMP) ## grade every handin of a bulk download: HANDINS=folder [JOBS
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
 	$(PY) -m autograder.regrade $(HANDINS) --jobs $(or $(JOBS),1) --out $(or $(OUT),regrade)
 
+similarity: $(STAMP) ## compare every pair of students' mytorch: HANDINS=folder [OUT=similarity]
+	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
+	$(PY) -m autograder.similarity $(HANDINS) --out $(or $(OUT),similarity)
+
 figures: $(STAMP) ## redraw the diagrams in figures/
 	$(PY) -m tools.draw_figures
 
