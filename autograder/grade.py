@@ -46,6 +46,7 @@ from hw4lib.handin_format import (CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STAT
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
+PUBLIC_SET = Path(__file__).resolve().parent / "public_test"  # the public test split, not secret
 HIDDEN_TESTS = Path(__file__).resolve().parent / "hidden_tests"
 REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
@@ -299,9 +300,12 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
         print(f"  {message}. 0 points")
         return 0, {"message": message}
     result_path = work / "lm" / "result.json"
+    reported = self_reported_perplexity(handin)
     command = [sys.executable, "-m", "autograder.grade_model",
                "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
-               "--work", str(work / "lm"), "--out", str(result_path)]
+               "--work", str(work / "lm"), "--out", str(result_path),
+               *(["--public-set", str(PUBLIC_SET)] if reported is not None and PUBLIC_SET.is_dir()
+                 else [])]
     run = sandbox.run_process(command, cwd=AUTOGRADE_ROOT,
                               env=child_environment(work, [AUTOGRADE_ROOT]), timeout=timeout,
                               limits=model_limits())
@@ -324,9 +328,10 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
                f"(full marks <= {full_marks_ppl}, none >= {zero_marks_ppl}, linear in between) "
                f"-> {points}/{rubric.LM_POINTS}")
     print(f"  {message}   [{run.seconds:.1f} s]")
-    reported = report_self_reported_metrics(handin)
+    report_self_reported_metrics(reported, result.get("public_perplexity_char"))
     return points, {"message": message, "perplexity_char": perplexity,
                     "reported_perplexity_char": reported,
+                    "public_perplexity_char": result.get("public_perplexity_char"),
                     "num_parameters": result.get("num_parameters"),
                     "token_type": result.get("token_type"),
                     "state_dict_sha256": result.get("state_dict_sha256"),
@@ -341,25 +346,28 @@ def model_limits() -> dict[int, int]:
     return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: MODEL_FILE_BYTES}
 
 
-def report_self_reported_metrics(handin: Extraction) -> float | None:
-    """Echo the student's own test_metrics.json next to the measurement (it never counts);
-    return its perplexity_char when usable."""
+def self_reported_perplexity(handin: Extraction) -> float | None:
+    """The perplexity_char of the handin's own test_metrics.json, when usable."""
     path = handin.files.get(METRICS_FILE)
     reported = read_json(path) if path is not None else None
     value = reported.get("perplexity_char") if isinstance(reported, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        value = None
-    else:
-        try:
-            value = float(value)  # a 400-digit integer does not fit
-        except OverflowError:
-            value = None
-    if value is not None and math.isfinite(value):
-        print(f"  (your test_metrics.json reports {value:.4f} on the public test set; "
-              f"only the measurement above counts)")
-        return value
-    print("  (no usable perplexity_char in test_metrics.json; only the measurement above counts)")
-    return None
+        return None
+    try:
+        value = float(value)  # a 400-digit integer does not fit
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def report_self_reported_metrics(reported: float | None, public: float | None) -> None:
+    """Echo the student's own test_metrics.json next to the measurement; it never counts."""
+    if reported is None:
+        print("  (no usable perplexity_char in test_metrics.json; only the measurement above counts)")
+        return
+    measured = f"; these weights give {public:.4f} there" if isinstance(public, float) else ""
+    print(f"  (your test_metrics.json reports {reported:.4f} on the public test set{measured}; "
+          f"only the measurement above counts)")
 
 
 def integrity_flags(handin: Extraction, lm: dict) -> list[str]:
@@ -378,7 +386,13 @@ def integrity_flags(handin: Extraction, lm: dict) -> list[str]:
     if "config_sha256" in lm and card.get("config_sha256") != lm["config_sha256"]:
         flags.append(f"{CONFIG_FILE} is not the config the weights were packed with (its model or "
                      f"tokenizer differs from {RUN_CARD_FILE}'s)")
-    reported, carded = lm.get("reported_perplexity_char"), card.get("test_perplexity_char")
+    reported, public = lm.get("reported_perplexity_char"), lm.get("public_perplexity_char")
+    if (isinstance(reported, float) and isinstance(public, float)
+            and abs(reported - public) > REPORTED_TOLERANCE * public):
+        flags.append(f"{METRICS_FILE} reports a test perplexity of {reported:.4f}, but these "
+                     f"weights give {public:.4f} on the public test split (more than "
+                     f"{REPORTED_TOLERANCE:.0%} apart)")
+    carded = card.get("test_perplexity_char")
     if (isinstance(reported, float) and isinstance(carded, (int, float))
             and not isinstance(carded, bool) and math.isfinite(carded)
             and abs(reported - carded) > REPORTED_TOLERANCE * abs(carded)):

@@ -60,13 +60,16 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"folder with {CONFIG_FILE} and {STATE_DICT_FILE}")
     parser.add_argument("--hidden-set", type=Path, required=True,
                         help=f"folder with {HIDDEN_TEXT_FILE}")
+    parser.add_argument("--public-set", type=Path,
+                        help=f"folder with the public test split's {HIDDEN_TEXT_FILE}: also measure "
+                             f"the model there (to compare with the handin's own report)")
     parser.add_argument("--work", type=Path, required=True, help="scratch folder for .npy files")
     parser.add_argument("--out", type=Path, required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
-        result = evaluate_handin(args.handin, args.hidden_set, args.work)
+        result = evaluate_handin(args.handin, args.hidden_set, args.work, args.public_set)
     except GradingError as error:
         message = str(error)[:MAX_ERROR_CHARS]
         print(message)
@@ -78,8 +81,11 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.out, result)
 
 
-def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
-    """Rebuild the model of ``handin``; return evaluate_language_model's metrics on the hidden set.
+def evaluate_handin(handin: Path, hidden_set: Path, work: Path,
+                    public_set: Path | None = None) -> dict:
+    """Rebuild the model of ``handin``; return evaluate_language_model's metrics on the hidden set
+    (and, with ``public_set``, ``public_perplexity_char``: the same measurement on the public test
+    split, which the handin's test_metrics.json reports on).
 
     Raises GradingError naming the problem when the handin cannot be evaluated.
     """
@@ -104,19 +110,17 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path) -> dict:
             f"({token_type} tokenizer, vocab_size {tokenizer.vocab_size}): {error}. Hand in the "
             f"config.yaml of the run the weights come from (`make handin`)") from error
 
-    data_config = {"root": str(write_hidden_set(hidden_set, work)), "subset": 1.0}
-    dataset = LMDataset(HIDDEN_PARTITION, data_config, tokenizer)
-    if dataset.text_max_len > model.max_len:
-        raise GradingError(f"the longest hidden test transcript is {dataset.text_max_len} tokens "
-                           f"with the {token_type} tokenizer, but the model's max_len is "
-                           f"{model.max_len}")
-    width = max(model_config["d_ff"], model_config["d_model"], tokenizer.vocab_size)
-    loader = evaluation_loader(dataset, model_config["num_heads"], width)
-    metrics = evaluate_language_model(model, loader, torch.device("cpu"))
+    metrics, num_utterances = measure(model, model_config, tokenizer, hidden_set, work / "hidden")
     if not math.isfinite(metrics["perplexity_char"]):
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
                            f"infinite weights or logits)")
-    return {**metrics, "token_type": token_type, "num_utterances": len(dataset),
+    if public_set is not None:
+        try:
+            public, _ = measure(model, model_config, tokenizer, public_set, work / "public")
+            metrics["public_perplexity_char"] = public["perplexity_char"]
+        except GradingError:  # a public transcript longer than max_len: nothing to compare
+            pass
+    return {**metrics, "token_type": token_type, "num_utterances": num_utterances,
             "num_parameters": sum(p.numel() for p in model.parameters()),
             "state_dict_sha256": hashlib.sha256((handin / STATE_DICT_FILE).read_bytes()).hexdigest(),
             "config_sha256": config_digest(config)}
@@ -169,6 +173,21 @@ def check_stored_zip(path: Path) -> None:
         raise GradingError(f"model_state_dict.pt holds compressed entries "
                            f"({short_repr(compressed)}); the grader reads only what torch.save "
                            f"writes (stored entries)")
+
+
+def measure(model: DecoderOnlyTransformer, model_config: dict, tokenizer: H4Tokenizer,
+            text_set: Path, work: Path) -> tuple[dict, int]:
+    """(evaluate_language_model's metrics, transcripts) of ``model`` on the transcripts of
+    ``text_set``; GradingError when one is longer than the model's max_len."""
+    data_config = {"root": str(write_hidden_set(text_set, work)), "subset": 1.0}
+    dataset = LMDataset(HIDDEN_PARTITION, data_config, tokenizer)
+    if dataset.text_max_len > model.max_len:
+        raise GradingError(f"the longest hidden test transcript is {dataset.text_max_len} tokens "
+                           f"with the {tokenizer.token_type} tokenizer, but the model's max_len is "
+                           f"{model.max_len}")
+    width = max(model_config["d_ff"], model_config["d_model"], tokenizer.vocab_size)
+    loader = evaluation_loader(dataset, model_config["num_heads"], width)
+    return evaluate_language_model(model, loader, torch.device("cpu")), len(dataset)
 
 
 def write_hidden_set(hidden_set: Path, work: Path) -> Path:

@@ -6,6 +6,8 @@ draw a new hidden set for a new semester.
 """
 from __future__ import annotations
 
+import functools
+
 from datagen import build_data
 from datagen.corpus import generate_split
 
@@ -14,12 +16,18 @@ HIDDEN_SPLIT = "hidden"  # the corpus stream name; the public data uses "train",
 HIDDEN_NUM_CHARS = 80_000
 
 
-def public_transcripts(public_seed: int) -> set[str]:
-    """Every transcript of the public train, val and test splits that ``make data SEED=public_seed``
-    writes from the embedded corpus (regenerated: about a second)."""
-    provenance = build_data.Provenance(source="the public splits, regenerated for exclusion")
+@functools.lru_cache(maxsize=2)
+def public_splits(public_seed: int) -> dict[str, list[str]]:
+    """{split: transcripts} of the public train, val and test splits that
+    ``make data SEED=public_seed`` writes from the embedded corpus (regenerated: about a second)."""
+    provenance = build_data.Provenance(source="the public splits, regenerated")
     splits = build_data.generated_splits(public_seed, build_data.DEFAULT_SIZES, provenance)
-    return {utterance.text for split in splits.values() for utterance in split}
+    return {name: [utterance.text for utterance in split] for name, split in splits.items()}
+
+
+def public_transcripts(public_seed: int) -> set[str]:
+    """Every transcript of the public splits (the hidden set excludes them)."""
+    return {text for split in public_splits(public_seed).values() for text in split}
 
 
 def build_hidden_transcripts(public_seed: int = 0, num_chars: int = HIDDEN_NUM_CHARS) -> list[str]:

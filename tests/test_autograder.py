@@ -993,7 +993,14 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     # Autolab's scoreboard shows the measurement, never the 1.0 the handin claims
     parameters = sum(p.numel() for p in model.parameters())
     assert json.loads(lines[-1])["scoreboard"] == [round(measured, 4), parameters, "char"]
-    assert "integrity notes" not in text, "the handin agrees with the run card make handin wrote"
+    # The weights agree with the run card make handin wrote; the 1.0 the run reports on the public
+    # test split is flagged for the staff against what the weights give there, measured here too.
+    from autograder.hidden_data import public_splits
+
+    notes = [line.strip() for line in lines if line.startswith("    - ")]
+    public = direct_perplexity_char(model, tokenizer, public_splits(0)["test"])
+    assert notes == [f"- test_metrics.json reports a test perplexity of 1.0000, but these weights "
+                     f"give {public:.4f} on the public test split (more than 2% apart)"], notes
 
     # The same handin with other weights, a config of another dropout and edited metrics: each
     # disagreement with run_card.json is flagged for the staff, and the score is the measurement's.
@@ -1014,6 +1021,7 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     assert "model_state_dict.pt is not the file make handin packed" in text, text[-3000:]
     assert "config.yaml is not the config the weights were packed with" in text
     assert "test_metrics.json reports a test perplexity of 0.9000, run_card.json 1.0000" in text
+    assert "test_metrics.json reports a test perplexity of 0.9000, but these weights give" in text
     remeasured = reported_perplexity(lines)
     assert scores["LanguageModel"] == rubric.lm_score(remeasured, TEST_FULL_MARKS_PPL,
                                                       TEST_ZERO_MARKS_PPL)

@@ -29,7 +29,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import grade, grade_model, rubric
-from autograder.hidden_data import HIDDEN_NUM_CHARS, build_hidden_transcripts
+from autograder.hidden_data import HIDDEN_NUM_CHARS, build_hidden_transcripts, public_splits
 from hw4lib.data.tokenizer import TOKENIZER_DIR, TOKENIZER_FILES
 from hw4lib.handin_format import HANDIN_TAR
 
@@ -57,6 +57,7 @@ SHIPPED_FILES = (
 HW4LIB_SUFFIXES = (".py", ".json")
 # Where the grading driver looks for the hidden set, and the file the model grading reads in it.
 HIDDEN_SET_FILE = f"autograder/{grade.HIDDEN_SET.name}/{grade_model.HIDDEN_TEXT_FILE}"
+PUBLIC_TEST_FILE = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.HIDDEN_TEXT_FILE}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/rubric.py", "autograder/gradescope.py",
                       "autograder/grading_run.py",
@@ -118,6 +119,8 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
     members = {path: (repo / path).read_bytes() for path in SHIPPED_FILES}
     members.update({path: (repo / path).read_bytes() for path in hw4lib_files(repo)})
     members[HIDDEN_SET_FILE] = hidden_text
+    public_test = public_splits(public_seed)["test"]  # what test_metrics.json reports on
+    members[PUBLIC_TEST_FILE] = ("\n".join(public_test) + "\n").encode("utf-8")
     members[grade.BUILD_INFO.name] = (json.dumps(info, indent=2) + "\n").encode("utf-8")
 
     out_dir.mkdir(parents=True, exist_ok=True)
