@@ -207,8 +207,9 @@ def layers_summary(mode: str) -> str:
     """One line for the feedback: the worker's own layers under the mode, as the probe found them."""
     layers = PROBED_LAYERS.get(mode, {})
     abi = layers.get("landlock", 0)
-    parts = [f"Landlock ABI {abi} (reads only the interpreter, numpy and its input, writes only "
-             f"its scratch folder, no TCP{', no signal outside its domain' if abi >= 6 else ''})"
+    writes = f"only its private {TMPFS_BYTES >> 20} MiB /tmp" if mode == "bwrap" else "no file"
+    parts = [f"Landlock ABI {abi} (reads only the interpreter, numpy and its input, writes "
+             f"{writes}, no TCP{', no signal outside its domain' if abi >= 6 else ''})"
              if abi else "no Landlock on this kernel",
              "a seccomp filter (no ptrace, sockets, namespaces, mounts, keyrings, BPF)"
              if layers.get("seccomp") else "no seccomp filter here"]
@@ -355,6 +356,8 @@ def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout:
     args = [a.replace("{input}", input_dir) for a in args] + ["--result-fd", str(write_end)]
     if cgroup is None or set(cgroup.paths) != {"pids", "memory"}:
         args.append("--single-process")  # no cap on the tree: one task, under RLIMIT_AS
+    if mode == "bwrap":  # bubblewrap's /tmp is a private tmpfs of TMPFS_BYTES; elsewhere no writes
+        args += ["--writable", "/tmp"]
     command = worker_command(mode, layout, python, args)
     try:
         return run_process(command, cwd=layout.tmp_dir, env=worker_environment(mode, layout),

@@ -77,9 +77,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="folders to read besides the interpreter and numpy (Landlock)")
     parser.add_argument("--single-process", action="store_true",
                         help="start no process or thread (no cgroup caps the tree: seccomp)")
+    parser.add_argument("--writable", nargs="*", default=[],
+                        help="folders to write (Landlock): only a size-capped private tmpfs")
     args = parser.parse_args(argv)
     layers = confine([*args.readable, *([str(args.input)] if args.input else [])],
-                     children=not args.single_process)
+                     args.writable, children=not args.single_process)
     if args.probe:
         send(args.result_fd, ("ok " + " ".join(f"{k}={v}" for k, v in layers.items())).encode())
         return
@@ -96,17 +98,18 @@ def main(argv: list[str] | None = None) -> None:
         send(args.result_fd, run_test(nn, args.input / test, test))
 
 
-def confine(readable: list[str], children: bool = True) -> dict[str, int]:
+def confine(readable: list[str], writable: list[str], children: bool = True) -> dict[str, int]:
     """Apply the worker's own layers before any student code runs: Landlock
     (``autograder.landlock``: read only the system's libraries, the interpreter, numpy and
-    ``readable``; write only TMPDIR), then the seccomp filter (``autograder.seccomp``; with
-    ``children=False`` it also refuses new processes). Returns
+    ``readable``; write only ``writable``, which the judge gives only where it is a size-capped
+    private tmpfs, so no worker can fill a disk another grading shares), then the seccomp filter
+    (``autograder.seccomp``; with ``children=False`` it also refuses new processes). Returns
     {"landlock": ABI applied, "seccomp": 1 if installed}, 0 for a layer this kernel lacks."""
     numpy_dir = Path(np.__file__).resolve().parent
     abi = landlock.restrict(
         [*SYSTEM_READABLE, os.path.realpath(sys.base_prefix), os.path.realpath(sys.executable),
          str(numpy_dir), str(numpy_dir.parent / "numpy.libs"), *readable],
-        [os.environ.get("TMPDIR", "/tmp")])
+        writable)
     return {"landlock": abi, "seccomp": int(seccomp.deny_escapes(children))}
 
 

@@ -211,6 +211,23 @@ if len(_held) == 3:
     raise SystemExit("three children held 2 GiB each at once")
 """
 
+FILL_THE_DISK = """
+import os
+_written, _block = 0, b"\\0" * 2**20
+_folders = {os.path.realpath(f) for f in (os.environ.get("TMPDIR", "/tmp"), os.getcwd(), "/tmp",
+                                          "/dev/shm", "/dev", os.path.expanduser("~"))}
+for _folder in sorted(_folders):
+    for _index in range(160):
+        try:
+            with open(os.path.join(_folder, f"hw4p1-fill-{os.getpid()}-{_index}"), "xb") as _file:
+                _file.write(_block)
+            _written += len(_block)
+        except OSError:
+            break
+if _written > 80 * 2**20:
+    raise SystemExit(f"wrote {_written >> 20} MiB to disks other gradings share")
+"""
+
 
 def duplicate_member_handin(folder: Path) -> Path:
     """A handin whose first mytorch/nn/linear.py is broken and whose last (the one tar -x and
@@ -270,6 +287,8 @@ ATTACKS = {  # the review's table, by row
         lambda folder: attack_handin(folder, "", ZEROS_NN), MYTORCH_0, {"PYTHONOPTIMIZE": "1"}),
     "11 bubblewrap outside the worker's PATH": Attack(
         lambda folder: attack_handin(folder, "", None), HONEST, "bwrap-elsewhere"),
+    "13 fills the disk with temp files": Attack(
+        lambda folder: attack_handin(folder, FILL_THE_DISK, None), HONEST),
     "12 a Linear of zeros in the right dtype": Attack(
         lambda folder: attack_handin(folder, "", ZERO_LINEAR_NN), MYTORCH_0),
 }
