@@ -55,10 +55,15 @@ def prepare(source: Path, handin: Path | None, parent: Path | None = None) -> Pa
 
 
 def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
-        timeout: float = GRADING_TIMEOUT_S) -> GradingRun:
-    """Run make in ``grading`` (from :func:`prepare`), then remove it."""
+        timeout: float = GRADING_TIMEOUT_S, threads: int | None = None) -> GradingRun:
+    """Run make in ``grading`` (from :func:`prepare`), then remove it. ``threads``: the
+    math-library threads each process of the grading may use (gradings side by side share the
+    CPUs; oversubscribed OpenMP threads spin and waste them)."""
     flags = f"{grader_flags} --results-json {grading / 'details.json'}".strip()
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    if threads is not None:
+        env.update(dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"),
+                                 str(threads)))
     start = time.monotonic()
     try:
         process = subprocess.run(["make", "--no-print-directory", f"PYTHON={python}",

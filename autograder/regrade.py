@@ -159,8 +159,10 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
     bar = tqdm(total=len(todo), unit="handin", disable=not progress, file=sys.stderr)
     start = time.monotonic()
 
+    threads = max(1, (os.cpu_count() or 1) // jobs)  # the CPUs shared out between the gradings
+
     def grade_one(student: str, handin: Path) -> grading_run.GradingRun:
-        return grading_run.run(grading_run.prepare(source, handin), grader_flags)
+        return grading_run.run(grading_run.prepare(source, handin), grader_flags, threads=threads)
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     running = {pool.submit(grade_one, student, path): (student, digest)

@@ -9,6 +9,7 @@ grading runs every hidden test and evaluates the model: the common case of a cla
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import tarfile
 import tempfile
@@ -28,7 +29,7 @@ from hw4lib.model import DecoderOnlyTransformer
 REPO = Path(__file__).resolve().parents[1]
 HANDINS = 8
 JOBS = (1, 2)
-REPEATS = 1  # after one warm-up run of each: a run grades all 8 handins
+REPEATS = 3  # after one warm-up run of each; a run grades all 8 handins
 MODEL = {"num_layers": 2, "d_model": 64, "num_heads": 4, "d_ff": 128, "dropout": 0.0,
          "max_len": 512, "weight_tying": False, "layer_drop_rate": 0.0}
 
@@ -106,8 +107,12 @@ def main() -> None:
         outs = iter(range(10_000))
 
         def run(jobs: int):
-            return lambda: regrade.regrade(handins, work / f"out{next(outs)}", source, jobs,
-                                           progress=False)
+            def once() -> float:  # CPU seconds of every process the gradings started
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                regrade.regrade(handins, work / f"out{next(outs)}", source, jobs, progress=False)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+            return once
 
         with PeakSampler() as sampler:
             regrade.regrade(handins, work / "out-memory", source, 1, progress=False)
@@ -116,10 +121,13 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{HANDINS} honest handins (reference mytorch, a small char model), {os.cpu_count()} "
           f"CPUs, median of {REPEATS} run(s) after a warm-up")
-    print(f"{'jobs':>4} {'seconds':>8} {'handins/min':>11}")
+    print(f"{'jobs':>4} {'seconds':>8} {'handins/min':>11} {'CPU s/handin':>12} {'cores busy':>10}")
     for jobs, timing in timings.items():
-        print(f"{jobs:>4} {timing.wall:>8.1f} {HANDINS / timing.wall * 60:>11.1f}")
-    print(f"--jobs 2 / --jobs 1: {timings[1].wall / timings[2].wall:.2f}x handins per minute")
+        print(f"{jobs:>4} {timing.wall:>8.1f} {HANDINS / timing.wall * 60:>11.1f} "
+              f"{timing.result / HANDINS:>12.1f} {timing.result / timing.wall:>10.2f}")
+    print(f"--jobs 2 / --jobs 1: {timings[1].wall / timings[2].wall:.2f}x handins per minute "
+          f"(one grading alone keeps {timings[1].result / timings[1].wall:.2f} cores busy: its "
+          f"judge and model child use every core for their torch work)")
     print(f"peak memory of one grading (its whole process tree): {sampler.peak / 2**20:,.0f} MiB; "
           f"size --jobs so that jobs x this fits in memory, and jobs <= CPUs")
 

@@ -7,6 +7,7 @@ faults isolated between concurrent gradings, resumable, a summary.
 import csv
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from tests.test_autograder import (MYTORCH_ZERO, attack_handin, built_autograder
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Regrade": 0}
+REPO = Path(__file__).resolve().parents[1]
 HANG = "while True:\n    pass\n"
 EXHAUST_MEMORY = "_blocks = []\nwhile True:\n    _blocks.append(bytearray(256 * 2**20))\n"
 FORK_BOMB = """
@@ -100,6 +102,48 @@ def test_hostile_handins_change_no_other_row_and_a_rerun_resumes(tmp_path, capsy
     rows = regrade.regrade(handins, out, built_autograder(), jobs=2, progress=False)
     assert "5 already graded by this grader, 1 to grade" in capsys.readouterr().err
     assert rows["hang"]["status"] == "ok" and float(rows["hang"]["total"]) == sum(honest.values())
+
+
+
+@pytest.mark.slow
+@rubric_category("Regrade")
+def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys):
+    """SIGINT once the first row is written: the run waits for the grading under way, exits 130,
+    and leaves a CSV whose every row is whole; a rerun grades only the rest."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = session_folder("hw4p1-regrade-interrupt-")
+    folder.chmod(0o755)
+    handins = folder / "handins"
+    handins.mkdir()
+    for index in range(3):
+        shutil.copy(attack_handin(folder / "build" / str(index), "", None),
+                    handins / f"student{index}.tar")
+    out = folder / "out"
+    run = subprocess.Popen([sys.executable, "-m", "autograder.regrade", str(handins), "--out",
+                            str(out), "--autograder", str(built_autograder())],
+                           cwd=REPO, env={**os.environ, "TQDM_DISABLE": "1"},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not regrade.read_rows(out / "grades.csv") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 130, stderr[-2000:]
+    assert "interrupted" in stderr, stderr[-2000:]
+    kept = regrade.read_rows(out / "grades.csv")
+    assert 1 <= len(kept) < 3, kept
+    assert all(row["status"] == "ok" and float(row["total"]) == sum(honest_scores().values())
+               for row in kept.values()), kept
+    capsys.readouterr()
+    rows = regrade.regrade(handins, out, built_autograder(), progress=False)
+    assert f"{len(kept)} already graded by this grader, {3 - len(kept)} to grade" in \
+        capsys.readouterr().err
+    assert len(rows) == 3 and all(row["status"] == "ok" for row in rows.values())
 
 
 if __name__ == "__main__":
