@@ -16,7 +16,7 @@ DATA_DIR  ?= hw4_data/hw4p1_data
 PYTEST_WORKERS ?= 2
 
 .PHONY: help install test test-fast train data data-if-stale tokenizers handin handout autograde figures \
-	bench mutants clean
+	bench mutants test-platforms regrade similarity clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22

@@ -1,10 +1,10 @@
 """What ``handin.tar`` holds and how large each part may be. Standard library only.
 
-``make handin`` (``hw4lib/utils/handin.py``) packs by these rules and the autograder
-(``autograder/safe_tar.py``, ``grade.py``, ``grade_model.py``) extracts and grades by them, so a
-handin the packer writes is never refused by the grader for its names, sizes or model size. The
-module ships in the student handout and in every autograder bundle. It imports nothing outside the
-standard library: the grading driver imports it before any student code runs, without torch.
+``make handin`` (``hw4lib/utils/handin.py``) packs by these rules and the autograder extracts and
+grades by them, so a handin the packer writes is never refused by the grader for its names, sizes
+or model size. The module ships in the student handout and in every autograder bundle. It imports
+nothing outside the standard library: the grading driver imports it before any student code runs,
+without torch.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ RUN_CARD_FILE = "run_card.json"                   # written by make handin: prov
 
 # The models the grader agrees to build: each integer of the model section within its range, and
 # at most MAX_PARAMETERS parameters plus buffer elements (hw4lib.config.validate_untrusted). The
-# default config is far below (docs/results.md has its count); at the cap, evaluation takes a few
-# minutes on 2 CPU cores, within autograder/rubric.py's MODEL_TIMEOUT_S.
+# default config is far below; at the cap, evaluation takes a few minutes on 2 CPU cores, within
+# the grader's time limit for the model.
 MAX_PARAMETERS = 30_000_000
 MODEL_LIMITS = {  # key: (smallest, largest) accepted integer value
     "num_layers": (1, 48),

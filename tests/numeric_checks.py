@@ -1,5 +1,5 @@
 """Numeric checks shared by the mytorch tests: ``tests/test_mytorch.py`` and the autograder's hidden
-tests (``make autograde`` ships this file with ``tests/testing_framework.py``; it needs only numpy
+tests (the autograder ships this file with ``tests/testing_framework.py``; it needs only numpy
 and torch).
 
 Comparisons are relative to the truth's largest entry:

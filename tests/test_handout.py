@@ -266,6 +266,30 @@ def test_a_planted_leak_is_refused_naming_region_and_place(tmp_path):
 
 
 @rubric("Handout tree")
+def test_a_mention_of_what_students_do_not_get_is_refused(tmp_path):
+    """The handout stands alone: a shipped file that cites an instructor-only file or folder, or
+    an instructor-only make target, stops the build naming both; `make test` beside an instructor
+    `make test-platforms` target is not such a mention."""
+    makefile = ("test:\n\tpytest\n\n" + MAKEFILE_BEGIN + "\ntest-platforms:\n\tpytest -m p\n"
+                "bench:\n\tpython -m bench\n# END INSTRUCTOR TARGETS\n")
+    clean = {"README.md": f"# Course\n\n## Tasks\n{TASKS_MARKER}\n", "Makefile": makefile,
+             "mytorch/__init__.py": "", "mytorch/nn/ops.py": "# run `make test` first\n",
+             "docs/results.md": "numbers\n", "tools/x.py": ""}
+    repo = tmp_path / "clean"
+    git_repo(repo, files=clean, untracked={})
+    main(["--repo", str(repo), "--out", str(tmp_path / "clean-out"), "--no-tar", "--no-import-check"])
+    for mention, named in (("see docs/results.md", "docs/"), ("`make bench` times it", "make bench"),
+                           ("python -m tools.x (tools/x.py)", "tools/")):
+        repo = tmp_path / named.replace("/", "").replace(" ", "-")
+        git_repo(repo, files={**clean, "mytorch/nn/ops.py": f"# {mention}\n"}, untracked={})
+        with pytest.raises(SystemExit) as refusal:
+            main(["--repo", str(repo), "--out", str(tmp_path / f"out-{repo.name}"), "--no-tar",
+                  "--no-import-check"])
+        message = str(refusal.value)
+        assert f"mytorch/nn/ops.py mentions {named}, which students do not get" in message, message
+
+
+@rubric("Handout tree")
 def test_the_handout_gives_no_region_away():
     handout = repo_handout()
     texts = {path: (handout.out / path).read_text(errors="replace") for path in handout.files

@@ -376,6 +376,17 @@ def exclusion_reason(path: str, repo: Path) -> str | None:
     return None
 
 
+def instructor_targets(makefile: str) -> set[str]:
+    """The targets the Makefile defines between MAKEFILE_BEGIN and MAKEFILE_END."""
+    names, inside = set(), False
+    for line in makefile.splitlines():
+        if line.strip() in (MAKEFILE_BEGIN, MAKEFILE_END):
+            inside = line.strip() == MAKEFILE_BEGIN
+        elif inside and (match := re.match(r"([A-Za-z0-9_-]+):", line)):
+            names.add(match.group(1))
+    return names
+
+
 def strip_instructor_targets(makefile: str) -> str:
     """The Makefile without the lines from MAKEFILE_BEGIN to MAKEFILE_END (both included), and
     without the names of the targets defined there in its ``.PHONY`` line (which may continue
@@ -392,8 +403,7 @@ def strip_instructor_targets(makefile: str) -> str:
     before, after = lines[:begins[0]], lines[ends[0] + 1:]
     if before and after and not before[-1].strip() and not after[0].strip():
         after = after[1:]  # one blank line where the block was, not two
-    dropped = {match.group(1) for line in lines[begins[0]:ends[0]]
-               if (match := re.match(r"([A-Za-z0-9_-]+):", line))}
+    dropped = instructor_targets(makefile)
     kept, phony = [], None  # phony: the .PHONY line read so far, across "\\" continuations
     for line in before + after:
         if phony is None and not line.startswith(".PHONY:"):
@@ -471,6 +481,7 @@ class Handout:
     files: list[str]             # repo-relative paths written, sorted
     regions: list[Region]        # every region replaced, in file order
     excluded: dict[str, str]     # tracked path -> why it was left out
+    instructor_targets: frozenset[str] = frozenset()  # Makefile targets students do not get
 
 
 def build(repo: Path, out: Path) -> Handout:
@@ -514,16 +525,20 @@ def build(repo: Path, out: Path) -> Handout:
                                 handout_tests)
         (out / "README.md").write_text(readme, encoding="utf-8")
         files.append("README.md")
-    return Handout(out, sorted(files), regions, excluded)
+    makefile = repo / "Makefile"
+    targets = instructor_targets(makefile.read_text(encoding="utf-8")) if makefile.is_file() else []
+    return Handout(out, sorted(files), regions, excluded, frozenset(targets))
 
 
-def check_tree(handout: Handout) -> list[str]:
-    """Raise HandoutError when a marker or a hidden-test line survived, or some code does not
-    compile; return notes about mentions of files students do not get."""
-    problems, notes = [], []
+def check_tree(handout: Handout) -> None:
+    """Raise HandoutError when a marker or a hidden-test line survived, some code does not
+    compile, a solution leaks, or a file mentions a file or an instructor-only make target that
+    students do not get (the handout stands alone)."""
+    problems = []
     left_out = sorted({next((d for d in EXCLUDED_DIRS if p.startswith(d)), p)
                        for p, reason in handout.excluded.items() if reason != "cache"}
                       - {"hw4_data/hw4p1_data/", "expts/", "dist/", ".venv/"})
+    left_out += [f"make {target}" for target in sorted(handout.instructor_targets)]
     for path in handout.files:
         full = handout.out / path
         if Path(path).suffix not in TEXT_SUFFIXES:
@@ -533,8 +548,10 @@ def check_tree(handout: Handout) -> list[str]:
             if _is_marker_like(line) or line.strip() in (MAKEFILE_BEGIN, MAKEFILE_END):
                 problems.append(f"{path}:{number}: marker survived: {line.strip()!r}")
         for name in left_out:
-            if name in text and path != ".gitignore":
-                notes.append(f"{path} mentions {name}, which students do not get")
+            whole = r"(?![\w-])" if name.startswith("make ") else ""  # make test != make test-x
+            if re.search(re.escape(name) + whole, text) and path != ".gitignore":
+                problems.append(f"{path} mentions {name}, which students do not get: reword it, "
+                                f"or keep it to instructor-only files")
         if path.endswith(".py"):
             try:
                 compile(text, path, "exec")
@@ -548,7 +565,6 @@ def check_tree(handout: Handout) -> list[str]:
                  + textwrap.indent(leak.code, "      ") for leak in find_leaks(handout.regions, texts)]
     if problems:
         raise HandoutError("the generated handout is broken:\n  " + "\n  ".join(problems))
-    return notes
 
 
 def _check_notebook_cells(path: str, text: str) -> list[str]:
@@ -642,7 +658,7 @@ def main(argv: list[str] | None = None) -> Handout:
     try:
         check_manifest(repo)
         handout = build(repo, out)
-        notes = check_tree(handout)
+        check_tree(handout)
         if not args.no_import_check:
             check_imports(out)
     except HandoutError as error:
@@ -659,8 +675,6 @@ def main(argv: list[str] | None = None) -> Handout:
         reasons[reason] = reasons.get(reason, 0) + 1
     print(f"{len(handout.excluded)} tracked files left out: "
           + ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items())))
-    for note in notes:
-        print(f"note: {note}")
     tree_bytes = sum((out / p).stat().st_size for p in handout.files)
     print(f"wrote {out} ({len(handout.files)} files, {_size(tree_bytes)})")
     if not args.no_tar:

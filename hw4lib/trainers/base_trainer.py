@@ -193,8 +193,8 @@ class BaseTrainer(ABC):
         """Compute attention weights only when ``needed`` (see hw4lib/model/fused_attention.py).
 
         Exception: bf16 training on a CPU keeps the plain path, because there the fused kernel's
-        backward pass is slower (measured 15% slower per step at 32 x 80 to 32 x 200 tokens, the
-        default model; ``make bench BENCH=bench_train`` compares the three paths).
+        backward pass is slower per step than the plain one for the default model (the course's
+        training benchmark compares the three paths).
         """
         plain_is_faster = self.device.type == "cpu" and self.precision == torch.bfloat16
         return nullcontext() if needed or plain_is_faster else attention_weights_off(self.model)

@@ -12,7 +12,7 @@ where the hardware multiplies 16-bit numbers natively:
 One layer stays in float32 under autocast: the output projection ``final_linear``
 (``logits_in_float32``). Rounded to bf16, a logit of 8 is only known to +-0.03; that noise on
 every token's loss and gradient cost the default model more test perplexity than the float32
-projection costs in step time (docs/results.md; ``make bench BENCH=bench_train`` times both).
+projection costs in step time (the course's measurements compare both).
 
 ``auto`` picks the fastest format the device supports natively, fp32 otherwise. The legacy key
 ``training.use_amp`` stays accepted: true means ``auto``, false means ``fp32``. Evaluation always
