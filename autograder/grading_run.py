@@ -11,6 +11,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,15 +66,20 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
         env.update(dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"),
                                  str(threads)))
     start = time.monotonic()
+    # A session of its own: a Ctrl-C of the caller's stops no grading, and a grading that outlives
+    # its timeout is killed whole.
+    process = subprocess.Popen(["make", "--no-print-directory", f"PYTHON={python}",
+                                f"GRADER_FLAGS={flags}"], cwd=grading, env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, errors="replace",
+                               start_new_session=True)
     try:
-        process = subprocess.run(["make", "--no-print-directory", f"PYTHON={python}",
-                                  f"GRADER_FLAGS={flags}"], cwd=grading, env=env,
-                                 stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                 errors="replace", timeout=timeout,
-                                 start_new_session=True)  # a Ctrl-C of the caller's stops no grading
-        output, timed_out = process.stdout, False
-    except subprocess.TimeoutExpired as expired:
-        output, timed_out = (expired.stdout or b"").decode(errors="replace"), True
+        output, _ = process.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        timed_out = True
     try:
         details = read_details(grading / "details.json")
     finally:
