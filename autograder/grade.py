@@ -52,8 +52,10 @@ REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
 # repository, whose hw4lib it would otherwise delete.
 BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
+# A reported test perplexity this far (relative) from the run card's, or from what the weights give
+# on the public test split, is flagged for the staff.
+REPORTED_TOLERANCE = 0.02
 # What the worker imports.
-REPORTED_TOLERANCE = 0.02  # a reported perplexity this far from the run card's is flagged
 RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "seccomp.py", "wire.py", "worker.py")
 MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy files, no more
 

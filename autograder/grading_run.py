@@ -24,6 +24,7 @@ from hw4lib.handin_format import HANDIN_TAR
 
 AUTOGRADE_TAR, MAKEFILE = "autograde.tar", "autograde-Makefile"
 GRADING_TIMEOUT_S = rubric.worst_case_seconds() + 120.0  # the judge always finishes first
+STATUSES = ("ok", "invalid", "timeout", "crashed")  # the judge's own report["status"] values
 
 
 @dataclass
@@ -40,7 +41,7 @@ class GradingRun:
         if self.timed_out:
             return "timeout"
         status = self.details.get("status")
-        return status if status in ("ok", "invalid", "timeout", "crashed") else "crashed"
+        return status if status in STATUSES else "crashed"
 
 
 def prepare(source: Path, handin: Path | None, parent: Path | None = None) -> Path:

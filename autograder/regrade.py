@@ -37,7 +37,6 @@ from autograder import grading_run, rubric
 from autograder.gradescope import find_handin
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
-STATUSES = ("ok", "invalid", "timeout", "crashed")
 COLUMNS = ["student", "status", *rubric.RUBRIC, "total", "perplexity_recomputed",
            "perplexity_reported", "parameters", "tokenizer", "seconds", "flags", "handin_sha256",
            "grader_sha256"]
@@ -110,7 +109,7 @@ def write_rows(path: Path, rows: dict[str, dict]) -> None:
 
 def summarize(rows: dict[str, dict], out: Path) -> str:
     """summary.txt and summary.png; returns the text."""
-    counts = {status: sum(row["status"] == status for row in rows.values()) for status in STATUSES}
+    counts = {status: sum(row["status"] == status for row in rows.values()) for status in grading_run.STATUSES}
     totals = [float(row["total"]) for row in rows.values()]
     maximum = sum(rubric.RUBRIC.values())
     text = (f"{len(rows)} handins: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "\n"

@@ -588,7 +588,8 @@ def make_readable(folder: Path) -> None:
     links (numpy's, into the installed packages) are left alone: chmod would follow them."""
     os.chmod(folder, 0o755)
     for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):
-                os.chmod(path, 0o755 if name in dirs else 0o644)
+        for names, mode in ((dirs, 0o755), (files, 0o644)):
+            for name in names:
+                path = os.path.join(root, name)
+                if not os.path.islink(path):
+                    os.chmod(path, mode)

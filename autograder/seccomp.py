@@ -8,8 +8,8 @@ keyrings, BPF, perf events, ``userfaultfd`` and kernel modules. With ``children=
 refuses every new task (``fork``, ``vfork``, ``clone``: processes and threads; numpy runs
 single-threaded): where no cgroup caps the worker tree's memory and tasks, one process under
 RLIMIT_AS is the bound, and it cannot use up the per-uid process count other gradings share.
-Every other call is allowed. Children inherit it. x86_64 only (elsewhere it returns False and changes nothing); the filter
-kills nothing, it refuses.
+Every other call is allowed. Children inherit it. x86_64 only (elsewhere it returns False and
+changes nothing); the filter kills nothing, it refuses.
 """
 from __future__ import annotations
 
@@ -72,14 +72,10 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def supported() -> bool:
-    return platform.system() == "Linux" and platform.machine() == "x86_64"
-
-
 def deny_escapes(children: bool = True) -> bool:
     """Install the worker's filter on this process (and its future children; ``children=False``:
     no new processes at all); False where unsupported. OSError when the kernel refuses it."""
-    if not supported():
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
         return False
     install(program(children))
     return True

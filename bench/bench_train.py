@@ -30,6 +30,7 @@ import torch
 
 from bench.timing import interleaved_medians
 from hw4lib.data import LMDataset
+from hw4lib.handin_format import METRICS_FILE, TIMING_FILE
 from hw4lib.train import build_loader, build_model, build_tokenizer, load_config, set_seed
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.trainers.precision import logits_in_float32, precision_name, resolve_precision
@@ -177,7 +178,7 @@ def latest_run_summary(expts: Path = Path("expts"), prefix: str = "default") -> 
     if reached:
         lines.append(f"  validation ppl/char <= {PASS_MARK} after epoch {reached[0]}, "
                      f"{reached[1]:.0f}s of training")
-    for name in ("test_metrics.json", "timing.json"):
+    for name in (METRICS_FILE, TIMING_FILE):
         if (run / name).is_file():
             lines.append(f"  {name}: {(run / name).read_text().strip()}")
     return "\n".join(lines)

@@ -22,6 +22,7 @@ GENERATIONS_FILE = "test_generated_results.json"
 MODEL_ARCH_FILE = "model_arch.txt"
 RUN_FILES = (METRICS_FILE, GENERATIONS_FILE, MODEL_ARCH_FILE, CONFIG_FILE)  # copied from the run
 RUN_CARD_FILE = "run_card.json"                   # written by make handin: provenance, for staff
+TIMING_FILE = "timing.json"                       # the run's wall times (make train writes it)
 
 # The models the grader agrees to build: each integer of the model section within its range, and
 # at most MAX_PARAMETERS parameters plus buffer elements (hw4lib.config.validate_untrusted). The

@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader
 
 from hw4lib.config import ConfigError, load_config, validate_config
 from hw4lib.data import H4Tokenizer, LengthBucketBatchSampler, LMDataset
+from hw4lib.handin_format import TIMING_FILE
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers import LMTrainer, NonFiniteLossError
 from hw4lib.trainers.base_trainer import CHECKPOINT_BEST, write_json
@@ -192,7 +193,7 @@ def run(config_file: str | Path, seed: int | None = None, run_name: str | None =
     finally:
         trainer.cleanup()
     timing["total_seconds"] = time.perf_counter() - start
-    write_json(trainer.expt_root / "timing.json", timing)
+    write_json(trainer.expt_root / TIMING_FILE, timing)
 
     print("test metrics: " + json.dumps({k: round(v, 4) for k, v in test_metrics.items()}))
     for strategy, samples in generations.items():

@@ -21,7 +21,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 

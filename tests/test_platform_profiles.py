@@ -11,6 +11,7 @@ scores what the test expects (the honest scores, or mytorch 0 where its mytorch 
 leaves nothing hidden in the output and other gradings untouched.
 """
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -22,12 +23,14 @@ from typing import Callable, NamedTuple
 
 import pytest
 
-from autograder import landlock, rubric, sandbox
+from autograder import landlock, rubric
 from tests import platform_profiles
 from tests.platform_profiles import PROFILES
 from tests.test_autograder import (FULL_LINE, MYTORCH_ZERO, ZERO_LINEAR_NN, ZEROS_NN, attack_handin,
-                                   built_autograder, honest_scores, pack_folder, read_hidden_lines,
+                                   built_autograder, honest_scores, read_hidden_lines,
                                    replay_handin, run_grader, session_folder)
+from tests.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
+                                   unpack_root)
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Platform profiles": 0}
@@ -94,10 +97,11 @@ def mode_used(text: str) -> str:
     return found[0] if len(found) == 1 else f"unclear: {found}"
 
 
-def cell(scores: dict, text: str, held: bool) -> str:
-    """One cell of the table: the observed scores, the mode, and whether the attack was held."""
+def cell(scores: dict, text: str, held: bool, whose: str = "") -> str:
+    """One cell of the table: the observed scores (``whose``: of which grading), the mode, and
+    whether the attack was held."""
     mytorch = sum(scores[c] for c in rubric.MYTORCH_RUBRIC)
-    return (f"{'held' if held else 'GOT THROUGH'}: mytorch {mytorch:g}/"
+    return (f"{'held' if held else 'GOT THROUGH'}: {whose}mytorch {mytorch:g}/"
             f"{sum(rubric.MYTORCH_RUBRIC.values())}, LM {scores['LanguageModel']:g} "
             f"({mode_used(text)})")
 
@@ -342,16 +346,12 @@ def test_gradescope_run_autograder_keeps_the_hidden_set_in_its_profile():
     """Rows 2 and 3 on Gradescope's entry point, in its profile: source/autograde.tar (0644 as
     Gradescope unpacks it) and every other copy stay out of reach; results.json shows nothing
     hidden."""
-    import json
-
-    from tests.test_gradescope import SNOOP_INIT, category_totals, check_spec, unpack_root
-
     folder = profile_folder("gradescope", "run-autograder")
     root_source = folder / "autograder/source/autograde.tar"
     handin = attack_handin(folder, f"SOURCE_TAR = {str(root_source)!r}\n{SNOOP_INIT}{SNOOP_HIDDEN}",
                            None)
     root = unpack_root(folder, handin)
-    results = run_autograder_in(root, "gradescope")
+    results = run_autograder(root, profile="gradescope")
     check_spec(results)
     text = json.dumps(results)
     hidden = read_hidden_lines(built_autograder() / "autograde.tar")
@@ -363,12 +363,6 @@ def test_gradescope_run_autograder_keeps_the_hidden_set_in_its_profile():
     assert "LEAKED" not in text and "SNOOPED_NOTHING" not in text
     assert not any(line in text for line in hidden if len(line) > 20)
     assert not root_source.exists(), "source/autograde.tar must be deleted once copied"
-
-
-def run_autograder_in(root: Path, profile: str) -> dict:
-    from tests.test_gradescope import run_autograder
-
-    return run_autograder(root, profile=profile)
 
 
 HOSTILE_NEIGHBOUR = """
@@ -425,11 +419,10 @@ def test_a_hostile_grading_leaves_a_concurrent_honest_one_alone(profile):
     with ThreadPoolExecutor(2) as pool:
         hostile_run = pool.submit(run_grader, hostile_folder, hostile, profile=profile)
         honest_run = pool.submit(run_grader, honest_folder, honest, profile=profile)
-        (honest_lines, honest_got), (hostile_lines, hostile_got) = (honest_run.result(),
-                                                                    hostile_run.result())
+        (honest_lines, honest_got), (_, hostile_got) = honest_run.result(), hostile_run.result()
     platform_profiles.record(TABLE, profile, "06 a hostile grading beside an honest one",
                              cell(honest_got, "\n".join(honest_lines),
-                                  honest_got == honest_scores()).replace(": ", ": honest one ", 1))
+                                  honest_got == honest_scores(), whose="honest one "))
     assert honest_got == honest_scores(), ("\n".join(honest_lines))[-3000:]
     assert all(hostile_got[c] <= honest_scores()[c] for c in rubric.RUBRIC), hostile_got
 

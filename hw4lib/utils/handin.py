@@ -36,7 +36,8 @@ import yaml
 from hw4lib.config import ConfigError, training_settings, validate_untrusted, vocab_size_of
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR,
-                                  RUN_CARD_FILE, RUN_FILES, STATE_DICT_FILE, config_digest,
+                                  RUN_CARD_FILE, RUN_FILES, STATE_DICT_FILE, TIMING_FILE,
+                                  config_digest,
                                   is_mytorch_source, size_limit)
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes, count_elements
 from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
@@ -145,7 +146,8 @@ def run_card(folder: Path, config: dict, state_dict: bytes, checkpoint: dict) ->
                           f"than {folder / CONFIG_FILE} says: the grader would build the wrong "
                           f"model. Pack the run whose config.yaml trained these weights.")
     metrics = json.loads((folder / METRICS_FILE).read_text())
-    timing = json.loads((folder / "timing.json").read_text()) if (folder / "timing.json").is_file() else {}
+    timing_path = folder / TIMING_FILE
+    timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
     raw = yaml.safe_load((folder / CONFIG_FILE).read_text())
     return {"state_dict_sha256": hashlib.sha256(state_dict).hexdigest(),
             "config_sha256": config_digest(config),
