@@ -80,8 +80,9 @@ test-platforms: $(STAMP) ## the grader's attacks in emulated Gradescope, Autolab
 		-m platforms tests; status=$$?; $(PY) tests/platform_profiles.py --table dist/platform-table; \
 		exit $$status
 
-mutants: $(STAMP) ## check that the component tests reject every bug in tools/mutant_catalogue/ (ONLY=glob)
-	$(PY) -m tools.mutants $(if $(ONLY),--only '$(ONLY)')
+mutants: $(STAMP) ## check that the tests reject every bug in tools/mutant_catalogue/ and the grader's hints name it (ONLY=glob)
+	status=0; $(PY) -m tools.mutants $(if $(ONLY),--only '$(ONLY)') || status=1; \
+	$(PY) -m tools.hint_report $(if $(ONLY),--only '$(ONLY)') || status=1; exit $$status
 # END INSTRUCTOR TARGETS
 
 clean: ## remove built data, runs, dist/ and caches (keeps .venv)

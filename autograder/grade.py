@@ -251,6 +251,8 @@ def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, tim
         print(f"         checks: {result.summary}")
         if result.message:
             print(indent(result.message, "         why: "))
+        if result.hint:
+            print(indent(result.hint, "         likely cause: "))
         report["tests"].append(asdict(result))
     if run.output.strip():  # never echoed: it could carry whatever the worker could read
         print(f"  (your code printed {len(run.output)} characters; output is not shown, run the "

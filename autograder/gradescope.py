@@ -125,6 +125,8 @@ def results_payload(scores: dict[str, float], details: dict, summary: str,
             output = f"Checks: {test.get('summary', '')}"
             if message:
                 output += f"\nWhat differed: {message}"
+            if message and test.get("hint"):
+                output += f"\nLikely cause: {test['hint']}"
             tests.append({"name": f"{category}: {test.get('name', '?')}", "number": f"{number}.{index}",
                           "score": points, "max_score": max_points,
                           "status": "passed" if points == max_points else "failed",

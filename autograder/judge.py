@@ -19,12 +19,14 @@ import json
 import secrets
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from autograder import sandbox, wire
+from autograder.hidden_tests import diagnosis
+from autograder.hidden_tests.diagnosis import Failure
 from autograder.hidden_tests.mytorch_hidden import CheckFailed, HiddenTest, tests_of
 from autograder.worker import FORBIDDEN_LIBRARIES, NUMPY_ONLY
 
@@ -48,6 +50,7 @@ class TestResult:
     points: float
     summary: str  # what the test checks
     message: str  # empty when it passed; what differed otherwise (no hidden inputs)
+    hint: str = ""  # the likely bug, when the category's failures point to one (diagnosis.py)
 
     @property
     def passed(self) -> bool:
@@ -63,6 +66,7 @@ class CategoryRun:
     seconds: float
     note: str  # why the worker stopped early (time limit, exit status), or ''
     timed_out: bool = False
+    families: dict[str, str] = field(default_factory=dict)  # test -> bug family of its hint
 
 
 def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: float,
@@ -70,19 +74,12 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
     """Run every hidden test of ``category`` against the student's mytorch in ``mode``, with
     inputs drawn from ``seed`` (default: a fresh random one, which is what grading uses)."""
     tests = tests_of(category)
-    if seed is None:
-        seed = secrets.randbits(SEED_BITS)
-    generators = [np.random.default_rng(child)
-                  for child in np.random.SeedSequence(seed).spawn(len(tests))]
-    checks, programs = {}, {}
+    programs, checks = build_programs(tests, secrets.randbits(SEED_BITS) if seed is None else seed)
     if layout.input_dir.exists():
         shutil.rmtree(layout.input_dir)
     layout.input_dir.mkdir(parents=True)
-    for test, rng in zip(tests, generators):
-        program = wire.Program()
-        checks[test.name] = test.build(program, rng)
-        programs[test.name] = program
-        program.save(layout.input_dir / test.name)
+    for test in tests:
+        programs[test.name].save(layout.input_dir / test.name)
     (layout.input_dir / "tests.json").write_text(json.dumps([t.name for t in tests]))
     sandbox.make_readable(layout.input_dir)
     run = sandbox.run_worker(mode, layout, python_executable(), ["--input", "{input}"], timeout)
@@ -90,10 +87,27 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
         run.result, {name: program.returned for name, program in programs.items()})
     note = worker_note(run, timeout, stream_note)
     files = student_files(layout.student_dir / "mytorch")
-    results = [judge_test(test, records.get(test.name), checks[test.name], note,
-                          programs[test.name].steps, files)
-               for test in tests]
-    return CategoryRun(results, run.output, run.seconds, note, run.timed_out)
+    judged = [judge_test(test, records.get(test.name), checks[test.name], note,
+                         programs[test.name].steps, files)
+              for test in tests]
+    results = [result for result, _ in judged]
+    hints = diagnosis.hints(category, {result.name: failure for result, failure in judged})
+    for result in results:
+        if result.name in hints:
+            result.hint = hints[result.name].text
+    return CategoryRun(results, run.output, run.seconds, note, run.timed_out,
+                       {name: hint.family for name, hint in hints.items()})
+
+
+def build_programs(tests: list[HiddenTest], seed: int) -> tuple[dict[str, wire.Program], dict]:
+    """Each test's program (the worker's calls, with the inputs drawn from ``seed``) and check."""
+    generators = [np.random.default_rng(child)
+                  for child in np.random.SeedSequence(seed).spawn(len(tests))]
+    programs, checks = {}, {}
+    for test, rng in zip(tests, generators):
+        programs[test.name] = wire.Program()
+        checks[test.name] = test.build(programs[test.name], rng)
+    return programs, checks
 
 
 def student_files(package: Path) -> frozenset[str]:
@@ -113,21 +127,27 @@ def worker_note(run: sandbox.Run, timeout: float, stream_note: str) -> str:
 
 
 def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
-               steps: list[dict], files: frozenset[str]) -> TestResult:
-    """Pass or fail one test from the worker's record (``steps``: the test's program)."""
-    def result(message: str) -> TestResult:
+               steps: list[dict], files: frozenset[str]) -> tuple[TestResult, Failure | None]:
+    """Pass or fail one test from the worker's record (``steps``: the test's program); with the
+    result, what the failure tells about the bug (None when the test passed)."""
+    def result(message: str, failure: Failure | None = None) -> tuple[TestResult, Failure | None]:
         points = 0.0 if message else float(test.points)
-        return TestResult(test.name, test.category, float(test.points), points, test.summary,
-                          message[:MAX_MESSAGE_CHARS])
+        return (TestResult(test.name, test.category, float(test.points), points, test.summary,
+                           message[:MAX_MESSAGE_CHARS]),
+                (failure or Failure("stopped")) if message else None)
 
     if record is None:
         return result(f"no result: {note or 'the test process stopped before this test'}")
     if record.error is not None:
-        return result(describe_failure(record.error, steps, files))
+        step = wire.step_label(steps, record.error.get("step", -1))
+        raised = Failure("raised", step.rpartition(".")[2], step=step,
+                         exception=str(record.error.get("type", "")))
+        return result(describe_failure(record.error, steps, files),
+                      raised if record.error.get("kind") == "raised" else None)
     try:
         check(Values(record.values, record.problems))
     except CheckFailed as error:
-        return result(str(error) or "a check failed")
+        return result(str(error) or "a check failed", error.failure)
     except KeyError:
         return result("a value the test needs was not returned")
     except Exception as error:  # noqa: BLE001 - any other surprise fails the test, never passes it
@@ -170,7 +190,7 @@ class Values(dict):
 
     def __getitem__(self, ref: wire.Ref):
         if ref.name in self.problems:
-            raise CheckFailed(f"a value is {self.problems[ref.name]}")
+            raise CheckFailed(f"a value is {self.problems[ref.name]}", Failure("missing"))
         return super().__getitem__(ref.name)
 
 

@@ -34,19 +34,80 @@ AttentionTruth = Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 
 
 def assert_close(name: str, actual, expected, rtol: float = RTOL_TORCH) -> None:
-    """Shapes equal, actual finite, and max|actual - expected| <= rtol * max(max|expected|, 1)."""
+    """Shapes equal, actual finite, and max|actual - expected| <= rtol * max(max|expected|, 1).
+    A failure says what kind of difference it is (:func:`describe_difference`)."""
     if isinstance(expected, torch.Tensor):
         expected = expected.detach().numpy()
     expected = np.asarray(expected)
     assert actual is not None, f"{name}: got None (was it computed and stored?)"
     actual = np.asarray(actual)
     assert actual.shape == expected.shape, (f"{name}: expected shape {expected.shape}, "
-                                            f"got {actual.shape}")
+                                            f"got {actual.shape}{describe_difference(actual, expected)}")
     assert np.all(np.isfinite(actual)), f"{name}: contains NaN or inf"
     error = float(np.max(np.abs(actual - expected), initial=0.0))
     scale = max(float(np.max(np.abs(expected), initial=0.0)), 1.0)
     assert error <= rtol * scale, (f"{name}: max abs error {error:.3e} exceeds {rtol:.0e} x "
-                                   f"{scale:.3g} (shape {expected.shape})")
+                                   f"{scale:.3g} (shape {expected.shape})"
+                                   f"{describe_difference(actual, expected)}")
+
+
+# What a wrong array's difference from the truth looks like, and the words for it. A bug family
+# leaves its mark here: a missing or extra factor scales the whole array, a reshape where a
+# transpose was needed keeps the numbers but moves them, a forgotten bias shifts every row alike.
+DIFFERENCES = {
+    "reshaped": "the right values in another shape: a reshape or a missing axis?",
+    "unreduced": "extra leading axes: a sum over the batch dimensions is missing?",
+    "scaled": "a constant multiple of the expected array: a factor is missing or extra?",
+    "rearranged": "the right numbers in the wrong places: a reshape where a transpose belongs, "
+                  "or the wrong axis?",
+    "offset": "every row off by the same vector: the bias?",
+    "zero": "all zeros: was it computed?",
+}
+
+
+def difference_features(actual: np.ndarray, expected: np.ndarray,
+                        rtol: float = 1e-6) -> frozenset[str]:
+    """Which of :data:`DIFFERENCES` describe ``actual`` against ``expected`` (any shapes), each
+    tested to ``rtol`` times the expected array's scale; empty when none does (or both agree)."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if not (np.all(np.isfinite(actual)) and actual.size and expected.size):
+        return frozenset()
+    tolerance = rtol * max(float(np.max(np.abs(expected))), 1.0)
+    found = set()
+    if not np.any(actual) and np.any(expected):
+        found.add("zero")
+    if actual.shape != expected.shape:
+        if actual.shape[-expected.ndim:] == expected.shape and actual.ndim > expected.ndim:
+            found.add("unreduced")
+        if actual.size == expected.size and _same_numbers(actual, expected, tolerance):
+            found.add("reshaped")
+        return frozenset(found)
+    if np.max(np.abs(actual - expected)) <= tolerance:
+        return frozenset()
+    a, e = actual.ravel(), expected.ravel()
+    if _same_numbers(a, e, tolerance):
+        found.add("rearranged")
+    energy = float(e @ e)
+    if energy > 0 and np.any(actual):
+        factor = float(a @ e) / energy
+        if abs(factor - 1) > 1e-3 and np.max(np.abs(a - factor * e)) <= tolerance:
+            found.add("scaled")
+    rows = (actual - expected).reshape(-1, expected.shape[-1]) if expected.ndim else None
+    if rows is not None and len(rows) > 1 and np.max(np.abs(rows - rows[0])) <= tolerance:
+        found.add("offset")
+    return frozenset(found)
+
+
+def _same_numbers(a: np.ndarray, e: np.ndarray, tolerance: float) -> bool:
+    return bool(np.max(np.abs(np.sort(a, axis=None) - np.sort(e, axis=None))) <= tolerance)
+
+
+def describe_difference(actual, expected) -> str:
+    """'; <what the difference looks like>' for an assertion message, or '' when nothing
+    recognisable describes it."""
+    features = difference_features(actual, expected)
+    return "".join(f"; {DIFFERENCES[name]}" for name in DIFFERENCES if name in features)
 
 
 def numerical_gradient(loss: Callable[[], float], x: np.ndarray, step: float = 1e-6) -> np.ndarray:

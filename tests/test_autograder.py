@@ -270,15 +270,15 @@ def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
     from autograder import judge, worker
 
     results = []
-    generators = np.random.SeedSequence(seed).spawn(len(tests))
-    for test, child in zip(tests, generators):
-        program = wire.Program()
-        check = test.build(program, np.random.default_rng(child))
+    programs, checks = judge.build_programs(tests, seed)
+    for test in tests:
+        program = programs[test.name]
         program.save(folder / test.name)
         stream = worker.run_test(nn, folder / test.name, test.name)
         records, note = wire.decode_records(stream, {test.name: program.returned})
-        results.append(judge.judge_test(test, records.get(test.name), check, note, program.steps,
-                                        frozenset()))
+        result, _ = judge.judge_test(test, records.get(test.name), checks[test.name], note,
+                                     program.steps, frozenset())
+        results.append(result)
     return results
 
 
@@ -535,8 +535,8 @@ def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
     check = test.build(check_program, np.random.default_rng(0))
     codes = np.array([float(ord(c)) for c in secret])
     values = {name: codes for name in check_program.returned}
-    result = judge.judge_test(test, wire.Record(None, values, {}), check, "", check_program.steps,
-                              files)
+    result, _ = judge.judge_test(test, wire.Record(None, values, {}), check, "",
+                                 check_program.steps, files)
     assert result.points == 0 and "shape" in result.message
     assert not any(str(int(code)) in result.message for code in codes[:3]), result.message
 

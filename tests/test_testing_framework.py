@@ -149,7 +149,7 @@ def test_mutant_runner_matches_whole_lines_at_any_indentation():
         entry = "- {id: a-b, file: f.py, find: x, replace: y, test: tests.test_x, bug: z}\n"
         assert [m.id for m in catalogue(Path(tmp), entry)] == ["a-b"], "a valid entry must load"
         for bad, why in ((entry * 2, "already used"), (entry.replace("a-b", "A_b"), "kebab-case"),
-                         (entry.replace(", bug: z", ""), "exactly the keys"),
+                         (entry.replace(", bug: z", ""), "must have the keys"),
                          (entry.replace("tests.test_x", "test_x"), "tests.test_x")):
             with pytest.raises(CatalogueError, match=why):
                 catalogue(Path(tmp), bad)

@@ -50,6 +50,7 @@ SHIPPED_FILES = (
     "autograder/wire.py",
     "autograder/worker.py",
     "autograder/hidden_tests/__init__.py",
+    "autograder/hidden_tests/diagnosis.py",
     HIDDEN_TESTS,
     "tests/__init__.py",
     "tests/numeric_checks.py",  # truths the hidden mytorch tests share with tests/test_mytorch.py

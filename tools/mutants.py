@@ -11,6 +11,8 @@ student bug written as a text replacement in the reference solution::
         scores = Q @ K.swapaxes(-1, -2)
       test: tests.test_mytorch           # the module a student runs for that file
       bug: forgets to scale the scores by 1/sqrt(d_k)
+      family: sdpa-scale                 # graded files only: the bug family the grader's hint
+                                         # must name (tools/hint_report.py)
 
 A ``find`` that ends with a newline (a YAML ``|`` block) is a run of whole lines: YAML strips the
 block's indentation, so the runner matches those lines at whatever indentation they have in the
@@ -53,6 +55,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CATALOGUE_DIR = REPO_ROOT / "tools" / "mutant_catalogue"
 KEYS = ("id", "file", "find", "replace", "test", "bug")
+OPTIONAL_KEYS = ("family",)
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 TEST_PATTERN = re.compile(r"^tests\.test_[a-z0-9_]+$")
 DEFAULT_TIMEOUT_S = 300
@@ -75,6 +78,7 @@ class Mutant:
     test: str
     bug: str
     source: str  # the catalogue file it came from, for messages
+    family: str = ""  # the bug family of autograder/hidden_tests/diagnosis.py, graded files only
 
 
 @dataclass
@@ -96,10 +100,11 @@ def load_catalogue(paths: list[Path]) -> list[Mutant]:
         if not isinstance(entries, list):
             raise CatalogueError(f"{where}: expected a YAML list of entries, got {type(entries).__name__}")
         for number, entry in enumerate(entries, start=1):
-            if not isinstance(entry, dict) or set(entry) != set(KEYS):
+            if not isinstance(entry, dict) or not set(KEYS) <= set(entry) <= {*KEYS, *OPTIONAL_KEYS}:
                 got = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
-                raise CatalogueError(f"{where}: entry {number} must have exactly the keys {list(KEYS)}, got {got}")
-            if not all(isinstance(entry[key], str) for key in KEYS):
+                raise CatalogueError(f"{where}: entry {number} must have the keys {list(KEYS)} "
+                                     f"(and may have {list(OPTIONAL_KEYS)}), got {got}")
+            if not all(isinstance(value, str) for value in entry.values()):
                 raise CatalogueError(f"{where}: entry {number} ({entry.get('id')}): every value must be a string")
             if not ID_PATTERN.match(entry["id"]):
                 raise CatalogueError(f"{where}: id {entry['id']!r} is not kebab-case")
@@ -110,7 +115,7 @@ def load_catalogue(paths: list[Path]) -> list[Mutant]:
             if entry["find"] == entry["replace"]:
                 raise CatalogueError(f"{where}: {entry['id']}: replace is the same as find")
             seen[entry["id"]] = str(where)
-            mutants.append(Mutant(**{key: entry[key] for key in KEYS}, source=str(where)))
+            mutants.append(Mutant(**entry, source=str(where)))
     return mutants
 
 

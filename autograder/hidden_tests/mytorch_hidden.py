@@ -26,6 +26,9 @@ category scores the sum of the shares of the tests that pass.
 from __future__ import annotations
 
 import math
+import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,10 +36,12 @@ import numpy as np
 import torch
 from numpy.random import Generator
 
+from autograder.hidden_tests.diagnosis import Failure, attention_variant
 from autograder.wire import Program, Ref
-from tests.numeric_checks import (PROJECTIONS, RTOL_FINITE_DIFF, RTOL_TORCH, as_tensor, leaf,
-                                  mask_with_visible_keys, padding_and_causal_masks,
-                                  torch_multihead_attention, torch_parameter_grads)
+from tests.numeric_checks import (PROJECTIONS, RTOL_FINITE_DIFF, RTOL_TORCH, as_tensor,
+                                  difference_features, leaf, mask_with_visible_keys,
+                                  padding_and_causal_masks, torch_multihead_attention,
+                                  torch_parameter_grads)
 
 RUBRIC = {"Linear": 5, "Softmax": 5, "ScaledDotProductAttention": 20, "MultiHeadAttention": 20}
 FD_STEP = 1e-6  # the step of tests/numeric_checks.numerical_gradient
@@ -87,39 +92,88 @@ def tests_of(category: str) -> list[HiddenTest]:
 # ---------------------------------------------------------------------------------------------
 
 class CheckFailed(Exception):
-    """A check of a hidden test failed; the message says what was checked and what differed."""
+    """A check of a hidden test failed; the message says what was checked and what differed, the
+    :class:`~autograder.hidden_tests.diagnosis.Failure` what that tells about the bug."""
+
+    def __init__(self, message: str, failure: Failure) -> None:
+        super().__init__(message)
+        self.failure = failure
 
 
-def expect(condition, message: str) -> None:
+# The values compared, as the student's code names them; a check's name holds one of them.
+QUANTITIES = ("_split_heads", "_concat_heads", "_merge_masks", "output", "dquery", "dkey",
+              "dvalue", *(f"{layer}.{grad}" for layer in PROJECTIONS for grad in ("dLdW", "dLdb")),
+              "dLdA", "dLdW", "dLdb", "dLdZ", "dQ", "dK", "dV", "Z", "A")
+QUANTITY = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, QUANTITIES)) + r")(?![\w])")
+_context: ContextVar[dict] = ContextVar("hidden_test_context", default={})
+
+
+@contextmanager
+def within(**context):
+    """What the enclosed checks know about their case (the softmax's dim is the last axis, this is
+    a second forward...), passed on to any Failure they raise."""
+    token = _context.set({**_context.get(), **context})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def failure_of(name: str, kind: str, **fields) -> Failure:
+    """The Failure of the check called ``name``: its quantity is the first one the name's last
+    ': '-separated part mentions (the earlier parts say where), its role what it compared."""
+    quantity = next((found.group(1) for part in reversed(name.split(": "))
+                     if (found := QUANTITY.search(part))), "")
+    role = ("forward" if name.startswith("finite differences of your forward")
+            or "perturbed forwards" in name else
+            "backward-vs-forward" if "against finite differences of your forward" in name else
+            "truth")
+    return Failure(kind, quantity, role, context=dict(_context.get()), **fields)
+
+
+def expect(condition, message: str, kind: str = "value") -> None:
     if not condition:
-        raise CheckFailed(message)
+        raise CheckFailed(message, failure_of(message, kind))
 
 
-def expect_shape(name: str, actual, shape: tuple) -> None:
-    """``actual`` is an array of ``shape`` (a value the worker sent back, or None)."""
-    expect(actual is not None, f"{name}: got None (was it computed and stored?)")
-    expect(actual.shape == tuple(shape), f"{name}: expected shape {tuple(shape)}, got "
-                                         f"{actual.shape}")
+def expect_shape(name: str, actual, shape: tuple, expected=None) -> None:
+    """``actual`` is an array of ``shape`` (a value the worker sent back, or None); ``expected``,
+    when given, lets a failure say what the wrong shape holds (else only whether it holds as
+    many values)."""
+    expect(actual is not None, f"{name}: got None (was it computed and stored?)", "missing")
+    if actual.shape != tuple(shape):
+        if expected is not None:
+            features = difference_features(actual, expected)
+        else:
+            features = frozenset({"reshaped"} if actual.size == math.prod(shape) else ())
+        raise CheckFailed(f"{name}: expected shape {tuple(shape)}, got {actual.shape}",
+                          failure_of(name, "shape", features=features))
 
 
-def close(name: str, actual, expected, rtol: float = RTOL_TORCH) -> None:
+def close(name: str, actual, expected, rtol: float = RTOL_TORCH,
+          explain: Callable[[np.ndarray], str] | None = None) -> None:
     """Shapes equal, ``actual`` finite, and max|actual - expected| <= rtol * max(max|expected|, 1)
-    (the criterion of ``tests/numeric_checks.assert_close``)."""
+    (the criterion of ``tests/numeric_checks.assert_close``). ``explain(actual)``, when given,
+    names the wrong formula that gives such values (a Failure's ``variant``)."""
     if isinstance(expected, torch.Tensor):
         expected = expected.detach().numpy()
     expected = np.asarray(expected, dtype=np.float64)
-    expect_shape(name, actual, expected.shape)
-    expect(np.all(np.isfinite(actual)), f"{name}: contains NaN or inf")
+    expect_shape(name, actual, expected.shape, expected)
+    if not np.all(np.isfinite(actual)):
+        raise CheckFailed(f"{name}: contains NaN or inf", failure_of(name, "nonfinite"))
     error = float(np.max(np.abs(actual.astype(np.float64) - expected), initial=0.0))
     scale = max(float(np.max(np.abs(expected), initial=0.0)), 1.0)
-    expect(error <= rtol * scale, f"{name}: max abs error {error:.3e} exceeds {rtol:.0e} x "
-                                  f"{scale:.3g} (shape {expected.shape})")
+    if error > rtol * scale:
+        raise CheckFailed(f"{name}: max abs error {error:.3e} exceeds {rtol:.0e} x {scale:.3g} "
+                          f"(shape {expected.shape})",
+                          failure_of(name, "value", features=difference_features(actual, expected),
+                                     variant=explain(actual) if explain else ""))
 
 
 def expect_dtype(name: str, actual, dtype) -> None:
     dtype = np.dtype(dtype)
     expect(actual is not None and actual.dtype == dtype,
-           f"{name}: {dtype.name} in, got {None if actual is None else actual.dtype}")
+           f"{name}: {dtype.name} in, got {None if actual is None else actual.dtype}", "dtype")
 
 
 def fd_gradient(perturbed, upstream: np.ndarray, shape: tuple, name: str) -> np.ndarray:
@@ -132,11 +186,12 @@ def fd_gradient(perturbed, upstream: np.ndarray, shape: tuple, name: str) -> np.
 
 
 def assert_fd_matches(name: str, mine, fd: np.ndarray, truth) -> None:
-    """The student's gradient against the finite differences of their forward, and those against
-    the PyTorch gradient (a forward faked to agree with a wrong backward fails the second)."""
-    close(f"{name} (against finite differences of your forward)", mine, fd, RTOL_FINITE_DIFF)
+    """The finite differences of the student's forward against the PyTorch gradient (is the
+    forward right?), then the student's gradient against them (a forward faked to agree with a
+    wrong backward fails the first)."""
     close(f"finite differences of your forward in {name} (against PyTorch)", fd, truth,
           RTOL_FINITE_DIFF)
+    close(f"{name} (against finite differences of your forward)", mine, fd, RTOL_FINITE_DIFF)
 
 
 def assert_all_close(r, where: str, names, refs, truths, rtol: float = RTOL_TORCH) -> None:
@@ -146,7 +201,8 @@ def assert_all_close(r, where: str, names, refs, truths, rtol: float = RTOL_TORC
 
 
 def assert_unchanged(r: dict, echoes: list[tuple[Ref, np.ndarray]], what: str) -> None:
-    expect(all(np.array_equal(r[ref], given) for ref, given in echoes), f"{what} was modified")
+    expect(all(np.array_equal(r[ref], given) for ref, given in echoes), f"{what} was modified",
+           "modified")
 
 
 def attention_truth(Q, K, V, mask, d_output):
@@ -213,8 +269,9 @@ def linear_second_forward_replaces_the_first(p: Program, rng: Generator) -> Chec
     truth = linear_truth(W, b, A, dLdZ)[1:]
 
     def check(r):
-        for name, ref, expected in zip(("dLdA", "dLdW", "dLdb"), refs, truth):
-            close(f"{name} after two forwards", r[ref], expected)
+        with within(second_forward=True):
+            for name, ref, expected in zip(("dLdA", "dLdW", "dLdb"), refs, truth):
+                close(f"{name} after two forwards", r[ref], expected)
     return check
 
 
@@ -282,12 +339,13 @@ def softmax_every_dim_against_torch_for_two_upstream_gradients(p: Program, rng: 
                 dLdA = rng.standard_normal(shape) * (attempt + 1)
                 refs = (p.call(softmax, "forward", z), p.call(softmax, "backward", dLdA))
                 pending.append((f"Z {shape}, dim {dim}, upstream gradient #{attempt + 1}", refs,
-                                softmax_truth(Z, dim, dLdA)))
+                                softmax_truth(Z, dim, dLdA), dim % len(shape) == len(shape) - 1))
         echoes.append((p.echo(z), Z))
 
     def check(r):
-        for where, refs, truth in pending:
-            assert_all_close(r, where, ("A", "dLdZ"), refs, truth)
+        for where, refs, truth, last_axis in pending:
+            with within(last_axis=last_axis):
+                assert_all_close(r, where, ("A", "dLdZ"), refs, truth)
         assert_unchanged(r, echoes, "Softmax.forward's input Z")
     return check
 
@@ -308,8 +366,9 @@ def softmax_finite_differences(p: Program, rng: Generator) -> Check:
     def check(r):
         for dim, mine, perturbed, truth in pending:
             name = f"over dim {dim}: dLdZ"
-            assert_fd_matches(name, r[mine], fd_gradient(r[perturbed], dLdA, Z.shape, name),
-                              truth)
+            with within(last_axis=dim % Z.ndim == Z.ndim - 1):
+                assert_fd_matches(name, r[mine], fd_gradient(r[perturbed], dLdA, Z.shape, name),
+                                  truth)
     return check
 
 
@@ -329,12 +388,13 @@ def softmax_extreme_logits(p: Program, rng: Generator) -> Check:
                               dLdA.astype(dtype).astype(np.float64))
         pending.append((np.dtype(dtype), rtol, a, dz, truth))
 
+    @within(last_axis=True)
     def check(r):
         for dtype, rtol, a, dz, (t_a, t_dz) in pending:
             expect_dtype("A", r[a], dtype)
             expect_dtype("dLdZ", r[dz], dtype)
-            close(f"{dtype.name} softmax of huge logits", r[a], t_a, rtol)
-            close(f"{dtype.name} gradient of huge logits", r[dz], t_dz, rtol)
+            close(f"{dtype.name} softmax A of huge logits", r[a], t_a, rtol)
+            close(f"{dtype.name} gradient dLdZ of huge logits", r[dz], t_dz, rtol)
     return check
 
 
@@ -342,7 +402,13 @@ def softmax_extreme_logits(p: Program, rng: Generator) -> Check:
 # ScaledDotProductAttention
 # ---------------------------------------------------------------------------------------------
 
-def check_attention(r, where: str, refs, truth, names=("output", "dQ", "dK", "dV")) -> None:
+def check_attention(r, where: str, refs, truth, names=("output", "dQ", "dK", "dV"),
+                    inputs: tuple | None = None) -> None:
+    """The attention's values against ``truth``; with its ``inputs`` (Q, K, V, mask), a wrong
+    output is matched against the common wrong formulas."""
+    if inputs is not None and names[0] == "output":
+        close(f"{where}: output", r[refs[0]], truth[0],
+              explain=lambda actual: attention_variant(actual, *inputs))
     assert_all_close(r, where, names, refs, truth)
 
 
@@ -370,12 +436,14 @@ def sdpa_against_explicit_torch_formula(p: Program, rng: Generator) -> Check:
             grads = p.call(attention, "backward", d_output, outputs=3)
             where = (f"Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mask_shape}, "
                      f"upstream #{attempt + 1}")
-            pending.append((where, (out, *grads), attention_truth(Q, K, V, mask, d_output)))
+            pending.append((where, (out, *grads), attention_truth(Q, K, V, mask, d_output),
+                            (Q, K, V, mask)))
         echoes += [(p.echo(ref), x) for ref, x in zip(qkv, (Q, K, V))]
 
     def check(r):
-        for where, refs, truth in pending:
-            check_attention(r, where, refs, truth)
+        for where, refs, truth, inputs in pending:
+            with within(masked=inputs[3] is not None):
+                check_attention(r, where, refs, truth, inputs=inputs)
         assert_unchanged(r, echoes, "Q, K or V")
     return check
 
@@ -392,8 +460,11 @@ def sdpa_second_forward_replaces_the_first(p: Program, rng: Generator) -> Check:
     d_output = rng.standard_normal((2, 2, 3))
     grads = p.call(attention, "backward", d_output, outputs=3)
     truth = attention_truth(Q, K, V, mask, d_output)[1:]
-    return lambda r: check_attention(r, "after two forwards", grads, truth,
-                                     names=("dQ", "dK", "dV"))
+
+    def check(r):
+        with within(second_forward=True):
+            check_attention(r, "after two forwards", grads, truth, names=("dQ", "dK", "dV"))
+    return check
 
 
 @hidden_test("ScaledDotProductAttention", 3)
@@ -415,8 +486,10 @@ def sdpa_masked_keys_have_no_influence(p: Program, rng: Generator) -> Check:
     truth = attention_truth(Q, K, V, mask, np.zeros((2, 3, 4, 2)))[0]
 
     def check(r):
-        close("output", r[out], truth)
-        close("output with other keys and values where masked", r[out2], truth)
+        with within(masked=True):
+            close("output", r[out], truth,
+                  explain=lambda actual: attention_variant(actual, Q, K, V, mask))
+            close("output with other keys and values where masked", r[out2], truth)
     return check
 
 
@@ -446,7 +519,7 @@ def assert_finite_of_dtype(r, dtype, refs: dict) -> None:
     for name, ref in refs.items():
         expect_dtype(name, r[ref], dtype)
         expect(np.all(np.isfinite(r[ref])),
-               f"{name} has NaN or inf with a fully masked query row")
+               f"{name} has NaN or inf with a fully masked query row", "nonfinite")
 
 
 def sdpa_fully_masked_case(p: Program, Q, K, V, mask, d_output, rtol: float,
@@ -468,6 +541,7 @@ def sdpa_fully_masked_case(p: Program, Q, K, V, mask, d_output, rtol: float,
     p.call(attention, "forward", Q, K, V, mask)
     second = p.call(attention, "backward", d_zeroed, outputs=3)
 
+    @within(fully_masked=True)
     def check(r):
         assert_finite_of_dtype(r, Q.dtype, dict(zip(("output", "dQ", "dK", "dV"),
                                                     (out, *first))))
@@ -656,9 +730,9 @@ def mha_second_forward_replaces_the_first(p: Program, rng: Generator) -> Check:
     p.call(mha, "forward", *(rng.standard_normal((4, 7, E)) for _ in range(3)))
     arrays = [rng.standard_normal((2, T, E)) for T in (3, 5, 5)]
     padding, causal = padded_masks(rng, 2, 3, 5)
-    return mha_against_torch(p, mha, weights, H, [p.array(x) for x in arrays], arrays, padding,
-                             causal, rng.standard_normal((2, 3, E)),
-                             "after a forward of other shapes")
+    return within(second_forward=True)(
+        mha_against_torch(p, mha, weights, H, [p.array(x) for x in arrays], arrays, padding,
+                          causal, rng.standard_normal((2, 3, E)), "after a forward of other shapes"))
 
 
 def mha_case(rng: np.random.Generator, N: int, L: int, S: int, E: int, H: int):
@@ -756,6 +830,7 @@ def mha_fully_masked_rows(p: Program, rng: Generator) -> Check:
     names = ["dquery", "dkey", "dvalue"] + parameter_names()
     shared = {"dvalue"} | set(parameter_names(("v_proj", "out_proj")))
 
+    @within(fully_masked=True)
     def check(r):
         for number, (label, upstream, out, mine, (t_out, t_inputs, t_params)) in enumerate(rounds):
             assert_finite_of_dtype(r, np.float64, dict(zip(("output", *names[:3]),
@@ -792,24 +867,27 @@ def mha_helpers(p: Program, rng: Generator) -> Check:
     by_key = np.broadcast_to(padding[:, None, None, :], full)
     by_query = np.broadcast_to(causal, full)
     merges = []
-    for args, truth in (((padding, causal), by_key | by_query), ((padding, None), by_key),
-                        ((None, causal), by_query)):
+    for masks, args, truth in (("both", (padding, causal), by_key | by_query),
+                               ("padding", (padding, None), by_key),
+                               ("attention", (None, causal), by_query)):
         label = "_merge_masks(" + ", ".join("None" if a is None else "mask" for a in args) + ")"
-        merges.append((label, p.call(mha, "_merge_masks", *args), truth))
+        merges.append((label, masks, p.call(mha, "_merge_masks", *args), truth))
     nothing = p.call(mha, "_merge_masks", None, None)
 
     def check(r):
         close("_split_heads", r[heads], expected, 0.0)
         close("_concat_heads(_split_heads(x))", r[round_trip], x, 0.0)
         close("_concat_heads", r[concat], x, 0.0)
-        for label, ref, truth in merges:
-            merged = r[ref]
-            expect(merged is not None, f"{label} returned None")
-            try:
-                same = np.array_equal(np.broadcast_to(merged, full), truth)
-            except ValueError:
-                same = False
-            expect(same, f"{label}: expected a mask broadcastable to {full} equal to the union")
+        for label, masks, ref, truth in merges:
+            with within(masks=masks):
+                merged = r[ref]
+                expect(merged is not None, f"{label} returned None", "missing")
+                try:
+                    same = np.array_equal(np.broadcast_to(merged, full), truth)
+                except ValueError:
+                    same = False
+                expect(same, f"{label}: expected a mask broadcastable to {full} equal to the "
+                             f"union", "mask")
         expect(r[nothing] is None or not np.any(r[nothing]),
                "_merge_masks(None, None) must mask nothing")
     return check

@@ -1,0 +1,345 @@
+# hw4p1: instructor-only
+"""From failed hidden checks to a hint that names the likely bug, without showing the test.
+
+A failed check of ``mytorch_hidden`` raises CheckFailed carrying a :class:`Failure`: what was
+compared (``quantity``: ``"dLdW"``, ``"output"``, ``"_merge_masks"``...), how it failed (``kind``),
+in which role (against the truth, or the student's gradient against finite differences of their
+own forward, or those finite differences against the truth), what the difference looks like
+(``tests.numeric_checks.difference_features``: a constant multiple, the right numbers in other
+places, another shape, an offset shared by every row), what the test knew about the case
+(``context``: the softmax's dim is the last axis or not) and, for attention's output, which
+common wrong formula reproduces the student's values (``variant``).
+
+:func:`hints` reads a category's signature (each test's Failure, or None when it passed) against
+rules written per bug family, not per catalogue entry, and returns the hint of each failing test.
+A hint names the likely bug and where to look; it never quotes an input, an expected value or a
+line of the solution. A signature that no rule recognises gets no hint: the feedback then says
+what differed and nothing more.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+KINDS = ("value", "shape", "nonfinite", "dtype", "missing", "modified", "mask", "raised", "stopped")
+ROLES = ("truth", "backward-vs-forward", "forward")
+
+
+@dataclass
+class Failure:
+    """What one failed check (or a worker's reported failure) tells about the bug."""
+
+    kind: str  # one of KINDS
+    quantity: str = ""  # the value compared, as the student's code names it
+    role: str = "truth"  # one of ROLES
+    features: frozenset[str] = frozenset()  # tests.numeric_checks.DIFFERENCES keys
+    context: dict = field(default_factory=dict)
+    variant: str = ""  # the wrong attention formula that reproduces the output, if one does
+    step: str = ""  # "Class.method" that raised, for kind "raised"
+    exception: str = ""  # its class, for kind "raised"
+
+
+@dataclass(frozen=True)
+class Hint:
+    family: str  # the bug family, for the mutants report; never shown
+    text: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention's output: which common wrong formula gives the student's values
+# ---------------------------------------------------------------------------------------------
+
+def _attention(Q, K, V, mask, scale: float, fill: str = "subtract", axis: int = -1):
+    scores = Q @ np.swapaxes(K, -1, -2) * scale
+    if mask is not None:
+        mask = np.broadcast_to(mask, scores.shape)
+        scores = np.where(mask, 0.0, scores) if fill == "zero" else np.where(mask, -1e9, scores)
+    weights = np.exp(scores - scores.max(axis=axis, keepdims=True))
+    weights /= weights.sum(axis=axis, keepdims=True)
+    return weights @ V
+
+
+def _matches(actual: np.ndarray, candidate: np.ndarray) -> bool:
+    scale = max(float(np.max(np.abs(candidate), initial=0.0)), 1.0)
+    return (actual.shape == candidate.shape and bool(np.all(np.isfinite(actual)))
+            and float(np.max(np.abs(actual - candidate), initial=0.0)) <= 1e-6 * scale)
+
+
+def _fitted_scale(actual, Q, K, V, mask) -> float | None:
+    """The score scale c for which softmax(c Q K^T, masked) V reproduces ``actual``, if one does
+    (golden-section search over log c in [1e-4, 1e2])."""
+    def error(log_c: float) -> float:
+        return float(np.max(np.abs(_attention(Q, K, V, mask, math.exp(log_c)) - actual)))
+    grid = np.linspace(math.log(1e-4), math.log(1e2), 121)
+    best = int(np.argmin([error(x) for x in grid]))
+    low, high = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    ratio = (math.sqrt(5) - 1) / 2
+    for _ in range(80):
+        a, b = high - ratio * (high - low), low + ratio * (high - low)
+        if error(a) < error(b):
+            high = b
+        else:
+            low = a
+    scale = math.exp((low + high) / 2)
+    return scale if _matches(actual, _attention(Q, K, V, mask, scale)) else None
+
+
+def attention_variant(actual, Q, K, V, mask) -> str:
+    """The family of wrong formula that reproduces an attention output, or ''.
+
+    Tried: another scale of the scores than 1/sqrt(E) ('scale'), the mask ignored, read the other
+    way round or setting masked scores to 0 ('mask-ignored', 'mask-inverted', 'mask-zero'), and the
+    softmax taken over the queries instead of the keys ('softmax-axis')."""
+    if actual is None or not isinstance(actual, np.ndarray) or actual.dtype.kind != "f":
+        return ""
+    actual = actual.astype(np.float64)
+    scale = 1 / math.sqrt(Q.shape[-1])
+    candidates = {"softmax-axis": _attention(Q, K, V, mask, scale, axis=-2)}
+    if mask is not None and np.any(mask):
+        candidates |= {"mask-ignored": _attention(Q, K, V, None, scale),
+                       "mask-inverted": _attention(Q, K, V, ~np.asarray(mask), scale),
+                       "mask-zero": _attention(Q, K, V, mask, scale, fill="zero")}
+    for name, candidate in candidates.items():
+        if _matches(actual, candidate):
+            return name
+    fitted = _fitted_scale(actual, Q, K, V, mask)
+    return "scale" if fitted is not None and abs(fitted / scale - 1) > 1e-3 else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules: a category's signature -> the hint of each failing test
+# ---------------------------------------------------------------------------------------------
+
+Signature = dict[str, "Failure | None"]  # test name -> its Failure, None when it passed
+Rule = Callable[[Signature], "dict[str, Hint]"]
+
+
+def failing(signature: Signature) -> dict[str, Failure]:
+    return {name: failure for name, failure in signature.items() if failure is not None}
+
+
+def each(signature: Signature, family: str, text: str,
+         when: Callable[[Failure], bool]) -> dict[str, Hint]:
+    """The hint for every failing test whose Failure satisfies ``when``."""
+    return {name: Hint(family, text) for name, failure in failing(signature).items()
+            if when(failure)}
+
+
+def passed(signature: Signature, prefix: str) -> bool:
+    """Every test whose name starts with ``prefix`` ran and passed (there is at least one)."""
+    named = [failure for name, failure in signature.items() if name.startswith(prefix)]
+    return bool(named) and all(failure is None for failure in named)
+
+
+def is_gradient(quantity: str) -> bool:
+    return quantity.startswith("d") or ".dLd" in quantity
+
+
+def stale_cache(s: Signature) -> dict[str, Hint]:
+    """Only tests that run a second forward before backward fail: backward used the first's."""
+    failures = failing(s)
+    if not failures or not all(f.context.get("second_forward") for f in failures.values()):
+        return {}
+    hint = Hint("stale-cache", "backward used values from an earlier forward: store what "
+                "backward needs at every forward call, from that call's inputs")
+    return dict.fromkeys(failures, hint)
+
+
+def only_fully_masked(s: Signature) -> dict[str, Hint]:
+    """Only tests with query rows whose keys are all masked fail."""
+    failures = failing(s)
+    if not failures or not all(f.context.get("fully_masked") for f in failures.values()):
+        return {}
+    hint = Hint("fully-masked", "only rows whose keys are all masked fail: such a row must stay "
+                "finite (it attends uniformly, its output is the mean of the values), with no "
+                "NaN from exp(-inf) / 0 nor a float64 constant promoting float32")
+    return dict.fromkeys(failures, hint)
+
+
+# Hints that hold in every category, tried before the category's own rules.
+def generic_rules() -> list[Rule]:
+    return [
+        stale_cache,
+        only_fully_masked,
+        lambda s: each(s, "in-place", "your code changes an input array in place; compute new "
+                       "arrays (or work on a copy) instead of writing into what you were given",
+                       lambda f: f.kind == "modified"),
+        lambda s: each(s, "dtype", "float32 inputs must give float32 results: look for arrays "
+                       "or numpy scalars created as float64 along the way (np.zeros without a "
+                       "dtype, np.sqrt of a Python number)", lambda f: f.kind == "dtype"),
+    ]
+
+
+def linear_rules() -> list[Rule]:
+    def z(f: Failure) -> bool:
+        return f.quantity == "Z"
+
+    return [
+        lambda s: each(s, "linear-batch-shape", "Z (or dLdA) has the right values in the wrong "
+                       "shape: for an input of any number of leading dimensions, return "
+                       "(*leading, out_features) (and dLdA shaped like A)",
+                       lambda f: f.quantity in ("Z", "dLdA") and "reshaped" in f.features),
+        lambda s: each(s, "linear-bias", "Z is off by the same vector in every row: look at how "
+                       "the bias is added in forward",
+                       lambda f: (z(f) and "offset" in f.features)
+                       or (f.quantity == "dLdb" and f.role == "forward")),
+        lambda s: each(s, "linear-forward-product", "Z is wrong and the bias is not the cause: "
+                       "check the product of A with W (W is (out_features, in_features))",
+                       lambda f: z(f) or f.role == "forward"),
+        lambda s: each(s, "linear-grad-batch-reduction", "a parameter gradient is a constant "
+                       "multiple of the right one, or keeps batch axes: dLdW and dLdb add up the "
+                       "contributions of every position of every leading dimension (a sum, not "
+                       "a mean, over all of them)",
+                       lambda f: f.quantity in ("dLdW", "dLdb")
+                       and f.features & {"scaled", "unreduced"}),
+        lambda s: each(s, "linear-grad-layout", "dLdW holds the right numbers in the wrong "
+                       "places: it is shaped like W (out_features, in_features); a transpose, "
+                       "not a reshape, gets it there",
+                       lambda f: f.quantity == "dLdW" and f.features & {"rearranged",
+                                                                         "reshaped"}),
+        lambda s: each(s, "linear-forward-product", "forward raised: check the shapes in the "
+                       "product of A with W (W is (out_features, in_features))",
+                       lambda f: f.kind == "raised" and f.quantity == "forward"),
+        lambda s: each(s, "linear-grad", "the forward is right but a gradient is not: derive "
+                       "dLdA, dLdW and dLdb from Z = A W^T + b, for inputs with several leading "
+                       "dimensions too", lambda f: is_gradient(f.quantity)
+                       or (f.kind == "raised" and f.quantity == "backward")),
+    ]
+
+
+def softmax_rules() -> list[Rule]:
+    def forward(f: Failure) -> bool:
+        return f.quantity == "A" or f.role == "forward"
+
+    def backward(f: Failure) -> bool:
+        return f.quantity == "dLdZ" and f.role != "forward"
+
+    def only_off_the_last_axis(s: Signature, which: Callable[[Failure], bool]) -> bool:
+        """Every failure of this kind is along a dim other than the last, and there is one."""
+        axes = [f.context.get("last_axis") for f in failing(s).values() if which(f)]
+        return bool(axes) and all(axis is False for axis in axes)
+
+    return [
+        lambda s: each(s, "softmax-stability", "NaN or inf with logits in the thousands: before "
+                       "exponentiating, subtract the maximum of each slice along dim (its own "
+                       "maximum, not one for the whole array)", lambda f: f.kind == "nonfinite"),
+        lambda s: each(s, "softmax-axis", "A is right along the last axis but not along others: "
+                       "normalise along self.dim", lambda f: forward(f)
+                       and only_off_the_last_axis(s, forward)),
+        lambda s: each(s, "softmax-backward-axis", "A is right but dLdZ is right only along the "
+                       "last axis: every sum in backward runs along self.dim too",
+                       lambda f: backward(f) and only_off_the_last_axis(s, backward)),
+        lambda s: each(s, "softmax-backward-jacobian", "A is right but dLdZ is not: each output "
+                       "of a slice depends on every input of that slice, so the Jacobian is not "
+                       "diagonal (its off-diagonal terms are -A_i A_j)", backward),
+    ]
+
+
+SDPA_VARIANTS = {
+    "scale": ("sdpa-scale", "the output matches attention with another scaling of the scores: "
+              "they are divided by the square root of E, the queries' and keys' last dimension"),
+    "mask-ignored": ("sdpa-mask", "the output matches attention with the mask ignored: masked "
+                     "positions must get (close to) zero weight"),
+    "mask-inverted": ("sdpa-mask", "the output matches attention with the mask read the other "
+                      "way round: True marks the positions that must NOT be attended to"),
+    "mask-zero": ("sdpa-mask", "the output matches attention with masked scores set to 0: a "
+                  "masked score must be very negative so that its weight vanishes after softmax"),
+    "softmax-axis": ("sdpa-softmax-axis", "the output matches attention with the softmax over "
+                     "the queries: each query's weights over the keys (the last axis) sum to 1"),
+}
+
+
+def sdpa_rules() -> list[Rule]:
+    def variant_hints(s: Signature) -> dict[str, Hint]:
+        found = {f.variant for f in failing(s).values() if f.variant}
+        if len(found) != 1:
+            return {}
+        hint = Hint(*SDPA_VARIANTS[found.pop()])
+        return {name: hint for name in failing(s)}
+
+    return [
+        variant_hints,
+        lambda s: each(s, "sdpa-backward-shapes", "backward multiplies arrays whose shapes do not "
+                       "match when the numbers of queries and keys differ: check which factor "
+                       "of each product is transposed (dV is shaped like V, dK like K)",
+                       lambda f: f.kind == "raised" and f.step.endswith(".backward")),
+        lambda s: each(s, "sdpa-backward-scale", "the output is right and a gradient is a "
+                       "constant multiple of the right one: the scores' scale factor belongs in "
+                       "dQ and dK too", lambda f: is_gradient(f.quantity)
+                       and "scaled" in f.features),
+        lambda s: each(s, "sdpa-mask", "the output is wrong only with a mask: masked keys must "
+                       "not influence the output, and masked scores get no gradient",
+                       lambda f: f.context.get("masked") and f.quantity == "output"),
+        lambda s: each(s, "sdpa-backward", "the output is right but a gradient is not: follow "
+                       "the forward backwards (weights times V, the softmax, the scaled product "
+                       "of Q and K) and check each step's transposes", lambda f:
+                       is_gradient(f.quantity)),
+    ]
+
+
+def mha_rules() -> list[Rule]:
+    merge = {
+        "both": "a position is masked when EITHER mask masks it",
+        "padding": "the key padding mask (N, S) marks keys: it must broadcast over the heads and "
+                   "the queries",
+        "attention": "the attention mask (L, S) must be used when it is the only mask given",
+    }
+
+    def merge_hints(s: Signature) -> dict[str, Hint]:
+        helper = s.get("mha_helpers")
+        if helper is None or "merge" not in helper.quantity:
+            return {}
+        text = "_merge_masks is wrong: " + merge.get(helper.context.get("masks", ""),
+                                                     "it returns the union of the two masks")
+        return {name: Hint("mha-mask-merge", text) for name in failing(s)}
+
+    def heads_hints(s: Signature) -> dict[str, Hint]:
+        helper = s.get("mha_helpers")
+        if helper is None or "heads" not in helper.quantity:
+            return {}
+        text = ("_split_heads or _concat_heads moves features to the wrong head or time step: "
+                "head h holds the h-th contiguous block of E/H features, and the head axis moves "
+                "with a transpose (a reshape alone mixes time steps and heads)")
+        return {name: Hint("mha-heads", text) for name in failing(s)}
+
+    def projection_hints(s: Signature) -> dict[str, Hint]:
+        if not passed(s, "mha_self_attention") or passed(s, "mha_cross_attention"):
+            return {}
+        text = ("right when query, key and value are one array, wrong when they differ: apply "
+                "each projection to its own input, and send each input's gradient back to it")
+        return {name: Hint("mha-projection-input", text) for name in failing(s)}
+
+    return [
+        merge_hints,
+        heads_hints,
+        projection_hints,
+        lambda s: each(s, "mha-backward-route", "the output is right but a gradient is not: "
+                       "follow the forward backwards, through out_proj, the heads, the attention "
+                       "and each input's own projection", lambda f: is_gradient(f.quantity)
+                       or (f.kind == "raised" and f.quantity == "backward")),
+        lambda s: each(s, "mha-forward", "the output is wrong while the helpers are right: "
+                       "check the forward's order (project, split heads, attend with the merged "
+                       "mask, concatenate heads, out_proj) and that each step gets the previous "
+                       "one's result", lambda f: f.quantity == "output" or f.role == "forward"),
+    ]
+
+
+RULES: dict[str, list[Rule]] = {
+    "Linear": linear_rules(),
+    "Softmax": softmax_rules(),
+    "ScaledDotProductAttention": sdpa_rules(),
+    "MultiHeadAttention": mha_rules(),
+}
+
+
+def hints(category: str, signature: Signature) -> dict[str, Hint]:
+    """For each failing test of ``category``, the first hint a rule gives it (the generic rules
+    first, then the category's, in order); tests no rule recognises are left out."""
+    found: dict[str, Hint] = {}
+    for rule in generic_rules() + RULES.get(category, []):
+        for name, hint in rule(signature).items():
+            found.setdefault(name, hint)
+    return found

@@ -1,0 +1,165 @@
+# hw4p1: instructor-only
+"""The grader's hints: what a difference looks like, which wrong attention formula an output
+comes from, the rules' reading of a signature, and, through the real judge, that a correct
+mytorch gets no hint, that wrong ones the catalogue does not hold get their family's hint, and
+that no feedback quotes a hidden input.
+
+    .venv/bin/python -m pytest -q tests/test_hints.py
+"""
+import re
+
+import numpy as np
+import pytest
+
+from autograder import judge, rubric
+from autograder.hidden_tests.diagnosis import Failure, attention_variant, hints
+from autograder.hidden_tests import mytorch_hidden
+from tests.numeric_checks import difference_features
+from tests.testing_framework import rubric as rubric_category, run_module
+from tools import hint_report
+from tools.mutants import Mutant
+
+RUBRIC = {"Hints": 0}
+SEED = 7
+
+
+@rubric_category("Hints")
+def test_difference_features_on_hand_built_arrays():
+    rng = np.random.default_rng(0)
+    truth = rng.standard_normal((3, 4))
+    assert difference_features(truth, truth) == frozenset()
+    assert difference_features(0.25 * truth, truth) == {"scaled"}
+    assert difference_features(truth + [1.0, -2.0, 0.5, 3.0], truth) == {"offset"}
+    assert difference_features(truth.T.reshape(3, 4), truth) == {"rearranged"}
+    assert difference_features(truth.reshape(12), truth) == {"reshaped"}
+    assert difference_features(np.stack([truth, truth]), truth) == {"unreduced"}
+    assert difference_features(np.zeros_like(truth), truth) == {"zero"}
+    assert difference_features(truth + rng.standard_normal((3, 4)), truth) == frozenset()
+    assert difference_features(np.full((3, 4), np.nan), truth) == frozenset()
+
+
+def attention_case(rng, masked: bool = True):
+    Q, K, V = (rng.standard_normal(shape) for shape in ((2, 3, 4), (2, 5, 4), (2, 5, 2)))
+    mask = rng.random((2, 3, 5)) < 0.4
+    mask[..., 0] = False  # every query sees a key
+    return Q, K, V, (mask if masked else None)
+
+
+def softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@rubric_category("Hints")
+def test_each_wrong_attention_formula_is_recognised_and_the_right_one_is_not():
+    rng = np.random.default_rng(1)
+    Q, K, V, mask = attention_case(rng)
+    scores = Q @ K.swapaxes(-1, -2)
+    right = softmax(np.where(mask, -np.inf, scores / 2), -1) @ V  # E = 4: scale 1/2
+    assert attention_variant(right, Q, K, V, mask) == ""
+    assert attention_variant(softmax(np.where(mask, -np.inf, scores / 7.3), -1) @ V,
+                             Q, K, V, mask) == "scale"
+    assert attention_variant(softmax(scores / 2, -1) @ V, Q, K, V, mask) == "mask-ignored"
+    assert attention_variant(softmax(np.where(mask, 0.0, scores / 2), -1) @ V,
+                             Q, K, V, mask) == "mask-zero"
+    assert attention_variant(softmax(np.where(~mask, -1e30, scores / 2), -1) @ V,
+                             Q, K, V, mask) == "mask-inverted"
+    Q, K, V, _ = attention_case(rng, masked=False)
+    assert attention_variant(softmax(Q @ K.swapaxes(-1, -2) / 2, -2) @ V,
+                             Q, K, V, None) == "softmax-axis"
+    assert attention_variant(right + 0.1, Q, K, V, None) == ""
+
+
+@rubric_category("Hints")
+def test_rules_read_the_signature_as_a_whole():
+    second = Failure("value", "dLdW", context={"second_forward": True})
+    assert {h.family for h in hints("Linear", {"main": None, "second": second}).values()} == \
+        {"stale-cache"}
+    # The same second-forward failure beside a failing main test is not a stale cache.
+    main = Failure("value", "dLdW", features=frozenset({"scaled"}))
+    assert hints("Linear", {"main": main, "second": second})["main"].family == \
+        "linear-grad-batch-reduction"
+    # A softmax backward that fails along the last axis too is not the axis bug.
+    off = Failure("value", "dLdZ", context={"last_axis": False})
+    on = Failure("value", "dLdZ", context={"last_axis": True})
+    assert {h.family for h in hints("Softmax", {"a": off, "b": None}).values()} == \
+        {"softmax-backward-axis"}
+    assert {h.family for h in hints("Softmax", {"a": off, "b": on}).values()} == \
+        {"softmax-backward-jacobian"}
+    # Cross-attention failing while self-attention passes: the projections' inputs.
+    cross = Failure("raised", "forward", step="MultiHeadAttention.forward")
+    assert hints("MultiHeadAttention", {"mha_cross_attention_x": cross,
+                                        "mha_self_attention_y": None})["mha_cross_attention_x"] \
+        .family == "mha-projection-input"
+    # Nothing recognisable: no hint rather than a guess.
+    assert hints("Linear", {"main": Failure("stopped")}) == {}
+
+
+def held_out(file: str, find: str, replace: str, family: str) -> Mutant:
+    return Mutant(id=f"held-out-{family}", file=file, find=find, replace=replace,
+                  test="tests.test_mytorch", bug="", source="tests/test_hints.py", family=family)
+
+
+# Wrong implementations that are not in the catalogue, one per family where the catalogue's own
+# entries could have been learned by heart.
+HELD_OUT = [
+    held_out("mytorch/nn/linear.py", "Z += self.b\n", "Z += 2 * self.b\n", "linear-bias"),
+    held_out("mytorch/nn/scaled_dot_product_attention.py",
+             "1.0 / math.sqrt(Q.shape[-1])  #", "1.0 / math.sqrt(K.shape[-2])  #", "sdpa-scale"),
+    held_out("mytorch/nn/scaled_dot_product_attention.py", "dLdK *= scale\n", "dLdK *= 1.0\n",
+             "sdpa-backward-scale"),
+]
+
+
+@pytest.mark.slow
+@rubric_category("Hints")
+@pytest.mark.parametrize("mutant", HELD_OUT, ids=lambda m: m.family)
+def test_wrong_implementations_outside_the_catalogue_get_their_familys_hint(mutant):
+    graded = hint_report.judge_mutant(mutant, SEED)
+    assert graded.category is not None, "the wrong implementation scored full marks"
+    assert mutant.family in graded.families, graded.families
+
+
+@rubric_category("Hints")
+def test_the_reference_scores_full_marks_with_no_hint():
+    graded = hint_report.judge_tree(hint_report.REPO_ROOT / "mytorch", SEED, every_category=True)
+    assert graded.category is None
+    results = [result for run in graded.runs.values() for result in run.results]
+    assert results and all(r.passed and not r.hint and not r.message for r in results)
+
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+
+
+def significant_digits(token: str) -> int:
+    return len(token.split("e")[0].replace(".", "").lstrip("0"))
+
+
+def hidden_values(seed: int) -> np.ndarray:
+    """Every float the worker received in the gradings of ``seed``, as judge.grade_category
+    draws them."""
+    arrays = [x.ravel() for category in rubric.MYTORCH_RUBRIC
+              for program in judge.build_programs(mytorch_hidden.tests_of(category), seed)[0].values()
+              for x in program.arrays.values() if x.dtype.kind == "f"]
+    return np.concatenate(arrays).astype(np.float64)
+
+
+@pytest.mark.slow
+@rubric_category("Hints")
+def test_no_feedback_quotes_a_hidden_input():
+    """Every graded mutant's feedback (messages and hints, every category): no number precise
+    enough to quote an input (5 significant digits or more), and no three numbers in a row that
+    are three consecutive inputs to 3 digits."""
+    quoted = [f"{v:.2e}" for v in hidden_values(SEED)]
+    consecutive = set(zip(quoted, quoted[1:], quoted[2:]))
+    for mutant in hint_report.graded_mutants():
+        graded = hint_report.judge_mutant(mutant, SEED, every_category=True)
+        feedback = "\n".join(f"{r.message}\n{r.hint}" for run in graded.runs.values()
+                             for r in run.results)
+        tokens = NUMBER.findall(feedback)
+        assert all(significant_digits(t) < 5 for t in tokens), (mutant.id, feedback)
+        floats = [f"{float(t):.2e}" for t in tokens]
+        assert not consecutive & set(zip(floats, floats[1:], floats[2:])), (mutant.id, feedback)
+
+if __name__ == "__main__":
+    run_module(__name__)
