@@ -40,6 +40,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from autograder import judge, rubric, sandbox
+from autograder.lm_diagnosis import lm_hint
 from autograder.safe_tar import Extraction, HandinError, extract_handin
 from hw4lib.handin_format import (CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE,
                                   is_mytorch_source)
@@ -177,8 +178,10 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         print(f"  note: {cap_note}")
     for category, points in rubric.MYTORCH_RUBRIC.items():
         section(f"{category} ({points} points)")
+        failed = frozenset(name for name, earned in scores.items()
+                           if name in rubric.MYTORCH_RUBRIC and earned < rubric.MYTORCH_RUBRIC[name])
         scores[category] = grade_mytorch_category(category, layout, mode, args.mytorch_timeout,
-                                                  report)
+                                                  report, failed)
 
 
 def skip_mytorch(reason: str, report: dict) -> None:
@@ -239,10 +242,11 @@ def link_numpy(folder: Path) -> None:
 
 
 def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, timeout: float,
-                           report: dict) -> float:
-    """Judge one category's hidden tests; print each test's outcome; return the points."""
+                           report: dict, failed: frozenset[str] = frozenset()) -> float:
+    """Judge one category's hidden tests (``failed``: the categories graded before that lost
+    points); print each test's outcome; return the points."""
     points = rubric.MYTORCH_RUBRIC[category]
-    run = judge.grade_category(category, layout, mode, timeout)
+    run = judge.grade_category(category, layout, mode, timeout, failed=failed)
     if run.timed_out:
         report["status"] = "timeout"
     for result in run.results:
@@ -333,7 +337,13 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
                f"-> {points}/{rubric.LM_POINTS}")
     print(f"  {message}   [{run.seconds:.1f} s]")
     report_self_reported_metrics(reported, result.get("public_perplexity_char"))
-    return points, {"message": message, "perplexity_char": perplexity,
+    card = read_json(handin.files[RUN_CARD_FILE]) if RUN_CARD_FILE in handin.files else None
+    hint = lm_hint(perplexity, full_marks_ppl, reported, result.get("public_perplexity_char"),
+                   card.get("val_perplexity_char") if isinstance(card, dict) else None,
+                   REPORTED_TOLERANCE)
+    if hint:
+        print(indent(hint, "  likely cause: "))
+    return points, {"message": message, "hint": hint, "perplexity_char": perplexity,
                     "reported_perplexity_char": reported,
                     "public_perplexity_char": result.get("public_perplexity_char"),
                     "num_parameters": result.get("num_parameters"),

@@ -30,8 +30,9 @@ import torch
 import yaml
 from torch.utils.data import DataLoader
 
+from autograder.lm_diagnosis import tokenizer_hint
 from autograder.sandbox import MAX_ERROR_CHARS
-from hw4lib.config import ConfigError, short_repr, validate_untrusted
+from hw4lib.config import ConfigError, short_repr, validate_untrusted, vocab_size_of
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest
@@ -100,7 +101,11 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path,
                      tokenizer.vocab_size, what=f"model_state_dict.pt ({token_type} tokenizer, "
                                                 f"vocab_size {tokenizer.vocab_size})")
     except StateDictMismatch as error:
-        raise GradingError(f"{error} `make handin` refuses such a model: pack with it.") from error
+        fit = tokenizer_hint(token_type, {key: tuple(value.shape) for key, value in
+                                          state_dict.items()},
+                             {name: vocab_size_of(name) for name in DEFAULT_TOKEN_MAP})
+        raise GradingError(f"{error} `make handin` refuses such a model: pack with it."
+                           + (f" Likely cause: {fit}." if fit else "")) from error
     model = DecoderOnlyTransformer(**model_config, num_classes=tokenizer.vocab_size)
     try:
         model.load_state_dict(state_dict, strict=True)

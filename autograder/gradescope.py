@@ -137,7 +137,8 @@ def results_payload(scores: dict[str, float], details: dict, summary: str,
                   "number": f"{len(rubric.MYTORCH_RUBRIC) + 1}.1", "score": lm_points,
                   "max_score": float(rubric.LM_POINTS),
                   "status": "passed" if lm_points == rubric.LM_POINTS else "failed",
-                  "output": str(lm.get("message") or "see the summary"),
+                  "output": str(lm.get("message") or "see the summary")
+                  + (f"\nLikely cause: {lm['hint']}" if lm.get("hint") else ""),
                   "tags": [rubric.LM_CATEGORY], "visibility": "visible"})
     payload = {"score": round(sum(test["score"] for test in tests), 2),
                "output": summary[-MAX_OUTPUT_CHARS:], "visibility": "visible",

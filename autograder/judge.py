@@ -70,9 +70,11 @@ class CategoryRun:
 
 
 def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: float,
-                   seed: int | None = None) -> CategoryRun:
+                   seed: int | None = None, failed: frozenset[str] = frozenset()) -> CategoryRun:
     """Run every hidden test of ``category`` against the student's mytorch in ``mode``, with
-    inputs drawn from ``seed`` (default: a fresh random one, which is what grading uses)."""
+    inputs drawn from ``seed`` (default: a fresh random one, which is what grading uses);
+    ``failed``: the categories that lost points already (the hints point to those this one
+    uses)."""
     tests = tests_of(category)
     programs, checks = build_programs(tests, secrets.randbits(SEED_BITS) if seed is None else seed)
     if layout.input_dir.exists():
@@ -91,7 +93,8 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
                          programs[test.name].steps, files)
               for test in tests]
     results = [result for result, _ in judged]
-    hints = diagnosis.hints(category, {result.name: failure for result, failure in judged})
+    hints = diagnosis.hints(category, {result.name: failure for result, failure in judged},
+                            failed)
     for result in results:
         if result.name in hints:
             result.hint = hints[result.name].text

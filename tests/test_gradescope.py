@@ -22,9 +22,9 @@ import pytest
 from autograder import gradescope, rubric
 from tests import platform_profiles
 from tests.test_autograder import (ATTACKS, MYTORCH_ZERO, TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
-                                   attack_handin, built_autograder,
+                                   attack_handin, built_autograder, copy_reference_mytorch,
                                    honest_scores, import_without_site_packages, make_model_handin,
-                                   pack_folder, remove_session_folders)
+                                   pack_folder, remove_session_folders, run_grader)
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Packaging": 0, "Results": 0}
@@ -172,6 +172,34 @@ def test_honest_broken_and_hostile_handins_match_the_autolab_scores(tmp_path):
         assert "Total" in results["output"] and "What differed" not in results["output"], name
         assert not any(t["output"].split("\n")[-1] in results["output"] for t in hidden
                        if "What differed" in t["output"]), name
+
+
+@pytest.mark.slow
+@rubric_category("Results")
+def test_a_failed_hidden_test_shows_the_likely_cause_on_both_platforms(tmp_path):
+    """A mytorch whose Linear forgets the bias: Autolab's output and Gradescope's per-test output
+    give that family's hint under every failed Linear test, point every failed MultiHeadAttention
+    test (whose projections are Linears) to Linear, and say nothing under passed tests."""
+    handin = tmp_path / "handin"
+    make_model_handin(handin)
+    linear = copy_reference_mytorch(handin) / "nn" / "linear.py"
+    linear.write_text(linear.read_text().replace("Z += self.b\n", "Z += 0.0\n"))
+    tar = pack_folder(handin, tmp_path / "handin.tar")
+    hints = {"Linear": "Z is off by the same vector in every row",
+             "MultiHeadAttention": "MultiHeadAttention calls your Linear, which fails its own"}
+    (tmp_path / "autolab").mkdir()
+    lines, scores = run_grader(tmp_path / "autolab", tar)
+    assert scores["Linear"] < rubric.MYTORCH_RUBRIC["Linear"], scores
+    causes = [line for line in lines if "likely cause:" in line]
+    assert causes and all(any(hint in line for hint in hints.values()) for line in causes), causes
+    (tmp_path / "gs").mkdir()
+    results = run_autograder(unpack_root(tmp_path / "gs", tar))
+    failed = [t for t in results["tests"] if t["status"] == "failed"
+              and t["tags"][0] in rubric.MYTORCH_RUBRIC]
+    assert {t["tags"][0] for t in failed} == set(hints), failed
+    assert all(f"Likely cause: {hints[t['tags'][0]]}" in t["output"] for t in failed), failed
+    assert not any("Likely cause" in t["output"] for t in results["tests"]
+                   if t["status"] == "passed")
 
 
 # Reads every copy of the hidden material it can find; if any, prints it and breaks mytorch.

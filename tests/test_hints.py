@@ -11,15 +11,19 @@ import re
 import numpy as np
 import pytest
 
-from autograder import judge, rubric
+import yaml
+
+from autograder import grade_model, judge, rubric
 from autograder.hidden_tests.diagnosis import Failure, attention_variant, hints
+from autograder.lm_diagnosis import VAL_TEST_GAP, lm_hint
 from autograder.hidden_tests import mytorch_hidden
 from tests.numeric_checks import difference_features
 from tests.testing_framework import rubric as rubric_category, run_module
+from tests.test_autograder import make_hidden_set, make_model_handin
 from tools import hint_report
 from tools.mutants import Mutant
 
-RUBRIC = {"Hints": 0}
+RUBRIC = {"Hints": 0, "Language-model hints": 0}
 SEED = 7
 
 
@@ -93,6 +97,12 @@ def test_rules_read_the_signature_as_a_whole():
         .family == "mha-projection-input"
     # Nothing recognisable: no hint rather than a guess.
     assert hints("Linear", {"main": Failure("stopped")}) == {}
+    # A class that calls a failing one: that one is the likely cause, not this one's rules.
+    output = Failure("value", "output")
+    assert hints("MultiHeadAttention", {"t": output})["t"].family == "mha-forward"
+    assert hints("MultiHeadAttention", {"t": output}, frozenset({"Linear"}))["t"].family == \
+        "uses-a-failing-class"
+    assert hints("ScaledDotProductAttention", {"t": output}, frozenset({"Linear"})) == {}
 
 
 def held_out(file: str, find: str, replace: str, family: str) -> Mutant:
@@ -160,6 +170,35 @@ def test_no_feedback_quotes_a_hidden_input():
         assert all(significant_digits(t) < 5 for t in tokens), (mutant.id, feedback)
         floats = [f"{float(t):.2e}" for t in tokens]
         assert not consecutive & set(zip(floats, floats[1:], floats[2:])), (mutant.id, feedback)
+
+@rubric_category("Language-model hints")
+def test_language_model_hints_name_the_one_cause_the_numbers_show():
+    tolerance, mark = 0.02, 3.5
+    # Good and consistent: nothing to say. Weak but consistent, nothing known: nothing either.
+    assert lm_hint(3.0, mark, 3.01, 3.0, 2.95, tolerance) == ""
+    assert lm_hint(4.0, mark, 4.0, 4.0, 3.9, tolerance) == ""
+    assert lm_hint(4.0, mark, None, None, None, tolerance) == ""
+    # The run's own evaluation is worse than the weights in eval mode: dropout left on.
+    assert "eval mode" in lm_hint(3.0, mark, 3.6, 3.0, 2.95, tolerance)
+    # Weights far worse than their checkpoint's best validation: not the best epoch's weights.
+    not_best = lm_hint(4.0, mark, 4.0, 4.0, 4.0 / (1 + 2 * VAL_TEST_GAP), tolerance)
+    assert "best epoch" in not_best
+    assert lm_hint(4.0, mark, 4.0, 4.0, 4.0 / (1 + VAL_TEST_GAP / 2), tolerance) == ""
+    # The metrics are better than the packed weights give: other weights were evaluated.
+    assert "not the ones that were evaluated" in lm_hint(3.6, mark, 3.0, 3.6, 3.5, tolerance)
+
+
+@rubric_category("Language-model hints")
+def test_weights_of_another_tokenizer_are_named_in_the_refusal(tmp_path):
+    make_model_handin(tmp_path / "handin", "char")
+    config = yaml.safe_load((tmp_path / "handin" / "config.yaml").read_text())
+    config["tokenization"]["token_type"] = "1k"
+    (tmp_path / "handin" / "config.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(grade_model.GradingError, match="the weights fit the char tokenizer, but "
+                       "config.yaml's tokenization.token_type is 1k"):
+        grade_model.evaluate_handin(tmp_path / "handin", make_hidden_set(tmp_path / "hidden"),
+                                    tmp_path / "work")
+
 
 if __name__ == "__main__":
     run_module(__name__)

@@ -43,6 +43,7 @@ SHIPPED_FILES = (
     "autograder/safe_tar.py",
     "autograder/grade.py",
     "autograder/grade_model.py",
+    "autograder/lm_diagnosis.py",
     "autograder/judge.py",
     "autograder/landlock.py",
     "autograder/sandbox.py",

@@ -327,6 +327,11 @@ def mha_rules() -> list[Rule]:
     ]
 
 
+# The mytorch classes each category's class calls: when one of them fails its own tests, that is
+# the likely cause of this category's failures too.
+USES = {"ScaledDotProductAttention": ("Softmax",),
+        "MultiHeadAttention": ("Linear", "Softmax", "ScaledDotProductAttention")}
+
 RULES: dict[str, list[Rule]] = {
     "Linear": linear_rules(),
     "Softmax": softmax_rules(),
@@ -335,9 +340,18 @@ RULES: dict[str, list[Rule]] = {
 }
 
 
-def hints(category: str, signature: Signature) -> dict[str, Hint]:
+def hints(category: str, signature: Signature,
+          failed: frozenset[str] = frozenset()) -> dict[str, Hint]:
     """For each failing test of ``category``, the first hint a rule gives it (the generic rules
-    first, then the category's, in order); tests no rule recognises are left out."""
+    first, then the category's, in order); tests no rule recognises are left out. When a class
+    this one uses is in ``failed`` (the categories that lost points), that is every failure's
+    hint."""
+    used = [name for name in USES.get(category, ()) if name in failed]
+    if used:
+        hint = Hint("uses-a-failing-class", f"{category} calls your {' and '.join(used)}, which "
+                    f"fail{'s' if len(used) == 1 else ''} its own hidden tests: fix "
+                    f"{'it' if len(used) == 1 else 'them'} first")
+        return dict.fromkeys(failing(signature), hint)
     found: dict[str, Hint] = {}
     for rule in generic_rules() + RULES.get(category, []):
         for name, hint in rule(signature).items():
