@@ -118,6 +118,11 @@ HELD_OUT = [
              "1.0 / math.sqrt(Q.shape[-1])  #", "1.0 / math.sqrt(K.shape[-2])  #", "sdpa-scale"),
     held_out("mytorch/nn/scaled_dot_product_attention.py", "dLdK *= scale\n", "dLdK *= 1.0\n",
              "sdpa-backward-scale"),
+    held_out("mytorch/nn/activation.py", "A /= A.sum(axis=self.dim, keepdims=True)\n",
+             "A /= A.sum()\n", "softmax-forward"),
+    held_out("mytorch/nn/multi_head_attention.py",
+             "v = self._split_heads(self.v_proj.forward(value))\n",
+             "v = self._split_heads(self.v_proj.forward(key))\n", "mha-projection-input"),
 ]
 
 

@@ -60,7 +60,10 @@ def judge_tree(mytorch: Path, seed: int, every_category: bool = False) -> Graded
                                 layout.runtime_dir / "autograder" / name)
             grade.link_numpy(layout.pylib_dir)
             layout.tmp_dir.mkdir()
-            runs[category] = judge.grade_category(category, layout, MODE, TIMEOUT_S, seed=seed)
+            failed = frozenset(name for name, run in runs.items()
+                               if not all(result.passed for result in run.results))
+            runs[category] = judge.grade_category(category, layout, MODE, TIMEOUT_S, seed=seed,
+                                                  failed=failed)
         if first is None and not all(result.passed for result in runs[category].results):
             first = category
             if not every_category:

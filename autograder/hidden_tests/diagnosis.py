@@ -138,6 +138,21 @@ def is_gradient(quantity: str) -> bool:
     return quantity.startswith("d") or ".dLd" in quantity
 
 
+def in_forward(f: Failure) -> bool:
+    """The failure shows the forward is wrong: its output, the finite differences of it, or a
+    forward that raised."""
+    return (f.quantity in ("Z", "A", "output") or f.role == "forward"
+            or (f.kind == "raised" and f.quantity == "forward"))
+
+
+def in_backward(s: Signature) -> Callable[[Failure], bool]:
+    """A gradient failure, in a category whose forward passed every check (a wrong forward makes
+    the gradients wrong too, so it is the likelier cause)."""
+    forward_ok = not any(in_forward(f) for f in failing(s).values())
+    return lambda f: forward_ok and (is_gradient(f.quantity)
+                                     or (f.kind == "raised" and f.quantity == "backward"))
+
+
 def stale_cache(s: Signature) -> dict[str, Hint]:
     """Only tests that run a second forward before backward fail: backward used the first's."""
     failures = failing(s)
@@ -205,8 +220,7 @@ def linear_rules() -> list[Rule]:
                        lambda f: f.kind == "raised" and f.quantity == "forward"),
         lambda s: each(s, "linear-grad", "the forward is right but a gradient is not: derive "
                        "dLdA, dLdW and dLdb from Z = A W^T + b, for inputs with several leading "
-                       "dimensions too", lambda f: is_gradient(f.quantity)
-                       or (f.kind == "raised" and f.quantity == "backward")),
+                       "dimensions too", in_backward(s)),
     ]
 
 
@@ -229,6 +243,9 @@ def softmax_rules() -> list[Rule]:
         lambda s: each(s, "softmax-axis", "A is right along the last axis but not along others: "
                        "normalise along self.dim", lambda f: forward(f)
                        and only_off_the_last_axis(s, forward)),
+        lambda s: each(s, "softmax-forward", "A is wrong: along dim, each slice of A is the "
+                       "exponential of that slice divided by the slice's own sum (they add up to "
+                       "1 along dim only)", lambda f: not in_backward(s)(f)),
         lambda s: each(s, "softmax-backward-axis", "A is right but dLdZ is right only along the "
                        "last axis: every sum in backward runs along self.dim too",
                        lambda f: backward(f) and only_off_the_last_axis(s, backward)),
@@ -268,15 +285,14 @@ def sdpa_rules() -> list[Rule]:
                        lambda f: f.kind == "raised" and f.step.endswith(".backward")),
         lambda s: each(s, "sdpa-backward-scale", "the output is right and a gradient is a "
                        "constant multiple of the right one: the scores' scale factor belongs in "
-                       "dQ and dK too", lambda f: is_gradient(f.quantity)
+                       "dQ and dK too", lambda f: in_backward(s)(f)
                        and "scaled" in f.features),
         lambda s: each(s, "sdpa-mask", "the output is wrong only with a mask: masked keys must "
                        "not influence the output, and masked scores get no gradient",
                        lambda f: f.context.get("masked") and f.quantity == "output"),
         lambda s: each(s, "sdpa-backward", "the output is right but a gradient is not: follow "
                        "the forward backwards (weights times V, the softmax, the scaled product "
-                       "of Q and K) and check each step's transposes", lambda f:
-                       is_gradient(f.quantity)),
+                       "of Q and K) and check each step's transposes", in_backward(s)),
     ]
 
 
@@ -318,12 +334,11 @@ def mha_rules() -> list[Rule]:
         projection_hints,
         lambda s: each(s, "mha-backward-route", "the output is right but a gradient is not: "
                        "follow the forward backwards, through out_proj, the heads, the attention "
-                       "and each input's own projection", lambda f: is_gradient(f.quantity)
-                       or (f.kind == "raised" and f.quantity == "backward")),
+                       "and each input's own projection", in_backward(s)),
         lambda s: each(s, "mha-forward", "the output is wrong while the helpers are right: "
                        "check the forward's order (project, split heads, attend with the merged "
                        "mask, concatenate heads, out_proj) and that each step gets the previous "
-                       "one's result", lambda f: f.quantity == "output" or f.role == "forward"),
+                       "one's result", lambda f: not in_backward(s)(f)),
     ]
 
 
