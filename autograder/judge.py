@@ -67,6 +67,7 @@ class CategoryRun:
     note: str  # why the worker stopped early (time limit, exit status), or ''
     timed_out: bool = False
     families: dict[str, str] = field(default_factory=dict)  # test -> bug family of its hint
+    failures: dict[str, Failure] = field(default_factory=dict)  # test -> what its failure showed
 
 
 def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: float,
@@ -99,7 +100,8 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
         if result.name in hints:
             result.hint = hints[result.name].text
     return CategoryRun(results, run.output, run.seconds, note, run.timed_out,
-                       {name: hint.family for name, hint in hints.items()})
+                       {name: hint.family for name, hint in hints.items()},
+                       {result.name: failure for result, failure in judged if failure})
 
 
 def build_programs(tests: list[HiddenTest], seed: int) -> tuple[dict[str, wire.Program], dict]:

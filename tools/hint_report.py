@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import grade, judge, rubric, sandbox
+from autograder.hidden_tests.diagnosis import describe
 from tools import mutants as catalogue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -90,8 +91,9 @@ def graded_mutants(only: list[str] | None = None) -> list[catalogue.Mutant]:
     return found
 
 
-def report(mutants: list[catalogue.Mutant], seed: int = 0) -> int:
-    """Print one line per mutant and the share named; 1 when under :data:`AIM`, when the
+def report(mutants: list[catalogue.Mutant], seed: int = 0, signatures: bool = False) -> int:
+    """Print one line per mutant and the share named, with the failure signature of each mutant
+    whose hint missed (of every mutant with ``signatures``); 1 when under :data:`AIM`, when the
     reference gets a hint or loses points, or when a mutant scores full marks."""
     reference = judge_tree(REPO_ROOT / "mytorch", seed)
     problems = []
@@ -109,6 +111,9 @@ def report(mutants: list[catalogue.Mutant], seed: int = 0) -> int:
         given = ", ".join(sorted(graded.families)) or "no hint"
         print(f"  {'named ' if hit else 'MISSED'}  {mutant.id:<38s} {mutant.family:<28s} "
               f"{graded.category or '-':<26s} {given}", flush=True)
+        if graded.category and (signatures or not hit):
+            for test, failure in graded.runs[graded.category].failures.items():
+                print(f"            {test}: {describe(failure)}")
     share = named / len(mutants) if mutants else 1.0
     print(f"hints name the bug family of {named} / {len(mutants)} graded mutants "
           f"({share:.0%}; aim {AIM:.0%})")
@@ -123,13 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="entries whose id matches this glob")
     parser.add_argument("--seed", type=int, default=0, help="the hidden inputs' seed")
+    parser.add_argument("--signatures", action="store_true",
+                        help="print every mutant's failure signature (default: only the missed)")
     args = parser.parse_args(argv)
     mutants = graded_mutants(args.only)
     if not mutants:
         print("hint_report: no catalogue entry with a family selected"
               + (" by --only: nothing to report" if args.only else ""), file=sys.stderr)
         return 0 if args.only else 1
-    return report(mutants, args.seed)
+    return report(mutants, args.seed, args.signatures)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,14 @@ class Failure:
     exception: str = ""  # its class, for kind "raised"
 
 
+def describe(failure: Failure) -> str:
+    """The failure in one line, for the mutants report (never shown to students)."""
+    parts = [failure.kind, failure.quantity or "-", failure.role]
+    parts += sorted(failure.features) + [f"{k}={v}" for k, v in sorted(failure.context.items())]
+    parts += [f"variant={failure.variant}"] if failure.variant else []
+    return " ".join(parts + ([failure.step] if failure.step else []))
+
+
 @dataclass(frozen=True)
 class Hint:
     family: str  # the bug family, for the mutants report; never shown
