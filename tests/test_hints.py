@@ -143,11 +143,11 @@ def test_the_reference_scores_full_marks_with_no_hint():
     assert results and all(r.passed and not r.hint and not r.message for r in results)
 
 
-NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
 def significant_digits(token: str) -> int:
-    return len(token.split("e")[0].replace(".", "").lstrip("0"))
+    return len(token.lstrip("-").split("e")[0].replace(".", "").lstrip("0"))
 
 
 def hidden_values(seed: int) -> np.ndarray:
