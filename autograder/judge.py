@@ -51,6 +51,7 @@ class TestResult:
     summary: str  # what the test checks
     message: str  # empty when it passed; what differed otherwise (no hidden inputs)
     hint: str = ""  # the likely bug, when the category's failures point to one (diagnosis.py)
+    family: str = ""  # that bug's family, for the staff (the regrade's counts, the hint report)
 
     @property
     def passed(self) -> bool:
@@ -66,7 +67,6 @@ class CategoryRun:
     seconds: float
     note: str  # why the worker stopped early (time limit, exit status), or ''
     timed_out: bool = False
-    families: dict[str, str] = field(default_factory=dict)  # test -> bug family of its hint
     failures: dict[str, Failure] = field(default_factory=dict)  # test -> what its failure showed
 
 
@@ -98,9 +98,8 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
                             failed)
     for result in results:
         if result.name in hints:
-            result.hint = hints[result.name].text
+            result.hint, result.family = hints[result.name].text, hints[result.name].family
     return CategoryRun(results, run.output, run.seconds, note, run.timed_out,
-                       {name: hint.family for name, hint in hints.items()},
                        {result.name: failure for result, failure in judged if failure})
 
 

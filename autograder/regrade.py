@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
@@ -38,8 +39,8 @@ from autograder.gradescope import find_handin
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 COLUMNS = ["student", "status", *rubric.RUBRIC, "total", "perplexity_recomputed",
-           "perplexity_reported", "parameters", "tokenizer", "seconds", "flags", "handin_sha256",
-           "grader_sha256"]
+           "perplexity_reported", "parameters", "tokenizer", "seconds", "likely_causes", "flags",
+           "handin_sha256", "grader_sha256"]
 
 
 def find_handins(folder: Path) -> dict[str, Path]:
@@ -85,8 +86,17 @@ def row_of(student: str, graded: grading_run.GradingRun, handin_sha: str, grader
             "perplexity_reported": lm.get("reported_perplexity_char") or "",
             "parameters": lm.get("num_parameters") or "", "tokenizer": lm.get("token_type") or "",
             "seconds": round(graded.seconds, 1),
+            "likely_causes": " ".join(likely_causes(graded.details)),
             "flags": "; ".join(graded.details.get("flags") or []),
             "handin_sha256": handin_sha, "grader_sha256": grader_sha}
+
+
+def likely_causes(details: dict) -> list[str]:
+    """The bug families the hints named for a handin's failed hidden tests (sorted, once each)."""
+    tests = details.get("tests") if isinstance(details.get("tests"), list) else []
+    return sorted({test["family"] for test in tests
+                   if isinstance(test, dict) and isinstance(test.get("family"), str)
+                   and re.fullmatch(r"[a-z0-9-]+", test["family"])})
 
 
 def read_rows(path: Path) -> dict[str, dict]:
@@ -112,9 +122,14 @@ def summarize(rows: dict[str, dict], out: Path) -> str:
     counts = {status: sum(row["status"] == status for row in rows.values()) for status in grading_run.STATUSES}
     totals = [float(row["total"]) for row in rows.values()]
     maximum = sum(rubric.RUBRIC.values())
+    causes = Counter(cause for row in rows.values()
+                     for cause in row.get("likely_causes", "").split())
     text = (f"{len(rows)} handins: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "\n"
             + (f"total: mean {sum(totals) / len(totals):.2f}, min {min(totals):g}, "
-               f"max {max(totals):g} (of {maximum})\n" if totals else ""))
+               f"max {max(totals):g} (of {maximum})\n" if totals else "")
+            + ("likely causes of failed hidden tests (students): "
+               + ", ".join(f"{cause} {n}" for cause, n in causes.most_common()) + "\n"
+               if causes else ""))
     (out / "summary.txt").write_text(text, encoding="utf-8")
     import matplotlib
 

@@ -105,6 +105,21 @@ def test_hostile_handins_change_no_other_row_and_a_rerun_resumes(tmp_path, capsy
 
 
 
+@rubric_category("Regrade")
+def test_the_likely_causes_are_listed_per_student_and_counted_for_the_class(tmp_path):
+    tests = [{"name": "a", "family": "sdpa-scale"}, {"name": "b", "family": "sdpa-scale"},
+             {"name": "c", "family": ""}, {"name": "d", "family": "linear-bias"},
+             {"name": "e", "family": "not a family; =cmd"}, "not a test"]
+    assert regrade.likely_causes({"tests": tests}) == ["linear-bias", "sdpa-scale"]
+    assert regrade.likely_causes({"tests": None}) == []
+    rows = {student: {"student": student, "status": "ok", "total": "50", "likely_causes": causes}
+            for student, causes in (("ann", "linear-bias sdpa-scale"), ("bob", "sdpa-scale"),
+                                    ("cy", ""))}
+    summary = regrade.summarize(rows, tmp_path)
+    assert "likely causes of failed hidden tests (students): sdpa-scale 2, linear-bias 1" in summary
+    assert "likely causes" not in regrade.summarize({"cy": rows["cy"]}, tmp_path)
+
+
 @pytest.mark.slow
 @rubric_category("Regrade")
 def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys):

@@ -41,7 +41,9 @@ class Graded:
     @property
     def families(self) -> set[str]:
         """The bug families of the first failing category's hints."""
-        return set(self.runs[self.category].families.values()) if self.category else set()
+        if self.category is None:
+            return set()
+        return {result.family for result in self.runs[self.category].results if result.family}
 
 
 def judge_tree(mytorch: Path, seed: int, every_category: bool = False) -> Graded:
