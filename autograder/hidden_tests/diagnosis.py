@@ -47,12 +47,13 @@ def describe(failure: Failure) -> str:
     parts = [failure.kind, failure.quantity or "-", failure.role]
     parts += sorted(failure.features) + [f"{k}={v}" for k, v in sorted(failure.context.items())]
     parts += [f"variant={failure.variant}"] if failure.variant else []
-    return " ".join(parts + ([failure.step] if failure.step else []))
+    raised = [f"{failure.step} raised {failure.exception or '?'}"] if failure.step else []
+    return " ".join(parts + raised)
 
 
 @dataclass(frozen=True)
 class Hint:
-    family: str  # the bug family, for the mutants report; never shown
+    family: str  # the bug family: for the hint report and the regrade's counts, never shown
     text: str
 
 

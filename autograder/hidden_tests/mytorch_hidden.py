@@ -20,6 +20,10 @@ the student's own forward (the worker moves each entry by +-1e-6 in place) and m
 student's backward and the PyTorch gradient, so neither can be faked alone. A query row whose keys
 are all masked passes in either convention described in ``tests/numeric_checks.py``.
 
+A failed check raises CheckFailed with a ``diagnosis.Failure`` (what was compared, how it differed,
+the case's context) from which ``diagnosis.hints`` words the likely cause; checks that know their
+case say so with ``within(...)``.
+
 Each test carries its share of the category's points (``@hidden_test(category, points)``); a
 category scores the sum of the shares of the tests that pass.
 """
