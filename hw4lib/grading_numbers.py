@@ -1,10 +1,9 @@
-"""What the homework awards: the points of each graded part and the pass mark. Standard library only.
+"""The points of each graded part of the homework and its pass mark. Standard library only.
 
-The one definition of these numbers. It ships in the student handout and in every autograder
-bundle: the grader awards these points and scores the language model on these thresholds
-(``autograder/rubric.py``), ``tests/test_mytorch.py`` reports the mytorch points, ``make handout``
-writes them into the handout README's "Grading" section, and the data card states the pass mark.
-Change a number here and all of them follow.
+The one definition of these numbers: the autograder awards these points and scores the language
+model on these thresholds, ``tests/test_mytorch.py`` reports the mytorch points, and the README's
+"Grading" section and the data card state them, all from this module (it ships with the homework
+and with the autograder alike). Change a number here and all of them follow.
 """
 
 # mytorch categories: the classes the autograder's hidden tests grade (each hidden test carries a

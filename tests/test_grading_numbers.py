@@ -30,12 +30,14 @@ from autograder import rubric
 from datagen.build_data import Provenance, Utterance, data_card
 from tools import make_autograde
 from tools.make_handout import student_readme
-splits = {name: [Utterance(f"1-{i}-0", "A TINY SPLIT")] for i, name in enumerate(("train", "val", "test"))}
+splits = {name: [Utterance(f"1-{i}-0", "A TINY SPLIT")]
+          for i, name in enumerate(("train", "val", "test"))}
 print(json.dumps({
     "readme": student_readme(Path("README.md").read_text(), [], set()),
     "card": data_card(splits, Provenance("a tiny test"), {5: {"val": 4.0, "test": 4.0}}, "test"),
     "score": rubric.lm_score(%r),
-    "autograde_default": inspect.signature(make_autograde.build).parameters["full_marks_ppl"].default,
+    "autograde_default":
+        inspect.signature(make_autograde.build).parameters["full_marks_ppl"].default,
 }))
 """ % SCORED_PPL
 

@@ -165,7 +165,7 @@ def test_readme_task_section_is_replaced_by_the_generated_list():
               "Instructors: see docs/.\n### Details\nmore for instructors\n\n## Testing\nrun it\n")
     got = student_readme(readme, regions, {"test_ops"})
     assert got.startswith(f"# Title\n\nIntro.\n\n{grading_section()}\n## Your tasks, in order\n"), (
-        f"the text before the task list must stay as it was, the grading generated, got {got[:80]!r}")
+        f"the text before the task list must stay, the grading be generated: {got[:80]!r}")
     assert got.endswith("\n## Testing\nrun it\n"), f"the sections after the task list must stay: {got[-80:]!r}"
     for text in ("docs/", "more for instructors", "how instructors grade", TASKS_MARKER,
                  GRADING_MARKER):
