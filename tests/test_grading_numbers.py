@@ -7,6 +7,7 @@ grader's score and ``make autograde``'s default; no other file restates them.
 """
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,10 +72,15 @@ def test_a_one_line_edit_of_the_pass_mark_reaches_the_handout_the_data_card_and_
         grading_numbers.FULL_MARKS_PPL, NEW_PASS_MARK)
 
 
+# Names that would hold a threshold (PASS_MARK, FULL_MARKS_PPL, ...): a number equal to one of the
+# module's under such a name is a copy of it.
+THRESHOLD_NAME = re.compile(r"pass|mark|threshold|ppl", re.IGNORECASE)
+
+
 @rubric("Grading numbers")
 def test_no_other_python_file_defines_a_grading_number():
-    """No module assigns a name to the pass mark, the zero-marks perplexity or a rubric of the
-    mytorch categories except hw4lib/grading_numbers.py (they import it)."""
+    """No module but hw4lib/grading_numbers.py names a perplexity threshold of the module's value
+    or writes out the mytorch categories' points (they import them)."""
     numbers = {grading_numbers.FULL_MARKS_PPL, grading_numbers.ZERO_MARKS_PPL}
     categories = set(grading_numbers.MYTORCH_RUBRIC)
     found = []
@@ -82,15 +88,16 @@ def test_no_other_python_file_defines_a_grading_number():
         if not path.endswith(".py") or path == MODULE:
             continue
         for node in ast.walk(ast.parse((REPO_ROOT / path).read_text(encoding="utf-8"))):
-            if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            if not isinstance(node, ast.Assign):
                 continue
+            names = [target.id for target in node.targets if isinstance(target, ast.Name)]
             value = node.value
             if isinstance(value, ast.Constant) and value.value in numbers and \
-                    not isinstance(value.value, bool):
-                found.append(f"{path}:{node.lineno} assigns {value.value}")
+                    any(THRESHOLD_NAME.search(name) for name in names):
+                found.append(f"{path}:{node.lineno} sets {names} = {value.value}")
             if isinstance(value, ast.Dict) and categories <= {
-                    k.value for k in value.keys if isinstance(k, ast.Constant)}:
-                found.append(f"{path}:{node.lineno} lists the mytorch categories' points")
+                    key.value for key in value.keys if isinstance(key, ast.Constant)}:
+                found.append(f"{path}:{node.lineno} writes out the mytorch categories' points")
     assert not found, f"import them from {MODULE} instead: {found}"
 
 
