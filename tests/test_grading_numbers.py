@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
 """The grading numbers are defined once, in ``hw4lib/grading_numbers.py``: a one-line edit of the
 pass mark there, in a copy of the repository, reaches the handout README, the data card, the
-grader's score and ``make autograde``'s default; no other file restates them.
+grader's score and ``make autograde``'s default; no other module sets them.
 
     python -m tests.test_grading_numbers
 """
@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from hw4lib import grading_numbers
 from tests.testing_framework import rubric, run_module
@@ -25,7 +27,6 @@ SCORED_PPL = 3.4
 # build, the grader's score at SCORED_PPL and make autograde's default, as JSON.
 STATED = """
 import inspect, json
-from collections import Counter
 from pathlib import Path
 from autograder import rubric
 from datagen.build_data import Provenance, Utterance, data_card
@@ -51,6 +52,7 @@ def stated(tree: Path) -> dict:
     return json.loads(process.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow  # two fresh interpreters import torch: about 10 s
 @rubric("Grading numbers")
 def test_a_one_line_edit_of_the_pass_mark_reaches_the_handout_the_data_card_and_the_grader(
         tmp_path):

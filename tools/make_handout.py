@@ -7,8 +7,10 @@ Writes ``dist/handout/`` and ``dist/handout.tar.gz`` from the git-tracked files 
   <function>: <TODO text>")`` at the region's indentation, the TODO comment kept above it;
 * what only instructors get is left out (:data:`EXCLUDED_DIRS`, :data:`EXCLUDED_FILES`, files whose
   first line is :data:`INSTRUCTOR_ONLY`), the Makefile loses its instructor targets, notebooks lose
-  their outputs, and README.md's task-list section (the one holding :data:`TASKS_MARKER`) is filled
-  with the students' task list, generated from the regions found;
+  their outputs, README.md's task-list section (the one holding :data:`TASKS_MARKER`) is filled
+  with the students' task list, generated from the regions found, and its grading section (the
+  one holding :data:`GRADING_MARKER`) with the points and the pass mark of
+  ``hw4lib/grading_numbers.py``;
 * the result is checked: no marker survives, no region's code appears anywhere else in it
   (:mod:`tools.handout_leaks`), every ``.py`` file and notebook cell compiles, and every module of
   ``mytorch`` and ``hw4lib`` imports in a fresh interpreter started in the handout.
