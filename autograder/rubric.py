@@ -1,32 +1,19 @@
 """What the autograder awards, and its time limits. Standard library only.
 
-The numbers an instructor may want to tune live here: the rubric, the perplexity thresholds of the
-language-model curve and the time limits. What a handin holds and its size limits (files, model)
-live in ``hw4lib/handin_format.py``, shared with ``make handin``.
+The time limits an instructor may want to tune live here. The points and the perplexity thresholds
+of the language-model curve live in ``hw4lib/grading_numbers.py``, shared with the handout; what a
+handin holds and its size limits (files, model) in ``hw4lib/handin_format.py``, shared with
+``make handin``.
 """
 from __future__ import annotations
 
 import math
 
-# mytorch categories: the names autograder/hidden_tests/mytorch_hidden.py tags its tests with;
-# each hidden test carries its share of its category's points.
-MYTORCH_RUBRIC = {
-    "Linear": 5,
-    "Softmax": 5,
-    "ScaledDotProductAttention": 20,
-    "MultiHeadAttention": 20,
-}
-LM_CATEGORY = "LanguageModel"
-LM_POINTS = 50
-RUBRIC = {**MYTORCH_RUBRIC, LM_CATEGORY: LM_POINTS}
+from hw4lib.grading_numbers import (FULL_MARKS_PPL, LM_CATEGORY, LM_POINTS, MYTORCH_RUBRIC,
+                                    ZERO_MARKS_PPL)
 
-# Per-character perplexity on the hidden test set: full marks at or below FULL_MARKS_PPL, nothing at
-# or above ZERO_MARKS_PPL, a straight line in between (the homework asks for < 3.5; a model that
-# nearly gets there keeps most of the credit rather than falling off a cliff). These are the
-# defaults of `python -m tools.make_autograde --full-marks-ppl X --zero-marks-ppl Y`, which writes
-# the values used into the autograder's build_info.json.
-FULL_MARKS_PPL = 3.5
-ZERO_MARKS_PPL = 4.5
+# Every category the grader scores, in the order of the scores line.
+RUBRIC = {**MYTORCH_RUBRIC, LM_CATEGORY: LM_POINTS}
 
 # Time limits in seconds (wall clock). Each mytorch category runs in its own process; the language
 # model is rebuilt and evaluated in one more.
@@ -50,7 +37,9 @@ def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,
     """Points for a per-character perplexity on the hidden test set.
 
     LM_POINTS at or below ``full_marks_ppl``, 0 at or above ``zero_marks_ppl``, linear in between,
-    rounded to 2 decimals. NaN, infinite and non-numeric values score 0.
+    rounded to 2 decimals. NaN, infinite and non-numeric values score 0. The default thresholds
+    are the homework's; ``python -m tools.make_autograde --full-marks-ppl X --zero-marks-ppl Y``
+    builds a grader with others and records the values used in its build_info.json.
     """
     if not full_marks_ppl < zero_marks_ppl:
         raise ValueError(f"full_marks_ppl ({full_marks_ppl}) must be below zero_marks_ppl "

@@ -30,6 +30,7 @@ import torch
 
 from bench.timing import interleaved_medians
 from hw4lib.data import LMDataset
+from hw4lib.grading_numbers import FULL_MARKS_PPL
 from hw4lib.handin_format import METRICS_FILE, TIMING_FILE
 from hw4lib.train import build_loader, build_model, build_tokenizer, load_config, set_seed
 from hw4lib.model.fused_attention import attention_weights_off
@@ -37,7 +38,6 @@ from hw4lib.trainers.precision import logits_in_float32, precision_name, resolve
 from hw4lib.utils import create_optimizer
 
 CONFIG = Path("configs/default.yaml")
-PASS_MARK = 3.5  # per-character test perplexity of the homework
 
 
 def training_dataset(config, tokenizer) -> LMDataset:
@@ -173,10 +173,10 @@ def latest_run_summary(expts: Path = Path("expts"), prefix: str = "default") -> 
         ppl = record["val"]["perplexity_char"]
         lines.append(f"  epoch {record['epoch']:>2}: {record.get('epoch_seconds', 0):6.0f}s  "
                      f"val ppl/char {ppl:.3f}")
-        if reached is None and ppl <= PASS_MARK:
+        if reached is None and ppl <= FULL_MARKS_PPL:
             reached = (record["epoch"], elapsed)
     if reached:
-        lines.append(f"  validation ppl/char <= {PASS_MARK} after epoch {reached[0]}, "
+        lines.append(f"  validation ppl/char <= {FULL_MARKS_PPL} after epoch {reached[0]}, "
                      f"{reached[1]:.0f}s of training")
     for name in (METRICS_FILE, TIMING_FILE):
         if (run / name).is_file():

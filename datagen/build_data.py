@@ -44,11 +44,11 @@ from tqdm import tqdm
 
 from datagen.corpus import ALPHABET, LEXICON_DIR, MAX_CHARS, generate_chapters, number_words
 from datagen.ngram import CharNgramLM
+from hw4lib.grading_numbers import FULL_MARKS_PPL
 
 SPLITS = ("train", "val", "test")
 DEFAULT_SIZES = {"train": 2_200_000, "val": 100_000, "test": 100_000}  # characters per split
 NGRAM_ORDERS = (1, 3, 5)
-PASS_MARK = 3.5  # the homework's per-character test perplexity threshold
 _ID_BASE = {"train": 1000, "val": 5000, "test": 7000}  # speaker-id range of each generated split
 _APOSTROPHES = "\u2018\u2019\u02bc\u0060\u00b4\u2032"
 _DASHES = "-\u2010\u2011\u2012\u2013\u2014\u2015_/"
@@ -347,7 +347,7 @@ def data_card(splits: dict[str, list[Utterance]], provenance: Provenance,
               "Each utterance is predicted character by character and then its end (EOS), with "
               "per-character perplexity = exp(total NLL in nats over every target including EOS / "
               "number of characters), the same definition as the homework's metric. "
-              f"The homework's pass mark is a test perplexity of at most {PASS_MARK}.", "",
+              f"The homework's pass mark is a test perplexity of at most {FULL_MARKS_PPL}.", "",
               "| order | val ppl | test ppl |", "|---:|---:|---:|"]
     for order, result in baselines.items():
         lines.append(f"| {order} | {result['val']:.3f} | {result['test']:.3f} |")

@@ -341,6 +341,23 @@ def test_no_check_that_decides_points_is_an_assert():
             assert not asserts_in(node), f"numeric_checks.{node.name}, used by the judge, asserts"
 
 
+@rubric_category("Scoring")
+def test_hidden_tests_share_out_exactly_each_category_s_points():
+    """The shares in the hidden tests' decorators add up to the points hw4lib/grading_numbers.py
+    gives each mytorch category, and tag no other category."""
+    from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+
+    shares: dict[str, list[float]] = {}
+    for test in HIDDEN_TESTS:
+        shares.setdefault(test.category, []).append(test.points)
+    assert set(shares) == set(rubric.MYTORCH_RUBRIC), (
+        f"the hidden tests grade {sorted(shares)}, the rubric {sorted(rubric.MYTORCH_RUBRIC)}")
+    for category, points in rubric.MYTORCH_RUBRIC.items():
+        assert math.isclose(sum(shares[category]), points), (
+            f"the hidden tests of {category} share out {sum(shares[category])} points "
+            f"({shares[category]}), but the category is worth {points}")
+
+
 @pytest.mark.slow
 @rubric_category("Scoring")
 def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):

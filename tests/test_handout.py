@@ -27,14 +27,17 @@ import pytest
 
 from tests.testing_framework import rubric, run_module
 from tools.handout_leaks import find_leaks
-from tools.make_handout import (BONUS_FIRST, EXCLUDED_DIRS, EXCLUDED_FILES, INSTRUCTOR_ONLY,
-                                LEAK_SUFFIXES, MAKEFILE_BEGIN, REPO_ROOT, TASK_ORDER, TASKS_MARKER, Handout,
-                                HandoutError, build, check_imports, check_tree, code_units,
-                                file_regions, find_regions, main, replace_units, restore,
-                                restore_text, strip_instructor_targets, strip_markers,
-                                student_readme, stub_out, write_tarball)
+from tools.make_handout import (BONUS_FIRST, EXCLUDED_DIRS, EXCLUDED_FILES, GRADING_MARKER,
+                                INSTRUCTOR_ONLY, LEAK_SUFFIXES, MAKEFILE_BEGIN, REPO_ROOT,
+                                TASK_ORDER, TASKS_MARKER, Handout, HandoutError, build,
+                                check_imports, check_tree, code_units, file_regions, find_regions,
+                                grading_section, main, replace_units, restore, restore_text,
+                                strip_instructor_targets, strip_markers, student_readme, stub_out,
+                                write_tarball)
 
 RUBRIC = {"Solution regions": 0, "Handout tree": 0, "Handout behaviour": 0}
+# The sections every README that make handout reads must have (it fills them in).
+MARKED_SECTIONS = f"## Tasks\n{TASKS_MARKER}\n\n## Grading\n{GRADING_MARKER}\n"
 
 # Component tests run again in the restored handout: one per package is enough to show that the
 # handout plus the reference regions is a complete, working tree.
@@ -157,13 +160,15 @@ def test_makefile_loses_instructor_targets():
 @rubric("Solution regions")
 def test_readme_task_section_is_replaced_by_the_generated_list():
     regions = find_regions(SAMPLE, "mytorch/nn/ops.py")
-    readme = ("# Title\n\nIntro.\n\n## Your tasks, in order\n\n" + TASKS_MARKER + "\n"
+    readme = ("# Title\n\nIntro.\n\n## Grading\n" + GRADING_MARKER + "\nhow instructors grade\n\n"
+              "## Your tasks, in order\n\n" + TASKS_MARKER + "\n"
               "Instructors: see docs/.\n### Details\nmore for instructors\n\n## Testing\nrun it\n")
     got = student_readme(readme, regions, {"test_ops"})
-    assert got.startswith("# Title\n\nIntro.\n\n## Your tasks, in order\n"), (
-        f"the text before the task list must stay as it was, got {got[:80]!r}")
+    assert got.startswith(f"# Title\n\nIntro.\n\n{grading_section()}\n## Your tasks, in order\n"), (
+        f"the text before the task list must stay, the grading be generated: {got[:80]!r}")
     assert got.endswith("\n## Testing\nrun it\n"), f"the sections after the task list must stay: {got[-80:]!r}"
-    for text in ("docs/", "more for instructors", TASKS_MARKER):
+    for text in ("docs/", "more for instructors", "how instructors grade", TASKS_MARKER,
+                 GRADING_MARKER):
         assert text not in got, f"the placeholder's {text!r} must not reach the handout:\n{got}"
     for region in regions:
         assert f"`{region.qualname}`: {region.todo}" in got, f"{region.qualname} missing from:\n{got}"
@@ -171,6 +176,7 @@ def test_readme_task_section_is_replaced_by_the_generated_list():
     last = student_readme(readme.split("## Testing")[0], regions, set())
     assert last.endswith(f": {regions[-1].todo}\n"), f"a last section must end the README: {last[-80:]!r}"
     for broken, why in ((readme.replace(TASKS_MARKER, ""), "exactly once"),
+                        (readme.replace(GRADING_MARKER, ""), "exactly once"),
                         (readme + TASKS_MARKER + "\n", "exactly once"),
                         (TASKS_MARKER + "\n" + readme.replace(TASKS_MARKER, ""), "heading")):
         with pytest.raises(HandoutError, match=why):
@@ -191,7 +197,7 @@ def test_build_on_a_synthetic_repository(tmp_path):
               "    # END SOLUTION\n")
     repo = tmp_path / "repo"
     git_repo(repo, files={
-        "README.md": f"# Course\n\nIntro.\n\n## Tasks\n{TASKS_MARKER}\nhow to grade\n",
+        "README.md": f"# Course\n\nIntro.\n\n{MARKED_SECTIONS}how to grade\n",
         "Makefile": f"test:\n\tpytest\n{MAKEFILE_BEGIN}\nhandout:\n\tx\n# END INSTRUCTOR TARGETS\n",
         "DEVELOPERS.md": "internal\n",
         "mytorch/__init__.py": "",
@@ -246,7 +252,7 @@ LEAKS = {
 
 @rubric("Handout tree")
 def test_a_planted_leak_is_refused_naming_region_and_place(tmp_path):
-    clean = {"README.md": f"# Course\n\n## Tasks\n{TASKS_MARKER}\n", "mytorch/__init__.py": "",
+    clean = {"README.md": f"# Course\n\n{MARKED_SECTIONS}", "mytorch/__init__.py": "",
              "mytorch/nn/ops.py": LEAKY_REGION,
              "tests/test_ops.py": "from mytorch.nn.ops import step\n"}
     repo = tmp_path / "clean"
@@ -272,7 +278,7 @@ def test_a_mention_of_what_students_do_not_get_is_refused(tmp_path):
     `make test-platforms` target is not such a mention."""
     makefile = ("test:\n\tpytest\n\n" + MAKEFILE_BEGIN + "\ntest-platforms:\n\tpytest -m p\n"
                 "bench:\n\tpython -m bench\n# END INSTRUCTOR TARGETS\n")
-    clean = {"README.md": f"# Course\n\n## Tasks\n{TASKS_MARKER}\n", "Makefile": makefile,
+    clean = {"README.md": f"# Course\n\n{MARKED_SECTIONS}", "Makefile": makefile,
              "mytorch/__init__.py": "", "mytorch/nn/ops.py": "# run `make test` first\n",
              "docs/results.md": "numbers\n", "tools/x.py": ""}
     repo = tmp_path / "clean"
@@ -384,6 +390,8 @@ def test_the_readme_has_one_task_list_generated_from_the_regions():
     readme = (handout.out / "README.md").read_text()
     assert readme.count("## Your tasks, in order") == 1 and TASKS_MARKER not in readme, (
         "the handout README must hold the generated task list once, in place of the placeholder")
+    assert grading_section() in readme and GRADING_MARKER not in readme, (
+        "the handout README must hold the generated grading section, in place of the placeholder")
     missing = [r.where for r in handout.regions
                if f"`{r.qualname or 'top-level code'}`: {r.todo}" not in readme]
     assert not missing, f"the handout README's task list lacks the regions at {missing}"

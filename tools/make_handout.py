@@ -7,8 +7,10 @@ Writes ``dist/handout/`` and ``dist/handout.tar.gz`` from the git-tracked files 
   <function>: <TODO text>")`` at the region's indentation, the TODO comment kept above it;
 * what only instructors get is left out (:data:`EXCLUDED_DIRS`, :data:`EXCLUDED_FILES`, files whose
   first line is :data:`INSTRUCTOR_ONLY`), the Makefile loses its instructor targets, notebooks lose
-  their outputs, and README.md's task-list section (the one holding :data:`TASKS_MARKER`) is filled
-  with the students' task list, generated from the regions found;
+  their outputs, README.md's task-list section (the one holding :data:`TASKS_MARKER`) is filled
+  with the students' task list, generated from the regions found, and its grading section (the
+  one holding :data:`GRADING_MARKER`) with the points and the pass mark of
+  ``hw4lib/grading_numbers.py``;
 * the result is checked: no marker survives, no region's code appears anywhere else in it
   (:mod:`tools.handout_leaks`), every ``.py`` file and notebook cell compiles, and every module of
   ``mytorch`` and ``hw4lib`` imports in a fresh interpreter started in the handout.
@@ -35,6 +37,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from hw4lib.grading_numbers import (FULL_MARKS_PPL, LM_CATEGORY, LM_POINTS, MYTORCH_RUBRIC,
+                                    ZERO_MARKS_PPL)
+from hw4lib.handin_format import HANDIN_TAR
 from tools.handout_leaks import find_leaks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,9 +50,11 @@ END_MARK = "# END SOLUTION"
 INSTRUCTOR_ONLY = "# hw4p1: instructor-only"
 MAKEFILE_BEGIN = "# BEGIN INSTRUCTOR TARGETS"
 MAKEFILE_END = "# END INSTRUCTOR TARGETS"
-# The line of README.md whose section (its "## " heading up to the next one) the handout replaces by
-# the generated task list; the README holds no other task list.
+# Lines of README.md whose sections (from their "## " heading up to the next one) the handout
+# replaces by generated text: the task list, from the regions (the README holds no other task
+# list), and the grading, from hw4lib/grading_numbers.py (the README quotes no point or threshold).
 TASKS_MARKER = "<!-- make handout: the task list -->"
+GRADING_MARKER = "<!-- make handout: the grading -->"
 
 # Top-level paths (directories end with "/") that only instructors get, or that are built locally.
 EXCLUDED_DIRS = ("autograder/", "tools/", "bench/", ".ci/", "docs/", "hw4_data/hw4p1_data/",
@@ -448,25 +455,49 @@ def task_section(regions: list[Region], handout_tests: set[str]) -> str:
     return "".join(out)
 
 
-def student_readme(readme: str, regions: list[Region], handout_tests: set[str]) -> str:
-    """The handout README: the repo's README with the section that holds :data:`TASKS_MARKER`
-    (from its ``## `` heading up to the next ``## `` heading, or the end) replaced by
-    :func:`task_section`. What that section says in the repo is for instructors only."""
+def grading_section() -> str:
+    """The students' README section on what the autograder awards, from
+    ``hw4lib/grading_numbers.py``."""
+    rows = "".join(f"| `{category}` (mytorch) | {points} |\n"
+                   for category, points in MYTORCH_RUBRIC.items())
+    total = sum(MYTORCH_RUBRIC.values()) + LM_POINTS
+    return (
+        "## Grading\n\n"
+        f"The autograder grades `{HANDIN_TAR}` out of {total} points:\n\n"
+        f"| part | points |\n| --- | ---: |\n{rows}| `{LM_CATEGORY}` | {LM_POINTS} |\n\n"
+        "Hidden tests like those of `tests/test_mytorch.py`, with other shapes, grade each mytorch "
+        "class; each\nhidden test carries a share of its class's points. The language model "
+        f"earns all {LM_POINTS} points at a\nper-character perplexity on hidden text of at most "
+        f"{FULL_MARKS_PPL} (the pass mark), none at {ZERO_MARKS_PPL} or more, and a\nstraight line "
+        "in between. The bonus earns no points. These numbers are in\n"
+        "`hw4lib/grading_numbers.py`.\n"
+    )
+
+
+def replace_section(readme: str, marker: str, section: str) -> str:
+    """``readme`` with the section that holds the line ``marker`` (from its ``## `` heading up to
+    the next ``## `` heading, or the end) replaced by ``section``."""
     lines = readme.splitlines(keepends=True)
-    marks = [i for i, line in enumerate(lines) if line.strip() == TASKS_MARKER]
+    marks = [i for i, line in enumerate(lines) if line.strip() == marker]
     if len(marks) != 1:
-        raise HandoutError(f"README.md must hold the line {TASKS_MARKER!r} exactly once, under the "
-                           f"heading of the section the task list replaces; found it {len(marks)} "
-                           "times")
+        raise HandoutError(f"README.md must hold the line {marker!r} exactly once, under the "
+                           f"heading of the section it stands for; found it {len(marks)} times")
     headings = [i for i, line in enumerate(lines) if line.startswith("## ")]
     start = max((i for i in headings if i < marks[0]), default=None)
     if start is None:
-        raise HandoutError(f"README.md:{marks[0] + 1}: {TASKS_MARKER!r} must sit under a '## ' "
-                           "heading: that section is what the task list replaces")
+        raise HandoutError(f"README.md:{marks[0] + 1}: {marker!r} must sit under a '## ' "
+                           "heading: that section is what the generated text replaces")
     end = min((i for i in headings if i > marks[0]), default=len(lines))
     after = "".join(lines[end:])
-    return ("".join(lines[:start]) + task_section(regions, handout_tests)
-            + ("\n" + after if after else ""))
+    return "".join(lines[:start]) + section + ("\n" + after if after else "")
+
+
+def student_readme(readme: str, regions: list[Region], handout_tests: set[str]) -> str:
+    """The handout README: the repo's README with the sections that hold :data:`TASKS_MARKER`
+    and :data:`GRADING_MARKER` replaced by :func:`task_section` and :func:`grading_section`. What
+    those sections say in the repo is for instructors only."""
+    with_tasks = replace_section(readme, TASKS_MARKER, task_section(regions, handout_tests))
+    return replace_section(with_tasks, GRADING_MARKER, grading_section())
 
 
 # ----------------------------------------------------------------------------------------------

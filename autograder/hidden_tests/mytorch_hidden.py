@@ -47,7 +47,6 @@ from tests.numeric_checks import (PROJECTIONS, RTOL_FINITE_DIFF, RTOL_TORCH, as_
                                   padding_and_causal_masks, torch_multihead_attention,
                                   torch_parameter_grads)
 
-RUBRIC = {"Linear": 5, "Softmax": 5, "ScaledDotProductAttention": 20, "MultiHeadAttention": 20}
 FD_STEP = 1e-6  # the step of tests/numeric_checks.numerical_gradient
 RTOL_FLOAT32 = 1e-5  # float32 results against float64 truths of the same float32 inputs
 # float32 attention with scores in the hundreds: the scores' rounding (~1e-7 x |score|) reaches the
