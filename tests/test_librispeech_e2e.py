@@ -23,7 +23,7 @@ import yaml
 
 from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"LibriSpeech end to end": 5}
+RUBRIC = {"LibriSpeech end to end": 0}
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,9 @@ import torch
 
 from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"mytorch matches the PyTorch sublayer": 5}
+RUBRIC = {"mytorch matches the PyTorch sublayer": 0}
+# Graded only through the language model's perplexity (testing_framework.py).
+THROUGH_LM = ("mytorch matches the PyTorch sublayer",)
 
 
 def _layer_and_twin(d_model=16, num_heads=4, seed=0):

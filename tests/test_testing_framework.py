@@ -1,5 +1,6 @@
 # hw4p1: instructor-only
 """The rubric runner: grouping, all-or-nothing categories, failures of every kind reported."""
+import importlib
 import json
 import os
 import subprocess
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing_framework import BONUS_WORK, collect, rubric
+from hw4lib.grading_numbers import MYTORCH_RUBRIC
+from tests.testing_framework import BONUS_WORK, THROUGH_LM_WORK, collect, rubric
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,8 +48,9 @@ def run_standalone(tmp_path: Path, body: str, *args: str) -> subprocess.Complete
 
 
 MIXED = """
-    RUBRIC = {"Good": 5, "Bad": 7, "Free": 0, "Extra": 0}
+    RUBRIC = {"Good": 5, "Bad": 7, "Free": 0, "Extra": 0, "Model": 0}
     BONUS = ("Extra",)
+    THROUGH_LM = ("Model",)
 
     @rubric("Good")
     def test_a():
@@ -76,6 +79,10 @@ MIXED = """
     @rubric("Extra")
     def test_f():
         pass
+
+    @rubric("Model")
+    def test_g():
+        pass
 """
 
 
@@ -84,23 +91,27 @@ def test_categories_score_all_or_nothing_with_any_fixture(tmp_path):
     run = run_standalone(tmp_path, MIXED, "--json")
     lines = run.stdout.splitlines()
     assert run.returncode == 1, f"a failure must exit with status 1 (make mutants relies on it):\n{run.stdout}{run.stderr}"
-    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": 0, "Free": 0, "Extra": 0}}, lines[-1]
+    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": 0, "Free": 0, "Extra": 0,
+                                                "Model": 0}}, lines[-1]
     passed = [line.split()[1] for line in lines if line.startswith("  passed")]
     failed = [line.split()[1] for line in lines if line.startswith("  FAILED")]
-    assert passed == ["test_a", "test_b", "test_c", "test_f"] and failed == ["test_d", "test_e"], (
+    assert passed == ["test_a", "test_b", "test_c", "test_f", "test_g"] and failed == ["test_d", "test_e"], (
         f"tests run category by category, fixtures (tmp_path, monkeypatch, capsys) work:\n{run.stdout}")
     for expected in ("arithmetic is broken", "[1, 2]", "[1, 3]", "pytest.fail is reported too"):
         assert expected in run.stdout, f"the report must show {expected!r}:\n{run.stdout}"
 
 
 @rubric("Framework")
-def test_zero_point_categories_are_labelled_given_code_or_bonus(tmp_path):
+def test_zero_point_categories_are_labelled_given_code_bonus_or_graded_through_the_model(tmp_path):
     run = run_standalone(tmp_path, MIXED)
     lines = run.stdout.splitlines()
     free = [line for line in lines if line.strip().startswith("Free")]
     extra = [line for line in lines if line.strip().startswith("Extra")]
+    model = [line for line in lines if line.strip().startswith("Model")]
     assert free and all("given code" in line for line in free), free
     assert extra and all(BONUS_WORK in line and "given code" not in line for line in extra), extra
+    assert model and all(THROUGH_LM_WORK in line and "given code" not in line
+                         for line in model), model
     assert not any("given code" in line for line in lines if line.strip().startswith("Good")), lines
 
 
@@ -121,6 +132,22 @@ def test_unknown_or_empty_category_is_an_error():
         collect(_module({"Good": 5}, test_a=rubric("Typo")(_passes)))
     with pytest.raises(ValueError, match="without tests"):
         collect(_module({"Good": 5, "Empty": 3}, test_a=rubric("Good")(_passes)))
+
+
+@rubric("Framework")
+def test_only_the_categories_a_grader_scores_carry_points():
+    """Points only where the autograder awards the same ones (test_mytorch's categories, from
+    hw4lib/grading_numbers.py); every other module's categories are worth 0, and THROUGH_LM and
+    BONUS name 0-point categories only."""
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        module = importlib.import_module(f"tests.{path.stem}")
+        collect(module)  # refuses THROUGH_LM or BONUS naming a category with points
+        scored = {c: p for c, p in module.RUBRIC.items() if p}
+        assert scored == (MYTORCH_RUBRIC if path.stem == "test_mytorch" else {}), path.stem
+    fake = _module({"Model": 3}, test_a=rubric("Model")(_passes))
+    fake.THROUGH_LM = ("Model",)
+    with pytest.raises(ValueError, match="THROUGH_LM in fake_tests names"):
+        collect(fake)
 
 
 @rubric("Framework")

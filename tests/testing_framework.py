@@ -22,10 +22,14 @@ with the two-line ``__main__`` block::
     if __name__ == "__main__":
         run_module(__name__)
 
-A category earns its points only when every test in it passes. A category worth 0 points tests
-code the handout gives (the tokenizer, the optimizers, beam search, ...): the report labels it
-"given code: no action needed", so a student never sees points for work they did not do; a
-module lists in ``BONUS`` the 0-point categories that are the student's own (ungraded) work.
+A category earns its points only when every test in it passes. Only the categories the autograder
+scores on their own carry points (``tests/test_mytorch.py``, from ``hw4lib/grading_numbers.py``);
+every other category is worth 0 here, and says why: a module lists in ``THROUGH_LM`` its
+categories that are the student's work graded through the language model (the dataset, the
+model's parts, greedy search, the trainer: the autograder measures them only by the trained
+model's perplexity), in ``BONUS`` those that are ungraded own work, and any other 0-point category
+tests code the handout gives (the tokenizer, the optimizers, beam search, ...), labelled "given
+code: no action needed", so a student never sees points for work they did not do.
 Tests may take any pytest fixture (``tmp_path``, ``monkeypatch``, ``capsys``...).
 """
 from __future__ import annotations
@@ -44,6 +48,7 @@ import pytest
 CATEGORY_ATTR = "_rubric_category"
 GIVEN_CODE = "given code: no action needed"
 BONUS_WORK = "bonus: your own work, not graded"
+THROUGH_LM_WORK = "your work, graded through your language model's perplexity"
 
 
 def rubric(category: str) -> Callable[[Callable], Callable]:
@@ -82,6 +87,11 @@ def collect(module) -> dict[str, list[Callable]]:
     empty = [category for category, fns in grouped.items() if not fns]
     if empty:
         raise ValueError(f"RUBRIC categories without tests in {module.__name__}: {empty}")
+    for kind in OWN_WORK:
+        wrong = [c for c in getattr(module, kind, ()) if rubric_points.get(c) != 0]
+        if wrong:
+            raise ValueError(f"{kind} in {module.__name__} names {wrong}: each must be a RUBRIC "
+                             f"category worth 0 points")
     return grouped
 
 
@@ -102,11 +112,14 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}{where}"
 
 
-def label(points: float, bonus: bool) -> str:
-    """What a category is worth, as the report says it."""
+def label(points: float, kind: str | None) -> str:
+    """What a category is worth, as the report says it (``kind``: its :data:`OWN_WORK` key)."""
     if points:
         return f"{points} points"
-    return f"0 points, {BONUS_WORK if bonus else GIVEN_CODE}"
+    return f"0 points here, {OWN_WORK.get(kind, GIVEN_CODE)}"
+
+
+OWN_WORK = {"BONUS": BONUS_WORK, "THROUGH_LM": THROUGH_LM_WORK}  # module attribute -> its words
 
 
 class RubricReport:
@@ -119,11 +132,11 @@ class RubricReport:
     line = "-" * 72
 
     def __init__(self, grouped: dict[str, list[Callable]], rubric_points: dict[str, float],
-                 bonus: set[str], out=None):
+                 own_work: dict[str, str], out=None):
         self.order = [fn.__name__ for fns in grouped.values() for fn in fns]
         self.category = {fn.__name__: c for c, fns in grouped.items() for fn in fns}
         self.last = {fns[-1].__name__ for fns in grouped.values()}
-        self.rubric_points, self.bonus, self.out = rubric_points, bonus, out
+        self.rubric_points, self.own_work, self.out = rubric_points, own_work, out
         self.failures: dict[str, str] = {}
         self.errors: dict[str, BaseException] = {}  # what each failed test raised, when known
         self.ran: set[str] = set()
@@ -150,7 +163,7 @@ class RubricReport:
         if category and not any(self.category.get(n) == category for n in self.ran):
             count = sum(1 for c in self.category.values() if c == category)
             self._print(self.line)
-            self._print(f"{category} ({label(self.rubric_points[category], category in self.bonus)},"
+            self._print(f"{category} ({label(self.rubric_points[category], self.own_work.get(category))},"
                         f" {count} tests)")
         self.started[name] = time.perf_counter()
 
@@ -188,22 +201,24 @@ class RubricReport:
             status = "FAILED" if category in self.failed else "PASSED"
             if self.rubric_points[category]:
                 points = f"{earned}/{self.rubric_points[category]}"
-            elif category in self.bonus:
-                points = BONUS_WORK
+            elif category in self.own_work:
+                points = OWN_WORK[self.own_work[category]]
             elif category in self.failed:
                 points = "given code that should pass unchanged: see the failure above"
             else:
                 points = GIVEN_CODE
             self._print(f"  {category:<40s} {status}  {points}")
         total = sum(self.rubric_points.values())
-        self._print(f"  {'Total':<40s}         {sum(self.scores.values())}/{total}")
+        if total:
+            self._print(f"  {'Total':<40s}         {sum(self.scores.values())}/{total}")
 
 
 def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
               rubric_points: dict[str, float], out=None) -> RubricReport:
     """Run ``grouped``'s tests of ``module`` with pytest, printing the rubric report to ``out``
     (default stdout); return the finished report."""
-    report = RubricReport(grouped, rubric_points, set(getattr(module, "BONUS", ())), out)
+    own_work = {category: kind for kind in OWN_WORK for category in getattr(module, kind, ())}
+    report = RubricReport(grouped, rubric_points, own_work, out)
     tests = [f"{module.__file__}::{fn.__name__}" for fns in grouped.values() for fn in fns]
     # -p no:terminal: the report above is all the output; addopts and the cache stay out of it.
     pytest.main(["-p", "no:terminal", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
