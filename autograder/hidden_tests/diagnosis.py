@@ -298,10 +298,15 @@ def sdpa_rules() -> list[Rule]:
                        and "scaled" in f.features),
         lambda s: each(s, "sdpa-mask", "the output is wrong only with a mask: masked keys must "
                        "not influence the output, and masked scores get no gradient",
-                       lambda f: f.context.get("masked") and f.quantity == "output"),
+                       lambda f: f.context.get("masked") and f.quantity == "output"
+                       and not any(g.context.get("masked") is False
+                                   for g in failing(s).values())),
         lambda s: each(s, "sdpa-backward", "the output is right but a gradient is not: follow "
                        "the forward backwards (weights times V, the softmax, the scaled product "
                        "of Q and K) and check each step's transposes", in_backward(s)),
+        lambda s: each(s, "sdpa-forward", "the output is wrong, with or without a mask: check "
+                       "the forward's steps in order (the scaled scores, the mask, the softmax "
+                       "over the keys, the product with V)", lambda f: not in_backward(s)(f)),
     ]
 
 
