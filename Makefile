@@ -51,7 +51,7 @@ train: data-if-stale ## train CONFIG (default configs/default.yaml), evaluate, t
 	$(MAKE) --no-print-directory handin
 
 handin: $(STAMP) ## pack handin.tar from the latest run (RUN=<name> to pick one)
-	$(PY) -m hw4lib.utils.handin $(if $(RUN),--run $(RUN))
+	$(PY) -m hw4lib.handin $(if $(RUN),--run $(RUN))
 
 # BEGIN INSTRUCTOR TARGETS
 handout: $(STAMP) ## write dist/handout/ and dist/handout.tar.gz for students

@@ -18,7 +18,7 @@ import yaml
 from bench.bench_model import CONFIG, vocab_size
 from bench.bench_mytorch import best_times
 from hw4lib.model import DecoderOnlyTransformer
-from hw4lib.utils.numpy_twin import numpy_model_from_state
+from hw4lib.numpy_twin import numpy_model_from_state
 
 BATCH, LENGTH = 32, 200
 

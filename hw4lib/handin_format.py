@@ -1,6 +1,6 @@
 """What ``handin.tar`` holds and how large each part may be. Standard library only.
 
-``make handin`` (``hw4lib/utils/handin.py``) packs by these rules and the autograder extracts and
+``make handin`` (``hw4lib/handin.py``) packs by these rules and the autograder extracts and
 grades by them, so a handin the packer writes is never refused by the grader for its names, sizes
 or model size. The module ships in the student handout and in every autograder bundle. It imports
 nothing outside the standard library: the grading driver imports it before any student code runs,

@@ -39,7 +39,7 @@ from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
-from hw4lib.utils.handin import BEST_CHECKPOINT
+from hw4lib.handin import BEST_CHECKPOINT
 from tests import platform_profiles
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -757,7 +757,7 @@ def test_evaluation_batches_bound_attention_and_feed_forward_activations():
 def test_what_make_handin_packs_the_grader_extracts_whole(tmp_path):
     """The packer and the grader share hw4lib.handin_format: every member of a packed handin is
     extracted, with no note; and a handin with every member at its limit fits MAX_TAR_BYTES."""
-    from hw4lib.utils.handin import pack
+    from hw4lib.handin import pack
 
     student = tmp_path / "student"
     copy_reference_mytorch(student)
@@ -984,7 +984,7 @@ def reported_perplexity(lines: list[str]) -> float:
 @pytest.mark.slow
 @rubric_category("End to end")
 def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
-    from hw4lib.utils.handin import pack
+    from hw4lib.handin import pack
 
     student = tmp_path / "student"
     copy_reference_mytorch(student)

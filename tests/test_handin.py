@@ -1,4 +1,4 @@
-"""Tests of ``make handin`` (hw4lib.utils.handin) on fake run folders in a temporary directory.
+"""Tests of ``make handin`` (hw4lib.handin) on fake run folders in a temporary directory.
 
     python -m tests.test_handin        (or: .venv/bin/python -m pytest -q tests/test_handin.py)
 
@@ -19,8 +19,8 @@ import yaml
 from hw4lib import handin_format
 from hw4lib.config import vocab_size_of
 from hw4lib.model.state_dict_contract import expected_entries, load_manifest
-from hw4lib.utils import handin
-from hw4lib.utils.handin import BEST_CHECKPOINT, HandinError, main, pack
+from hw4lib import handin
+from hw4lib.handin import BEST_CHECKPOINT, HandinError, main, pack
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Handin packing": 0, "Handin refusals": 0}

@@ -12,6 +12,12 @@ RUBRIC = {"Import layers": 0}
 REPO = Path(__file__).resolve().parents[1]
 # Bottom to top: a folder may import the folders before it, never one after it.
 LAYERS = ("mytorch", "hw4lib", "datagen", "autograder", "bench", "tools")
+# Inside hw4lib, bottom to top: a module may import its own line's rooms and those below, never a
+# line above (the factories in utils sit below the trainers; the entry points on top use them all).
+HW4LIB_ROOMS = (("hw4lib.grading_numbers", "hw4lib.versions", "hw4lib.handin_format"),
+                ("hw4lib.data",), ("hw4lib.model",), ("hw4lib.config",), ("hw4lib.decoding",),
+                ("hw4lib.utils",), ("hw4lib.trainers",),
+                ("hw4lib.train", "hw4lib.handin", "hw4lib.numpy_twin"))
 # Deliberate exceptions: (importer folder, imported module) and why.
 ALLOWED = {("autograder", "tests.numeric_checks"): "the hidden tests share the students' checks"}
 
@@ -105,6 +111,32 @@ def test_no_folder_imports_a_folder_above_it():
     assert not found, f"imports that run upward ({' < '.join(LAYERS)}): {found}"
 
 
+def level(module: str) -> int | None:
+    """The line of HW4LIB_ROOMS holding ``module``'s room, None outside them (the package)."""
+    room = ".".join(module.split(".")[:2])
+    return next((number for number, rooms in enumerate(HW4LIB_ROOMS) if room in rooms), None)
+
+
+def upward_rooms(graph: dict[str, set[str]]) -> list[str]:
+    """``"<module> imports <target>"`` for each import of a higher room of hw4lib."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            here, there = level(module), level(target)
+            if here is not None and there is not None and there > here:
+                found.append(f"{module} imports {target}")
+    return found
+
+
+@rubric("Import layers")
+def test_every_hw4lib_module_sits_in_a_room_and_imports_none_above_it():
+    graph = import_graph()
+    homeless = [m for m in graph if m.startswith("hw4lib.") and level(m) is None]
+    assert not homeless, f"modules in no room of HW4LIB_ROOMS: {homeless}"
+    found = upward_rooms(graph)
+    assert not found, f"imports of a higher room of hw4lib: {found}"
+
+
 @rubric("Import layers")
 def test_the_checks_see_a_planted_circle_and_an_upward_import():
     graph = {"hw4lib.a": {"hw4lib.b"}, "hw4lib.b": {"hw4lib.c"}, "hw4lib.c": {"hw4lib.a"},
@@ -113,6 +145,8 @@ def test_the_checks_see_a_planted_circle_and_an_upward_import():
     assert cycles(graph) == [["hw4lib.a", "hw4lib.b", "hw4lib.c"]]
     assert upward_imports(graph) == ["autograder.f imports tests.test_x",
                                      "mytorch.e imports hw4lib.d"]
+    assert upward_rooms({"hw4lib.utils.x": {"hw4lib.trainers.y", "hw4lib.config"}}) == [
+        "hw4lib.utils.x imports hw4lib.trainers.y"]
 
 
 if __name__ == "__main__":

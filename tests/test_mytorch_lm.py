@@ -533,7 +533,7 @@ def test_numpy_training_tracks_torch_on_the_tiny_config(tmp_path):
     """20 updates of configs/tiny.yaml (batches of 8) in float64: the same loss at every step."""
     from hw4lib.train import build_datasets, build_loaders, build_model, build_tokenizer, set_seed
     from hw4lib.utils import create_optimizer, create_scheduler
-    from hw4lib.utils.numpy_twin import numpy_model_from_state, train_numpy
+    from hw4lib.numpy_twin import numpy_model_from_state, train_numpy
 
     config = tiny_config_on_a_small_corpus(tmp_path, batch_size=8)
     assert config["model"]["dropout"] == 0.0, "configs/tiny.yaml should have dropout 0"
@@ -579,7 +579,7 @@ def test_trained_float32_weights_give_torchs_perplexity_and_greedy_tokens(tmp_pa
     from hw4lib.train import build_datasets, build_loaders, build_model, build_tokenizer, set_seed
     from hw4lib.trainers.metrics import evaluate_language_model
     from hw4lib.utils import create_optimizer
-    from hw4lib.utils.numpy_twin import evaluate_numpy_model, numpy_model_from_state, numpy_score_fn
+    from hw4lib.numpy_twin import evaluate_numpy_model, numpy_model_from_state, numpy_score_fn
 
     config = tiny_config_on_a_small_corpus(tmp_path, batch_size=16)
     set_seed(config["seed"])

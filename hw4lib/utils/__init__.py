@@ -1,4 +1,7 @@
-"""Training utilities: optimizer and learning-rate scheduler factories driven by the config."""
+"""The optimizer and learning-rate scheduler factories, built from the config's sections.
+
+They sit below the trainers (they import none); the entry points that use trainers (``train.py``,
+``handin.py``, ``numpy_twin.py``) sit beside ``hw4lib/train.py``."""
 from .create_lr_scheduler import create_scheduler, plot_lr_schedule, scheduler_interval
 from .create_optimizer import create_optimizer
 

@@ -1,4 +1,4 @@
-"""Pack ``handin.tar`` from a finished run: ``python -m hw4lib.utils.handin [--run NAME]``.
+"""Pack ``handin.tar`` from a finished run: ``python -m hw4lib.handin [--run NAME]``.
 
 ``make handin`` calls this; ``make handin RUN=NAME`` picks a run, otherwise the run folder under
 ``expts/`` modified last is packed. The archive holds::
