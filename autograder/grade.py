@@ -178,8 +178,8 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         print(f"  note: {cap_note}")
     for category, points in rubric.MYTORCH_RUBRIC.items():
         section(f"{category} ({points} points)")
-        failed = frozenset(name for name, earned in scores.items()
-                           if name in rubric.MYTORCH_RUBRIC and earned < rubric.MYTORCH_RUBRIC[name])
+        failed = frozenset(name for name, points in rubric.MYTORCH_RUBRIC.items()
+                           if scores.get(name, points) < points)
         scores[category] = grade_mytorch_category(category, layout, mode, args.mytorch_timeout,
                                                   report, failed)
 

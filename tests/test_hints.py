@@ -154,9 +154,11 @@ def significant_digits(token: str) -> int:
 def hidden_values(seed: int) -> np.ndarray:
     """Every float the worker received in the gradings of ``seed``, as judge.grade_category
     draws them."""
-    arrays = [x.ravel() for category in rubric.MYTORCH_RUBRIC
-              for program in judge.build_programs(mytorch_hidden.tests_of(category), seed)[0].values()
-              for x in program.arrays.values() if x.dtype.kind == "f"]
+    programs = [program for category in rubric.MYTORCH_RUBRIC
+                for program in judge.build_programs(mytorch_hidden.tests_of(category), seed)[0]
+                .values()]
+    arrays = [x.ravel() for program in programs for x in program.arrays.values()
+              if x.dtype.kind == "f"]
     return np.concatenate(arrays).astype(np.float64)
 
 

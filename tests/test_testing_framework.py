@@ -95,7 +95,8 @@ def test_categories_score_all_or_nothing_with_any_fixture(tmp_path):
                                                 "Model": 0}}, lines[-1]
     passed = [line.split()[1] for line in lines if line.startswith("  passed")]
     failed = [line.split()[1] for line in lines if line.startswith("  FAILED")]
-    assert passed == ["test_a", "test_b", "test_c", "test_f", "test_g"] and failed == ["test_d", "test_e"], (
+    assert passed == ["test_a", "test_b", "test_c", "test_f", "test_g"] and \
+        failed == ["test_d", "test_e"], (
         f"tests run category by category, fixtures (tmp_path, monkeypatch, capsys) work:\n{run.stdout}")
     for expected in ("arithmetic is broken", "[1, 2]", "[1, 3]", "pytest.fail is reported too"):
         assert expected in run.stdout, f"the report must show {expected!r}:\n{run.stdout}"

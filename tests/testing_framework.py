@@ -163,8 +163,8 @@ class RubricReport:
         if category and not any(self.category.get(n) == category for n in self.ran):
             count = sum(1 for c in self.category.values() if c == category)
             self._print(self.line)
-            self._print(f"{category} ({label(self.rubric_points[category], self.own_work.get(category))},"
-                        f" {count} tests)")
+            worth = label(self.rubric_points[category], self.own_work.get(category))
+            self._print(f"{category} ({worth}, {count} tests)")
         self.started[name] = time.perf_counter()
 
     @pytest.hookimpl(hookwrapper=True)
