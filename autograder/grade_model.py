@@ -10,7 +10,7 @@ by ``hw4lib.config.validate_untrusted`` (exact types, the limits of ``hw4lib.han
 parameter count on the meta device, all before anything is allocated), ``model_state_dict.pt`` is
 read with ``torch.load(weights_only=True)`` (tensors only, no pickled code) and loaded strictly into
 the reference ``DecoderOnlyTransformer``. The hidden transcripts are written as ``.npy`` files under
-``--work`` and read back by the reference ``LMDataset``, batched by ``hw4lib.train.build_loader``
+``--work`` and read back by the reference ``LMDataset``, batched by ``hw4lib.train.batch_loader``
 as in training; ``evaluate_language_model`` (the trainer's own metric) gives the perplexity.
 
 Writes ``{"perplexity_char": ..., ...}`` to ``--out`` and exits 0, or ``{"error": "<what went wrong
@@ -38,7 +38,7 @@ from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
-from hw4lib.train import build_loader
+from hw4lib.train import batch_loader
 from hw4lib.trainers.base_trainer import write_json
 from hw4lib.trainers.metrics import evaluate_language_model
 
@@ -214,9 +214,7 @@ def evaluation_loader(dataset: LMDataset, num_heads: int, width: int) -> DataLoa
     """
     longest = dataset.text_max_len
     batch_size = ACTIVATION_BUDGET // (longest * max(num_heads * longest, width))
-    settings = {"data": {"batch_size": min(max(batch_size, 1), MAX_BATCH_SIZE), "NUM_WORKERS": 0},
-                "training": {"bucket_by_length": True}}
-    return build_loader(settings, dataset, shuffle=False)
+    return batch_loader(dataset, min(max(batch_size, 1), MAX_BATCH_SIZE), shuffle=False)
 
 
 if __name__ == "__main__":

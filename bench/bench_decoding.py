@@ -1,6 +1,6 @@
 """Generation speed of the default model: the key/value cache against full recomputation.
 
-The model is ``DecoderOnlyTransformer(**config["model"], num_classes=V)`` of configs/default.yaml,
+The model is ``DecoderOnlyTransformer(**config.model, num_classes=V)`` of configs/default.yaml,
 untrained (seed 0), in eval mode under ``torch.no_grad``, with its weights scaled by 5: an untrained
 model's logits are nearly uniform, and beam search would then choose between near-ties that float
 rounding decides; scaled, its distributions are peaked like a trained model's (the cost is the
@@ -27,7 +27,6 @@ from functools import partial
 from pathlib import Path
 
 import torch
-import yaml
 
 from bench.timing import interleaved_medians
 from hw4lib.decoding import SequenceGenerator
@@ -38,15 +37,16 @@ BATCH, PROMPT_LEN, NEW_TOKENS, BEAM_WIDTH, REPEATS = 16, 10, 100, 3, 3
 
 def load_model_and_tokenizer():
     """The default config's model and tokenizer, or None when the model code cannot be built yet."""
-    from hw4lib.data import H4Tokenizer
+    from hw4lib.config import load_config
+    from hw4lib.train import build_tokenizer
 
-    config = yaml.safe_load(CONFIG.read_text())
-    tokenizer = H4Tokenizer(config["tokenization"]["token_map"], config["tokenization"]["token_type"])
+    config = load_config(CONFIG)
+    tokenizer = build_tokenizer(config)
     try:
         from hw4lib.model import DecoderOnlyTransformer
 
         torch.manual_seed(0)
-        model = DecoderOnlyTransformer(**config["model"], num_classes=tokenizer.vocab_size)
+        model = DecoderOnlyTransformer(**config.model.model_dump(), num_classes=tokenizer.vocab_size)
     except (ImportError, NotImplementedError) as error:
         print(f"model not available ({type(error).__name__}: {error}); nothing measured")
         return None, tokenizer

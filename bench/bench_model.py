@@ -1,7 +1,7 @@
 """Speed and size of the default model: one training step (forward + backward) and one inference
 forward on a batch of 32 x 256 tokens, and the parameter count.
 
-The model is ``DecoderOnlyTransformer(**config["model"], num_classes=V)`` of configs/default.yaml,
+The model is ``DecoderOnlyTransformer(**config.model, num_classes=V)`` of configs/default.yaml,
 with V the vocabulary of the 1k tokenizer (1000 if its JSON is missing), seed 0. Each timing is the
 best of a few repeats after one warm-up, which is the least disturbed figure on a shared machine.
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import yaml
 
+from hw4lib.config import load_config
 from hw4lib.model import DecoderOnlyTransformer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def best_time(step, repeats: int = REPEATS) -> float:
 
 
 def main() -> None:
-    model_config = yaml.safe_load(CONFIG.read_text())["model"]
+    model_config = load_config(CONFIG).model.model_dump()
     vocab = vocab_size()
     torch.manual_seed(0)
     model = DecoderOnlyTransformer(**model_config, num_classes=vocab)

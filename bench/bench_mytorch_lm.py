@@ -13,10 +13,10 @@ import os
 
 import numpy as np
 import torch
-import yaml
 
 from bench.bench_model import CONFIG, vocab_size
 from bench.bench_mytorch import best_times
+from hw4lib.config import load_config
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.numpy_twin import numpy_model_from_state
 
@@ -24,7 +24,7 @@ BATCH, LENGTH = 32, 200
 
 
 def main() -> None:
-    model_config = yaml.safe_load(CONFIG.read_text())["model"]
+    model_config = load_config(CONFIG).model.model_dump()
     torch.manual_seed(0)
     model = DecoderOnlyTransformer(**model_config, num_classes=vocab_size()).eval()
     twin = numpy_model_from_state(model_config, model.state_dict(), np.float32)

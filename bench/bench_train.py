@@ -43,7 +43,7 @@ CONFIG = Path("configs/default.yaml")
 def training_dataset(config, tokenizer) -> LMDataset:
     """The config's training partition, or 300k generated characters when it is missing."""
     try:
-        return LMDataset(config["data"]["train_partition"], config["data"], tokenizer)
+        return LMDataset(config.data.train_partition, config.data.model_dump(), tokenizer)
     except FileNotFoundError:
         from datagen.corpus import generate_split
 
@@ -52,7 +52,7 @@ def training_dataset(config, tokenizer) -> LMDataset:
         (root / "train").mkdir()
         for index, text in enumerate(generate_split(0, 300_000, split="bench")):
             np.save(root / "train" / f"{index:06d}.npy", np.array(list(text)))
-        return LMDataset("train", {**config["data"], "root": str(root), "subset": 1.0}, tokenizer)
+        return LMDataset("train", {**config.data.model_dump(), "root": str(root), "subset": 1.0}, tokenizer)
 
 
 def training_step(config, precision: torch.dtype, fused: bool, pad_id: int, float32_logits: bool = True):
@@ -65,7 +65,7 @@ def training_step(config, precision: torch.dtype, fused: bool, pad_id: int, floa
     model = build_model(config, build_tokenizer(config)).train()
     if float32_logits:
         logits_in_float32(model)
-    optimizer = create_optimizer(model, config["optimizer"])
+    optimizer = create_optimizer(model, config.optimizer)
     criterion = torch.nn.CrossEntropyLoss(ignore_index=pad_id)
 
     def step(batch):
@@ -102,7 +102,7 @@ def compare_step_speed(config, vocab_size: int, repeats: int = 5, batch=(32, 200
         print(f"  {name:>36}: {timing.wall:6.2f} s/step {batch[0] * batch[1] / timing.wall:>9,.0f} tokens/s "
               f"{base.wall / timing.wall:5.2f}x   CPU {timing.cpu:6.2f} s/step {base.cpu / timing.cpu:5.2f}x")
     if auto != torch.float32:
-        ceiling = matmul_ceiling(auto, config["model"]["d_model"], config["model"]["d_ff"])
+        ceiling = matmul_ceiling(auto, config.model.d_model, config.model.d_ff)
         print(f"  {'one layer, matrix products only':>36}: {precision_name(auto)} {ceiling:.2f}x faster "
               "than fp32 (the ceiling of the step ratios above)")
 
@@ -132,7 +132,7 @@ def multiply_all(products: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
 
 def measure_training(config, dataset, num_batches: int = 20, warmup_batches: int = 3):
     """Time ``num_batches`` training steps after ``warmup_batches``; return (tokens/s, chars/s, model)."""
-    precision, _ = resolve_precision(config["training"]["precision"], torch.device("cpu"))
+    precision, _ = resolve_precision(config.training.precision, torch.device("cpu"))
     fused = precision != torch.bfloat16  # as BaseTrainer._attention_weights on a CPU
     model, step = training_step(config, precision, fused=fused, pad_id=dataset.pad_token)
     batches = iter(build_loader(config, dataset, shuffle=True))
@@ -188,8 +188,8 @@ def main() -> None:
     config = load_config(CONFIG)
     tokenizer = build_tokenizer(config)
     dataset = training_dataset(config, tokenizer)
-    print(f"config {CONFIG}: tokenizer {config['tokenization']['token_type']}, "
-          f"batch {config['data']['batch_size']}, torch threads {torch.get_num_threads()}")
+    print(f"config {CONFIG}: tokenizer {config.tokenization.token_type}, "
+          f"batch {config.data.batch_size}, torch threads {torch.get_num_threads()}")
     compare_step_speed(config, tokenizer.vocab_size)
     tokens_per_second, chars_per_second, model, step, batches = measure_training(config, dataset)
     parameters = sum(p.numel() for p in model.parameters())

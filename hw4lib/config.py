@@ -3,9 +3,11 @@
 ``configs/*.yaml`` hold one section per class below (``tokenization``, ``data``, ``model``,
 ``training``, ``optimizer``, ``scheduler``, ``generation``). :func:`load_config` reads a file,
 resolves its ``base:`` (a config it only states differences from), applies overrides and returns
-:func:`validate_config`'s plain dict with every default filled in: what the trainer, the notebook,
-the optimizer and scheduler factories and the run folder's ``config.yaml`` use. An error names
-the key path and what it must be: ``config key 'training.epochs' must be > 0, got 0``.
+:func:`validate_config`'s :class:`Config`, every default filled in. It stays typed: the trainer,
+the notebook, the factories and the decoding runs read its attributes (``config.training.epochs``),
+so each setting is checked here and nowhere else; :meth:`Config.dump` is the plain dict the run
+folder's ``config.yaml`` holds. An error names the key path and what it must be:
+``config key 'training.epochs' must be > 0, got 0``.
 
 Types are exact (no ``"3"`` for 3, no ``true`` for 1). :func:`validate_untrusted` is the grader's
 stricter check of a handed-in config: only what it needs to rebuild the model, within size limits
@@ -125,7 +127,7 @@ class Training(Section):
     gradient_accumulation_steps: PositiveInt = 1          # batches per optimizer update
     grad_clip_norm: NonNegativeFloat = 1.0               # 0 disables clipping
     label_smoothing: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    precision: Literal[PRECISIONS] | None = None         # None: from use_amp, else auto
+    precision: Literal[PRECISIONS] | None = None         # validated: never None (see below)
     use_amp: bool | None = None                          # the old name: true = auto, false = fp32
     samples_every: NonNegativeInt = 0                    # greedy validation samples every N epochs
     bucket_by_length: bool = True                        # batches of similar lengths
@@ -139,36 +141,16 @@ class Training(Section):
 
     @model_validator(mode="after")
     def _precision_replaces_use_amp(self) -> "Training":
-        self.precision = requested_precision({"precision": self.precision, "use_amp": self.use_amp})
+        """``precision``, else what ``use_amp`` (its old name) implies, else ``auto``."""
+        if self.use_amp is not None:
+            implied = "auto" if self.use_amp else "fp32"
+            if self.precision is not None and (self.precision != "fp32") != self.use_amp:
+                raise ValueError(f"training.use_amp={self.use_amp} contradicts training.precision="
+                                 f"{self.precision!r}: remove use_amp (it is the old name of precision)")
+            self.precision = self.precision or implied
+        self.precision = self.precision or "auto"
         self.use_amp = None  # resolved into precision; the dump leaves it out
         return self
-
-
-def requested_precision(training: dict[str, Any]) -> str:
-    """The precision a ``training:`` config section asks for: ``precision``, or its alias ``use_amp``.
-
-    Raises:
-        ValueError: an unknown precision, or ``use_amp`` contradicting ``precision``.
-    """
-    precision, use_amp = training.get("precision"), training.get("use_amp")
-    if precision is not None and precision not in PRECISIONS:
-        raise ValueError(f"training.precision must be one of {list(PRECISIONS)}, got {precision!r}")
-    if use_amp is None:
-        return precision or "auto"
-    if precision is None:
-        return "auto" if use_amp else "fp32"
-    if bool(use_amp) != (precision != "fp32"):
-        raise ValueError(f"training.use_amp={use_amp} contradicts training.precision={precision!r}: "
-                         "remove use_amp (it is the old name of precision)")
-    return precision
-
-
-def training_settings(training: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``training`` section with the default of every key it lacks: what the trainers read
-    (they also accept a partial section, as the tests and notebooks build them)."""
-    defaults = {name: field.get_default(call_default_factory=True)
-                for name, field in Training.model_fields.items() if not field.is_required()}
-    return {**defaults, **training}
 
 
 class ParamGroup(Section):
@@ -276,7 +258,19 @@ class GenerationSettings(Section):
 
 
 SHARED_GENERATION_KEYS = ("num_samples", "prompt_length", "seed", "max_length")
-GENERATION_DEFAULTS = GenerationSettings(method="greedy").model_dump()
+
+
+def decoding_settings(values: GenerationSettings | Mapping[str, Any] | None = None,
+                      method: str = "greedy") -> GenerationSettings:
+    """One decoding run's complete settings: ``values`` over the defaults, and ``method`` when
+    ``values`` names none. ConfigError naming ``generation.<key>`` for a bad value."""
+    settings = parse_section(GenerationSettings, values if values is not None else {}, "generation")
+    return settings if settings.method else settings.model_copy(update={"method": method})
+
+
+def _shared(key: str) -> Any:
+    """The default of a key shared by every strategy (defined once, in GenerationSettings)."""
+    return GenerationSettings.model_fields[key].default
 
 
 class Generation(Section):
@@ -284,10 +278,10 @@ class Generation(Section):
     model_config = ConfigDict(extra="allow", strict=True)
     __pydantic_extra__: dict[str, GenerationSettings]
 
-    num_samples: PositiveInt = 10
-    prompt_length: PositiveInt = 10
-    seed: NonNegativeInt = 0
-    max_length: PositiveInt = 100
+    num_samples: PositiveInt = _shared("num_samples")
+    prompt_length: PositiveInt = _shared("prompt_length")
+    seed: NonNegativeInt = _shared("seed")
+    max_length: PositiveInt = _shared("max_length")
 
     @model_validator(mode="after")
     def _methods_are_known(self) -> "Generation":
@@ -296,6 +290,20 @@ class Generation(Section):
                 raise ValueError(f"generation.{name}.method must be one of {list(DECODING_METHODS)} "
                                  f"(or name the strategy after one of them), got {name!r}")
         return self
+
+    def shared(self, method: str = "greedy") -> GenerationSettings:
+        """The shared settings with every other key at its default: a run of ``method``."""
+        return GenerationSettings(method=method, **{key: getattr(self, key)
+                                                    for key in SHARED_GENERATION_KEYS})
+
+    def strategies(self) -> dict[str, GenerationSettings]:
+        """Each named strategy's complete settings: its own keys, then the shared ones, then the
+        defaults; its ``method`` is its name unless it states one."""
+        return {name: strategy.model_copy(update={
+                    "method": strategy.method or name,
+                    **{key: getattr(self, key) for key in SHARED_GENERATION_KEYS
+                       if key not in strategy.model_fields_set}})
+                for name, strategy in self.model_extra.items()}
 
     def dump(self) -> dict[str, Any]:
         """Shared keys with defaults filled in; each strategy with only the keys it states."""
@@ -372,14 +380,16 @@ def parse_section(section: type[Section], values: Any, where: str) -> Section:
         raise _key_error(error, section, where) from None
 
 
-def validate_config(config: Any) -> dict[str, Any]:
+def validate_config(config: Config | Mapping[str, Any]) -> Config:
     """Check every key of a config and fill in defaults; raise ConfigError naming the bad key.
 
-    Returns a new dict; the input is not modified.
+    Returns a new :class:`Config` (the input is not modified), or ``config`` itself when it is one.
     """
+    if isinstance(config, Config):
+        return config
     if not isinstance(config, Mapping):
         raise ConfigError(f"a config must be a mapping of sections, got {type(config).__name__}")
-    return parse_section(Config, copy.deepcopy(dict(config)), "").dump()
+    return parse_section(Config, copy.deepcopy(dict(config)), "")
 
 
 def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -409,7 +419,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
     return _merge(read_config(path.parent / base), config)
 
 
-def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Config:
     """Read a YAML config (resolving ``base:``), apply ``overrides`` (``{"seed": 1,
     "training.epochs": 2}``) and validate it."""
     config = read_config(path)

@@ -33,7 +33,7 @@ import numpy
 import torch
 import yaml
 
-from hw4lib.config import ConfigError, training_settings, validate_untrusted, vocab_size_of
+from hw4lib.config import ConfigError, Training, validate_untrusted, vocab_size_of
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR,
                                   RUN_CARD_FILE, RUN_FILES, STATE_DICT_FILE, TIMING_FILE,
@@ -42,7 +42,7 @@ from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HAN
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes, count_elements
 from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
 
-EXPTS_DIR = training_settings({})["expts_dir"]  # where runs are, unless their config moved them
+EXPTS_DIR = Training.model_fields["expts_dir"].default  # where runs are, unless a config moved them
 REQUIRED_METRICS = ("ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char")
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import yaml
 
+from hw4lib.config import Config, Model, Optimizer, parse_section, validate_config
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE
 from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
 from hw4lib.trainers.metrics import language_model_metrics
@@ -38,22 +39,22 @@ def numpy_state(state_dict: dict[str, torch.Tensor], dtype=np.float32) -> dict[s
     return {name: tensor.detach().cpu().numpy().astype(dtype) for name, tensor in state_dict.items()}
 
 
-def numpy_model_from_state(model_config: dict[str, Any], state_dict: dict[str, torch.Tensor],
+def numpy_model_from_state(model_config: Model | dict[str, Any], state_dict: dict[str, torch.Tensor],
                            dtype=np.float32) -> DecoderOnlyTransformer:
     """The numpy twin of ``DecoderOnlyTransformer(**model_config, num_classes=K)`` in eval mode,
-    holding ``state_dict``'s weights; K is read from the state dict's output layer."""
+    holding ``state_dict``'s weights; K is read from the state dict's output layer.
+    ``model_config`` is the config's ``model`` section (validated here when it is a mapping)."""
+    settings = parse_section(Model, model_config, "model")
     state = numpy_state(state_dict, dtype)
     num_classes = state["final_linear.bias"].shape[0]
     model = DecoderOnlyTransformer(
-        model_config["num_layers"], model_config["d_model"], model_config["num_heads"],
-        model_config["d_ff"], model_config["max_len"], num_classes,
-        weight_tying=model_config.get("weight_tying", False),
-        dropout=model_config.get("dropout", 0.0), dtype=dtype)
+        settings.num_layers, settings.d_model, settings.num_heads, settings.d_ff, settings.max_len,
+        num_classes, weight_tying=settings.weight_tying, dropout=settings.dropout, dtype=dtype)
     model.load_state_dict(state)
     return model.eval()
 
 
-def load_numpy_model(path: str | Path, dtype=np.float32) -> tuple[DecoderOnlyTransformer, dict]:
+def load_numpy_model(path: str | Path, dtype=np.float32) -> tuple[DecoderOnlyTransformer, Config]:
     """The numpy model of a run folder or of a handin, and the config it was trained with.
 
     ``path`` is a run folder (``expts/<run>``: its config.yaml and best checkpoint), a handin folder
@@ -77,8 +78,8 @@ def load_numpy_model(path: str | Path, dtype=np.float32) -> tuple[DecoderOnlyTra
     if not config_file.is_file():
         raise FileNotFoundError(f"{config_file} not found: the weights need the config.yaml of the "
                                 f"run that trained them")
-    config = yaml.safe_load(config_file.read_text())
-    return numpy_model_from_state(config["model"], state_dict, dtype), config
+    config = validate_config(yaml.safe_load(config_file.read_text()))
+    return numpy_model_from_state(config.model, state_dict, dtype), config
 
 
 def evaluate_numpy_model(model: DecoderOnlyTransformer, loader: Iterable,
@@ -114,23 +115,21 @@ def numpy_score_fn(model: DecoderOnlyTransformer) -> Callable[[torch.Tensor], to
 
 
 def numpy_optimizer(model: DecoderOnlyTransformer, torch_model: torch.nn.Module,
-                    opt_config: dict[str, Any]) -> AdamW:
+                    opt_config: Optimizer) -> AdamW:
     """mytorch's AdamW over ``model``'s parameters, grouped as ``create_optimizer`` groups
     ``torch_model``'s (same learning rates and weight decay per parameter name)."""
-    if str(opt_config.get("name", "")).lower() != "adamw":
+    if opt_config.name != "adamw":
         raise ValueError(f"numpy_optimizer: only optimizer.name adamw has a numpy twin, got "
-                         f"{opt_config.get('name')!r}")
+                         f"{opt_config.name!r}")
     names = {id(p): name for name, p in torch_model.named_parameters()}
     params = model.parameters()
     groups = [{"params": {names[id(p)]: params[names[id(p)]] for p in group["params"]},
                "lr": group["lr"], "weight_decay": group["weight_decay"]}
               for group in build_param_groups(torch_model, opt_config)]
-    adamw = opt_config.get("adamw") or {}
-    if adamw.get("amsgrad", False):
+    adamw = opt_config.adamw
+    if adamw.amsgrad:
         raise ValueError("numpy_optimizer: amsgrad has no numpy twin; set optimizer.adamw.amsgrad: false")
-    return AdamW(groups, lr=float(opt_config["lr"]),
-                 betas=tuple(float(b) for b in adamw.get("betas", (0.9, 0.999))),
-                 eps=float(adamw.get("eps", 1e-8)))
+    return AdamW(groups, lr=opt_config.lr, betas=adamw.betas, eps=adamw.eps)
 
 
 def numpy_train_step(model: DecoderOnlyTransformer, criterion: CrossEntropyLoss,
@@ -148,7 +147,7 @@ def numpy_train_step(model: DecoderOnlyTransformer, criterion: CrossEntropyLoss,
     return loss
 
 
-def train_numpy(model: DecoderOnlyTransformer, torch_model: torch.nn.Module, config: dict[str, Any],
+def train_numpy(model: DecoderOnlyTransformer, torch_model: torch.nn.Module, config: Config,
                 batches: list, train_loader: Sized, pad_id: int) -> list[float]:
     """Train ``model`` on ``batches`` with the config's optimizer, schedule and clipping, one
     update per batch; return the loss of each batch before its update.
@@ -156,14 +155,14 @@ def train_numpy(model: DecoderOnlyTransformer, torch_model: torch.nn.Module, con
     ``torch_model`` is the hw4lib model of the same config (its parameter names pick the optimizer
     groups); ``train_loader``'s length sizes the learning-rate schedule, as in the trainer.
     """
-    training = config["training"]
-    if training.get("gradient_accumulation_steps", 1) != 1 or training.get("label_smoothing", 0.0):
+    training = config.training
+    if training.gradient_accumulation_steps != 1 or training.label_smoothing:
         raise ValueError("train_numpy: set training.gradient_accumulation_steps: 1 and "
                          "training.label_smoothing: 0 (the numpy loop has neither)")
-    optimizer = numpy_optimizer(model, torch_model, config["optimizer"])
-    schedule = simulate_lr_schedule(create_optimizer(torch_model, config["optimizer"]),
-                                    config["scheduler"], train_loader, 1, training["epochs"])
-    updates_per_entry = 1 if scheduler_interval(config["scheduler"]) == "step" else len(train_loader)
+    optimizer = numpy_optimizer(model, torch_model, config.optimizer)
+    schedule = simulate_lr_schedule(create_optimizer(torch_model, config.optimizer),
+                                    config.scheduler, train_loader, 1, training.epochs)
+    updates_per_entry = 1 if scheduler_interval(config.scheduler) == "step" else len(train_loader)
     criterion = CrossEntropyLoss(ignore_index=pad_id)
     model.train()
     losses = []
@@ -171,5 +170,5 @@ def train_numpy(model: DecoderOnlyTransformer, torch_model: torch.nn.Module, con
         for group, lrs in zip(optimizer.param_groups, schedule):
             group["lr"] = lrs[step // updates_per_entry]
         losses.append(numpy_train_step(model, criterion, optimizer, batch,
-                                       float(training.get("grad_clip_norm", 0.0))))
+                                       training.grad_clip_norm))
     return losses

@@ -5,14 +5,14 @@
 The notebook runs the very same steps by calling the functions below one by one::
 
     config = load_config("configs/default.yaml")
-    set_seed(config["seed"])
+    set_seed(config.seed)
     tokenizer = build_tokenizer(config)
     train_set, val_set, test_set = build_datasets(config, tokenizer)
     check_generation_settings(config, test_set)
     train_loader, val_loader, test_loader = build_loaders(config, (train_set, val_set, test_set))
     model = build_model(config, tokenizer, max_sequence_length(train_set, val_set, test_set))
     trainer = build_trainer(config, model, tokenizer, train_loader, run_name, config_file)
-    trainer.train(train_loader, val_loader, epochs=config["training"]["epochs"])
+    trainer.train(train_loader, val_loader, epochs=config.training.epochs)
     load_best_weights(trainer)
     test_metrics, generations = trainer.evaluate(test_loader)
 
@@ -34,17 +34,16 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from hw4lib.config import ConfigError, load_config, validate_config
+from hw4lib.config import Config, ConfigError, load_config, validate_config
 from hw4lib.data import H4Tokenizer, LengthBucketBatchSampler, LMDataset
 from hw4lib.handin_format import TIMING_FILE
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers import LMTrainer, NonFiniteLossError
 from hw4lib.trainers.base_trainer import CHECKPOINT_BEST, write_json
-from hw4lib.trainers.generation_settings import generation_configs
 from hw4lib.utils import create_optimizer, create_scheduler, plot_lr_schedule
 
 __all__ = ["ConfigError", "LengthBucketBatchSampler", "load_config", "validate_config", "set_seed",
-           "build_tokenizer", "build_datasets", "check_generation_settings", "build_loader",
+           "build_tokenizer", "build_datasets", "check_generation_settings", "batch_loader", "build_loader",
            "build_loaders", "max_sequence_length", "build_model", "build_trainer",
            "load_best_weights", "default_run_name", "run", "main"]
 
@@ -59,51 +58,57 @@ def set_seed(seed: int) -> None:
     torch.cuda.manual_seed_all(seed)
 
 
-def build_tokenizer(config: dict[str, Any]) -> H4Tokenizer:
-    """The H4Tokenizer named by ``config["tokenization"]``."""
-    tokenization = config["tokenization"]
-    return H4Tokenizer(tokenization["token_map"], tokenization["token_type"])
+def build_tokenizer(config: Config) -> H4Tokenizer:
+    """The H4Tokenizer named by ``config.tokenization``."""
+    return H4Tokenizer(config.tokenization.token_map, config.tokenization.token_type)
 
 
-def build_datasets(config: dict[str, Any], tokenizer) -> tuple[LMDataset, LMDataset, LMDataset]:
-    """The train, validation and test LMDatasets of ``config["data"]``."""
-    data = config["data"]
-    return tuple(LMDataset(data[f"{split}_partition"], data, tokenizer)
-                 for split in ("train", "val", "test"))
+def build_datasets(config: Config, tokenizer) -> tuple[LMDataset, LMDataset, LMDataset]:
+    """The train, validation and test LMDatasets of ``config.data``."""
+    data = config.data
+    partitions = (data.train_partition, data.val_partition, data.test_partition)
+    return tuple(LMDataset(partition, data.model_dump(), tokenizer) for partition in partitions)
 
 
-def check_generation_settings(config: dict[str, Any], test_set) -> None:
-    """Draw the prompts of every strategy in ``config["generation"]`` from ``test_set`` once.
+def check_generation_settings(config: Config, test_set) -> None:
+    """Draw the prompts of every strategy of ``config.generation`` from ``test_set`` once.
 
     ``evaluate`` draws them after training; a test split too small for the configured
     ``num_samples`` and ``prompt_length`` must fail here, before any training time is spent.
     """
-    for name, settings in generation_configs(config).items():
+    for name, settings in config.generation.strategies().items():
         try:
-            test_set.sample_prompts(settings["num_samples"], settings["prompt_length"], seed=settings["seed"])
+            test_set.sample_prompts(settings.num_samples, settings.prompt_length, seed=settings.seed)
         except ValueError as error:
             raise ConfigError(f"config section 'generation.{name}' does not fit the test split "
                               f"(checked before training): {error}") from error
 
 
-def build_loader(config: dict[str, Any], dataset, shuffle: bool) -> DataLoader:
-    """One DataLoader over ``dataset`` with the config's batch size.
+def batch_loader(dataset, batch_size: int, shuffle: bool, bucket_by_length: bool = True,
+                 num_workers: int = 0) -> DataLoader:
+    """A DataLoader over ``dataset`` in batches of ``batch_size`` transcripts.
 
-    With ``training.bucket_by_length`` the batches group transcripts of similar length (see
+    With ``bucket_by_length`` the batches group transcripts of similar length (see
     LengthBucketBatchSampler); the metrics do not depend on how batches are formed. The shuffle
     order is drawn from torch's global RNG, which checkpoints save and restore, so a resumed run
     sees the same batches as an uninterrupted one.
     """
-    data = config["data"]
-    common = dict(collate_fn=dataset.collate_fn, num_workers=data["NUM_WORKERS"])
-    if config["training"]["bucket_by_length"]:
+    common = dict(collate_fn=dataset.collate_fn, num_workers=num_workers)
+    if bucket_by_length:
         lengths = [len(golden) for golden in dataset.transcripts_golden]
-        sampler = LengthBucketBatchSampler(lengths, data["batch_size"], shuffle=shuffle)
+        sampler = LengthBucketBatchSampler(lengths, batch_size, shuffle=shuffle)
         return DataLoader(dataset, batch_sampler=sampler, **common)
-    return DataLoader(dataset, batch_size=data["batch_size"], shuffle=shuffle, **common)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, **common)
 
 
-def build_loaders(config: dict[str, Any], datasets) -> tuple[DataLoader, DataLoader, DataLoader]:
+def build_loader(config: Config, dataset, shuffle: bool) -> DataLoader:
+    """:func:`batch_loader` with the config's ``data.batch_size``, ``data.NUM_WORKERS`` and
+    ``training.bucket_by_length``."""
+    return batch_loader(dataset, config.data.batch_size, shuffle, config.training.bucket_by_length,
+                        config.data.NUM_WORKERS)
+
+
+def build_loaders(config: Config, datasets) -> tuple[DataLoader, DataLoader, DataLoader]:
     """DataLoaders over (train, val, test); only the training one shuffles."""
     return tuple(build_loader(config, dataset, shuffle=(index == 0)) for index, dataset in enumerate(datasets))
 
@@ -113,27 +118,27 @@ def max_sequence_length(*datasets) -> int:
     return max(dataset.text_max_len for dataset in datasets)
 
 
-def build_model(config: dict[str, Any], tokenizer, longest_sequence: int | None = None) -> DecoderOnlyTransformer:
-    """``DecoderOnlyTransformer(**config["model"], num_classes=tokenizer.vocab_size)``.
+def build_model(config: Config, tokenizer, longest_sequence: int | None = None) -> DecoderOnlyTransformer:
+    """``DecoderOnlyTransformer(**config.model.model_dump(), num_classes=tokenizer.vocab_size)``.
 
     With ``longest_sequence``, check that ``model.max_len`` covers the data.
     """
-    model_config = config["model"]
-    if longest_sequence is not None and longest_sequence > model_config["max_len"]:
-        raise ConfigError(f"config key 'model.max_len' is {model_config['max_len']} but the longest "
-                          f"sequence of the data has {longest_sequence} tokens; raise model.max_len")
-    return DecoderOnlyTransformer(**model_config, num_classes=tokenizer.vocab_size)
+    max_len = config.model.max_len
+    if longest_sequence is not None and longest_sequence > max_len:
+        raise ConfigError(f"config key 'model.max_len' is {max_len} but the longest sequence of "
+                          f"the data has {longest_sequence} tokens; raise model.max_len")
+    return DecoderOnlyTransformer(**config.model.model_dump(), num_classes=tokenizer.vocab_size)
 
 
-def build_trainer(config: dict[str, Any], model, tokenizer, train_loader, run_name: str,
+def build_trainer(config: Config, model, tokenizer, train_loader, run_name: str,
                   config_file: str | Path | None = None, device=None) -> LMTrainer:
     """An LMTrainer with its optimizer and scheduler, and a plot of the schedule in the run folder."""
     trainer = LMTrainer(model, tokenizer, config, run_name, config_file, device)
-    accumulation = config["training"]["gradient_accumulation_steps"]
-    trainer.optimizer = create_optimizer(trainer.model, config["optimizer"])
-    trainer.scheduler = create_scheduler(trainer.optimizer, config["scheduler"], train_loader, accumulation)
-    plot_lr_schedule(trainer.optimizer, config["scheduler"], train_loader, accumulation,
-                     config["training"]["epochs"], trainer.expt_root / "lr_schedule.png")
+    accumulation = config.training.gradient_accumulation_steps
+    trainer.optimizer = create_optimizer(trainer.model, config.optimizer)
+    trainer.scheduler = create_scheduler(trainer.optimizer, config.scheduler, train_loader, accumulation)
+    plot_lr_schedule(trainer.optimizer, config.scheduler, train_loader, accumulation,
+                     config.training.epochs, trainer.expt_root / "lr_schedule.png")
     return trainer
 
 
@@ -147,8 +152,8 @@ def load_best_weights(trainer: LMTrainer) -> Path | None:
     return path
 
 
-def default_run_name(config: dict[str, Any]) -> str:
-    return f"{config['name']}-{time.strftime('%Y%m%d-%H%M%S')}"
+def default_run_name(config: Config) -> str:
+    return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def run(config_file: str | Path, seed: int | None = None, run_name: str | None = None,
@@ -160,13 +165,13 @@ def run(config_file: str | Path, seed: int | None = None, run_name: str | None =
     if resume is not None:
         overrides["training.resume_from"] = resume
     config = load_config(config_file, overrides)
-    if config["training"]["num_threads"]:
-        torch.set_num_threads(config["training"]["num_threads"])
+    if config.training.num_threads:
+        torch.set_num_threads(config.training.num_threads)
     run_name = run_name or default_run_name(config)
     timing: dict[str, float] = {}
     start = time.perf_counter()
 
-    set_seed(config["seed"])
+    set_seed(config.seed)
     tokenizer = build_tokenizer(config)
     datasets = build_datasets(config, tokenizer)
     check_generation_settings(config, datasets[2])
@@ -174,17 +179,17 @@ def run(config_file: str | Path, seed: int | None = None, run_name: str | None =
     model = build_model(config, tokenizer, max_sequence_length(*datasets))
     trainer = build_trainer(config, model, tokenizer, train_loader, run_name, config_file)
     print(f"run folder: {trainer.expt_root}\n"
-          f"tokenizer {config['tokenization']['token_type']} (vocab {tokenizer.vocab_size}); "
+          f"tokenizer {config.tokenization.token_type} (vocab {tokenizer.vocab_size}); "
           f"train {len(datasets[0])} transcripts, {datasets[0].total_tokens} tokens, "
           f"{datasets[0].total_chars} chars; model {sum(p.numel() for p in model.parameters()):,} "
           f"parameters on {trainer.device}", flush=True)
-    if config["training"]["resume_from"]:
-        trainer.load_checkpoint(config["training"]["resume_from"])
-        print(f"resumed from {config['training']['resume_from']} after epoch {trainer.current_epoch}")
+    if config.training.resume_from:
+        trainer.load_checkpoint(config.training.resume_from)
+        print(f"resumed from {config.training.resume_from} after epoch {trainer.current_epoch}")
     timing["setup_seconds"] = time.perf_counter() - start
 
     try:
-        trainer.train(train_loader, val_loader, epochs=config["training"]["epochs"])
+        trainer.train(train_loader, val_loader, epochs=config.training.epochs)
         timing["train_seconds"] = time.perf_counter() - start - timing["setup_seconds"]
         load_best_weights(trainer)
         evaluate_start = time.perf_counter()

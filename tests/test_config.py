@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hw4lib.config import (ConfigError, Model, load_config, read_config,
-                           validate_untrusted)
+from hw4lib.config import (Config, ConfigError, Generation, GenerationSettings, Model, load_config,
+                           read_config, validate_config, validate_untrusted)
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import count_elements
 from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"Config files": 0, "Grader's check": 0}
+RUBRIC = {"Config files": 0, "Typed config": 0, "Grader's check": 0}
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_MODEL = {"num_layers": 2, "d_model": 16, "num_heads": 2, "d_ff": 32, "dropout": 0.0,
@@ -39,8 +39,8 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, object]:
 def test_tiny_is_default_with_the_keys_it_states():
     stated = _flatten(yaml.safe_load((REPO / "configs/tiny.yaml").read_text()))
     assert stated.pop("base") == "default.yaml", "tiny.yaml must build on default.yaml"
-    default = _flatten(load_config(REPO / "configs/default.yaml"))
-    tiny = _flatten(load_config(REPO / "configs/tiny.yaml"))
+    default = _flatten(load_config(REPO / "configs/default.yaml").dump())
+    tiny = _flatten(load_config(REPO / "configs/tiny.yaml").dump())
     derived = {"scheduler.cosine.T_max"}  # the rest of training after the warm-up
     for key, value in tiny.items():
         if key in stated:
@@ -60,9 +60,9 @@ def test_base_chain_is_relative_to_the_file_and_errors_name_the_file(tmp_path):
     (tmp_path / "sub/middle.yaml").write_text("base: ../root.yaml\ntraining: {epochs: 7}\n")
     (tmp_path / "sub/leaf.yaml").write_text("base: middle.yaml\nname: leaf\ndata: {batch_size: 3}\n")
     config = load_config(tmp_path / "sub/leaf.yaml")
-    assert (config["name"], config["training"]["epochs"], config["data"]["batch_size"]) == ("leaf", 7, 3)
-    assert config["data"]["root"] == "hw4_data/hw4p1_data", "keys the leaf does not state come from the root"
-    assert "base" not in config
+    assert (config.name, config.training.epochs, config.data.batch_size) == ("leaf", 7, 3)
+    assert config.data.root == "hw4_data/hw4p1_data", "keys the leaf does not state come from the root"
+    assert "base" not in config.dump()
     (tmp_path / "bad.yaml").write_text("base: [a, b]\n")
     with pytest.raises(ConfigError, match="base"):
         load_config(tmp_path / "bad.yaml")
@@ -83,6 +83,36 @@ def test_model_section_is_exactly_the_model_arguments():
         assert Model.model_fields[name].is_required() != has_default, name
         if has_default:
             assert Model.model_fields[name].default == parameters[name].default, name
+
+
+@rubric("Typed config")
+def test_validation_returns_the_typed_config_and_dumps_what_it_read(tmp_path):
+    config = load_config(REPO / "configs/tiny.yaml")
+    assert isinstance(config, Config) and validate_config(config) is config, (
+        "load_config returns a Config, and validating one again returns it unchanged")
+    again = validate_config(yaml.safe_load(yaml.safe_dump(config.dump())))
+    assert again.dump() == config.dump(), "the run folder's config.yaml validates to the same config"
+    raw = read_config(REPO / "configs/tiny.yaml")
+    validate_config(raw)
+    assert raw == read_config(REPO / "configs/tiny.yaml"), "validation must not change its input"
+
+
+@rubric("Typed config")
+def test_each_strategy_takes_its_own_keys_then_the_shared_ones_then_the_defaults():
+    generation = Generation.model_validate({"num_samples": 3, "seed": 7, "greedy": {},
+                                            "wide": {"method": "beam", "beam_width": 5, "seed": 1}})
+    strategies = generation.strategies()
+    defaults = GenerationSettings()
+    assert list(strategies) == ["greedy", "wide"], f"one entry per strategy, got {list(strategies)}"
+    greedy, wide = strategies["greedy"], strategies["wide"]
+    assert (greedy.method, greedy.num_samples, greedy.seed, greedy.prompt_length) == (
+        "greedy", 3, 7, defaults.prompt_length), f"greedy: named after its key, shared keys, got {greedy}"
+    assert (wide.method, wide.beam_width, wide.seed, wide.num_samples, wide.temperature) == (
+        "beam", 5, 1, 3, defaults.temperature), f"wide: its own method and seed win, got {wide}"
+    shared = generation.shared("greedy")
+    assert (shared.num_samples, shared.seed, shared.top_k) == (3, 7, defaults.top_k), shared
+    assert generation.dump()["wide"] == {"method": "beam", "beam_width": 5, "seed": 1}, (
+        "the dump keeps only what a strategy states, so config.yaml reads like the file it came from")
 
 
 @rubric("Grader's check")

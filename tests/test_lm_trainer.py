@@ -113,13 +113,10 @@ GENERATION = {"num_samples": 2, "prompt_length": 2, "max_length": 8,
 
 
 def _config(tmp_path, **training):
-    return {
-        "training": {"expts_dir": str(tmp_path / "expts"), "gradient_accumulation_steps": 1,
-                     "grad_clip_norm": 1.0, "progress_bar": False,
-                     "precision": "fp32", **training},  # float32: the tests compare runs exactly
-        "scheduler": {"name": "cosine", "interval": "step"},
-        "generation": GENERATION,
-    }
+    from tests.tiny_config import tiny_config
+
+    return tiny_config(tmp_path, {"gradient_accumulation_steps": 1, "grad_clip_norm": 1.0, **training},
+                       scheduler={"name": "cosine", "interval": "step"}, generation=GENERATION)
 
 
 def _trainer(tmp_path, model, run_name="run", lr=0.05, **training):
@@ -444,8 +441,6 @@ def test_generate_passes_every_setting_to_its_search_and_reports_the_cut_best_re
     """Each strategy's settings reach the search unchanged (sampling: a torch.Generator on the
     trainer's device seeded with the config's seed); beam search keeps the best beam; each
     continuation is cut after its first EOS; the scores are the search's."""
-    from hw4lib.trainers.generation_settings import generation_configs
-
     trainer = _trainer(tmp_path, TableLM())
     loader = _loader(shuffle=False)
     expected_kwargs = {
@@ -454,7 +449,7 @@ def test_generate_passes_every_setting_to_its_search_and_reports_the_cut_best_re
         "sample": {"temperature": 2.0, "top_k": 4, "top_p": 0.8, "seed": 5,
                    "generator_device": torch.device("cpu")},
     }
-    for name, settings in generation_configs(trainer.config).items():
+    for name, settings in trainer.config.generation.strategies().items():
         samples, calls = _generate_recorded(trainer, loader, settings)
         searches = [(method, kwargs) for method, kwargs in calls if method != "for_model"]
         assert [method for method, _ in searches] == [name], (
@@ -522,8 +517,6 @@ def test_evaluation_and_generation_use_the_trainers_device(tmp_path, monkeypatch
 
 @rubric("LMTrainer")
 def test_evaluate_scores_the_test_loader_and_generates_with_each_strategy(tmp_path):
-    from hw4lib.trainers.generation_settings import generation_configs
-
     torch.manual_seed(0)
     model = TableLM()
     nn.init.normal_(model.final_linear.weight, std=0.3)   # distinct but spread next-token choices
@@ -542,7 +535,7 @@ def test_evaluate_scores_the_test_loader_and_generates_with_each_strategy(tmp_pa
     _close(metrics["ce_loss_token"], nll / targets, "test ce_loss_token", rel=1e-5)
 
     torch.manual_seed(99)
-    again = trainer.generate(loader, generation_configs(trainer.config)["sample"])
+    again = trainer.generate(loader, trainer.config.generation.strategies()["sample"])
     assert again == generations["sample"], (
         "sampling must draw from a torch.Generator seeded with the config's seed, so that the global "
         f"RNG state does not matter: after torch.manual_seed(1234) got {generations['sample']}, after "
@@ -553,10 +546,10 @@ def test_evaluate_scores_the_test_loader_and_generates_with_each_strategy(tmp_pa
     )
     saved = json.loads((root / "test_generated_results.json").read_text())
     assert saved == generations, "test_generated_results.json must hold the returned generations"
-    for name, settings in generation_configs(trainer.config).items():
+    for name, settings in trainer.config.generation.strategies().items():
         assert generations[name] == trainer.generate(loader, settings), (
             f"evaluate's {name!r} generations must be generate(test_loader, settings) with that "
-            f"strategy's settings from generation_configs(config)")
+            f"strategy's settings from config.generation.strategies()")
 
 
 if __name__ == "__main__":

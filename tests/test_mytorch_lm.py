@@ -102,7 +102,7 @@ def check_input_gradient_by_finite_differences(forward, backward, x, upstream, w
     assert_matches_finite_differences(loss, [("dLdx", mine, x)], f"{where}: ")
 
 
-def tiny_config_on_a_small_corpus(tmp_path, batch_size: int) -> dict:
+def tiny_config_on_a_small_corpus(tmp_path, batch_size: int):
     """configs/tiny.yaml on a small corpus that the data generator writes into tmp_path (in a
     fraction of a second, so these tests need no `make data`)."""
     from datagen.build_data import build
@@ -536,19 +536,19 @@ def test_numpy_training_tracks_torch_on_the_tiny_config(tmp_path):
     from hw4lib.numpy_twin import numpy_model_from_state, train_numpy
 
     config = tiny_config_on_a_small_corpus(tmp_path, batch_size=8)
-    assert config["model"]["dropout"] == 0.0, "configs/tiny.yaml should have dropout 0"
-    set_seed(config["seed"])
+    assert config.model.dropout == 0.0, "configs/tiny.yaml should have dropout 0"
+    set_seed(config.seed)
     tokenizer = build_tokenizer(config)
     train_loader = build_loaders(config, build_datasets(config, tokenizer))[0]
     model = build_model(config, tokenizer).double()
-    twin = numpy_model_from_state(config["model"], model.state_dict(), np.float64)
+    twin = numpy_model_from_state(config.model, model.state_dict(), np.float64)
     batches = list(itertools.islice(train_loader, 20))
 
     # numpy first: its twin starts from the torch model's initial weights.
     numpy_losses = train_numpy(twin, model, config, batches, train_loader, tokenizer.pad_id)
 
-    optimizer = create_optimizer(model, config["optimizer"])
-    scheduler = create_scheduler(optimizer, config["scheduler"], train_loader, 1)
+    optimizer = create_optimizer(model, config.optimizer)
+    scheduler = create_scheduler(optimizer, config.scheduler, train_loader, 1)
     criterion = torch.nn.CrossEntropyLoss(ignore_index=tokenizer.pad_id)
     model.train()
     torch_losses = []
@@ -556,7 +556,7 @@ def test_numpy_training_tracks_torch_on_the_tiny_config(tmp_path):
         logits, _ = model(shifted, lengths)
         loss = criterion(logits.reshape(-1, logits.size(-1)), golden.reshape(-1))
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config["training"]["grad_clip_norm"])
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.training.grad_clip_norm)
         optimizer.step()
         optimizer.zero_grad()
         scheduler.step()
@@ -582,12 +582,12 @@ def test_trained_float32_weights_give_torchs_perplexity_and_greedy_tokens(tmp_pa
     from hw4lib.numpy_twin import evaluate_numpy_model, numpy_model_from_state, numpy_score_fn
 
     config = tiny_config_on_a_small_corpus(tmp_path, batch_size=16)
-    set_seed(config["seed"])
+    set_seed(config.seed)
     tokenizer = build_tokenizer(config)
     datasets = build_datasets(config, tokenizer)
     train_loader, _, test_loader = build_loaders(config, datasets)
     model = build_model(config, tokenizer)
-    optimizer = create_optimizer(model, config["optimizer"])
+    optimizer = create_optimizer(model, config.optimizer)
     criterion = torch.nn.CrossEntropyLoss(ignore_index=tokenizer.pad_id)
     for shifted, golden, lengths in train_loader:  # one epoch, about 35 updates
         logits, _ = model(shifted, lengths)
@@ -595,7 +595,7 @@ def test_trained_float32_weights_give_torchs_perplexity_and_greedy_tokens(tmp_pa
         optimizer.step()
         optimizer.zero_grad()
     model.eval()
-    twin = numpy_model_from_state(config["model"], model.state_dict(), np.float32)
+    twin = numpy_model_from_state(config.model, model.state_dict(), np.float32)
 
     torch_metrics = evaluate_language_model(model, test_loader, "cpu")
     numpy_metrics = evaluate_numpy_model(twin, test_loader)

@@ -24,8 +24,9 @@ from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.train import ConfigError, validate_config
 from hw4lib.trainers import LMTrainer
-from hw4lib.trainers.precision import requested_precision, resolve_precision
+from hw4lib.trainers.precision import resolve_precision
 from tests.testing_framework import rubric, run_module
+from tests.tiny_config import tiny_config, tiny_yaml
 
 RUBRIC = {"Precision choice": 0, "Mixed-precision step": 0, "Fused attention": 0}
 
@@ -58,7 +59,6 @@ def test_auto_picks_16_bits_only_where_native():
     for (name, device), expected in explicit.items():
         assert resolve_precision(name, device)[0] == expected, f"{name} on {device}: expected {expected}"
     expect_error(ValueError, ["fp16", "CUDA", "bf16"], lambda: resolve_precision("fp16", cpu))
-    expect_error(ValueError, ["training.precision", "fp8"], lambda: resolve_precision("fp8", cpu))
 
 
 @rubric("Precision choice")
@@ -67,19 +67,17 @@ def test_use_amp_is_an_alias_of_precision():
              ({"precision": "bf16"}, "bf16"), ({"precision": "bf16", "use_amp": True}, "bf16"),
              ({"precision": "fp32", "use_amp": False}, "fp32")]
     for training, expected in cases:
-        got = requested_precision(training)
-        assert got == expected, f"training section {training}: expected precision {expected!r}, got {got!r}"
-    expect_error(ValueError, ["use_amp", "precision"],
-                 lambda: requested_precision({"precision": "bf16", "use_amp": False}))
+        config = tiny_yaml()
+        config["training"].pop("precision", None)  # tiny.yaml inherits default.yaml's: auto
+        config["training"].update(training)
+        checked = validate_config(config)
+        assert checked.training.precision == expected, (
+            f"training section {training}: expected precision {expected!r}, "
+            f"got {checked.training.precision!r}")
+        assert "use_amp" not in checked.dump()["training"], "use_amp is resolved into precision"
 
-    from tests.test_train_e2e import _tiny_config
-
-    config = _tiny_config()
-    config["training"].pop("precision", None)  # tiny.yaml inherits default.yaml's precision: auto
+    config = tiny_yaml()
     config["training"]["use_amp"] = False
-    checked = validate_config(config)["training"]
-    assert checked["precision"] == "fp32" and "use_amp" not in checked, (
-        f"use_amp: false should validate to precision fp32 (and disappear), got {checked}")
     config["training"]["precision"] = "bf16"
     expect_error(ConfigError, ["training.precision", "use_amp"], lambda: validate_config(config))
     config["training"].pop("use_amp")
@@ -121,7 +119,7 @@ def make_trainer(tmp_path, precision: str, model: nn.Module | None = None) -> LM
     torch.manual_seed(0)
     if model is None:
         model = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB)
-    config = {"training": {"expts_dir": str(tmp_path / "expts"), "precision": precision, "progress_bar": False}}
+    config = tiny_config(tmp_path, {"precision": precision})
     trainer = LMTrainer(model, Tokenizer(), config, f"run-{precision}", None, device="cpu")
     trainer.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     return trainer

@@ -17,18 +17,12 @@ import torch
 import yaml
 
 from tests.testing_framework import rubric, run_module
+from tests.tiny_config import tiny_yaml
 
 RUBRIC = {"Config validation": 0, "Length-bucketed batches": 0, "Training run": 0}
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny.yaml"
-
-
-def _tiny_config() -> dict:
-    """configs/tiny.yaml with its base resolved, not yet validated."""
-    from hw4lib.config import read_config
-
-    return read_config(TINY)
 
 
 @rubric("Config validation")
@@ -37,10 +31,10 @@ def test_shipped_configs_are_valid():
 
     for name in ("default.yaml", "tiny.yaml"):
         config = load_config(REPO / "configs" / name)
-        assert config["training"]["gradient_accumulation_steps"] >= 1, "defaults are filled in"
+        assert config.training.gradient_accumulation_steps >= 1, "defaults are filled in"
     config = load_config(REPO / "configs" / "tiny.yaml",
                          {"training.epochs": 5, "scheduler.warmup.epochs": 0.5, "scheduler.cosine": {}})
-    assert config["scheduler"]["cosine"]["T_max"] == 4.5, "a cosine without T_max spans the rest of training"
+    assert config.scheduler.cosine.T_max == 4.5, "a cosine without T_max spans the rest of training"
 
 
 @rubric("Config validation")
@@ -60,15 +54,15 @@ def test_config_errors_name_the_key():
         (("generation", "beam"), {"beam_width": 0}, "generation.beam.beam_width"),
     ]
     for (section, key), value, named in cases:
-        config = _tiny_config()
+        config = tiny_yaml()
         config[section][key] = value
         with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
             validate_config(config)
-    config = _tiny_config()
+    config = tiny_yaml()
     del config["data"]["batch_size"]
     with pytest.raises(ConfigError, match=r"data\.batch_size"):
         validate_config(config)
-    config = _tiny_config()
+    config = tiny_yaml()
     config["scheduler"]["name"] = "reduce_lr"
     with pytest.raises(ConfigError, match=r"scheduler\.warmup"):
         validate_config(config)
@@ -78,7 +72,7 @@ def test_config_errors_name_the_key():
 def test_cli_reports_a_bad_config_and_exits_nonzero(tmp_path):
     from hw4lib.train import main
 
-    config = _tiny_config()
+    config = tiny_yaml()
     config["data"]["batch_size"] = -1
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -131,7 +125,7 @@ def test_tiny_run_end_to_end_is_complete_deterministic_and_gradable(tmp_path):
     from hw4lib.trainers.metrics import evaluate_language_model
 
     _write_corpus(tmp_path / "data", train_chars=60_000)
-    config = _tiny_config()
+    config = tiny_yaml()
     config["data"].update(root=str(tmp_path / "data"), subset=1.0, batch_size=8)
     config["training"].update(expts_dir=str(tmp_path / "expts"), epochs=2, progress_bar=False)
     config["generation"].update(num_samples=2, max_length=24)

@@ -19,12 +19,14 @@ from unittest import mock
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from tests.testing_framework import rubric, run_module
+from tests.tiny_config import tiny_config, tiny_yaml
 
-RUBRIC = {"Samples fit the split": 0, "Extras never end a run": 0, "Generation checked at start": 0}
+RUBRIC = {"Samples fit the split": 0, "Extras never end a run": 0, "Generation checked at start": 0,
+          "Config checked at start": 0}
 
-REPO = Path(__file__).resolve().parents[1]
 TRAIN_TEXTS = ["THE CAT SAT ON THE MAT", "A DOG RAN IN THE PARK", "SHE SAID IT WAS LATE",
                "WE WALKED HOME TOGETHER", "THE RAIN FELL ALL NIGHT", "HE OPENED THE OLD DOOR"]
 LONG_TEXT = "THE MILLER WALKED DOWN TO THE RIVER"
@@ -37,10 +39,9 @@ def _write_split(folder: Path, texts: list[str]) -> None:
 
 
 def _char_tokenizer():
-    from hw4lib.config import read_config
     from hw4lib.data import H4Tokenizer
 
-    token_map = read_config(REPO / "configs" / "tiny.yaml")["tokenization"]["token_map"]
+    token_map = tiny_yaml()["tokenization"]["token_map"]
     return H4Tokenizer(token_map, "char")
 
 
@@ -63,10 +64,8 @@ def _trainer(tmp_path, val_texts, **training):
     torch.manual_seed(0)
     model = DecoderOnlyTransformer(num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0,
                                    max_len=64, num_classes=tokenizer.vocab_size)
-    config = {"training": {"expts_dir": str(tmp_path / "expts"), "progress_bar": False,
-                           "samples_every": 1, **training},
-              "scheduler": {"name": "constant"},
-              "generation": {"num_samples": 4, "prompt_length": 8, "max_length": 24, "greedy": {}}}
+    config = tiny_config(tmp_path, {"samples_every": 1, **training}, scheduler={"name": "constant"},
+                         generation={"num_samples": 4, "prompt_length": 8, "max_length": 24, "greedy": {}})
     trainer = LMTrainer(model, tokenizer, config, "run", None, device="cpu")
     trainer.optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=1e-3)
     # The PNGs are not under test here and matplotlib is most of the time: skip drawing them.
@@ -222,17 +221,18 @@ def test_wandb_that_cannot_start_or_log_is_reported_and_skipped(tmp_path):
 
 @rubric("Generation checked at start")
 def test_an_unknown_generation_method_is_refused_naming_the_choices():
-    from hw4lib.config import DECODING_METHODS
-    from hw4lib.trainers._checks import check_generation_method
+    from hw4lib.config import DECODING_METHODS, ConfigError, decoding_settings
 
     for method in DECODING_METHODS:
-        check_generation_method(method)  # accepted: raises nothing
+        assert decoding_settings({"method": method}).method == method
+    assert decoding_settings({}).method == "greedy", "a run that names no method is greedy"
     for method in ("top_k", "Greedy", ""):
-        with pytest.raises(ValueError) as error:
-            check_generation_method(method)
+        with pytest.raises(ConfigError) as error:
+            decoding_settings({"method": method})
         message = str(error.value)
-        assert repr(method) in message and all(m in message for m in DECODING_METHODS), (
-            f"expected an error naming {method!r} and each of {DECODING_METHODS}, got {message!r}")
+        assert "generation.method" in message and all(m in message for m in DECODING_METHODS), (
+            f"expected an error naming generation.method and each of {DECODING_METHODS}, "
+            f"got {message!r}")
 
 
 @rubric("Generation checked at start")
@@ -242,12 +242,33 @@ def test_generation_settings_are_checked_against_the_test_split(tmp_path):
 
     _write_split(tmp_path / "test", [LONG_TEXT, "SHORT ONE", LONG_TEXT + " AGAIN"])
     test_set = LMDataset("test", {"root": str(tmp_path), "subset": 1.0}, _char_tokenizer())
-    config = {"generation": {"num_samples": 2, "prompt_length": 10, "greedy": {}, "beam": {"beam_width": 2}}}
-    check_generation_settings(config, test_set)  # two transcripts have more than 10 characters
-    config["generation"]["beam"]["num_samples"] = 3
+    generation = {"num_samples": 2, "prompt_length": 10, "greedy": {}, "beam": {"beam_width": 2}}
+    check_generation_settings(tiny_config(tmp_path, generation=generation), test_set)  # two are long enough
+    generation["beam"]["num_samples"] = 3
     with pytest.raises(ConfigError, match=r"generation\.beam.*test.*cannot draw 3 prompts"):
-        check_generation_settings(config, test_set)
+        check_generation_settings(tiny_config(tmp_path, generation=generation), test_set)
 
+
+
+@rubric("Config checked at start")
+def test_the_trainer_validates_a_mapping_once_and_refuses_a_bad_key_before_the_run_folder(tmp_path):
+    from hw4lib.config import Config, ConfigError
+    from hw4lib.model import DecoderOnlyTransformer
+    from hw4lib.trainers import LMTrainer
+
+    model = DecoderOnlyTransformer(num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0,
+                                   max_len=64, num_classes=8)
+    config = tiny_yaml()
+    config["training"].update(expts_dir=str(tmp_path / "expts"), progress_bar=False)
+    trainer = LMTrainer(model, _char_tokenizer(), config, "run", None, device="cpu")
+    assert isinstance(trainer.config, Config) and trainer.config.training.grad_clip_norm == 1.0, (
+        "a mapping is validated on entry, defaults filled in, and kept typed")
+    written = yaml.safe_load((tmp_path / "expts" / "run" / "config.yaml").read_text())
+    assert written == trainer.config.dump(), "config.yaml holds the validated config"
+    config["training"]["label_smoothing"] = 1.5
+    with pytest.raises(ConfigError, match=r"training\.label_smoothing"):
+        LMTrainer(model, _char_tokenizer(), config, "refused", None, device="cpu")
+    assert not (tmp_path / "expts" / "refused").exists(), "a refused config creates no run folder"
 
 if __name__ == "__main__":
     run_module(__name__)

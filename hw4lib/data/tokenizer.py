@@ -56,7 +56,7 @@ class H4Tokenizer:
 
     Args:
         token_map: {token_type: path to a tokenizers JSON}, e.g.
-            ``config["tokenization"]["token_map"]``.
+            ``config.tokenization.token_map``.
         token_type: one of ``'char'``, ``'1k'``, ``'5k'``, ``'10k'``.
         validate: run a quick round-trip self-check (``decode(encode(text)) == text``) on load.
 

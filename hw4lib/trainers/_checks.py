@@ -6,8 +6,6 @@ from pathlib import Path
 
 import torch
 
-from hw4lib.config import DECODING_METHODS
-
 
 class NonFiniteLossError(FloatingPointError):
     """Raised when a loss becomes NaN or infinite; training stops and keeps its last good checkpoint."""
@@ -32,8 +30,3 @@ def check_ready_to_train(optimizer) -> None:
     if optimizer is None:
         raise RuntimeError("set trainer.optimizer (and trainer.scheduler) before calling train()")
 
-
-def check_generation_method(method: str) -> None:
-    """``method`` must name one of the three searches."""
-    if method not in DECODING_METHODS:
-        raise ValueError(f"generation method must be one of {list(DECODING_METHODS)}, got {method!r}")

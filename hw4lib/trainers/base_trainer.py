@@ -34,13 +34,13 @@ import torch
 import yaml
 from torch import nn
 
-from hw4lib.config import training_settings
+from hw4lib.config import Config, validate_config
 from hw4lib.handin_format import CONFIG_FILE, MODEL_ARCH_FILE
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
 
 from ._checks import check_finite_loss
-from .precision import logits_in_float32, precision_name, requested_precision, resolve_precision
+from .precision import logits_in_float32, precision_name, resolve_precision
 
 CHECKPOINT_BEST = "checkpoint-best-metric-model.pth"
 CHECKPOINT_LAST = "checkpoint-last-epoch-model.pth"
@@ -125,19 +125,19 @@ class BaseTrainer(ABC):
     Args:
         model: the network; moved to ``device``.
         tokenizer: the run's tokenizer (``pad_id``, ``eos_id``, ``decode``...).
-        config: the full validated config dict (sections ``training``, ``optimizer``...).
-        run_name: name of the run folder under ``config["training"]["expts_dir"]``.
+        config: the run's :class:`hw4lib.config.Config` (``load_config``), or a mapping that
+            ``validate_config`` accepts (it is validated here, once); kept as ``self.config``.
+        run_name: name of the run folder under ``config.training.expts_dir``.
         config_file: path of the YAML the config came from (recorded in the run folder).
         device: ``"cpu"``, ``"cuda"``, ...; None picks CUDA when available.
 
     The caller sets ``self.optimizer`` and ``self.scheduler`` before training.
     """
 
-    def __init__(self, model: nn.Module, tokenizer, config: dict[str, Any], run_name: str,
+    def __init__(self, model: nn.Module, tokenizer, config: Config | dict[str, Any], run_name: str,
                  config_file: str | Path | None, device: str | torch.device | None = None):
-        self.config = config
-        self.training_config = training_settings(config.get("training", {}))
-        self.device = resolve_device(device if device is not None else self.training_config["device"])
+        self.config = validate_config(config)
+        self.device = resolve_device(device if device is not None else self.config.training.device)
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
         self.run_name = run_name
@@ -145,7 +145,7 @@ class BaseTrainer(ABC):
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
         # The forward's number format (see precision.py); fp16 alone needs its gradients scaled.
-        self.precision, reason = resolve_precision(requested_precision(self.training_config), self.device)
+        self.precision, reason = resolve_precision(self.config.training.precision, self.device)
         print(f"training precision: {precision_name(self.precision)} ({reason})", flush=True)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == torch.float16)
         logits_in_float32(self.model)
@@ -155,7 +155,7 @@ class BaseTrainer(ABC):
         self.best_metric = math.inf
         self.history: list[dict[str, Any]] = []
 
-        self.expt_root = Path(self.training_config["expts_dir"]) / run_name
+        self.expt_root = Path(self.config.training.expts_dir) / run_name
         self.checkpoint_dir = self.expt_root / CHECKPOINT_DIR
         self.metrics_dir = self.expt_root / "metrics"
         self.attn_dir = self.expt_root / "attn"
@@ -163,7 +163,7 @@ class BaseTrainer(ABC):
         for folder in (self.checkpoint_dir, self.metrics_dir, self.attn_dir, self.text_dir):
             folder.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.expt_root / CONFIG_FILE,
-                           lambda tmp: tmp.write_text(yaml.safe_dump(config, sort_keys=False)))
+                           lambda tmp: tmp.write_text(yaml.safe_dump(self.config.dump(), sort_keys=False)))
         atomic_write_bytes(self.expt_root / MODEL_ARCH_FILE,
                            lambda tmp: tmp.write_text(describe_model(self.model)))
         self.wandb_run = self._run_extra("starting wandb (the run goes on without it)", self._init_wandb)
@@ -179,7 +179,7 @@ class BaseTrainer(ABC):
         """Return (test metrics, generation results)."""
 
     @abstractmethod
-    def generate(self, loader, generation_config: dict[str, Any] | None = None) -> list[dict]:
+    def generate(self, loader, generation_config=None) -> list[dict]:
         """Generate continuations of prompts drawn from ``loader.dataset``."""
 
     # ------------------------------------------------------------------ training steps
@@ -200,9 +200,8 @@ class BaseTrainer(ABC):
         return nullcontext() if needed or plain_is_faster else attention_weights_off(self.model)
 
     def _scheduler_interval(self) -> str:
-        """``"step"`` or ``"epoch"``: when ``self.scheduler`` steps (per update without a config)."""
-        section = self.config.get("scheduler")
-        return scheduler_interval(section) if section else "step"
+        """``"step"`` or ``"epoch"``: when ``self.scheduler`` steps."""
+        return scheduler_interval(self.config.scheduler)
 
     def _epoch_scheduler_step(self, val_loss: float) -> None:
         """Step a per-epoch scheduler after validation; a plateau schedule gets ``val_loss``."""
@@ -235,13 +234,13 @@ class BaseTrainer(ABC):
 
     def _init_wandb(self):
         """Start a wandb run when ``training.use_wandb`` is true: offline, never required."""
-        if not self.training_config["use_wandb"]:
+        if not self.config.training.use_wandb:
             return None
         import wandb  # imported lazily: most runs never need it
 
         os.environ.setdefault("WANDB_MODE", "offline")
-        return wandb.init(project=self.training_config["wandb_project"],
-                          name=self.run_name, config=self.config, dir=str(self.expt_root))
+        return wandb.init(project=self.config.training.wandb_project,
+                          name=self.run_name, config=self.config.dump(), dir=str(self.expt_root))
 
     def _log_metrics(self, metrics: dict[str, dict[str, float]], epoch: int) -> None:
         """Record one epoch: ``metrics = {"train": {...}, "val": {...}, "lr": ...}``.
@@ -320,7 +319,7 @@ class BaseTrainer(ABC):
             "step": self.global_step,
             "best_metric": self.best_metric,
             "history": self.history,
-            "config": self.config,
+            "config": self.config.dump(),
             "rng_states": capture_rng_states(),
         }
         atomic_write_bytes(path, lambda tmp: torch.save(state, tmp))

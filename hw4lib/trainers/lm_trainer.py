@@ -13,37 +13,37 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from hw4lib.config import GENERATION_DEFAULTS
+from hw4lib.config import Config, GenerationSettings, decoding_settings
 from hw4lib.decoding import SequenceGenerator
 from hw4lib.handin_format import GENERATIONS_FILE, METRICS_FILE
 
-from ._checks import check_generation_method, check_ready_to_train
+from ._checks import check_ready_to_train
 from .base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST, BaseTrainer, write_json
-from .generation_settings import epoch_sample_settings, generation_configs
+from .generation_settings import epoch_sample_settings
 from .metrics import evaluate_language_model, language_model_metrics, safe_exp
 
 
 class LMTrainer(BaseTrainer):
     """Trains a ``DecoderOnlyTransformer`` to predict the next token, and evaluates it.
 
-    The ``training:`` config section drives it (each key's meaning and default: ``Training`` in
+    The config's ``training`` section drives it (each key's meaning and default: ``Training`` in
     hw4lib/config.py; the precision: precision.py).
 
     Usage (what ``hw4lib.train`` and the notebook do)::
 
         trainer = LMTrainer(model, tokenizer, config, run_name, config_file)
-        trainer.optimizer = create_optimizer(model, config["optimizer"])
-        trainer.scheduler = create_scheduler(trainer.optimizer, config["scheduler"], train_loader, accum)
-        trainer.train(train_loader, val_loader, epochs=config["training"]["epochs"])
+        trainer.optimizer = create_optimizer(model, config.optimizer)
+        trainer.scheduler = create_scheduler(trainer.optimizer, config.scheduler, train_loader, accum)
+        trainer.train(train_loader, val_loader, epochs=config.training.epochs)
         test_metrics, generations = trainer.evaluate(test_loader)
     """
 
-    def __init__(self, model: nn.Module, tokenizer, config: dict[str, Any], run_name: str,
+    def __init__(self, model: nn.Module, tokenizer, config: Config | dict[str, Any], run_name: str,
                  config_file=None, device=None):
         super().__init__(model, tokenizer, config, run_name, config_file, device)
-        self.accumulation_steps = self.training_config["gradient_accumulation_steps"]
-        self.grad_clip_norm = self.training_config["grad_clip_norm"]
-        label_smoothing = self.training_config["label_smoothing"]
+        self.accumulation_steps = self.config.training.gradient_accumulation_steps
+        self.grad_clip_norm = self.config.training.grad_clip_norm
+        label_smoothing = self.config.training.label_smoothing
         # TODO: self.criterion = cross-entropy over (N*T, K) logits that ignores targets equal to
         #       the tokenizer's pad id and applies label_smoothing
         # BEGIN SOLUTION
@@ -71,7 +71,7 @@ class LMTrainer(BaseTrainer):
         total_nll, total_tokens, attn = 0.0, 0, None
         self.optimizer.zero_grad(set_to_none=True)
         progress = tqdm(dataloader, desc=f"[epoch {self.current_epoch + 1}] train", leave=False,
-                        dynamic_ncols=True, disable=not self.training_config["progress_bar"])
+                        dynamic_ncols=True, disable=not self.config.training.progress_bar)
         for batch_index, (padded_shifted, padded_golden, lengths) in enumerate(progress):
             padded_shifted = padded_shifted.to(self.device)
             padded_golden = padded_golden.to(self.device)
@@ -140,11 +140,11 @@ class LMTrainer(BaseTrainer):
             NonFiniteLossError: a loss became NaN/inf; the checkpoints of the last good epoch stay.
         """
         check_ready_to_train(self.optimizer)
-        samples_every = self.training_config["samples_every"]
+        samples_every = self.config.training.samples_every
         sample_settings = None
         if samples_every:
             sample_settings = self._run_extra("choosing the validation prompts",
-                                              lambda: epoch_sample_settings(self.config, val_loader.dataset))
+                                              lambda: epoch_sample_settings(self.config.generation, val_loader.dataset))
         for epoch in range(self.current_epoch + 1, epochs + 1):
             start = time.perf_counter()
             # TODO: train_metrics, train_attn = one training epoch on train_loader; then
@@ -180,7 +180,7 @@ class LMTrainer(BaseTrainer):
     # ------------------------------------------------------------------ evaluation and generation
 
     def evaluate(self, test_loader) -> tuple[dict[str, float], dict[str, list[dict]]]:
-        """Test metrics and generations for every strategy in ``config["generation"]``.
+        """Test metrics and generations for every strategy of the config's ``generation`` section.
 
         Also writes ``test_metrics.json`` and ``test_generated_results.json`` into the run folder.
 
@@ -190,22 +190,25 @@ class LMTrainer(BaseTrainer):
         """
         # TODO: the test metrics of test_loader with the library's metric function (imported
         #       above), and the generations of test_loader for each named strategy of the config's
-        #       generation section (its resolved settings: see the imports), keyed by strategy name
+        #       generation section, with that strategy's resolved settings (hw4lib/config.py's
+        #       Generation resolves them), keyed by strategy name
         # BEGIN SOLUTION
         test_metrics = evaluate_language_model(self.model, test_loader, self.device)
         generation_results = {name: self.generate(test_loader, settings)
-                              for name, settings in generation_configs(self.config).items()}
+                              for name, settings in self.config.generation.strategies().items()}
         # END SOLUTION
         write_json(self.expt_root / METRICS_FILE, test_metrics)
         write_json(self.expt_root / GENERATIONS_FILE, generation_results)
         return test_metrics, generation_results
 
-    def generate(self, loader, generation_config: dict[str, Any] | None = None) -> list[dict]:
+    def generate(self, loader, generation_config: GenerationSettings | dict[str, Any] | None = None
+                 ) -> list[dict]:
         """Continue prompts cut from ``loader.dataset`` with one decoding strategy.
 
         Args:
             loader: its dataset provides ``sample_prompts(num_samples, prompt_length, seed)``.
-            generation_config: keys of ``GENERATION_DEFAULTS``; ``method`` is ``greedy``, ``beam``
+            generation_config: ``GenerationSettings`` or a mapping of its keys (the rest take their
+                defaults; a bad value raises ConfigError); ``method`` is ``greedy``, ``beam``
                 (the best of ``beam_width`` beams is kept) or ``sample`` (drawn with a generator
                 seeded by ``seed``, so the global RNG is untouched and the result repeatable).
 
@@ -214,12 +217,10 @@ class LMTrainer(BaseTrainer):
             continuation after the prompt, cut after the first [EOS]), ``score`` (summed
             log-probability of the generated tokens).
         """
-        settings = {**GENERATION_DEFAULTS, **(generation_config or {})}
-        method = settings["method"]
-        check_generation_method(method)
+        settings = decoding_settings(generation_config)
         prompts, originals = loader.dataset.sample_prompts(
-            settings["num_samples"], settings["prompt_length"], seed=settings["seed"])
-        max_length = min(int(settings["max_length"]), self.model.max_len)
+            settings.num_samples, settings.prompt_length, seed=settings.seed)
+        max_length = min(settings.max_length, self.model.max_len)
         generator = SequenceGenerator.for_model(self.model, self.tokenizer, max_length, self.device)
         self.model.eval()
         with torch.no_grad():
@@ -227,19 +228,19 @@ class LMTrainer(BaseTrainer):
             #       (keep beam 0, the best) / generate_sample with the settings; then cut each
             #       sequence after its first EOS with SequenceGenerator.post_process_sequence
             # BEGIN SOLUTION
-            if method == "greedy":
+            if settings.method == "greedy":
                 seqs, scores = generator.generate_greedy(
-                    prompts, temperature=settings["temperature"], repeat_penalty=settings["repeat_penalty"])
-            elif method == "beam":
+                    prompts, temperature=settings.temperature, repeat_penalty=settings.repeat_penalty)
+            elif settings.method == "beam":
                 seqs, scores = generator.generate_beam(
-                    prompts, beam_width=settings["beam_width"], temperature=settings["temperature"],
-                    repeat_penalty=settings["repeat_penalty"])
+                    prompts, beam_width=settings.beam_width, temperature=settings.temperature,
+                    repeat_penalty=settings.repeat_penalty)
                 seqs, scores = seqs[:, 0], scores[:, 0]
             else:
-                draws = torch.Generator(device=self.device).manual_seed(settings["seed"])
+                draws = torch.Generator(device=self.device).manual_seed(settings.seed)
                 seqs, scores = generator.generate_sample(
-                    prompts, temperature=settings["temperature"], top_k=settings["top_k"],
-                    top_p=settings["top_p"], generator=draws)
+                    prompts, temperature=settings.temperature, top_k=settings.top_k,
+                    top_p=settings.top_p, generator=draws)
             sequences = SequenceGenerator.post_process_sequence(seqs, self.tokenizer)
             # END SOLUTION
         prompt_length = prompts.size(1)

@@ -23,8 +23,6 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from hw4lib.config import PRECISIONS, requested_precision  # read from the training: section
-
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -35,17 +33,15 @@ def cpu_has_native_bf16() -> bool:
 
 
 def resolve_precision(requested: str, device: torch.device) -> tuple[torch.dtype, str]:
-    """The autocast dtype for ``requested`` on ``device``, and a sentence saying why.
+    """The autocast dtype for ``requested`` (a validated ``training.precision``: auto, fp32, bf16
+    or fp16) on ``device``, and a sentence saying why.
 
     Returns:
         (torch.float32, torch.bfloat16 or torch.float16; float32 means no autocast), reason.
     Raises:
-        ValueError: fp16 off CUDA (it needs grad scaling, which only CUDA has here), or an
-            unknown name.
+        ValueError: fp16 off CUDA (it needs grad scaling, which only CUDA has here).
     """
     device = torch.device(device)
-    if requested not in PRECISIONS:
-        raise ValueError(f"training.precision must be one of {list(PRECISIONS)}, got {requested!r}")
     if requested == "fp16" and device.type != "cuda":
         raise ValueError(f"training.precision 'fp16' needs a CUDA device (got {device.type}): "
                          "use 'bf16' or 'auto'")

@@ -1,0 +1,70 @@
+# hw4p1: instructor-only
+"""The library reads the validated config by attribute (``config.training.epochs``), never by
+string key, so each setting is checked once, in hw4lib/config.py, and a misspelt name fails where
+it is written. Read from the source; nothing is executed."""
+import ast
+from pathlib import Path
+
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Typed config reads": 0}
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG_NAMES = ("config", "settings", "section", "training", "generation")
+# Plain dicts by contract: the grader's check of a handed-in config (validate_untrusted) and what
+# reads it, and LMDataset's mapping (the interface contract's LMDataset(partition, config, tokenizer)).
+PLAIN_DICTS = {"hw4lib/config.py", "hw4lib/handin.py", "hw4lib/handin_format.py",
+               "hw4lib/model/state_dict_contract.py", "hw4lib/data/lm_dataset.py",
+               "hw4lib/data/_checks.py"}
+
+
+def _base_name(node: ast.expr) -> str:
+    """The name a lookup is made on: ``config`` for ``config[...]``, ``generation`` for
+    ``self.config.generation[...]``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def string_key_reads(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each ``name["key"]`` or ``name.get("key")`` on a config-like name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str):
+            name = _base_name(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant):
+            name = _base_name(node.func.value)
+        else:
+            continue
+        if any(word in name for word in CONFIG_NAMES):
+            found.append((node.lineno, name))
+    return found
+
+
+@rubric("Typed config reads")
+def test_the_detector_finds_string_key_reads():
+    planted = ('epochs = config["training"]["epochs"]\nseed = self.config.generation.get("seed")\n'
+               'top_k = settings["top_k"]\nrows = batch["input"]\nlr = config.optimizer.lr\n')
+    assert sorted(string_key_reads(planted)) == [(1, "config"), (1, "config"), (2, "generation"),
+                                                 (3, "settings")], string_key_reads(planted)
+
+
+@rubric("Typed config reads")
+def test_the_library_reads_the_config_by_attribute():
+    offenders = []
+    for path in sorted((REPO / "hw4lib").rglob("*.py")):
+        relative = path.relative_to(REPO).as_posix()
+        if relative not in PLAIN_DICTS:
+            offenders += [f"{relative}:{line} reads {name}[...] by string key"
+                          for line, name in string_key_reads(path.read_text(encoding="utf-8"))]
+    assert not offenders, ("read the validated Config by attribute (config.training.epochs), so "
+                           "hw4lib/config.py stays the one place a setting is checked:\n  "
+                           + "\n  ".join(offenders))
+
+
+if __name__ == "__main__":
+    run_module(__name__)
