@@ -490,6 +490,13 @@ def test_transformer_load_state_dict_names_bad_keys():
             twin.load_state_dict(bad_state)
         assert key in str(caught.value), (f"load_state_dict: the ValueError should name {key!r}, "
                                           f"got {caught.value}")
+    # An untied model's state has every key a tied one has, but two different output matrices.
+    tied = DecoderOnlyTransformer(2, D_MODEL, HEADS, D_FF, MAX_LEN, VOCAB, weight_tying=True)
+    with pytest.raises(ValueError) as caught:
+        tied.load_state_dict(state)
+    assert "final_linear.weight" in str(caught.value) and "untied" in str(caught.value), (
+        f"load_state_dict of an untied state into a tied model: the ValueError should name "
+        f"final_linear.weight and say the state is untied, got {caught.value}")
 
 
 # ---------------------------------------------------------------------------------------------
