@@ -143,11 +143,15 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
     if record is None:
         return result(f"no result: {note or 'the test process stopped before this test'}")
     if record.error is not None:
+        message = describe_failure(record.error, steps, files)
+        if record.error.get("kind") != "raised":
+            return result(message)
+        earlier = wrong_before_the_raise(check, record)
+        if earlier is not None:
+            return result(f"{message}; before it, {earlier}", earlier.failure)
         step = wire.step_label(steps, record.error.get("step", -1))
-        raised = Failure("raised", step.rpartition(".")[2], step=step,
-                         exception=str(record.error.get("type", "")))
-        return result(describe_failure(record.error, steps, files),
-                      raised if record.error.get("kind") == "raised" else None)
+        return result(message, Failure("raised", step.rpartition(".")[2], step=step,
+                                       exception=str(record.error.get("type", ""))))
     try:
         check(Values(record.values, record.problems))
     except CheckFailed as error:
@@ -157,6 +161,19 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
     except Exception as error:  # noqa: BLE001 - any other surprise fails the test, never passes it
         return result(f"the values returned could not be compared ({type(error).__name__})")
     return result("")
+
+
+def wrong_before_the_raise(check, record: wire.Record) -> CheckFailed | None:
+    """The first check that fails on the values a program returned before one of its steps
+    raised, or None. A wrong value there is the likelier cause: a forward pass that skipped a
+    layer makes its backward raise before any gradient is compared."""
+    try:
+        check(Values(record.values, record.problems))
+    except CheckFailed as error:
+        return None if error.failure.kind == "missing" else error
+    except Exception:  # noqa: BLE001 - a value the check needs was not returned: nothing to add
+        return None
+    return None
 
 
 def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> str:

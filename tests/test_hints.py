@@ -125,6 +125,10 @@ HELD_OUT = [
     held_out("mytorch/nn/multi_head_attention.py",
              "v = self._split_heads(self.v_proj.forward(value))\n",
              "v = self._split_heads(self.v_proj.forward(key))\n", "mha-projection-input"),
+    # Its backward raises (out_proj never saw an input) before any gradient is compared.
+    held_out("mytorch/nn/multi_head_attention.py",
+             "return self.out_proj.forward(self._concat_heads(heads))\n",
+             "return self._concat_heads(heads)\n", "mha-forward"),
 ]
 
 
