@@ -142,13 +142,11 @@ class Training(Section):
     @model_validator(mode="after")
     def _precision_replaces_use_amp(self) -> "Training":
         """``precision``, else what ``use_amp`` (its old name) implies, else ``auto``."""
-        if self.use_amp is not None:
-            implied = "auto" if self.use_amp else "fp32"
-            if self.precision is not None and (self.precision != "fp32") != self.use_amp:
-                raise ValueError(f"training.use_amp={self.use_amp} contradicts training.precision="
-                                 f"{self.precision!r}: remove use_amp (it is the old name of precision)")
-            self.precision = self.precision or implied
-        self.precision = self.precision or "auto"
+        if None not in (self.precision, self.use_amp) and (self.precision != "fp32") != self.use_amp:
+            raise ValueError(f"training.use_amp={self.use_amp} contradicts training.precision="
+                             f"{self.precision!r}: remove use_amp (it is the old name of precision)")
+        if self.precision is None:
+            self.precision = "fp32" if self.use_amp is False else "auto"
         self.use_amp = None  # resolved into precision; the dump leaves it out
         return self
 
@@ -260,16 +258,15 @@ class GenerationSettings(Section):
 SHARED_GENERATION_KEYS = ("num_samples", "prompt_length", "seed", "max_length")
 
 
-def decoding_settings(values: GenerationSettings | Mapping[str, Any] | None = None,
-                      method: str = "greedy") -> GenerationSettings:
-    """One decoding run's complete settings: ``values`` over the defaults, and ``method`` when
-    ``values`` names none. ConfigError naming ``generation.<key>`` for a bad value."""
+def decoding_settings(values: GenerationSettings | Mapping[str, Any] | None = None) -> GenerationSettings:
+    """One decoding run's complete settings: ``values`` over the defaults, greedy when ``values``
+    names no method. ConfigError naming ``generation.<key>`` for a bad value."""
     settings = parse_section(GenerationSettings, values if values is not None else {}, "generation")
-    return settings if settings.method else settings.model_copy(update={"method": method})
+    return settings if settings.method else settings.model_copy(update={"method": "greedy"})
 
 
-def _shared(key: str) -> Any:
-    """The default of a key shared by every strategy (defined once, in GenerationSettings)."""
+def _strategy_default(key: str) -> Any:
+    """The default of a key every strategy shares (defined once, in GenerationSettings)."""
     return GenerationSettings.model_fields[key].default
 
 
@@ -278,10 +275,10 @@ class Generation(Section):
     model_config = ConfigDict(extra="allow", strict=True)
     __pydantic_extra__: dict[str, GenerationSettings]
 
-    num_samples: PositiveInt = _shared("num_samples")
-    prompt_length: PositiveInt = _shared("prompt_length")
-    seed: NonNegativeInt = _shared("seed")
-    max_length: PositiveInt = _shared("max_length")
+    num_samples: PositiveInt = _strategy_default("num_samples")
+    prompt_length: PositiveInt = _strategy_default("prompt_length")
+    seed: NonNegativeInt = _strategy_default("seed")
+    max_length: PositiveInt = _strategy_default("max_length")
 
     @model_validator(mode="after")
     def _methods_are_known(self) -> "Generation":
@@ -291,25 +288,28 @@ class Generation(Section):
                                  f"(or name the strategy after one of them), got {name!r}")
         return self
 
-    def shared(self, method: str = "greedy") -> GenerationSettings:
-        """The shared settings with every other key at its default: a run of ``method``."""
-        return GenerationSettings(method=method, **{key: getattr(self, key)
-                                                    for key in SHARED_GENERATION_KEYS})
+    def _shared_values(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in SHARED_GENERATION_KEYS}
+
+    def shared(self) -> GenerationSettings:
+        """A greedy run with the shared settings, every other key at its default."""
+        return GenerationSettings(method="greedy", **self._shared_values())
 
     def strategies(self) -> dict[str, GenerationSettings]:
         """Each named strategy's complete settings: its own keys, then the shared ones, then the
         defaults; its ``method`` is its name unless it states one."""
+        shared = self._shared_values()
         return {name: strategy.model_copy(update={
                     "method": strategy.method or name,
-                    **{key: getattr(self, key) for key in SHARED_GENERATION_KEYS
+                    **{key: value for key, value in shared.items()
                        if key not in strategy.model_fields_set}})
                 for name, strategy in self.model_extra.items()}
 
     def dump(self) -> dict[str, Any]:
         """Shared keys with defaults filled in; each strategy with only the keys it states."""
-        shared = {key: getattr(self, key) for key in SHARED_GENERATION_KEYS}
-        return {**shared, **{name: strategy.model_dump(mode="json", exclude_unset=True)
-                             for name, strategy in self.model_extra.items()}}
+        return {**self._shared_values(),
+                **{name: strategy.model_dump(mode="json", exclude_unset=True)
+                   for name, strategy in self.model_extra.items()}}
 
 
 class Config(Section):

@@ -109,8 +109,9 @@ def test_each_strategy_takes_its_own_keys_then_the_shared_ones_then_the_defaults
         "greedy", 3, 7, defaults.prompt_length), f"greedy: named after its key, shared keys, got {greedy}"
     assert (wide.method, wide.beam_width, wide.seed, wide.num_samples, wide.temperature) == (
         "beam", 5, 1, 3, defaults.temperature), f"wide: its own method and seed win, got {wide}"
-    shared = generation.shared("greedy")
-    assert (shared.num_samples, shared.seed, shared.top_k) == (3, 7, defaults.top_k), shared
+    shared = generation.shared()
+    assert (shared.method, shared.num_samples, shared.seed, shared.top_k) == (
+        "greedy", 3, 7, defaults.top_k), shared
     assert generation.dump()["wide"] == {"method": "beam", "beam_width": 5, "seed": 1}, (
         "the dump keeps only what a strategy states, so config.yaml reads like the file it came from")
 

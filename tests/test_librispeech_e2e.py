@@ -103,9 +103,9 @@ def test_librispeech_tree_builds_and_trains_the_tiny_config(tmp_path):
     assert (data / ".complete").is_file() and (data / "DATA_CARD.md").is_file(), \
         f"expected .complete and DATA_CARD.md in {data}, got {sorted(p.name for p in data.iterdir())}"
 
-    from hw4lib.config import read_config
+    from tests.tiny_config import tiny_yaml
 
-    config = read_config(REPO / "configs" / "tiny.yaml")  # base: resolved
+    config = tiny_yaml()
     # One transcript in val: the tiny config's subset (0.1) would keep none of it.
     config["data"].update(root=str(data), subset=1.0)
     config["training"].update(expts_dir=str(tmp_path / "expts"), progress_bar=False, num_threads=1)

@@ -22,7 +22,6 @@ from tests.tiny_config import tiny_yaml
 RUBRIC = {"Config validation": 0, "Length-bucketed batches": 0, "Training run": 0}
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = REPO / "configs" / "tiny.yaml"
 
 
 @rubric("Config validation")

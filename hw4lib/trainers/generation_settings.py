@@ -46,4 +46,4 @@ def epoch_sample_settings(generation: Generation, dataset) -> GenerationSettings
         shorter = f" (prompt length {length} instead of {asked[1]})" if length < asked[1] else ""
         print(f"note: the {split} split gives {fewer} prompts{shorter} for the samples after each "
               f"epoch; training goes on with those", flush=True)
-    return generation.shared("greedy").model_copy(update={"num_samples": count, "prompt_length": length})
+    return generation.shared().model_copy(update={"num_samples": count, "prompt_length": length})

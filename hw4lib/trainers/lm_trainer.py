@@ -143,8 +143,9 @@ class LMTrainer(BaseTrainer):
         samples_every = self.config.training.samples_every
         sample_settings = None
         if samples_every:
-            sample_settings = self._run_extra("choosing the validation prompts",
-                                              lambda: epoch_sample_settings(self.config.generation, val_loader.dataset))
+            sample_settings = self._run_extra(
+                "choosing the validation prompts",
+                lambda: epoch_sample_settings(self.config.generation, val_loader.dataset))
         for epoch in range(self.current_epoch + 1, epochs + 1):
             start = time.perf_counter()
             # TODO: train_metrics, train_attn = one training epoch on train_loader; then
