@@ -6,7 +6,7 @@ model's logits are nearly uniform, and beam search would then choose between nea
 rounding decides; scaled, its distributions are peaked like a trained model's (the cost is the
 same). Each search runs twice per repeat on the same BATCH prompts: with
 ``SequenceGenerator(model.score, ...)``, which re-runs the whole prefix every step, and with
-``SequenceGenerator.for_model(model, ...)``, which keeps each layer's keys and values. The EOS
+``generator_for_model(model, ...)``, which keeps each layer's keys and values. The EOS
 logit's bias is pushed to -1e4 so every sequence generates exactly ``NEW_TOKENS`` tokens. Times
 are medians of REPEATS interleaved runs after a warm-up run of each, in wall-clock seconds and in
 CPU seconds of this process: on a machine shared with other jobs, run it with
@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from bench.timing import interleaved_medians
-from hw4lib.decoding import SequenceGenerator
+from hw4lib.decoding import SequenceGenerator, generator_for_model
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 BATCH, PROMPT_LEN, NEW_TOKENS, BEAM_WIDTH, REPEATS = 16, 10, 100, 3, 3
@@ -65,7 +65,7 @@ def main() -> None:
     prompts[:, 0] = tokenizer.sos_id
     max_length = PROMPT_LEN + NEW_TOKENS
     generators = {"uncached": SequenceGenerator(model.score, tokenizer, max_length, "cpu"),
-                  "cached": SequenceGenerator.for_model(model, tokenizer, max_length, "cpu")}
+                  "cached": generator_for_model(model, tokenizer, max_length, "cpu")}
     searches = {
         "greedy": lambda g: g.generate_greedy(prompts),
         f"beam, width {BEAM_WIDTH}": lambda g: g.generate_beam(prompts, BEAM_WIDTH),

@@ -58,7 +58,9 @@ class MarkovChain:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         if self.table.dim() == 3:
-            return self.table[x[:, -2], x[:, -1]]
+            # A one-token sequence reads as PAD then that token.
+            previous = x[:, -2] if x.size(1) > 1 else torch.full_like(x[:, -1], PAD)
+            return self.table[previous, x[:, -1]]
         return self.table[x[:, -1]]
 
 
@@ -119,22 +121,27 @@ def assert_padded_row(row, expected_tokens):
 # ---------------------------------------------------------------------------------------------
 
 @rubric("Greedy")
-def test_greedy_step_stays_on_the_sequences_device():
-    """On the meta device (every machine has it; it holds shapes, no data), the greedy choice of
-    a batch on that device must stay there: a tensor made without device= lands on the CPU,
-    which works on a CPU-only machine and fails on a GPU."""
+def test_greedy_stays_on_the_sequences_device(monkeypatch):
+    """On the meta device (every machine has it; it holds shapes, no data), greedy search of a
+    batch on that device must keep every tensor there: a tensor made without device= lands on
+    the CPU, which works on a CPU-only machine and fails on a GPU. A meta tensor has no value, so
+    here a test like ``if finished.all()`` reads "not all finished" and the loop runs to
+    max_length."""
+    real_bool = torch.Tensor.__bool__
+    monkeypatch.setattr(torch.Tensor, "__bool__",
+                        lambda self: False if self.device.type == "meta" else real_bool(self))
     generator = SequenceGenerator(lambda x: torch.zeros(x.size(0), 6, device=x.device),
-                                  ToyTokenizer(), max_length=8, device="meta")
+                                  ToyTokenizer(), max_length=5, device="meta")
     x = torch.zeros(3, 2, dtype=torch.long, device="meta")
     try:
-        next_tokens, token_scores = generator._greedy_choice(x, 0.8, 1.5)
+        seqs, scores = generator.generate_greedy(x, temperature=0.8, repeat_penalty=1.5)
     except (RuntimeError, NotImplementedError) as error:
         if isinstance(error, NotImplementedError) and "sequence_generator.py" in str(error):
             raise  # the handout's stub: not written yet
-        raise AssertionError(f"the greedy step failed on the meta device ({error}): keep every "
-                             f"tensor on x.device (no .cpu(), .tolist() or device-less "
+        raise AssertionError(f"greedy search failed on the meta device ({error}): keep every "
+                             f"tensor on x.device (no .cpu(), .item(), .tolist() or device-less "
                              f"torch.zeros)") from None
-    for name, value, shape in (("next_tokens", next_tokens, (3,)), ("token_scores", token_scores, (3,))):
+    for name, value, shape in (("seqs", seqs, (3, 5)), ("scores", scores, (3,))):
         assert value.device.type == "meta" and tuple(value.shape) == shape, (
             f"{name}: expected shape {shape} on the sequences' device (meta), got "
             f"{tuple(value.shape)} on {value.device}")
@@ -160,6 +167,29 @@ def test_greedy_matches_stepwise_argmax_path():
             assert_padded_row(row, tokens)
             assert math.isclose(float(row_score), score, rel_tol=1e-5, abs_tol=1e-5), \
                 f"{setting}: score {float(row_score):.6f}, expected {score:.6f} for {tokens}"
+
+
+@rubric("Greedy")
+def test_greedy_scores_the_whole_sequence():
+    """A second-order chain: the next token depends on the last two tokens, so a loop that gives
+    score_fn only the last token (``score_fn(x[:, -1:])``) follows another path."""
+    table = random_table(seed=5, order=2)
+    prompts = torch.tensor([[D, B], [A, D], [C, C], [B, A], [A, B]])
+    generator, _ = make_generator(table, max_length=8)
+    seqs, scores = generator.generate_greedy(prompts)
+    truth = [reference_greedy(table, p.tolist(), 8) for p in prompts]
+    # What score_fn(x[:, -1:]) sees is the first-order chain table[PAD].
+    last_token_only = [reference_greedy(table[PAD], p.tolist(), 8) for p in prompts]
+    assert [t for t, _ in truth] != [t for t, _ in last_token_only], \
+        "the chain does not tell the two loops apart; pick another seed"
+    for row, row_score, (tokens, score) in zip(seqs, scores, truth):
+        got = row.tolist()[:len(tokens)]
+        assert got == tokens, (
+            f"expected {tokens}, got {row.tolist()}: here the next token depends on the last two "
+            f"tokens, so score_fn must be given the whole sequences x")
+        assert_padded_row(row, tokens)
+        assert math.isclose(float(row_score), score, rel_tol=1e-5, abs_tol=1e-5), \
+            f"score {float(row_score):.6f}, expected {score:.6f} for {tokens}"
 
 
 @rubric("Greedy")

@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""The key/value cache of ``SequenceGenerator.for_model`` (``hw4lib.model.kv_cache``).
+"""The key/value cache of ``generator_for_model`` (``hw4lib.model.kv_cache``).
 
 The truth is the model itself: ``SequenceGenerator(model.score, ...)`` recomputes every prefix from
 scratch, so the cached generator must return the same tokens and the same scores (to float
@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hw4lib.decoding import SequenceGenerator
+from hw4lib.decoding import SequenceGenerator, generator_for_model
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.kv_cache import CachedScorer
 from tests.testing_framework import rubric, run_module
@@ -66,7 +66,7 @@ def assert_same(name: str, uncached, cached) -> None:
 def compare_searches(model, vocab_size: int, max_length: int, searches) -> list[torch.Tensor]:
     """Run each (name, search) on both generators; return the uncached sequences."""
     uncached = SequenceGenerator(model.score, tokenizer(vocab_size), max_length, "cpu")
-    cached = SequenceGenerator.for_model(model, tokenizer(vocab_size), max_length, "cpu")
+    cached = generator_for_model(model, tokenizer(vocab_size), max_length, "cpu")
     outputs = []
     with torch.no_grad():
         for name, search in searches:
@@ -201,7 +201,7 @@ def test_finished_sequences_cost_nothing():
     x = prompts(5, 6, 1, 40)
     try:
         with torch.no_grad():
-            seqs, _ = SequenceGenerator.for_model(model, tokenizer(40), 24, "cpu").generate_greedy(x)
+            seqs, _ = generator_for_model(model, tokenizer(40), 24, "cpu").generate_greedy(x)
     finally:
         hook.remove()
     finished_before = [int(((seqs[:, 1:step] == EOS).any(1)).sum()) for step in range(1, seqs.size(1))]

@@ -384,12 +384,12 @@ EXPECTED_TEXT = {"greedy": "AB", "sample": "D", "beam": "CD"}
 
 
 class RecordingGenerator:
-    """Stands in for ``SequenceGenerator.for_model(...)``: records how each search is called and
+    """Stands in for ``generator_for_model(...)``: records how each search is called and
     returns CANNED continuations of the prompts, so the test knows what the trainer must report."""
 
     def __init__(self, calls, model, tokenizer, max_length, device):
         self.calls = calls
-        calls.append(("for_model", {"model": model, "max_length": max_length,
+        calls.append(("generator_for_model", {"model": model, "max_length": max_length,
                                     "device": torch.device(device)}))
 
     def _search(self, method, args, kwargs):
@@ -424,16 +424,16 @@ class RecordingGenerator:
 
 
 def _generate_recorded(trainer, loader, settings):
-    """trainer.generate(loader, settings) with SequenceGenerator.for_model recording the calls."""
-    from hw4lib.decoding import SequenceGenerator
+    """trainer.generate(loader, settings) with generator_for_model recording the calls."""
+    from hw4lib.trainers import lm_trainer
 
     calls = []
-    original = SequenceGenerator.__dict__["for_model"]
-    SequenceGenerator.for_model = staticmethod(lambda *args: RecordingGenerator(calls, *args))
+    original = lm_trainer.generator_for_model
+    lm_trainer.generator_for_model = lambda *args: RecordingGenerator(calls, *args)
     try:
         return trainer.generate(loader, settings), calls
     finally:
-        SequenceGenerator.for_model = original
+        lm_trainer.generator_for_model = original
 
 
 @rubric("LMTrainer")
@@ -451,12 +451,12 @@ def test_generate_passes_every_setting_to_its_search_and_reports_the_cut_best_re
     }
     for name, settings in trainer.config.generation.strategies().items():
         samples, calls = _generate_recorded(trainer, loader, settings)
-        searches = [(method, kwargs) for method, kwargs in calls if method != "for_model"]
+        searches = [(method, kwargs) for method, kwargs in calls if method != "generator_for_model"]
         assert [method for method, _ in searches] == [name], (
             f"{name}: expected one call of generate_{name}, got {[m for m, _ in searches]}")
         _, created = calls[0]
         assert created["model"] is trainer.model and created["max_length"] == 8, (
-            f"{name}: build the generator with SequenceGenerator.for_model(model, tokenizer, "
+            f"{name}: build the generator with generator_for_model(model, tokenizer, "
             f"max_length=8 from the settings, device); got max_length={created['max_length']}")
         assert searches[0][1] == expected_kwargs[name], (
             f"{name}: the search must get exactly the settings {expected_kwargs[name]} (as keyword "
@@ -503,12 +503,12 @@ def test_evaluation_and_generation_use_the_trainers_device(tmp_path, monkeypatch
     monkeypatch.setattr(torch, "Generator", recording_generator)
     monkeypatch.setattr(lm_trainer, "evaluate_language_model", recording_metric)
     calls = []
-    monkeypatch.setattr(lm_trainer.SequenceGenerator, "for_model",
-                        staticmethod(lambda *args: RecordingGenerator(calls, *args)))
+    monkeypatch.setattr(lm_trainer, "generator_for_model",
+                        lambda *args: RecordingGenerator(calls, *args))
     trainer.evaluate(_loader(shuffle=False))
-    devices["SequenceGenerator.for_model"] = next(kwargs["device"] for method, kwargs in calls
-                                                  if method == "for_model")
-    expected = dict.fromkeys(("evaluate_language_model", "SequenceGenerator.for_model",
+    devices["generator_for_model"] = next(kwargs["device"] for method, kwargs in calls
+                                          if method == "generator_for_model")
+    expected = dict.fromkeys(("evaluate_language_model", "generator_for_model",
                               "torch.Generator"), torch.device("meta"))
     assert devices == expected, (
         f"with the trainer on {trainer.device}, expected the devices {expected}, got {devices}: "

@@ -1,5 +1,5 @@
 """Decoding: greedy search, beam search and sampling on top of any next-token scorer."""
+from hw4lib.decoding.cached_generator import generator_for_model
 from hw4lib.decoding.sequence_generator import SequenceGenerator
-from hw4lib.decoding import cached_generator  # noqa: F401 - registers the cached fast path
 
-__all__ = ["SequenceGenerator"]
+__all__ = ["SequenceGenerator", "generator_for_model"]

@@ -1,5 +1,5 @@
-"""``SequenceGenerator`` on a key/value cache: what ``SequenceGenerator.for_model`` returns for a
-``DecoderOnlyTransformer`` (registered at the end of this module, which the package imports).
+"""``SequenceGenerator`` on a key/value cache, and ``generator_for_model``, which picks it for a
+``DecoderOnlyTransformer``.
 
 The searches are the base class's own; only the score function changes (a ``CachedScorer`` in
 place of ``model.score``), and beam search scores all its hypotheses in one call, which the cached
@@ -55,4 +55,14 @@ class CachedSequenceGenerator(SequenceGenerator):
         return self.score_fn(seqs.flatten(0, 1)).view(*seqs.shape[:2], -1)
 
 
-SequenceGenerator.register_fast_path(DecoderOnlyTransformer, CachedSequenceGenerator)
+def generator_for_model(model, tokenizer, max_length: int, device: str | torch.device) -> SequenceGenerator:
+    """The fastest generator for ``model`` (in eval mode), with the results of ``model.score``.
+
+    A ``DecoderOnlyTransformer`` gets a ``CachedSequenceGenerator``: same searches, same tokens and
+    scores (to float rounding) as ``SequenceGenerator(model.score, tokenizer, max_length, device)``,
+    but each step runs only the newest token of each unfinished sequence through the model. Any
+    other model gets exactly that plain generator.
+    """
+    if isinstance(model, DecoderOnlyTransformer):
+        return CachedSequenceGenerator(model, tokenizer, max_length, device)
+    return SequenceGenerator(model.score, tokenizer, max_length, device)

@@ -18,14 +18,9 @@ The score_fn contract
 ``score_fn`` is only ever called with (N, T) batches whose row i continues prompt i, N being the
 number of prompts. Beam search therefore scores its N x B hypotheses with one call per beam slot
 (B calls of N rows) rather than one flattened call. A scorer may thus depend on the row: a
-sequence-to-sequence model's score_fn can close over one encoder output per prompt.
-
-Fast decoding of a ``DecoderOnlyTransformer``
----------------------------------------------
-``SequenceGenerator.for_model(model, tokenizer, max_length, device)`` runs the same three searches
-with a key/value cache (``hw4lib.model.kv_cache``): the prompts go through the model once, then
-each step computes only the newest token of each unfinished sequence. It returns the same tokens
-and scores (to float rounding) as ``SequenceGenerator(model.score, ...)``, many times faster.
+sequence-to-sequence model's score_fn can close over one encoder output per prompt. A scorer may
+return anything for a finished row (its logits are never read); the key/value cache of
+``hw4lib.decoding.generator_for_model`` returns zeros there without computing them.
 """
 from __future__ import annotations
 
@@ -33,14 +28,17 @@ from typing import Callable
 
 import torch
 
-from ._checks import (check_beam_width, check_generator, check_positive, check_prompts,
-                      check_sampling, check_sequences)
+from ._checks import check_beam_width, check_generator, check_positive, check_prompts, check_sequences
+from .sampling import Sampling
 
 ScoreFn = Callable[[torch.Tensor], torch.Tensor]
 
 
-class SequenceGenerator:
+class SequenceGenerator(Sampling):
     """Autoregressive decoding driven by a next-token scoring function.
+
+    Greedy search and beam search are here; ``generate_sample`` and its logit filters
+    (``_filter_logits``) come from ``Sampling``.
 
     Args:
         score_fn: maps sequences (N, T) int64 to next-token logits (N, V) float; for a
@@ -57,33 +55,6 @@ class SequenceGenerator:
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.device = torch.device(device)
-
-    # Faster generators for some model classes: {model class: factory(model, tokenizer, max_length,
-    # device)}. hw4lib.decoding.cached_generator registers the cached one of DecoderOnlyTransformer
-    # when the package is imported, so this module imports nothing that imports it back.
-    _fast_paths: dict[type, Callable] = {}
-
-    @classmethod
-    def register_fast_path(cls, model_class: type, factory: Callable) -> None:
-        """Make :meth:`for_model` build instances of ``model_class`` with ``factory``."""
-        cls._fast_paths[model_class] = factory
-
-    @classmethod
-    def for_model(cls, model, tokenizer, max_length: int, device: str | torch.device) -> "SequenceGenerator":
-        """The fastest generator for ``model`` (in eval mode), with the results of ``model.score``.
-
-        A ``DecoderOnlyTransformer`` gets a key/value cache: same searches, same results as
-        ``SequenceGenerator(model.score, tokenizer, max_length, device)``, but each step runs only
-        the newest tokens through the model. Any other model gets exactly that plain generator.
-        """
-        for model_class, factory in cls._fast_paths.items():
-            if isinstance(model, model_class):
-                return factory(model, tokenizer, max_length, device)
-        return cls(model.score, tokenizer, max_length, device)
-
-    # ----------------------------------------------------------------------------------------
-    # Logit transforms shared by the searches
-    # ----------------------------------------------------------------------------------------
 
     def _prompts_on_device(self, x) -> torch.Tensor:
         """Check the prompt batch (N, T) and return it as int64 on ``self.device``."""
@@ -113,129 +84,57 @@ class SequenceGenerator:
         penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
         return torch.where(seen, penalised, logits)
 
-    def _filter_logits(self, logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
-                       top_p: float = 1.0) -> torch.Tensor:
-        """Temperature-scale the logits, then keep only the top-k and/or nucleus (top-p) tokens.
-
-        The filters compose in this order: divide by ``temperature``; keep the ``top_k`` largest
-        logits (exactly k, ties broken by ``torch.topk``; 0 keeps all); then keep the smallest set of
-        most probable remaining tokens whose probability mass reaches ``top_p`` (1 keeps all). The
-        most probable token always survives. Removed tokens get ``-inf``, so a softmax of the result
-        is the renormalised filtered distribution.
-
-        Args:
-            logits: (M, V) float.
-        Returns:
-            (M, V) float filtered logits.
-        """
-        kept, token_ids = self._candidates(logits, temperature, top_k, top_p)
-        if token_ids is None:
-            return kept
-        return torch.full_like(logits, float("-inf")).scatter_(-1, token_ids, kept)
-
-    def _candidates(self, logits: torch.Tensor, temperature: float, top_k: int, top_p: float
-                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The filtered logits of ``_filter_logits``, on the top-k tokens only.
-
-        Sampling from these K columns gives the same distribution as sampling from all V, and
-        with top-k it draws K random numbers per row instead of V.
-
-        Args:
-            logits: (M, V) float.
-        Returns:
-            kept: (M, K) float logits / temperature, best first, ``-inf`` where top-p drops a token.
-            token_ids: (M, K) int64 vocabulary ids of those columns, or None when nothing is
-                filtered (K = V, the columns in vocabulary order).
-        """
-        check_sampling(temperature, top_k, top_p)
-        logits = logits / temperature
-        if not 0 < top_k < logits.size(-1):
-            if top_p == 1.0:
-                return logits, None
-            kept, token_ids = logits.sort(dim=-1, descending=True)
-        else:
-            kept, token_ids = logits.topk(top_k, dim=-1)
-        if top_p < 1.0:
-            probs = kept.softmax(dim=-1)
-            # A token is dropped when the more probable tokens before it already reach top_p.
-            mass_before = probs.cumsum(dim=-1) - probs
-            kept = kept.masked_fill(mass_before >= top_p, float("-inf"))
-        return kept, token_ids
-
     # ----------------------------------------------------------------------------------------
-    # Searches
+    # Greedy search (yours)
     # ----------------------------------------------------------------------------------------
 
     def generate_greedy(self, x: torch.Tensor, temperature: float = 1.0,
                         repeat_penalty: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
         """Extend each prompt with its most probable next token until EOS or ``max_length``.
 
-        The loop is ``_extend``'s, shared with sampling (finished sequences keep their score and
-        get pad); what makes it greedy is ``_greedy_choice``, the choice of each step's token.
+        For the whole batch at once (no Python loop over sequences), while some sequence is
+        unfinished and ``x`` holds fewer than ``max_length`` tokens:
+          1. logits = ``self.score_fn(x)``, shape (N, V), on all of ``x`` (the score_fn contract);
+          2. penalise repeated tokens with ``self._apply_repeat_penalty(logits, x, repeat_penalty)``;
+          3. log_probs = ``log_softmax(logits / temperature)`` over the vocabulary;
+          4. each sequence's next token is its argmax, and that log-probability is added to its
+             score, except for finished sequences: they keep their score and get ``pad_id``;
+          5. append the tokens to ``x``; a sequence that has just emitted ``eos_id`` is finished.
 
         Args:
             x: (N, T) int64 prompts.
             temperature: > 0; changes the scores, not the chosen tokens.
             repeat_penalty: > 0; 1.0 disables it.
         Returns:
-            seqs: (N, T') int64 with T <= T' <= max_length, prompt first.
+            seqs: (N, T') int64 with T <= T' <= max_length, prompt first; T' = T when the prompts
+                already hold max_length tokens (then score_fn is never called).
             scores: (N,) float summed log-probabilities of each sequence's generated tokens up to
                 and including its first EOS.
+        Hints: torch.log_softmax; tensor.max(dim=...) gives values and indices; torch.where keeps
+            the finished rows as they were; make every new tensor on x.device.
         """
         x = self._prompts_on_device(x)
         check_positive(temperature=temperature, repeat_penalty=repeat_penalty)
-        return self._extend(x, lambda seqs: self._greedy_choice(seqs, temperature, repeat_penalty))
-
-    def _greedy_choice(self, x: torch.Tensor, temperature: float, repeat_penalty: float
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The next token of every sequence of the batch and its log-probability, greedily.
-
-        For the whole batch at once (no Python loop over sequences):
-          1. logits = ``self.score_fn(x)``, shape (N, V);
-          2. penalise repeated tokens with ``self._apply_repeat_penalty(logits, x, repeat_penalty)``;
-          3. log_probs = ``log_softmax(logits / temperature)`` over the vocabulary;
-          4. the next token is the argmax of log_probs, and its score is that log-probability.
-
-        Args:
-            x: (N, T) int64 sequences so far (prompt included).
-            temperature, repeat_penalty: as in ``generate_greedy``.
-        Returns:
-            next_tokens: (N,) int64.
-            token_scores: (N,) float log-probabilities of next_tokens.
-        Hints: torch.log_softmax, tensor.max(dim=...) gives values and indices.
-        """
-        # TODO: score x, penalise repeats, log-softmax at the temperature, take the best token:
-        #       x (N, T) -> (next_tokens (N,), token_scores (N,))
+        # TODO: the loop above, on the whole batch: x (N, T) -> (seqs (N, T'), scores (N,))
         # BEGIN SOLUTION
-        logits = self._apply_repeat_penalty(self.score_fn(x), x, repeat_penalty)
-        log_probs = torch.log_softmax(logits / temperature, dim=-1)
-        token_scores, next_tokens = log_probs.max(dim=-1)
-        return next_tokens, token_scores
-        # END SOLUTION
-
-    def _extend(self, x: torch.Tensor, choose) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append one token per sequence until every sequence has emitted EOS or ``x`` holds
-        ``max_length`` tokens: the loop of greedy search and sampling.
-
-        Args:
-            x: (N, T) int64 prompts on ``self.device``.
-            choose: maps the sequences so far (N, T') to (next_tokens (N,) int64, token_scores
-                (N,) float), the step's choice.
-        Returns:
-            seqs: (N, T'') int64; after a sequence's EOS, every position holds pad.
-            scores: (N,) float sums of token_scores up to and including each sequence's first EOS.
-        """
         scores = torch.zeros(x.size(0), device=x.device)
         finished = torch.zeros(x.size(0), dtype=torch.bool, device=x.device)
         for _ in range(self.max_length - x.size(1)):
             if finished.all():
                 break
-            next_tokens, token_scores = choose(x)
+            logits = self._apply_repeat_penalty(self.score_fn(x), x, repeat_penalty)
+            log_probs = torch.log_softmax(logits / temperature, dim=-1)
+            token_scores, next_tokens = log_probs.max(dim=-1)
             scores = torch.where(finished, scores, scores + token_scores)
             next_tokens = torch.where(finished, self.tokenizer.pad_id, next_tokens)
             x = torch.cat([x, next_tokens.unsqueeze(1)], dim=1)
             finished = finished | (next_tokens == self.tokenizer.eos_id)
         return x, scores
+        # END SOLUTION
+
+    # ----------------------------------------------------------------------------------------
+    # Beam search (given; sampling is in sampling.py)
+    # ----------------------------------------------------------------------------------------
 
     def generate_beam(self, x: torch.Tensor, beam_width: int, temperature: float = 1.0,
                       repeat_penalty: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -248,6 +147,12 @@ class SequenceGenerator:
         token can only lower a score, the search stops once all kept hypotheses have finished.
         Scores are not length-normalised: a beam as wide as the number of possible sequences returns
         exactly the ``beam_width`` most probable ones.
+
+        That is also why the best beam can be the prompt followed at once by EOS (an empty
+        continuation): its score is the single log-probability of that EOS, while every longer
+        hypothesis pays one log-probability per token. When ending right after the prompt is more
+        probable than every whole continuation, beam search returns that, faithfully; greedy search
+        and sampling go on as long as EOS is not the most probable (or drawn) token at each step.
 
         Args:
             x: (N, T) int64 prompts.
@@ -268,9 +173,7 @@ class SequenceGenerator:
         scores = torch.full((batch_size, beam), float("-inf"), device=x.device)
         scores[:, 0] = 0.0
         finished = torch.zeros(batch_size, beam, dtype=torch.bool, device=x.device)
-        for _ in range(self.max_length - x.size(1)):
-            if finished.all():
-                break
+        while seqs.size(-1) < self.max_length and not finished.all():
             flat = seqs.flatten(0, 1)
             logits = self._apply_repeat_penalty(self._score_beams(seqs, finished).flatten(0, 1), flat,
                                                 repeat_penalty)
@@ -298,43 +201,6 @@ class SequenceGenerator:
         scored = {b: self.score_fn(seqs[:, b]) for b in range(seqs.size(1)) if not finished[:, b].all()}
         template = next(iter(scored.values()))
         return torch.stack([scored.get(b, torch.zeros_like(template)) for b in range(seqs.size(1))], dim=1)
-
-    def generate_sample(self, x: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
-                        top_p: float = 1.0, generator: torch.Generator | None = None
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample each next token from the filtered distribution (see ``_filter_logits``).
-
-        Temperature, top-k and top-p compose; with the defaults this is ancestral sampling from
-        the model. Randomness comes from ``generator`` when given (it must live on ``self.device``),
-        otherwise from torch's global RNG, so ``torch.manual_seed`` makes a run repeatable.
-
-        Args:
-            x: (N, T) int64 prompts.
-            temperature: > 0; small values approach greedy search, large ones the uniform distribution.
-            top_k: >= 0, 0 disables it.
-            top_p: in (0, 1], 1 disables it.
-            generator: optional ``torch.Generator`` for the draws.
-        Returns:
-            seqs: (N, T') int64, finished sequences padded as in ``generate_greedy``.
-            scores: (N,) float summed log-probabilities of the sampled tokens under the filtered,
-                renormalised distribution they were drawn from.
-        """
-        x = self._prompts_on_device(x)
-        check_sampling(temperature, top_k, top_p)
-        return self._extend(x, lambda seqs: self._sample_choice(seqs, temperature, top_k, top_p,
-                                                                generator))
-
-    def _sample_choice(self, x: torch.Tensor, temperature: float, top_k: int, top_p: float,
-                       generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """One draw per sequence from the filtered next-token distribution: x (N, T) int64 ->
-        (next_tokens (N,) int64, token_scores (N,) float log-probabilities under that
-        distribution)."""
-        kept, token_ids = self._candidates(self.score_fn(x), temperature, top_k, top_p)
-        log_probs = torch.log_softmax(kept, dim=-1)
-        choice = torch.multinomial(log_probs.exp(), num_samples=1, generator=generator)   # (N, 1)
-        token_scores = log_probs.gather(1, choice).squeeze(1)
-        next_tokens = choice if token_ids is None else token_ids.gather(1, choice)
-        return next_tokens.squeeze(1), token_scores
 
     # ----------------------------------------------------------------------------------------
     # Output clean-up

@@ -10,21 +10,24 @@ weights, so they run inside ``attention_weights_off(model)``; outside it, the fo
 """
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 from typing import Iterator
 
 from torch import nn
 
-_NEED_WEIGHTS_POSITION = 4  # forward(query, key, value, key_padding_mask, need_weights, ...)
+_ATTENTION_FORWARD = inspect.signature(nn.MultiheadAttention.forward)
 
 
 def _no_weights(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """Forward pre-hook: call the attention with need_weights=False, however it was asked."""
-    if len(args) > _NEED_WEIGHTS_POSITION:
-        args = (*args[:_NEED_WEIGHTS_POSITION], False, *args[_NEED_WEIGHTS_POSITION + 1:])
-    else:
-        kwargs["need_weights"] = False
-    return args, kwargs
+    """Forward pre-hook: call the attention with need_weights=False, however it was asked.
+
+    The call is bound to ``nn.MultiheadAttention.forward``'s signature, so ``need_weights`` is
+    found by its name whether it was passed by position, by keyword or left to its default.
+    """
+    call = _ATTENTION_FORWARD.bind(module, *args, **kwargs)
+    call.arguments["need_weights"] = False
+    return call.args[1:], call.kwargs
 
 
 @contextmanager

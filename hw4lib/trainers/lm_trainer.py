@@ -14,7 +14,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from hw4lib.config import Config, GenerationSettings, decoding_settings
-from hw4lib.decoding import SequenceGenerator
+from hw4lib.decoding import SequenceGenerator, generator_for_model
 from hw4lib.handin_format import GENERATIONS_FILE, METRICS_FILE
 
 from ._checks import check_ready_to_train
@@ -222,7 +222,7 @@ class LMTrainer(BaseTrainer):
         prompts, originals = loader.dataset.sample_prompts(
             settings.num_samples, settings.prompt_length, seed=settings.seed)
         max_length = min(settings.max_length, self.model.max_len)
-        generator = SequenceGenerator.for_model(self.model, self.tokenizer, max_length, self.device)
+        generator = generator_for_model(self.model, self.tokenizer, max_length, self.device)
         self.model.eval()
         with torch.no_grad():
             # TODO: seqs (N, T') and scores (N,) from generator.generate_greedy / generate_beam
