@@ -115,7 +115,7 @@ class SequenceGenerator(Sampling):
         """
         x = self._prompts_on_device(x)
         check_positive(temperature=temperature, repeat_penalty=repeat_penalty)
-        # TODO: the loop above, on the whole batch: x (N, T) -> (seqs (N, T'), scores (N,))
+        # TODO: greedy search of the whole batch, steps 1-5 above: x (N, T) -> (seqs (N, T'), scores (N,))
         # BEGIN SOLUTION
         scores = torch.zeros(x.size(0), device=x.device)
         finished = torch.zeros(x.size(0), dtype=torch.bool, device=x.device)
@@ -148,11 +148,13 @@ class SequenceGenerator(Sampling):
         Scores are not length-normalised: a beam as wide as the number of possible sequences returns
         exactly the ``beam_width`` most probable ones.
 
-        That is also why the best beam can be the prompt followed at once by EOS (an empty
-        continuation): its score is the single log-probability of that EOS, while every longer
-        hypothesis pays one log-probability per token. When ending right after the prompt is more
-        probable than every whole continuation, beam search returns that, faithfully; greedy search
-        and sampling go on as long as EOS is not the most probable (or drawn) token at each step.
+        That is also why the best beam can be the prompt followed at once by EOS, which decodes to
+        an empty continuation. That hypothesis enters the beam whenever EOS is among the
+        ``beam_width`` most probable first tokens, and its score is that one log-probability, while
+        every longer hypothesis pays one log-probability per token: a weak model's continuation to
+        ``max_length`` easily scores below a single unlikely EOS. Beam search then returns the empty
+        continuation, correctly, as the more probable one; greedy search goes on unless EOS is the
+        single most probable token, and sampling unless EOS is drawn.
 
         Args:
             x: (N, T) int64 prompts.
