@@ -18,9 +18,9 @@ The score_fn contract
 ``score_fn`` is only ever called with (N, T) batches whose row i continues prompt i, N being the
 number of prompts. Beam search therefore scores its N x B hypotheses with one call per beam slot
 (B calls of N rows) rather than one flattened call. A scorer may thus depend on the row: a
-sequence-to-sequence model's score_fn can close over one encoder output per prompt. A scorer may
-return anything for a finished row (its logits are never read); the key/value cache of
-``hw4lib.decoding.generator_for_model`` returns zeros there without computing them.
+sequence-to-sequence model's score_fn can close over one encoder output per prompt.
+``hw4lib.decoding.generator_for_model`` runs the same searches on a key/value cache, with the same
+tokens and scores as ``SequenceGenerator(model.score, ...)``.
 """
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ class SequenceGenerator(Sampling):
         """
         x = self._prompts_on_device(x)
         check_positive(temperature=temperature, repeat_penalty=repeat_penalty)
-        # TODO: greedy search of the whole batch, steps 1-5 above: x (N, T) -> (seqs (N, T'), scores (N,))
+        # TODO: steps 1-5 above, for the whole batch: x (N, T) -> (seqs (N, T'), scores (N,))
         # BEGIN SOLUTION
         scores = torch.zeros(x.size(0), device=x.device)
         finished = torch.zeros(x.size(0), dtype=torch.bool, device=x.device)
