@@ -55,7 +55,8 @@ class CachedSequenceGenerator(SequenceGenerator):
         return self.score_fn(seqs.flatten(0, 1)).view(*seqs.shape[:2], -1)
 
 
-def generator_for_model(model, tokenizer, max_length: int, device: str | torch.device) -> SequenceGenerator:
+def generator_for_model(model, tokenizer, max_length: int, device: str | torch.device
+                        ) -> SequenceGenerator:
     """The fastest generator for ``model`` (in eval mode), with the results of ``model.score``.
 
     A ``DecoderOnlyTransformer`` gets a ``CachedSequenceGenerator``: same searches, same tokens and
