@@ -115,7 +115,7 @@ class SequenceGenerator(Sampling):
         """
         x = self._prompts_on_device(x)
         check_positive(temperature=temperature, repeat_penalty=repeat_penalty)
-        # TODO: steps 1-5 above, for the whole batch: x (N, T) -> (seqs (N, T'), scores (N,))
+        # TODO: steps 1-5 of the docstring, for the whole batch: x (N, T) -> (seqs (N, T'), scores (N,))
         # BEGIN SOLUTION
         scores = torch.zeros(x.size(0), device=x.device)
         finished = torch.zeros(x.size(0), dtype=torch.bool, device=x.device)
