@@ -92,12 +92,27 @@ def test_rules_read_the_signature_as_a_whole():
     assert {h.family for h in hints("Softmax", {"a": off, "b": on}).values()} == \
         {"softmax-backward-jacobian"}
     # Cross-attention failing while self-attention passes: the projections' inputs.
-    cross = Failure("raised", "forward", step="MultiHeadAttention.forward")
+    cross = Failure("raised", "forward", step="MultiHeadAttention.forward",
+                    exception="ValueError")
     assert hints("MultiHeadAttention", {"mha_cross_attention_x": cross,
                                         "mha_self_attention_y": None})["mha_cross_attention_x"] \
         .family == "mha-projection-input"
     # Nothing recognisable: no hint rather than a guess.
     assert hints("Linear", {"main": Failure("stopped")}) == {}
+    # The kind comes first: a stub, an import failure, a hang or an exception no rule expects
+    # gets no family, even where a value rule would take any failure of the step.
+    for kind in ("not written", "import", "timeout", "stopped"):
+        assert hints("Softmax", {"t": Failure(kind, "forward")}) == {}, kind
+        assert hints("Softmax", {"t": Failure(kind)}, frozenset({"Linear"})) == {}, kind
+    early = Failure("raised", "backward", step="ScaledDotProductAttention.backward",
+                    exception="RuntimeError")
+    assert hints("ScaledDotProductAttention", {"t": early}) == {}
+    assert hints("ScaledDotProductAttention", {"t": Failure(
+        "raised", "backward", step="ScaledDotProductAttention.backward",
+        exception="ValueError")})["t"].family == "sdpa-backward-shapes"
+    # A dtype failure in a test of fully masked rows is the dtype's, not the masking's.
+    dtype = Failure("dtype", "dQ", context={"fully_masked": True})
+    assert hints("ScaledDotProductAttention", {"t": dtype})["t"].family == "dtype"
     # A class that calls a failing one: that one is the likely cause, not this one's rules.
     output = Failure("value", "output")
     assert hints("MultiHeadAttention", {"t": output})["t"].family == "mha-forward"

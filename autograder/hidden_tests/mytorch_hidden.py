@@ -16,8 +16,10 @@ hold for any draw, so a handin scores the same every time. Checks that a shortcu
 every gradient is compared for two different upstream gradients, a second forward must replace
 what the first stored, inputs must come back unmodified, masked keys must not influence the
 output, and every projection's dLdW/dLdb is checked. Finite differences are taken of
-the student's own forward (the worker moves each entry by +-1e-6 in place) and must match both the
-student's backward and the PyTorch gradient, so neither can be faked alone. A query row whose keys
+the student's own forward: the judge moves each entry by +-1e-6 itself and asks the worker for
+ordinary forward calls on the moved inputs (nothing but the student's outputs comes from the
+student's process). They must match both the student's backward and the PyTorch gradient, and the
+unperturbed forward must match PyTorch's, so no one of them can be faked alone. A query row whose keys
 are all masked passes in either convention described in ``tests/numeric_checks.py``.
 
 A failed check raises CheckFailed with a ``diagnosis.Failure`` (what was compared, how it differed,
@@ -122,54 +124,53 @@ def within(**context):
         _context.reset(token)
 
 
-def failure_of(name: str, kind: str, **fields) -> Failure:
-    """The Failure of the check called ``name``: its quantity is the first one the name's last
-    ': '-separated part mentions (the earlier parts say where), its role what it compared."""
+def failure_of(name: str, kind: str, role: str = "truth", **fields) -> Failure:
+    """The Failure of the check called ``name`` in ``role`` (one of ``diagnosis.ROLES``: what it
+    compared): its quantity is the first one the name's last ': '-separated part mentions (the
+    earlier parts say where)."""
     quantity = next((found.group(1) for part in reversed(name.split(": "))
                      if (found := QUANTITY.search(part))), "")
-    role = ("forward" if name.startswith("finite differences of your forward")
-            or "perturbed forwards" in name else
-            "backward-vs-forward" if "against finite differences of your forward" in name else
-            "truth")
     return Failure(kind, quantity, role, context=dict(_context.get()), **fields)
 
 
-def expect(condition, message: str, kind: str = "value") -> None:
+def expect(condition, message: str, kind: str = "value", role: str = "truth") -> None:
     if not condition:
-        raise CheckFailed(message, failure_of(message, kind))
+        raise CheckFailed(message, failure_of(message, kind, role))
 
 
-def expect_shape(name: str, actual, shape: tuple, expected=None) -> None:
+def expect_shape(name: str, actual, shape: tuple, expected=None, role: str = "truth") -> None:
     """``actual`` is an array of ``shape`` (a value the worker sent back, or None); ``expected``,
     when given, lets a failure say what the wrong shape holds (else only whether it holds as
     many values)."""
-    expect(actual is not None, f"{name}: got None (was it computed and stored?)", "missing")
+    expect(actual is not None, f"{name}: got None (was it computed and stored?)", "missing", role)
     if actual.shape != tuple(shape):
         if expected is not None:
             features = difference_features(actual, expected)
         else:
             features = frozenset({"reshaped"} if actual.size == math.prod(shape) else ())
         raise CheckFailed(f"{name}: expected shape {tuple(shape)}, got {actual.shape}",
-                          failure_of(name, "shape", features=features))
+                          failure_of(name, "shape", role, features=features))
 
 
 def close(name: str, actual, expected, rtol: float = RTOL_TORCH,
-          explain: Callable[[np.ndarray], str] | None = None) -> None:
+          explain: Callable[[np.ndarray], str] | None = None, role: str = "truth") -> None:
     """Shapes equal, ``actual`` finite, and max|actual - expected| <= rtol * max(max|expected|, 1)
     (the criterion of ``tests/numeric_checks.assert_close``). ``explain(actual)``, when given,
-    names the wrong formula that gives such values (a Failure's ``variant``)."""
+    names the wrong formula that gives such values (a Failure's ``variant``); ``role``: what
+    was compared (``diagnosis.ROLES``)."""
     if isinstance(expected, torch.Tensor):
         expected = expected.detach().numpy()
     expected = np.asarray(expected, dtype=np.float64)
-    expect_shape(name, actual, expected.shape, expected)
+    expect_shape(name, actual, expected.shape, expected, role)
     if not np.all(np.isfinite(actual)):
-        raise CheckFailed(f"{name}: contains NaN or inf", failure_of(name, "nonfinite"))
+        raise CheckFailed(f"{name}: contains NaN or inf", failure_of(name, "nonfinite", role))
     error = float(np.max(np.abs(actual.astype(np.float64) - expected), initial=0.0))
     scale = max(float(np.max(np.abs(expected), initial=0.0)), 1.0)
     if error > rtol * scale:
         raise CheckFailed(f"{name}: max abs error {error:.3e} exceeds {rtol:.0e} x {scale:.3g} "
                           f"(shape {expected.shape})",
-                          failure_of(name, "value", features=difference_features(actual, expected),
+                          failure_of(name, "value", role,
+                                     features=difference_features(actual, expected),
                                      variant=explain(actual) if explain else ""))
 
 
@@ -179,13 +180,31 @@ def expect_dtype(name: str, actual, dtype) -> None:
            f"{name}: {dtype.name} in, got {None if actual is None else actual.dtype}", "dtype")
 
 
-def fd_gradient(perturbed, upstream: np.ndarray, shape: tuple, name: str) -> np.ndarray:
-    """Central differences of sum(output * upstream) from the (2, size, *output) outputs the worker
-    returned for the +step and -step moves of each entry of an array of ``shape``."""
-    expect_shape(f"{name}: the outputs of the perturbed forwards", perturbed,
-                 (2, math.prod(shape), *upstream.shape))
-    losses = np.sum(perturbed * upstream, axis=tuple(range(2, perturbed.ndim)))
-    return ((losses[0] - losses[1]) / (2 * FD_STEP)).reshape(shape)
+def perturbed_forwards(x: np.ndarray, forward: Callable[[np.ndarray], Ref]) -> list[Ref]:
+    """The worker's outputs of ``forward(moved)`` (ordinary forward steps it records) for each copy
+    of ``x`` with one entry moved by +FD_STEP, then by -FD_STEP, entry after entry: the judge moves
+    the entries itself, so finite differences need nothing but the student's outputs."""
+    refs = []
+    for index in np.ndindex(x.shape):
+        for sign in (1, -1):
+            moved = x.copy()
+            moved[index] = x[index] + sign * FD_STEP
+            refs.append(forward(moved))
+    return refs
+
+
+def fd_gradient(r, outputs: list[Ref], upstream: np.ndarray, shape: tuple,
+                name: str) -> np.ndarray:
+    """Central differences of sum(output * upstream) for an array of ``shape``, from the outputs
+    of :func:`perturbed_forwards` (each must be shaped like ``upstream``)."""
+    losses = []
+    for ref in outputs:
+        out = r[ref]
+        expect_shape(f"{name}: your forward's output on a perturbed input", out, upstream.shape,
+                     role="forward")
+        losses.append(float(np.sum(out.astype(np.float64) * upstream)))
+    pairs = np.array(losses).reshape(-1, 2)
+    return ((pairs[:, 0] - pairs[:, 1]) / (2 * FD_STEP)).reshape(shape)
 
 
 def assert_fd_matches(name: str, mine, fd: np.ndarray, truth) -> None:
@@ -193,8 +212,9 @@ def assert_fd_matches(name: str, mine, fd: np.ndarray, truth) -> None:
     forward right?), then the student's gradient against them (a forward faked to agree with a
     wrong backward fails the first)."""
     close(f"finite differences of your forward in {name} (against PyTorch)", fd, truth,
-          RTOL_FINITE_DIFF)
-    close(f"{name} (against finite differences of your forward)", mine, fd, RTOL_FINITE_DIFF)
+          RTOL_FINITE_DIFF, role="forward")
+    close(f"{name} (against finite differences of your forward)", mine, fd, RTOL_FINITE_DIFF,
+          role="backward-vs-forward")
 
 
 def assert_all_close(r, where: str, names, refs, truths, rtol: float = RTOL_TORCH) -> None:
@@ -204,8 +224,12 @@ def assert_all_close(r, where: str, names, refs, truths, rtol: float = RTOL_TORC
 
 
 def assert_unchanged(r: dict, echoes: list[tuple[Ref, np.ndarray]], what: str) -> None:
-    expect(all(np.array_equal(r[ref], given) for ref, given in echoes), f"{what} was modified",
-           "modified")
+    """Each echoed array the worker sent back equals what the judge gave (checked before any value
+    computed from it, so an in-place change is named as such). Echoes of a program that stopped
+    early are checked as far as they came back."""
+    returned = [(ref, given) for ref, given in echoes if ref.name in r or ref.name in r.problems]
+    expect(all(np.array_equal(r[ref], given) for ref, given in returned),
+           f"{what} was changed in place", "modified")
 
 
 def attention_truth(Q, K, V, mask, d_output):
@@ -234,9 +258,9 @@ def linear_truth(W, b, A, dLdZ):
 @hidden_test("Linear", 2)
 def linear_against_torch_for_two_upstream_gradients(p: Program, rng: Generator) -> Check:
     """Z, dLdA and the stored dLdW, dLdb for batches of 1 to 4 dimensions, two upstream gradients
-    each, against PyTorch; A must come back unmodified."""
+    each, against PyTorch; A and each upstream gradient must come back unmodified."""
     in_features, out_features = 7, 4
-    pending, echoes = [], []
+    pending, echoes, upstreams = [], [], []
     for batch_dims in [(3,), (1,), (2, 5), (3, 2, 2), (2, 2, 1, 3)]:
         W, b = rng.standard_normal((out_features, in_features)), rng.standard_normal(out_features)
         A = rng.standard_normal((*batch_dims, in_features))
@@ -245,16 +269,19 @@ def linear_against_torch_for_two_upstream_gradients(p: Program, rng: Generator) 
         p.call(layer, "init_weights", W, b)
         for attempt in range(2):
             dLdZ = rng.standard_normal((*batch_dims, out_features)) * (attempt + 1)
-            refs = (p.call(layer, "forward", a), p.call(layer, "backward", dLdZ),
+            upstream = p.array(dLdZ)
+            refs = (p.call(layer, "forward", a), p.call(layer, "backward", upstream),
                     p.get(layer, "dLdW"), p.get(layer, "dLdb"))
             pending.append((f"A {A.shape}, upstream gradient #{attempt + 1}", refs,
                             linear_truth(W, b, A, dLdZ)))
+            upstreams.append((p.echo(upstream), dLdZ))
         echoes.append((p.echo(a), A))
 
     def check(r):
+        assert_unchanged(r, echoes, "Linear's input A")
+        assert_unchanged(r, upstreams, "Linear.backward's upstream gradient dLdZ")
         for where, refs, truth in pending:
             assert_all_close(r, where, ("Z", "dLdA", "stored dLdW", "stored dLdb"), refs, truth)
-        assert_unchanged(r, echoes, "Linear's input A")
     return check
 
 
@@ -284,18 +311,26 @@ def linear_finite_differences(p: Program, rng: Generator) -> Check:
     W, b = rng.standard_normal((2, 3)), rng.standard_normal(2)
     A, dLdZ = rng.standard_normal((2, 2, 2, 3)), rng.standard_normal((2, 2, 2, 2))
     layer = p.new("Linear", 3, 2)
-    p.call(layer, "init_weights", W, b)
-    a = p.array(A)
-    p.call(layer, "forward", a)
+    w, bias, a = p.array(W), p.array(b), p.array(A)
+    p.call(layer, "init_weights", w, bias)
+    z = p.call(layer, "forward", a)
     mine = (p.call(layer, "backward", dLdZ), p.get(layer, "dLdW"), p.get(layer, "dLdb"))
-    targets = (a, (layer, "W"), (layer, "b"))
-    perturbed = [p.perturbed_outputs(layer, "forward", t, (a,), {}, FD_STEP) for t in targets]
-    truth = linear_truth(W, b, A, dLdZ)[1:]
+    moved = p.new("Linear", 3, 2)  # loaded with each moved W or b in turn
+
+    def with_weights(W_moved, b_moved):
+        p.call(moved, "init_weights", W_moved, b_moved)
+        return p.call(moved, "forward", a)
+
+    perturbed = [perturbed_forwards(A, lambda x: p.call(layer, "forward", x)),
+                 perturbed_forwards(W, lambda x: with_weights(x, bias)),
+                 perturbed_forwards(b, lambda x: with_weights(w, x))]
+    truth = linear_truth(W, b, A, dLdZ)
 
     def check(r):
-        for name, ref, out, shape, expected in zip(("dLdA", "dLdW", "dLdb"), mine, perturbed,
-                                                   (A.shape, W.shape, b.shape), truth):
-            assert_fd_matches(name, r[ref], fd_gradient(r[out], dLdZ, shape, name), expected)
+        close("Z", r[z], truth[0])
+        for name, ref, outputs, shape, expected in zip(("dLdA", "dLdW", "dLdb"), mine, perturbed,
+                                                       (A.shape, W.shape, b.shape), truth[1:]):
+            assert_fd_matches(name, r[ref], fd_gradient(r, outputs, dLdZ, shape, name), expected)
     return check
 
 
@@ -331,8 +366,8 @@ def softmax_truth(Z, dim, dLdA):
 @hidden_test("Softmax", 2)
 def softmax_every_dim_against_torch_for_two_upstream_gradients(p: Program, rng: Generator) -> Check:
     """A and dLdZ over every dim of 1-d to 5-d inputs, two upstream gradients each, against
-    PyTorch; Z must come back unmodified."""
-    pending, echoes = [], []
+    PyTorch; Z and each upstream gradient must come back unmodified."""
+    pending, echoes, upstreams = [], [], []
     for shape in [(6,), (3, 1), (2, 5, 3), (1, 3, 2, 4), (2, 3, 1, 2, 3)]:
         Z = rng.standard_normal(shape) * 4
         z = p.array(Z)
@@ -340,16 +375,19 @@ def softmax_every_dim_against_torch_for_two_upstream_gradients(p: Program, rng: 
             softmax = p.new("Softmax", dim=dim)
             for attempt in range(2):
                 dLdA = rng.standard_normal(shape) * (attempt + 1)
-                refs = (p.call(softmax, "forward", z), p.call(softmax, "backward", dLdA))
+                upstream = p.array(dLdA)
+                refs = (p.call(softmax, "forward", z), p.call(softmax, "backward", upstream))
                 pending.append((f"Z {shape}, dim {dim}, upstream gradient #{attempt + 1}", refs,
                                 softmax_truth(Z, dim, dLdA), dim % len(shape) == len(shape) - 1))
-        echoes.append((p.echo(z), Z))
+                upstreams.append((p.echo(upstream), dLdA))
+            echoes.append((p.echo(z), Z))
 
     def check(r):
+        assert_unchanged(r, echoes, "Softmax.forward's input Z")
+        assert_unchanged(r, upstreams, "Softmax.backward's upstream gradient dLdA")
         for where, refs, truth, last_axis in pending:
             with within(last_axis=last_axis):
                 assert_all_close(r, where, ("A", "dLdZ"), refs, truth)
-        assert_unchanged(r, echoes, "Softmax.forward's input Z")
     return check
 
 
@@ -361,17 +399,18 @@ def softmax_finite_differences(p: Program, rng: Generator) -> Check:
     pending = []
     for dim in (0, -2, 2):
         softmax = p.new("Softmax", dim=dim)
-        p.call(softmax, "forward", z)
+        a = p.call(softmax, "forward", z)
         mine = p.call(softmax, "backward", dLdA)
-        perturbed = p.perturbed_outputs(softmax, "forward", z, (z,), {}, FD_STEP)
-        pending.append((dim, mine, perturbed, softmax_truth(Z, dim, dLdA)[1]))
+        perturbed = perturbed_forwards(Z, lambda x: p.call(softmax, "forward", x))
+        pending.append((dim, a, mine, perturbed, softmax_truth(Z, dim, dLdA)))
 
     def check(r):
-        for dim, mine, perturbed, truth in pending:
+        for dim, a, mine, perturbed, (t_a, t_dz) in pending:
             name = f"over dim {dim}: dLdZ"
             with within(last_axis=dim % Z.ndim == Z.ndim - 1):
-                assert_fd_matches(name, r[mine], fd_gradient(r[perturbed], dLdA, Z.shape, name),
-                                  truth)
+                close(f"over dim {dim}: A", r[a], t_a)
+                assert_fd_matches(name, r[mine], fd_gradient(r, perturbed, dLdA, Z.shape, name),
+                                  t_dz)
     return check
 
 
@@ -418,7 +457,8 @@ def check_attention(r, where: str, refs, truth, names=("output", "dQ", "dK", "dV
 @hidden_test("ScaledDotProductAttention", 8)
 def sdpa_against_explicit_torch_formula(p: Program, rng: Generator) -> Check:
     """Output, dQ, dK and dV for batches of 1 to 4 dimensions, broadcast masks and two upstream
-    gradients, against softmax(QK^T/sqrt(E))V in PyTorch; Q, K, V must come back unmodified."""
+    gradients, against softmax(QK^T/sqrt(E))V in PyTorch; Q, K, V and each upstream gradient must
+    come back unmodified."""
     cases = [  # (N, ..., H), L, S, E, Ev, mask shape
         ((3, 2), 5, 4, 6, 3, None),
         ((2, 4), 3, 8, 4, 5, (3, 8)),
@@ -427,7 +467,7 @@ def sdpa_against_explicit_torch_formula(p: Program, rng: Generator) -> Check:
         ((3,), 2, 6, 4, 4, (3, 1, 6)),
         ((1, 1, 1, 2), 3, 4, 2, 3, (4,)),
     ]
-    pending, echoes = [], []
+    pending, echoes, upstreams = [], [], []
     for batch, L, S, E, Ev, mask_shape in cases:
         Q, K, V = (rng.standard_normal((*batch, n, d)) for n, d in ((L, E), (S, E), (S, Ev)))
         qkv = [p.array(x) for x in (Q, K, V)]
@@ -435,8 +475,10 @@ def sdpa_against_explicit_torch_formula(p: Program, rng: Generator) -> Check:
         attention = p.new("ScaledDotProductAttention")
         for attempt in range(2):
             d_output = rng.standard_normal((*batch, L, Ev)) * (attempt + 1)
+            upstream = p.array(d_output)
             out = p.call(attention, "forward", *qkv, mask)
-            grads = p.call(attention, "backward", d_output, outputs=3)
+            grads = p.call(attention, "backward", upstream, outputs=3)
+            upstreams.append((p.echo(upstream), d_output))
             where = (f"Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mask_shape}, "
                      f"upstream #{attempt + 1}")
             pending.append((where, (out, *grads), attention_truth(Q, K, V, mask, d_output),
@@ -444,10 +486,11 @@ def sdpa_against_explicit_torch_formula(p: Program, rng: Generator) -> Check:
         echoes += [(p.echo(ref), x) for ref, x in zip(qkv, (Q, K, V))]
 
     def check(r):
+        assert_unchanged(r, echoes, "Q, K or V")
+        assert_unchanged(r, upstreams, "ScaledDotProductAttention.backward's upstream gradient")
         for where, refs, truth, inputs in pending:
             with within(masked=inputs[3] is not None):
                 check_attention(r, where, refs, truth, inputs=inputs)
-        assert_unchanged(r, echoes, "Q, K or V")
     return check
 
 
@@ -504,16 +547,23 @@ def sdpa_finite_differences(p: Program, rng: Generator) -> Check:
     mask = mask_with_visible_keys(rng, (2, 2, 3), 0.4)
     attention = p.new("ScaledDotProductAttention")
     qkv = [p.array(x) for x in (Q, K, V)]
-    p.call(attention, "forward", *qkv, mask)
+    out = p.call(attention, "forward", *qkv, mask)
     mine = p.call(attention, "backward", d_output, outputs=3)
-    perturbed = [p.perturbed_outputs(attention, "forward", x, (*qkv, mask), {}, FD_STEP)
-                 for x in qkv]
-    truth = attention_truth(Q, K, V, mask, d_output)[1:]
+
+    def moving(position: int) -> Callable[[np.ndarray], Ref]:
+        return lambda x: p.call(attention, "forward",
+                                *(x if i == position else ref for i, ref in enumerate(qkv)), mask)
+
+    perturbed = [perturbed_forwards(x, moving(i)) for i, x in enumerate((Q, K, V))]
+    truth = attention_truth(Q, K, V, mask, d_output)
 
     def check(r):
-        for name, ref, out, x, expected in zip(("dQ", "dK", "dV"), mine, perturbed, (Q, K, V),
-                                               truth):
-            assert_fd_matches(name, r[ref], fd_gradient(r[out], d_output, x.shape, name),
+        with within(masked=True):
+            check_attention(r, "unperturbed", (out,), truth, names=("output",),
+                            inputs=(Q, K, V, mask))
+        for name, ref, outputs, x, expected in zip(("dQ", "dK", "dV"), mine, perturbed,
+                                                   (Q, K, V), truth[1:]):
+            assert_fd_matches(name, r[ref], fd_gradient(r, outputs, d_output, x.shape, name),
                               expected)
     return check
 
@@ -645,14 +695,19 @@ def mha_torch_truth(weights, num_heads, query, key, value, padding, causal, d_ou
 
 def mha_against_torch(p: Program, mha: Ref, weights, num_heads, inputs: list[Ref], arrays,
                       padding, causal, d_output, where: str) -> Check:
-    """``check_mha_against_torch`` split: forward and backward on the worker, PyTorch here."""
+    """``check_mha_against_torch`` split: forward and backward on the worker, PyTorch here; the
+    upstream gradient must come back unmodified."""
     out = p.call(mha, "forward", *inputs, key_padding_mask=padding, attn_mask=causal)
-    d_inputs = p.call(mha, "backward", d_output, outputs=3)
+    upstream = p.array(d_output)
+    d_inputs = p.call(mha, "backward", upstream, outputs=3)
+    echo = p.echo(upstream)
     params = projection_grads(p, mha)
     t_out, t_inputs, t_params = mha_torch_truth(weights, num_heads, *arrays, padding, causal,
                                                 d_output)
 
     def check(r):
+        assert_unchanged(r, [(echo, d_output)],
+                         "MultiHeadAttention.backward's upstream gradient d_output")
         close(f"{where}: output", r[out], t_out)
         for name, ref, expected in zip(("dquery", "dkey", "dvalue"), d_inputs, t_inputs):
             close(f"{where}: {name}", r[ref], expected)
@@ -666,7 +721,7 @@ def mha_cross_attention_against_torch_for_two_upstream_gradients(p: Program,
                                                                   rng: Generator) -> Check:
     """Output, input gradients and every projection's dLdW, dLdb against
     torch.nn.MultiheadAttention, with no mask, padding, causal and both masks, two upstream
-    gradients each; query, key and value must come back unmodified."""
+    gradients each; query, key, value and each upstream gradient must come back unmodified."""
     checks, echoes = [], []
     for N, L, S, E, H in [(2, 6, 4, 8, 4), (3, 3, 9, 6, 1), (1, 5, 5, 10, 5)]:
         weights = weights_for(rng, E)
@@ -684,9 +739,9 @@ def mha_cross_attention_against_torch_for_two_upstream_gradients(p: Program,
             echoes += [(p.echo(ref), x) for ref, x in zip(inputs, arrays)]
 
     def check(r):
+        assert_unchanged(r, echoes, "query, key or value")
         for one in checks:
             one(r)
-        assert_unchanged(r, echoes, "query, key or value")
     return check
 
 
@@ -745,12 +800,29 @@ def mha_case(rng: np.random.Generator, N: int, L: int, S: int, E: int, H: int):
     return weights, [rng.standard_normal((N, T, E)) for T in (L, S, S)]
 
 
-def mha_perturbed(p: Program, mha: Ref, inputs: list[Ref], masks: dict) -> list[Ref]:
-    """Perturbed forwards for query, key, value and every projection's W and b, in the order of
-    ``tests/numeric_checks.mha_finite_differences``."""
-    targets = inputs + [(mha, f"{layer}.{param}") for layer in PROJECTIONS for param in ("W", "b")]
-    return [p.perturbed_outputs(mha, "forward", t, tuple(inputs), masks, FD_STEP)
-            for t in targets]
+def mha_perturbed(p: Program, weights: list[np.ndarray], num_heads: int, arrays, inputs: list[Ref],
+                  masks: dict) -> list[list[Ref]]:
+    """:func:`perturbed_forwards` for query, key, value and every projection's W and b, in the
+    order of ``tests/numeric_checks.mha_finite_differences``: a MultiHeadAttention holding
+    ``weights`` runs the moved inputs, another is loaded with each moved weight in turn."""
+    mha = new_mha(p, weights, num_heads)
+    moved = p.new("MultiHeadAttention", weights[0].shape[0], num_heads)
+    held = [p.array(w) for w in weights]
+
+    def moving_input(position: int) -> Callable[[np.ndarray], Ref]:
+        return lambda x: p.call(mha, "forward",
+                                *(x if i == position else ref for i, ref in enumerate(inputs)),
+                                **masks)
+
+    def moving_weight(position: int) -> Callable[[np.ndarray], Ref]:
+        def forward(w: np.ndarray) -> Ref:
+            p.call(moved, "init_weights",
+                   *(w if i == position else ref for i, ref in enumerate(held)))
+            return p.call(moved, "forward", *inputs, **masks)
+        return forward
+
+    return ([perturbed_forwards(x, moving_input(i)) for i, x in enumerate(arrays)]
+            + [perturbed_forwards(w, moving_weight(i)) for i, w in enumerate(weights)])
 
 
 def target_shapes(arrays, E: int) -> list[tuple]:
@@ -769,16 +841,17 @@ def mha_finite_differences(p: Program, rng: Generator) -> Check:
     mha = new_mha(p, weights, H)
     inputs = [p.array(x) for x in arrays]
     masks = {"key_padding_mask": padding, "attn_mask": causal}
-    perturbed = mha_perturbed(p, mha, inputs, masks)
-    p.call(mha, "forward", *inputs, **masks)
+    out = p.call(mha, "forward", *inputs, **masks)
     mine = list(p.call(mha, "backward", d_output, outputs=3)) + projection_grads(p, mha)
-    _, t_inputs, t_params = mha_torch_truth(weights, H, *arrays, padding, causal, d_output)
+    perturbed = mha_perturbed(p, weights, H, arrays, inputs, masks)
+    t_out, t_inputs, t_params = mha_torch_truth(weights, H, *arrays, padding, causal, d_output)
     names = ["dquery", "dkey", "dvalue"] + parameter_names()
 
     def check(r):
-        for name, ref, out, shape, truth in zip(names, mine, perturbed, target_shapes(arrays, E),
-                                                t_inputs + t_params):
-            assert_fd_matches(name, r[ref], fd_gradient(r[out], d_output, shape, name), truth)
+        close("output", r[out], t_out)
+        for name, ref, outputs, shape, truth in zip(names, mine, perturbed,
+                                                    target_shapes(arrays, E), t_inputs + t_params):
+            assert_fd_matches(name, r[ref], fd_gradient(r, outputs, d_output, shape, name), truth)
     return check
 
 
@@ -823,7 +896,7 @@ def mha_fully_masked_rows(p: Program, rng: Generator) -> Check:
     mha = new_mha(p, weights, H)
     inputs = [p.array(x) for x in arrays]
     masks = {"key_padding_mask": padding, "attn_mask": causal}
-    perturbed = mha_perturbed(p, mha, inputs, masks)
+    perturbed = mha_perturbed(p, weights, H, arrays, inputs, masks)
     rounds = []
     for label, upstream in (("d_output", d_output),
                             ("d_output 0 on the fully masked rows", d_output * ~full[..., None])):
@@ -844,15 +917,17 @@ def mha_fully_masked_rows(p: Program, rng: Generator) -> Check:
             for name, ref, pert, shape, truth in zip(names, mine, perturbed,
                                                      target_shapes(arrays, E),
                                                      t_inputs + t_params):
-                fd = fd_gradient(r[pert], upstream, shape, name)
+                fd = fd_gradient(r, pert, upstream, shape, name)
                 close(f"finite differences of your forward in {name} (against PyTorch)",
-                      fd, truth, RTOL_FINITE_DIFF)
+                      fd, truth, RTOL_FINITE_DIFF, role="forward")
                 if number == 1 or name in shared:
-                    close(f"{where}, {label}: {name}", r[ref], fd, RTOL_FINITE_DIFF)
+                    close(f"{where}, {label}: {name}", r[ref], fd, RTOL_FINITE_DIFF,
+                          role="backward-vs-forward")
                 elif name == "dquery":
-                    expect_shape(f"{where}, {label}: dquery", r[ref], fd.shape)
+                    expect_shape(f"{where}, {label}: dquery", r[ref], fd.shape,
+                                 role="backward-vs-forward")
                     close(f"{where}, {label}: dquery of the rows with an allowed key",
-                          r[ref][~full], fd[~full], RTOL_FINITE_DIFF)
+                          r[ref][~full], fd[~full], RTOL_FINITE_DIFF, role="backward-vs-forward")
     return check
 
 
