@@ -51,6 +51,14 @@ def assert_close(name: str, actual, expected, rtol: float = RTOL_TORCH) -> None:
                                    f"{describe_difference(actual, expected)}")
 
 
+def assert_unchanged(what: str, array: np.ndarray, given: np.ndarray) -> None:
+    """``array`` (an input or upstream gradient the student's code received) still equals
+    ``given``, a copy taken before the call; checked before any value computed from it."""
+    assert np.array_equal(array, given), (
+        f"{what} was changed in place: compute new arrays (or work on a copy) instead of writing "
+        f"into what you were given")
+
+
 # What a wrong array's difference from the truth looks like, and the words for it. A bug family
 # leaves its mark here: a missing or extra factor scales the whole array, a reshape where a
 # transpose was needed keeps the numbers but moves them, a forgotten bias shifts every row alike.
@@ -157,13 +165,17 @@ def check_layer_against_torch(layer, torch_forward: Callable, A: np.ndarray, W: 
                               b: np.ndarray, dLdZ: np.ndarray, where: str,
                               output_name: str = "output") -> None:
     """float64 forward, dLdA and stored dLdW, dLdb of a layer loaded with W, b (Linear,
-    LayerNorm) against ``torch_forward(A, W, b)`` under PyTorch autograd."""
-    out = layer.forward(A)
-    dLdA = layer.backward(dLdZ)
+    LayerNorm) against ``torch_forward(A, W, b)`` under PyTorch autograd; each step's output is
+    checked before the next step runs, and A and dLdZ must come back unchanged."""
     tA, tW, tb = leaf(A), leaf(W), leaf(b)
     torch_out = torch_forward(tA, tW, tb)
-    torch_out.backward(torch.from_numpy(dLdZ))
+    torch_out.backward(torch.tensor(dLdZ))  # a copy: the truth shares no memory with dLdZ
+    given, upstream = A.copy(), dLdZ.copy()
+    out = layer.forward(A)
+    assert_unchanged(f"{where}: forward's input A", A, given)
     assert_close(f"{where}: {output_name}", out, torch_out)
+    dLdA = layer.backward(dLdZ)
+    assert_unchanged(f"{where}: backward's upstream gradient dLdZ", dLdZ, upstream)
     assert_close(f"{where}: dLdA", dLdA, tA.grad)
     assert_close(f"{where}: dLdW", layer.dLdW, tW.grad)
     assert_close(f"{where}: dLdb", layer.dLdb, tb.grad)
@@ -228,15 +240,20 @@ def assert_projection_grads_close(mha, expected: list[np.ndarray], where: str,
 def check_mha_against_torch(mha, weights: list[np.ndarray], num_heads: int, query, key, value,
                             key_padding_mask, attn_mask, d_output, where: str) -> None:
     """float64 forward and backward of ``mha`` (loaded with ``weights``) against PyTorch's module:
-    the output, the inputs' gradients and every projection's dLdW, dLdb."""
+    the output (before backward runs), the inputs' gradients and every projection's dLdW, dLdb;
+    the inputs and d_output must come back unchanged."""
     reference = torch_multihead_attention(weights, num_heads)
     inputs = [leaf(x) for x in (query, key, value)]
     t_out, _ = reference(*inputs, key_padding_mask=as_tensor(key_padding_mask),
                          attn_mask=as_tensor(attn_mask), need_weights=False)
-    t_out.backward(torch.from_numpy(d_output))
+    t_out.backward(torch.tensor(d_output))  # a copy: the truth shares no memory with d_output
+    given, upstream = [x.copy() for x in (query, key, value)], d_output.copy()
     out = mha.forward(query, key, value, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
-    d_inputs = mha.backward(d_output)
+    for name, x, copy in zip(("query", "key", "value"), (query, key, value), given):
+        assert_unchanged(f"{where}: forward's input {name}", x, copy)
     assert_close(f"{where}: output", out, t_out)
+    d_inputs = mha.backward(d_output)
+    assert_unchanged(f"{where}: backward's upstream gradient d_output", d_output, upstream)
     for name, mine, x in zip(("dquery", "dkey", "dvalue"), d_inputs, inputs):
         assert_close(f"{where}: {name}", mine, x.grad)
     assert_projection_grads_close(mha, torch_parameter_grads(reference), where)
@@ -255,9 +272,11 @@ def assert_matches_finite_differences(loss: Callable[[], float], gradients, wher
 def check_layer_finite_differences(layer, A: np.ndarray, dLdZ: np.ndarray,
                                    where: str = "") -> None:
     """A layer with parameters W, b (Linear, LayerNorm): its dLdA and stored dLdW, dLdb against
-    finite differences in A, layer.W, layer.b."""
+    finite differences in A, layer.W, layer.b; dLdZ must come back unchanged."""
     layer.forward(A)
+    upstream = dLdZ.copy()
     dLdA = layer.backward(dLdZ)
+    assert_unchanged(f"{where}backward's upstream gradient dLdZ", dLdZ, upstream)
     loss = lambda: float(np.sum(layer.forward(A) * dLdZ))  # noqa: E731
     assert_matches_finite_differences(loss, [("dLdA", dLdA, A), ("dLdW", layer.dLdW, layer.W),
                                              ("dLdb", layer.dLdb, layer.b)], where)
@@ -265,17 +284,22 @@ def check_layer_finite_differences(layer, A: np.ndarray, dLdZ: np.ndarray,
 
 def check_softmax_finite_differences(softmax, Z: np.ndarray, dLdA: np.ndarray,
                                      where: str) -> None:
-    """Softmax's dLdZ against finite differences in Z."""
+    """Softmax's dLdZ against finite differences in Z; dLdA must come back unchanged."""
     softmax.forward(Z)
+    upstream = dLdA.copy()
     dLdZ = softmax.backward(dLdA)
+    assert_unchanged(f"{where}Softmax.backward's upstream gradient dLdA", dLdA, upstream)
     loss = lambda: float(np.sum(softmax.forward(Z) * dLdA))  # noqa: E731
     assert_matches_finite_differences(loss, [("dLdZ", dLdZ, Z)], where)
 
 
 def check_sdpa_finite_differences(attention, Q, K, V, mask, d_output) -> None:
-    """ScaledDotProductAttention's (dQ, dK, dV) against finite differences in Q, K, V."""
+    """ScaledDotProductAttention's (dQ, dK, dV) against finite differences in Q, K, V; d_output
+    must come back unchanged."""
     attention.forward(Q, K, V, mask)
+    upstream = d_output.copy()
     dQ, dK, dV = attention.backward(d_output)
+    assert_unchanged("backward's upstream gradient d_output", d_output, upstream)
     loss = lambda: float(np.sum(attention.forward(Q, K, V, mask) * d_output))  # noqa: E731
     assert_matches_finite_differences(loss, [("dQ", dQ, Q), ("dK", dK, K), ("dV", dV, V)], "")
 
@@ -296,7 +320,9 @@ def check_mha_finite_differences(mha, query, key, value, key_padding_mask, attn_
     masks = {"key_padding_mask": key_padding_mask, "attn_mask": attn_mask}
     truth = mha_finite_differences(mha, query, key, value, masks, d_output)
     mha.forward(query, key, value, **masks)
+    upstream = d_output.copy()
     d_inputs = mha.backward(d_output)
+    assert_unchanged("backward's upstream gradient d_output", d_output, upstream)
     for name, mine, theirs in zip(("dquery", "dkey", "dvalue"), d_inputs, truth):
         assert_close(name, mine, theirs, RTOL_FINITE_DIFF)
     assert_projection_grads_close(mha, truth[3:], "finite differences", RTOL_FINITE_DIFF)
@@ -336,9 +362,10 @@ def check_sdpa_fully_masked(attention, Q, K, V, mask, d_output, truth: Attention
     uniform_share = np.sum(d_output * full[..., None], axis=-2, keepdims=True) / K.shape[-2]
 
     out = attention.forward(Q, K, V, mask)
-    dQ, dK, dV = attention.backward(d_output)
-    assert_outputs_finite(Q.dtype, output=out, dQ=dQ, dK=dK, dV=dV)
+    assert_outputs_finite(Q.dtype, output=out)
     assert_close(f"{where}: output (fully masked rows: mean of V over the keys)", out, t_out, rtol)
+    dQ, dK, dV = attention.backward(d_output)
+    assert_outputs_finite(Q.dtype, dQ=dQ, dK=dK, dV=dV)
     assert_close(f"{where}: dQ of the rows with an allowed key", dQ[~full], t_dQ[~full], rtol)
     assert_close(f"{where}: dV (a fully masked row adds d_output_row / S to every key)", dV,
                  t_dV + uniform_share, rtol)
@@ -380,11 +407,12 @@ def check_mha_fully_masked(mha, weights: list[np.ndarray], num_heads: int, query
         sum(output * upstream) for query, key, value and every projection's W and b."""
         truth = mha_finite_differences(mha, query, key, value, masks, upstream)
         out = mha.forward(query, key, value, **masks)
-        d_inputs = mha.backward(upstream)
-        assert_outputs_finite(np.float64, output=out, dquery=d_inputs[0], dkey=d_inputs[1],
-                              dvalue=d_inputs[2])
+        assert_outputs_finite(np.float64, output=out)
         assert_close(f"{where}, {label}: output (fully masked rows: out_proj(mean of "
                      f"v_proj(value)))", out, t_out)
+        d_inputs = mha.backward(upstream)
+        assert_outputs_finite(np.float64, dquery=d_inputs[0], dkey=d_inputs[1],
+                              dvalue=d_inputs[2])
         return d_inputs, truth
 
     label = "d_output"  # the fully masked rows' dq, so dkey, q_proj and k_proj, may differ
