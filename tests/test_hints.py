@@ -156,6 +156,15 @@ def test_wrong_implementations_outside_the_catalogue_get_their_familys_hint(muta
     assert mutant.family in graded.families, graded.families
 
 
+@pytest.mark.slow
+@rubric_category("Hints")
+def test_the_negative_set_is_named_by_kind_and_place_with_no_false_family(capsys):
+    """Stubs, a parse error, an import error, a hang, exceptions no rule expects: the feedback
+    names the kind and where, and no bug family (in-place and dtype: their own family only)."""
+    status = hint_report.negative_report(SEED)
+    assert status == 0, capsys.readouterr().out
+
+
 @rubric_category("Hints")
 def test_the_reference_scores_full_marks_with_no_hint():
     graded = hint_report.judge_tree(hint_report.REPO_ROOT / "mytorch", SEED, every_category=True)
