@@ -546,13 +546,14 @@ def sdpa_finite_differences(p: Program, rng: Generator) -> Check:
     d_output = rng.standard_normal((2, 2, 2))
     mask = mask_with_visible_keys(rng, (2, 2, 3), 0.4)
     attention = p.new("ScaledDotProductAttention")
-    qkv = [p.array(x) for x in (Q, K, V)]
-    out = p.call(attention, "forward", *qkv, mask)
+    qkv, held_mask = [p.array(x) for x in (Q, K, V)], p.array(mask)
+    out = p.call(attention, "forward", *qkv, held_mask)
     mine = p.call(attention, "backward", d_output, outputs=3)
 
     def moving(position: int) -> Callable[[np.ndarray], Ref]:
         return lambda x: p.call(attention, "forward",
-                                *(x if i == position else ref for i, ref in enumerate(qkv)), mask)
+                                *(x if i == position else ref for i, ref in enumerate(qkv)),
+                                held_mask)
 
     perturbed = [perturbed_forwards(x, moving(i)) for i, x in enumerate((Q, K, V))]
     truth = attention_truth(Q, K, V, mask, d_output)
@@ -800,14 +801,15 @@ def mha_case(rng: np.random.Generator, N: int, L: int, S: int, E: int, H: int):
     return weights, [rng.standard_normal((N, T, E)) for T in (L, S, S)]
 
 
-def mha_perturbed(p: Program, weights: list[np.ndarray], num_heads: int, arrays, inputs: list[Ref],
-                  masks: dict) -> list[list[Ref]]:
+def mha_perturbed(p: Program, weights: list[np.ndarray], num_heads: int, arrays,
+                  inputs: list[Ref], masks: dict) -> list[list[Ref]]:
     """:func:`perturbed_forwards` for query, key, value and every projection's W and b, in the
     order of ``tests/numeric_checks.mha_finite_differences``: a MultiHeadAttention holding
     ``weights`` runs the moved inputs, another is loaded with each moved weight in turn."""
     mha = new_mha(p, weights, num_heads)
     moved = p.new("MultiHeadAttention", weights[0].shape[0], num_heads)
     held = [p.array(w) for w in weights]
+    masks = {name: None if mask is None else p.array(mask) for name, mask in masks.items()}
 
     def moving_input(position: int) -> Callable[[np.ndarray], Ref]:
         return lambda x: p.call(mha, "forward",
