@@ -27,7 +27,8 @@ import numpy as np
 from autograder import sandbox, wire
 from autograder.hidden_tests import diagnosis
 from autograder.hidden_tests.diagnosis import Failure
-from autograder.hidden_tests.mytorch_hidden import CheckFailed, HiddenTest, tests_of
+from autograder.hidden_tests.checks import CheckFailed, HiddenTest
+from autograder.hidden_tests.mytorch_hidden import tests_of
 from autograder.worker import FORBIDDEN_LIBRARIES, NUMPY_ONLY
 
 MAX_MESSAGE_CHARS = 600

@@ -17,8 +17,8 @@ import yaml
 from autograder import grade_model, judge, rubric
 from autograder.hidden_tests.diagnosis import Failure, attention_variant, hints
 from autograder.lm_diagnosis import VAL_TEST_GAP, lm_hint
+from hw4lib.numeric_truths import difference_features
 from autograder.hidden_tests import mytorch_hidden
-from tests.numeric_checks import difference_features
 from tests.testing_framework import rubric as rubric_category, run_module
 from tests.test_autograder import make_hidden_set, make_model_handin
 from tools import hint_report

@@ -12,7 +12,7 @@ wrong forward of its own, gets no point for them. The same attack is a row of
 import shutil
 from pathlib import Path
 
-from autograder.hidden_tests import mytorch_hidden
+from autograder.hidden_tests import linear_tests
 from tests.testing_framework import rubric, run_module
 from tools import hint_report
 
@@ -74,7 +74,7 @@ def test_a_wrong_forward_gets_no_finite_difference_point_whatever_its_hooks(tmp_
     results = {r.name: r for r in graded.runs["Linear"].results}
     assert sum(r.points for r in results.values()) == FAIR_LINEAR_POINTS, {
         name: (r.points, r.message) for name, r in results.items()}
-    fd = results[mytorch_hidden.linear_finite_differences.__name__]
+    fd = results[linear_tests.linear_finite_differences.__name__]
     assert not fd.passed and fd.message.startswith("Z:"), fd.message
 
 

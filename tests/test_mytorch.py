@@ -10,14 +10,13 @@ import pytest
 import torch
 
 from hw4lib.grading_numbers import MYTORCH_RUBRIC
-from tests.numeric_checks import (RTOL_TORCH, assert_close, assert_unchanged,
-                                  check_layer_against_torch,
-                                  check_layer_finite_differences,
-                                  check_mha_against_torch, check_mha_finite_differences,
-                                  check_mha_fully_masked, check_sdpa_finite_differences,
-                                  check_sdpa_fully_masked, check_softmax_finite_differences, leaf,
-                                  mask_with_visible_keys, mytorch_mha, padding_and_causal_masks,
-                                  random_mha_case)
+from hw4lib.numeric_truths import (RTOL_TORCH, leaf, mask_with_visible_keys,
+                                   padding_and_causal_masks)
+from tests.numeric_checks import (assert_close, assert_unchanged, check_layer_against_torch,
+                                  check_layer_finite_differences, check_mha_against_torch,
+                                  check_mha_finite_differences, check_mha_fully_masked,
+                                  check_sdpa_finite_differences, check_sdpa_fully_masked,
+                                  check_softmax_finite_differences, mytorch_mha, random_mha_case)
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = MYTORCH_RUBRIC  # the points the autograder's hidden tests of the same classes award

@@ -1,11 +1,11 @@
 # hw4p1: instructor-only
 """From failed hidden checks to a hint that names the likely bug, without showing the test.
 
-A failed check of ``mytorch_hidden`` raises CheckFailed carrying a :class:`Failure`: what was
+A failed hidden check (``checks.py``) raises CheckFailed carrying a :class:`Failure`: what was
 compared (``quantity``: ``"dLdW"``, ``"output"``, ``"_merge_masks"``...), how it failed (``kind``),
 in which role (against the truth, or the student's gradient against finite differences of their
 own forward, or those finite differences against the truth), what the difference looks like
-(``tests.numeric_checks.difference_features``: a constant multiple, the right numbers in other
+(``hw4lib.numeric_truths.difference_features``: a constant multiple, the right numbers in other
 places, another shape, an offset shared by every row), what the test knew about the case
 (``context``: the softmax's dim is the last axis or not) and, for attention's output, which
 common wrong formula reproduces the student's values (``variant``).
@@ -45,7 +45,7 @@ class Failure:
     kind: str  # one of KINDS
     quantity: str = ""  # the value compared, as the student's code names it
     role: str = "truth"  # one of ROLES, given by the check that failed
-    features: frozenset[str] = frozenset()  # tests.numeric_checks.DIFFERENCES keys
+    features: frozenset[str] = frozenset()  # hw4lib.numeric_truths.DIFFERENCES keys
     context: dict = field(default_factory=dict)
     variant: str = ""  # the wrong attention formula that reproduces the output, if one does
     step: str = ""  # "Class.method" that raised, for kind "raised"
