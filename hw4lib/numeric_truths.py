@@ -1,8 +1,8 @@
-"""The truths the mytorch tests compare with, shared by the students' tests
-(``tests/numeric_checks.py``, ``tests/test_mytorch.py``) and the autograder's hidden tests
-(``autograder/hidden_tests/``): tolerances, float64 PyTorch references, the masks the cases draw,
-and what a wrong array's difference from the truth looks like. numpy and torch only; it holds no
-``assert`` (``python -O`` must not change what the grader decides).
+"""The truths the mytorch tests compare with (``tests/numeric_checks.py``,
+``tests/test_mytorch.py``; the grader's hidden tests use the same): tolerances, float64 PyTorch
+references, the masks the cases draw, and what a wrong array's difference from the truth looks
+like. numpy and torch only; it holds no ``assert`` (``python -O`` must not change what a grader
+decides).
 
 Comparisons are relative to the truth's largest entry:
 max|actual - truth| <= rtol * max(max|truth|, 1).
