@@ -221,9 +221,9 @@ def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> s
         what = name if name in KNOWN_EXCEPTIONS else "an exception of its own class"
         file, line, function = error.get("file"), error.get("line"), error.get("function")
         known = file in files and isinstance(line, int) and 0 < line < MAX_LINE
-        in_function = (f", in {function}" if isinstance(function, str) and function.isidentifier()
-                       and len(function) <= MAX_FUNCTION_CHARS
-                       else "")
+        named = (isinstance(function, str) and function.isidentifier()
+                 and len(function) <= MAX_FUNCTION_CHARS)
+        in_function = f", in {function}" if named else ""
         at = f" (at mytorch/{file}:{line}{in_function})" if known else ""
         if failure_kind(error) == "not written":
             return f"not written yet: {where} raised {what}{at}"
@@ -231,7 +231,7 @@ def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> s
             return (f"mytorch does not parse: {what} in mytorch/{file} line {line}" if known
                     else f"mytorch does not parse: {what}")
         if where == "importing mytorch":
-            return f"mytorch does not import: {where} raised {what}{at}"
+            return f"mytorch does not import: {what}{at}"
         return f"{where} raised {what}{at}"
     if kind == "not a tuple" and isinstance(error.get("count"), int):
         return f"{where} must return a tuple of {error['count']} arrays"

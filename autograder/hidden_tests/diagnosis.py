@@ -27,9 +27,8 @@ import numpy as np
 # What a failure is, in the order the feedback names it: not written yet (NotImplementedError), does
 # not import or parse, timed out, stopped before the test ran, raised; then the kinds of wrong
 # values a check found.
-KINDS = ("not written", "import", "timeout", "stopped", "raised",
-         "value", "shape", "nonfinite", "dtype", "missing", "modified", "mask")
-VALUE_KINDS = KINDS[5:]
+VALUE_KINDS = ("value", "shape", "nonfinite", "dtype", "missing", "modified", "mask")
+KINDS = ("not written", "import", "timeout", "stopped", "raised", *VALUE_KINDS)
 # What numpy raises on arrays of mismatched shapes: the only exceptions a rule reads as a bug.
 SHAPE_ERRORS = ("ValueError", "AxisError", "IndexError")
 # What a check compared: the student's value against the truth, the student's gradient against
