@@ -37,7 +37,6 @@ from autograder.wire import Program, Ref
 from hw4lib.numeric_truths import (PROJECTIONS, RTOL_FINITE_DIFF, RTOL_TORCH,
                                    difference_features)
 
-
 FD_STEP = 1e-6  # the step of tests/numeric_checks.numerical_gradient
 RTOL_FLOAT32 = 1e-5  # float32 results against float64 truths of the same float32 inputs
 # float32 attention with scores in the hundreds: the scores' rounding (~1e-7 x |score|) reaches the
@@ -74,7 +73,6 @@ def hidden_test(category: str, points: float):
         HIDDEN_TESTS.append(HiddenTest(build.__name__, category, points, summary, build))
         return build
     return register
-
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ def attention_truth(Q, K, V, mask, d_output):
     return out.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()
 
 
-
 def check_attention(r, where: str, refs, truth, names=("output", "dQ", "dK", "dV"),
                     inputs: tuple | None = None) -> None:
     """The attention's values against ``truth``; with its ``inputs`` (Q, K, V, mask), a wrong
