@@ -27,7 +27,8 @@ import numpy as np
 from autograder import sandbox, wire
 from autograder.hidden_tests import diagnosis
 from autograder.hidden_tests.diagnosis import Failure
-from autograder.hidden_tests.mytorch_hidden import CheckFailed, HiddenTest, tests_of
+from autograder.hidden_tests.checks import CheckFailed, HiddenTest
+from autograder.hidden_tests.mytorch_hidden import tests_of
 from autograder.worker import FORBIDDEN_LIBRARIES, NUMPY_ONLY
 
 MAX_MESSAGE_CHARS = 600
@@ -38,6 +39,7 @@ KNOWN_EXCEPTIONS = frozenset(
      if isinstance(value, type) and issubclass(value, BaseException)]
     + ["LinAlgError", "AxisError"])
 MAX_LINE = 10**6
+MAX_FUNCTION_CHARS = 60
 
 
 @dataclass
@@ -90,8 +92,12 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
         run.result, {name: program.returned for name, program in programs.items()})
     note = worker_note(run, timeout, stream_note)
     files = student_files(layout.student_dir / "mytorch")
+    # The first test without a result is the one that was running when the time ran out.
+    running = (next((test.name for test in tests if test.name not in records), None)
+               if run.timed_out else None)
     judged = [judge_test(test, records.get(test.name), checks[test.name], note,
-                         programs[test.name].steps, files)
+                         programs[test.name].steps, files,
+                         timed_out=f"after {timeout:.0f} s" if test.name == running else "")
               for test in tests]
     results = [result for result, _ in judged]
     hints = diagnosis.hints(category, {result.name: failure for result, failure in judged},
@@ -131,9 +137,15 @@ def worker_note(run: sandbox.Run, timeout: float, stream_note: str) -> str:
 
 
 def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
-               steps: list[dict], files: frozenset[str]) -> tuple[TestResult, Failure | None]:
+               steps: list[dict], files: frozenset[str],
+               timed_out: str = "") -> tuple[TestResult, Failure | None]:
     """Pass or fail one test from the worker's record (``steps``: the test's program); with the
-    result, what the failure tells about the bug (None when the test passed)."""
+    result, what the failure tells about the bug (None when the test passed). ``timed_out``
+    ("after 60 s"): this test was running when the worker was stopped.
+
+    The kind of failure comes first: not written yet, does not import or parse, timed out, raised;
+    only a test whose values came back is compared (and only then can a hint name a bug family).
+    """
     def result(message: str, failure: Failure | None = None) -> tuple[TestResult, Failure | None]:
         points = 0.0 if message else float(test.points)
         return (TestResult(test.name, test.category, float(test.points), points, test.summary,
@@ -141,16 +153,21 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
                 (failure or Failure("stopped")) if message else None)
 
     if record is None:
+        if timed_out:
+            return result(f"timed out: this test was still running when the tests were stopped "
+                          f"{timed_out}", Failure("timeout"))
         return result(f"no result: {note or 'the test process stopped before this test'}")
     if record.error is not None:
         message = describe_failure(record.error, steps, files)
-        if record.error.get("kind") != "raised":
-            return result(message)
-        earlier = wrong_before_the_raise(check, record)
-        if earlier is not None:
-            return result(f"{message}; before it, {earlier}", earlier.failure)
+        kind = failure_kind(record.error)
+        if kind not in ("raised", "not written"):
+            return result(message, Failure(kind) if kind == "import" else None)
+        if kind == "raised":
+            earlier = wrong_before_the_raise(check, record)
+            if earlier is not None:
+                return result(f"{message}; before it, {earlier}", earlier.failure)
         step = wire.step_label(steps, record.error.get("step", -1))
-        return result(message, Failure("raised", step.rpartition(".")[2], step=step,
+        return result(message, Failure(kind, step.rpartition(".")[2], step=step,
                                        exception=str(record.error.get("type", ""))))
     try:
         check(Values(record.values, record.problems))
@@ -176,8 +193,24 @@ def wrong_before_the_raise(check, record: wire.Record) -> CheckFailed | None:
     return None
 
 
+PARSE_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+
+
+def failure_kind(error: dict) -> str:
+    """What a failure the worker reported is, first: "not written" (NotImplementedError, the
+    handout's stubs), "import" (importing mytorch failed), "raised" (a step raised), or the
+    worker's own kind ("numpy only", "not a tuple", ...)."""
+    kind = error.get("kind")
+    if kind != "raised":
+        return str(kind)
+    if error.get("type") == "NotImplementedError":
+        return "not written"
+    return "import" if error.get("step", -1) < 0 else "raised"
+
+
 def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> str:
-    """The feedback for a failure the worker reported, worded from the judge's own knowledge."""
+    """The feedback for a failure the worker reported, worded from the judge's own knowledge; the
+    kind of failure first."""
     kind = error.get("kind")
     where = wire.step_label(steps, error.get("step", -1))
     if kind == "numpy only":
@@ -186,16 +219,22 @@ def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> s
     if kind == "raised":
         name = error.get("type")
         what = name if name in KNOWN_EXCEPTIONS else "an exception of its own class"
-        file, line = error.get("file"), error.get("line")
-        at = (f" (at mytorch/{file}:{line})" if file in files and isinstance(line, int)
-              and 0 < line < MAX_LINE else "")
+        file, line, function = error.get("file"), error.get("line"), error.get("function")
+        known = file in files and isinstance(line, int) and 0 < line < MAX_LINE
+        named = (isinstance(function, str) and function.isidentifier()
+                 and len(function) <= MAX_FUNCTION_CHARS)
+        in_function = f", in {function}" if named else ""
+        at = f" (at mytorch/{file}:{line}{in_function})" if known else ""
+        if failure_kind(error) == "not written":
+            return f"not written yet: {where} raised {what}{at}"
+        if name in PARSE_ERRORS and where == "importing mytorch":
+            return (f"mytorch does not parse: {what} in mytorch/{file} line {line}" if known
+                    else f"mytorch does not parse: {what}")
+        if where == "importing mytorch":
+            return f"mytorch does not import: {what}{at}"
         return f"{where} raised {what}{at}"
     if kind == "not a tuple" and isinstance(error.get("count"), int):
         return f"{where} must return a tuple of {error['count']} arrays"
-    if kind == "not float64":
-        return f"{where}: the array to perturb is not a float64 array"
-    if kind == "shape changed":
-        return f"{where}: its outputs changed shape between calls with inputs of the same shape"
     if kind == "lost":
         return "the test process lost values the test needs"
     return f"{where} failed"

@@ -27,9 +27,10 @@ NUMERIC_KINDS = "biuf"  # bool, signed and unsigned integers, floats: what a res
 _LENGTH = struct.Struct("<Q")
 # A failure as the worker reports it: kind ('raised', 'numpy only', 'not a tuple', ...), the index
 # of the step that failed (-1: importing mytorch), the exception's class name, the mytorch file
-# (relative to mytorch/) and line it passed last, the forbidden module, the tuple length expected.
-ERROR_FIELDS = {"kind": str, "step": int, "type": str, "file": str, "line": int, "module": str,
-                "count": int}
+# (relative to mytorch/), line and function it passed last, the forbidden module, the tuple length
+# expected.
+ERROR_FIELDS = {"kind": str, "step": int, "type": str, "file": str, "line": int, "function": str,
+                "module": str, "count": int}
 MAX_FIELD_CHARS = 200
 NOT_AN_ARRAY = "not a numeric array"
 
@@ -99,22 +100,6 @@ class Program:
     def echo(self, ref: Ref) -> Ref:
         """The input array ``ref`` as it is now (to check that student code left it alone)."""
         out = self._step("echo", 1, src=ref.name)[0]
-        self.returned.append(out.name)
-        return out
-
-    def perturbed_outputs(self, obj: Ref, method: str, target, args: tuple, kwargs: dict,
-                          step: float) -> Ref:
-        """Outputs of ``obj.method(*args, **kwargs)`` with each entry of ``target`` moved by
-        +step then -step in place (and restored), stacked as (2, target.size, *output.shape).
-
-        ``target`` is an input Ref or ``(obj, "attribute.path")``. The judge turns the outputs into
-        central finite differences for any upstream gradient.
-        """
-        target_field = ({"ref": target.name} if isinstance(target, Ref)
-                        else {"obj": target[0].name, "path": target[1]})
-        out = self._step("perturbed", 1, obj=obj.name, method=method, target=target_field,
-                         args=[self._arg(a) for a in args],
-                         kwargs={k: self._arg(v) for k, v in kwargs.items()}, step=step)[0]
         self.returned.append(out.name)
         return out
 
@@ -257,7 +242,7 @@ def step_label(steps: list[dict], index: int) -> str:
     step = steps[index]
     if step["op"] == "new":
         return f"{step['cls']}(...)"
-    if step["op"] in ("call", "perturbed"):
+    if step["op"] == "call":
         return f"{classes.get(step['obj'], '?')}.{step['method']}"
     if step["op"] == "get":
         return f"reading {classes.get(step['obj'], '?')}.{step['path']}"

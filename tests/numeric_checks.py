@@ -1,6 +1,5 @@
-"""Numeric checks shared by the mytorch tests: ``tests/test_mytorch.py`` and the autograder's hidden
-tests (the autograder ships this file with ``tests/testing_framework.py``; it needs only numpy
-and torch).
+"""Numeric checks of the mytorch tests (``tests/test_mytorch.py``, ``tests/test_mytorch_lm.py``),
+on the truths of ``hw4lib/numeric_truths.py``, which the autograder's hidden tests share.
 
 Comparisons are relative to the truth's largest entry:
 max|actual - truth| <= rtol * max(max|truth|, 1).
@@ -24,9 +23,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-RTOL_TORCH = 1e-8  # float64 against PyTorch autograd
-RTOL_FINITE_DIFF = 1e-6  # central differences with step 1e-6 are good to about 1e-9
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")  # MultiHeadAttention's Linear layers
+from hw4lib.numeric_truths import (DIFFERENCES, PROJECTIONS, RTOL_FINITE_DIFF, RTOL_TORCH,
+                                   as_tensor, difference_features, leaf,
+                                   torch_multihead_attention, torch_parameter_grads)
 
 # truth(Q, K, V, mask, d_output) -> (output, dQ, dK, dV) as float64 numpy arrays, for masks that
 # leave every query row at least one allowed key.
@@ -51,56 +50,12 @@ def assert_close(name: str, actual, expected, rtol: float = RTOL_TORCH) -> None:
                                    f"{describe_difference(actual, expected)}")
 
 
-# What a wrong array's difference from the truth looks like, and the words for it. A bug family
-# leaves its mark here: a missing or extra factor scales the whole array, a reshape where a
-# transpose was needed keeps the numbers but moves them, a forgotten bias shifts every row alike.
-DIFFERENCES = {
-    "reshaped": "the right values in another shape: a reshape or a missing axis?",
-    "unreduced": "extra leading axes: a sum over the batch dimensions is missing?",
-    "scaled": "a constant multiple of the expected array: a factor is missing or extra?",
-    "rearranged": "the right numbers in the wrong places: a reshape where a transpose belongs, "
-                  "or the wrong axis?",
-    "offset": "every row off by the same vector: the bias?",
-    "zero": "all zeros: was it computed?",
-}
-
-
-def difference_features(actual: np.ndarray, expected: np.ndarray,
-                        rtol: float = 1e-6) -> frozenset[str]:
-    """Which of :data:`DIFFERENCES` describe ``actual`` against ``expected`` (any shapes), each
-    tested to ``rtol`` times the expected array's scale; empty when none does (or both agree)."""
-    actual = np.asarray(actual, dtype=np.float64)
-    expected = np.asarray(expected, dtype=np.float64)
-    if not (np.all(np.isfinite(actual)) and actual.size and expected.size):
-        return frozenset()
-    tolerance = rtol * max(float(np.max(np.abs(expected))), 1.0)
-    found = set()
-    if not np.any(actual) and np.any(expected):
-        found.add("zero")
-    if actual.shape != expected.shape:
-        if actual.shape[-expected.ndim:] == expected.shape and actual.ndim > expected.ndim:
-            found.add("unreduced")
-        if actual.size == expected.size and _same_numbers(actual, expected, tolerance):
-            found.add("reshaped")
-        return frozenset(found)
-    if np.max(np.abs(actual - expected)) <= tolerance:
-        return frozenset()
-    a, e = actual.ravel(), expected.ravel()
-    if _same_numbers(a, e, tolerance):
-        found.add("rearranged")
-    energy = float(e @ e)
-    if energy > 0 and np.any(actual):
-        factor = float(a @ e) / energy
-        if abs(factor - 1) > 1e-3 and np.max(np.abs(a - factor * e)) <= tolerance:
-            found.add("scaled")
-    rows = (actual - expected).reshape(-1, expected.shape[-1]) if expected.ndim else None
-    if rows is not None and len(rows) > 1 and np.max(np.abs(rows - rows[0])) <= tolerance:
-        found.add("offset")
-    return frozenset(found)
-
-
-def _same_numbers(a: np.ndarray, e: np.ndarray, tolerance: float) -> bool:
-    return bool(np.max(np.abs(np.sort(a, axis=None) - np.sort(e, axis=None))) <= tolerance)
+def assert_unchanged(what: str, array: np.ndarray, given: np.ndarray) -> None:
+    """``array`` (an input or upstream gradient the student's code received) still equals
+    ``given``, a copy taken before the call; checked before any value computed from it."""
+    assert np.array_equal(array, given), (
+        f"{what} was changed in place: compute new arrays (or work on a copy) instead of writing "
+        f"into what you were given")
 
 
 def describe_difference(actual, expected) -> str:
@@ -124,46 +79,21 @@ def numerical_gradient(loss: Callable[[], float], x: np.ndarray, step: float = 1
     return grad
 
 
-def as_tensor(mask: np.ndarray | None) -> torch.Tensor | None:
-    """A numpy mask as a torch tensor sharing its memory; None stays None."""
-    return None if mask is None else torch.from_numpy(mask)
-
-
-def leaf(x: np.ndarray) -> torch.Tensor:
-    """A float64 copy of x as a torch leaf tensor that records its gradient."""
-    return torch.tensor(x, dtype=torch.float64, requires_grad=True)
-
-
-def mask_with_visible_keys(rng: np.random.Generator, shape: tuple,
-                           p_masked: float = 0.5) -> np.ndarray:
-    """Bool mask (True = do not attend) leaving an allowed key in every row (last axis)."""
-    mask = rng.random(shape) < p_masked
-    keep = rng.integers(0, shape[-1], size=(*shape[:-1], 1))
-    np.put_along_axis(mask, keep, False, axis=-1)
-    return mask
-
-
-def padding_and_causal_masks(rng: np.random.Generator, N: int, L: int, S: int):
-    """key_padding_mask (N, S) from random lengths >= 1 (sequence 0 unpadded), causal attn_mask
-    (L, S) hiding future keys. Key 0 is never hidden, so no query row is fully masked."""
-    lengths = rng.integers(1, S + 1, size=N)
-    lengths[0] = S
-    key_padding_mask = np.arange(S)[None, :] >= lengths[:, None]
-    attn_mask = np.arange(S)[None, :] > np.arange(L)[:, None]
-    return key_padding_mask, attn_mask
-
-
 def check_layer_against_torch(layer, torch_forward: Callable, A: np.ndarray, W: np.ndarray,
                               b: np.ndarray, dLdZ: np.ndarray, where: str,
                               output_name: str = "output") -> None:
     """float64 forward, dLdA and stored dLdW, dLdb of a layer loaded with W, b (Linear,
-    LayerNorm) against ``torch_forward(A, W, b)`` under PyTorch autograd."""
-    out = layer.forward(A)
-    dLdA = layer.backward(dLdZ)
+    LayerNorm) against ``torch_forward(A, W, b)`` under PyTorch autograd; each step's output is
+    checked before the next step runs, and A and dLdZ must come back unchanged."""
     tA, tW, tb = leaf(A), leaf(W), leaf(b)
     torch_out = torch_forward(tA, tW, tb)
-    torch_out.backward(torch.from_numpy(dLdZ))
+    torch_out.backward(torch.tensor(dLdZ))  # a copy: the truth shares no memory with dLdZ
+    given, upstream = A.copy(), dLdZ.copy()
+    out = layer.forward(A)
+    assert_unchanged(f"{where}: forward's input A", A, given)
     assert_close(f"{where}: {output_name}", out, torch_out)
+    dLdA = layer.backward(dLdZ)
+    assert_unchanged(f"{where}: backward's upstream gradient dLdZ", dLdZ, upstream)
     assert_close(f"{where}: dLdA", dLdA, tA.grad)
     assert_close(f"{where}: dLdW", layer.dLdW, tW.grad)
     assert_close(f"{where}: dLdb", layer.dLdb, tb.grad)
@@ -191,28 +121,6 @@ def random_mha_case(seed: int, draw_weights, N: int, L: int, S: int, E: int, H: 
                                                    for T in (L, S, S)]
 
 
-def torch_multihead_attention(weights: list[np.ndarray],
-                              num_heads: int) -> torch.nn.MultiheadAttention:
-    """float64 ``torch.nn.MultiheadAttention(batch_first=True)`` holding ``weights``, given in the
-    order of ``MultiHeadAttention.init_weights``: [Wq, bq, Wk, bk, Wv, bv, Wo, bo]."""
-    Wq, bq, Wk, bk, Wv, bv, Wo, bo = (torch.from_numpy(np.asarray(w, np.float64)) for w in weights)
-    reference = torch.nn.MultiheadAttention(Wq.shape[0], num_heads, batch_first=True,
-                                            dtype=torch.float64)
-    with torch.no_grad():
-        reference.in_proj_weight.copy_(torch.cat([Wq, Wk, Wv]))
-        reference.in_proj_bias.copy_(torch.cat([bq, bk, bv]))
-        reference.out_proj.weight.copy_(Wo)
-        reference.out_proj.bias.copy_(bo)
-    return reference
-
-
-def torch_parameter_grads(reference: torch.nn.MultiheadAttention) -> list[np.ndarray]:
-    """The module's parameter gradients as [dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo]."""
-    weights = list(reference.in_proj_weight.grad.chunk(3)) + [reference.out_proj.weight.grad]
-    biases = list(reference.in_proj_bias.grad.chunk(3)) + [reference.out_proj.bias.grad]
-    return [g.numpy() for pair in zip(weights, biases) for g in pair]
-
-
 def assert_projection_grads_close(mha, expected: list[np.ndarray], where: str,
                                   rtol: float = RTOL_TORCH, layers=PROJECTIONS) -> None:
     """Each projection's stored dLdW, dLdb against ``expected`` (order of torch_parameter_grads);
@@ -228,15 +136,20 @@ def assert_projection_grads_close(mha, expected: list[np.ndarray], where: str,
 def check_mha_against_torch(mha, weights: list[np.ndarray], num_heads: int, query, key, value,
                             key_padding_mask, attn_mask, d_output, where: str) -> None:
     """float64 forward and backward of ``mha`` (loaded with ``weights``) against PyTorch's module:
-    the output, the inputs' gradients and every projection's dLdW, dLdb."""
+    the output (before backward runs), the inputs' gradients and every projection's dLdW, dLdb;
+    the inputs and d_output must come back unchanged."""
     reference = torch_multihead_attention(weights, num_heads)
     inputs = [leaf(x) for x in (query, key, value)]
     t_out, _ = reference(*inputs, key_padding_mask=as_tensor(key_padding_mask),
                          attn_mask=as_tensor(attn_mask), need_weights=False)
-    t_out.backward(torch.from_numpy(d_output))
+    t_out.backward(torch.tensor(d_output))  # a copy: the truth shares no memory with d_output
+    given, upstream = [x.copy() for x in (query, key, value)], d_output.copy()
     out = mha.forward(query, key, value, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
-    d_inputs = mha.backward(d_output)
+    for name, x, copy in zip(("query", "key", "value"), (query, key, value), given):
+        assert_unchanged(f"{where}: forward's input {name}", x, copy)
     assert_close(f"{where}: output", out, t_out)
+    d_inputs = mha.backward(d_output)
+    assert_unchanged(f"{where}: backward's upstream gradient d_output", d_output, upstream)
     for name, mine, x in zip(("dquery", "dkey", "dvalue"), d_inputs, inputs):
         assert_close(f"{where}: {name}", mine, x.grad)
     assert_projection_grads_close(mha, torch_parameter_grads(reference), where)
@@ -255,9 +168,11 @@ def assert_matches_finite_differences(loss: Callable[[], float], gradients, wher
 def check_layer_finite_differences(layer, A: np.ndarray, dLdZ: np.ndarray,
                                    where: str = "") -> None:
     """A layer with parameters W, b (Linear, LayerNorm): its dLdA and stored dLdW, dLdb against
-    finite differences in A, layer.W, layer.b."""
+    finite differences in A, layer.W, layer.b; dLdZ must come back unchanged."""
     layer.forward(A)
+    upstream = dLdZ.copy()
     dLdA = layer.backward(dLdZ)
+    assert_unchanged(f"{where}backward's upstream gradient dLdZ", dLdZ, upstream)
     loss = lambda: float(np.sum(layer.forward(A) * dLdZ))  # noqa: E731
     assert_matches_finite_differences(loss, [("dLdA", dLdA, A), ("dLdW", layer.dLdW, layer.W),
                                              ("dLdb", layer.dLdb, layer.b)], where)
@@ -265,17 +180,22 @@ def check_layer_finite_differences(layer, A: np.ndarray, dLdZ: np.ndarray,
 
 def check_softmax_finite_differences(softmax, Z: np.ndarray, dLdA: np.ndarray,
                                      where: str) -> None:
-    """Softmax's dLdZ against finite differences in Z."""
+    """Softmax's dLdZ against finite differences in Z; dLdA must come back unchanged."""
     softmax.forward(Z)
+    upstream = dLdA.copy()
     dLdZ = softmax.backward(dLdA)
+    assert_unchanged(f"{where}Softmax.backward's upstream gradient dLdA", dLdA, upstream)
     loss = lambda: float(np.sum(softmax.forward(Z) * dLdA))  # noqa: E731
     assert_matches_finite_differences(loss, [("dLdZ", dLdZ, Z)], where)
 
 
 def check_sdpa_finite_differences(attention, Q, K, V, mask, d_output) -> None:
-    """ScaledDotProductAttention's (dQ, dK, dV) against finite differences in Q, K, V."""
+    """ScaledDotProductAttention's (dQ, dK, dV) against finite differences in Q, K, V; d_output
+    must come back unchanged."""
     attention.forward(Q, K, V, mask)
+    upstream = d_output.copy()
     dQ, dK, dV = attention.backward(d_output)
+    assert_unchanged("backward's upstream gradient d_output", d_output, upstream)
     loss = lambda: float(np.sum(attention.forward(Q, K, V, mask) * d_output))  # noqa: E731
     assert_matches_finite_differences(loss, [("dQ", dQ, Q), ("dK", dK, K), ("dV", dV, V)], "")
 
@@ -296,7 +216,9 @@ def check_mha_finite_differences(mha, query, key, value, key_padding_mask, attn_
     masks = {"key_padding_mask": key_padding_mask, "attn_mask": attn_mask}
     truth = mha_finite_differences(mha, query, key, value, masks, d_output)
     mha.forward(query, key, value, **masks)
+    upstream = d_output.copy()
     d_inputs = mha.backward(d_output)
+    assert_unchanged("backward's upstream gradient d_output", d_output, upstream)
     for name, mine, theirs in zip(("dquery", "dkey", "dvalue"), d_inputs, truth):
         assert_close(name, mine, theirs, RTOL_FINITE_DIFF)
     assert_projection_grads_close(mha, truth[3:], "finite differences", RTOL_FINITE_DIFF)
@@ -336,9 +258,10 @@ def check_sdpa_fully_masked(attention, Q, K, V, mask, d_output, truth: Attention
     uniform_share = np.sum(d_output * full[..., None], axis=-2, keepdims=True) / K.shape[-2]
 
     out = attention.forward(Q, K, V, mask)
-    dQ, dK, dV = attention.backward(d_output)
-    assert_outputs_finite(Q.dtype, output=out, dQ=dQ, dK=dK, dV=dV)
+    assert_outputs_finite(Q.dtype, output=out)
     assert_close(f"{where}: output (fully masked rows: mean of V over the keys)", out, t_out, rtol)
+    dQ, dK, dV = attention.backward(d_output)
+    assert_outputs_finite(Q.dtype, dQ=dQ, dK=dK, dV=dV)
     assert_close(f"{where}: dQ of the rows with an allowed key", dQ[~full], t_dQ[~full], rtol)
     assert_close(f"{where}: dV (a fully masked row adds d_output_row / S to every key)", dV,
                  t_dV + uniform_share, rtol)
@@ -380,11 +303,12 @@ def check_mha_fully_masked(mha, weights: list[np.ndarray], num_heads: int, query
         sum(output * upstream) for query, key, value and every projection's W and b."""
         truth = mha_finite_differences(mha, query, key, value, masks, upstream)
         out = mha.forward(query, key, value, **masks)
-        d_inputs = mha.backward(upstream)
-        assert_outputs_finite(np.float64, output=out, dquery=d_inputs[0], dkey=d_inputs[1],
-                              dvalue=d_inputs[2])
+        assert_outputs_finite(np.float64, output=out)
         assert_close(f"{where}, {label}: output (fully masked rows: out_proj(mean of "
                      f"v_proj(value)))", out, t_out)
+        d_inputs = mha.backward(upstream)
+        assert_outputs_finite(np.float64, dquery=d_inputs[0], dkey=d_inputs[1],
+                              dvalue=d_inputs[2])
         return d_inputs, truth
 
     label = "d_output"  # the fully masked rows' dq, so dkey, q_proj and k_proj, may differ

@@ -17,8 +17,8 @@ import yaml
 from autograder import grade_model, judge, rubric
 from autograder.hidden_tests.diagnosis import Failure, attention_variant, hints
 from autograder.lm_diagnosis import VAL_TEST_GAP, lm_hint
+from hw4lib.numeric_truths import difference_features
 from autograder.hidden_tests import mytorch_hidden
-from tests.numeric_checks import difference_features
 from tests.testing_framework import rubric as rubric_category, run_module
 from tests.test_autograder import make_hidden_set, make_model_handin
 from tools import hint_report
@@ -92,12 +92,27 @@ def test_rules_read_the_signature_as_a_whole():
     assert {h.family for h in hints("Softmax", {"a": off, "b": on}).values()} == \
         {"softmax-backward-jacobian"}
     # Cross-attention failing while self-attention passes: the projections' inputs.
-    cross = Failure("raised", "forward", step="MultiHeadAttention.forward")
+    cross = Failure("raised", "forward", step="MultiHeadAttention.forward",
+                    exception="ValueError")
     assert hints("MultiHeadAttention", {"mha_cross_attention_x": cross,
                                         "mha_self_attention_y": None})["mha_cross_attention_x"] \
         .family == "mha-projection-input"
     # Nothing recognisable: no hint rather than a guess.
     assert hints("Linear", {"main": Failure("stopped")}) == {}
+    # The kind comes first: a stub, an import failure, a hang or an exception no rule expects
+    # gets no family, even where a value rule would take any failure of the step.
+    for kind in ("not written", "import", "timeout", "stopped"):
+        assert hints("Softmax", {"t": Failure(kind, "forward")}) == {}, kind
+        assert hints("Softmax", {"t": Failure(kind)}, frozenset({"Linear"})) == {}, kind
+    early = Failure("raised", "backward", step="ScaledDotProductAttention.backward",
+                    exception="RuntimeError")
+    assert hints("ScaledDotProductAttention", {"t": early}) == {}
+    assert hints("ScaledDotProductAttention", {"t": Failure(
+        "raised", "backward", step="ScaledDotProductAttention.backward",
+        exception="ValueError")})["t"].family == "sdpa-backward-shapes"
+    # A dtype failure in a test of fully masked rows is the dtype's, not the masking's.
+    dtype = Failure("dtype", "dQ", context={"fully_masked": True})
+    assert hints("ScaledDotProductAttention", {"t": dtype})["t"].family == "dtype"
     # A class that calls a failing one: that one is the likely cause, not this one's rules.
     output = Failure("value", "output")
     assert hints("MultiHeadAttention", {"t": output})["t"].family == "mha-forward"
@@ -139,6 +154,15 @@ def test_wrong_implementations_outside_the_catalogue_get_their_familys_hint(muta
     graded = hint_report.judge_mutant(mutant, SEED)
     assert graded.category is not None, "the wrong implementation scored full marks"
     assert mutant.family in graded.families, graded.families
+
+
+@pytest.mark.slow
+@rubric_category("Hints")
+def test_the_negative_set_is_named_by_kind_and_place_with_no_false_family(capsys):
+    """Stubs, a parse error, an import error, a hang, exceptions no rule expects: the feedback
+    names the kind and where, and no bug family (in-place and dtype: their own family only)."""
+    status = hint_report.negative_report(SEED)
+    assert status == 0, capsys.readouterr().out
 
 
 @rubric_category("Hints")

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from hw4lib.grading_numbers import MYTORCH_RUBRIC
-from tests.numeric_checks import (RTOL_TORCH, assert_close, check_layer_against_torch,
-                                  check_layer_finite_differences,
-                                  check_mha_against_torch, check_mha_finite_differences,
-                                  check_mha_fully_masked, check_sdpa_finite_differences,
-                                  check_sdpa_fully_masked, check_softmax_finite_differences, leaf,
-                                  mask_with_visible_keys, mytorch_mha, padding_and_causal_masks,
-                                  random_mha_case)
+from hw4lib.numeric_truths import (RTOL_TORCH, leaf, mask_with_visible_keys,
+                                   padding_and_causal_masks)
+from tests.numeric_checks import (assert_close, assert_unchanged, check_layer_against_torch,
+                                  check_layer_finite_differences, check_mha_against_torch,
+                                  check_mha_finite_differences, check_mha_fully_masked,
+                                  check_sdpa_finite_differences, check_sdpa_fully_masked,
+                                  check_softmax_finite_differences, mytorch_mha, random_mha_case)
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = MYTORCH_RUBRIC  # the points the autograder's hidden tests of the same classes award
@@ -87,8 +87,9 @@ def test_linear_keeps_float32():
     layer.init_weights(rng.standard_normal((4, 6), dtype=np.float32),
                        rng.standard_normal(4, dtype=np.float32))
     Z = layer.forward(rng.standard_normal((3, 5, 6), dtype=np.float32))
+    assert Z.dtype == np.float32, f"Z: float32 in, expected float32 out, got {Z.dtype}"
     dLdA = layer.backward(np.ones_like(Z))
-    for name, x in [("Z", Z), ("dLdA", dLdA), ("dLdW", layer.dLdW), ("dLdb", layer.dLdb)]:
+    for name, x in [("dLdA", dLdA), ("dLdW", layer.dLdW), ("dLdb", layer.dLdb)]:
         assert x.dtype == np.float32, f"{name}: float32 in, expected float32 out, got {x.dtype}"
 
 
@@ -123,15 +124,19 @@ def test_softmax_matches_torch_over_every_dim():
         Z_given = Z.copy()
         for dim in range(-ndim, ndim):
             dLdA = rng.standard_normal(shape)
-            softmax = Softmax(dim=dim)
-            A = softmax.forward(Z)
-            dLdZ = softmax.backward(dLdA)
-            assert np.array_equal(Z, Z_given), "Softmax.forward must not modify its input Z"
+            dLdA_given = dLdA.copy()
             tZ = leaf(Z)
             tA = torch.softmax(tZ, dim=dim)
-            tA.backward(torch.from_numpy(dLdA))
-            assert_close(f"softmax of {shape} over dim {dim}: A", A, tA)
-            assert_close(f"softmax of {shape} over dim {dim}: dLdZ", dLdZ, tZ.grad)
+            tA.backward(torch.tensor(dLdA))  # a copy: the truth shares no memory with dLdA
+            where = f"softmax of {shape} over dim {dim}"
+            softmax = Softmax(dim=dim)
+            A = softmax.forward(Z)
+            assert_unchanged(f"{where}: Softmax.forward's input Z", Z, Z_given)
+            assert_close(f"{where}: A", A, tA)
+            dLdZ = softmax.backward(dLdA)
+            assert_unchanged(f"{where}: Softmax.backward's upstream gradient dLdA", dLdA,
+                             dLdA_given)
+            assert_close(f"{where}: dLdZ", dLdZ, tZ.grad)
 
 
 @rubric("Softmax")
@@ -155,16 +160,16 @@ def test_softmax_is_finite_for_huge_logits():
                             rng.uniform(990, 1000, (2, 6)),  # all near +1000
                             rng.uniform(-1000, -990, (2, 6))]).astype(dtype)  # all near -1000
         dLdA = rng.standard_normal(Z.shape).astype(dtype)
-        softmax = Softmax(dim=-1)
-        A = softmax.forward(Z)
-        dLdZ = softmax.backward(dLdA)
-        assert A.dtype == dtype and dLdZ.dtype == dtype, (f"{dtype.__name__} in, got A {A.dtype}, "
-                                                          f"dLdZ {dLdZ.dtype}")
         tZ = leaf(Z.astype(np.float64))
         tA = torch.softmax(tZ, dim=-1)
         tA.backward(torch.from_numpy(dLdA.astype(np.float64)))
         rtol = RTOL_TORCH if dtype == np.float64 else 1e-5
+        softmax = Softmax(dim=-1)
+        A = softmax.forward(Z)
+        assert A.dtype == dtype, f"{dtype.__name__} in, got A {A.dtype}"
         assert_close(f"{dtype.__name__} softmax of logits around +-1000", A, tA, rtol)
+        dLdZ = softmax.backward(dLdA)
+        assert dLdZ.dtype == dtype, f"{dtype.__name__} in, got dLdZ {dLdZ.dtype}"
         assert_close(f"{dtype.__name__} gradient for logits around +-1000", dLdZ, tZ.grad, rtol)
 
 
@@ -197,15 +202,16 @@ def test_sdpa_matches_torch_with_masks_and_batch_dims():
         Q, K = rng.standard_normal((*batch, L, E)), rng.standard_normal((*batch, S, E))
         V, d_output = rng.standard_normal((*batch, S, Ev)), rng.standard_normal((*batch, L, Ev))
         mask = None if mask_shape is None else mask_with_visible_keys(rng, mask_shape)
-        given = [x.copy() for x in (Q, K, V)]
-        attention = ScaledDotProductAttention()
-        out = attention.forward(Q, K, V, mask)
-        dQ, dK, dV = attention.backward(d_output)
-        assert all(np.array_equal(x, y) for x, y in zip((Q, K, V), given)), "Q, K, V were modified"
-
+        given, upstream = [x.copy() for x in (Q, K, V)], d_output.copy()
         t_out, t_dQ, t_dK, t_dV = torch_attention(Q, K, V, mask, d_output)
         where = f"Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mask_shape}"
+        attention = ScaledDotProductAttention()
+        out = attention.forward(Q, K, V, mask)
+        for name, x, copy in zip("QKV", (Q, K, V), given):
+            assert_unchanged(f"{where}: forward's input {name}", x, copy)
         assert_close(f"{where}: output", out, t_out)
+        dQ, dK, dV = attention.backward(d_output)
+        assert_unchanged(f"{where}: backward's upstream gradient d_output", d_output, upstream)
         assert_close(f"{where}: dQ", dQ, t_dQ)
         assert_close(f"{where}: dK", dK, t_dK)
         assert_close(f"{where}: dV", dV, t_dV)
@@ -247,8 +253,9 @@ def test_sdpa_keeps_float32():
     Q, K, V = (rng.standard_normal((2, 3, 4, 8), dtype=np.float32) for _ in range(3))
     attention = ScaledDotProductAttention()
     out = attention.forward(Q, K, V, mask_with_visible_keys(rng, (4, 4)))
+    assert out.dtype == np.float32, f"output: float32 in, expected float32 out, got {out.dtype}"
     grads = attention.backward(np.ones_like(out))
-    for name, x in zip(("output", "dQ", "dK", "dV"), (out, *grads)):
+    for name, x in zip(("dQ", "dK", "dV"), grads):
         assert x.dtype == np.float32, f"{name}: float32 in, expected float32 out, got {x.dtype}"
 
 
@@ -351,8 +358,9 @@ def test_mha_keeps_float32():
     query = rng.standard_normal((2, 3, 8), dtype=np.float32)
     key = rng.standard_normal((2, 5, 8), dtype=np.float32)
     out = mha.forward(query, key, key, attn_mask=np.triu(np.ones((3, 5), dtype=bool), k=1))
+    assert out.dtype == np.float32, f"output: float32 in, expected float32 out, got {out.dtype}"
     grads = mha.backward(np.ones_like(out))
-    for name, x in zip(("output", "dquery", "dkey", "dvalue"), (out, *grads)):
+    for name, x in zip(("dquery", "dkey", "dvalue"), grads):
         assert x.dtype == np.float32, f"{name}: float32 in, expected float32 out, got {x.dtype}"
 
 

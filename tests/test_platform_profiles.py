@@ -31,6 +31,7 @@ from tests.test_autograder import (FULL_LINE, MYTORCH_ZERO, ZERO_LINEAR_NN, ZERO
                                    replay_handin, run_grader, session_folder)
 from tests.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
                                    unpack_root)
+from tests.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Platform profiles": 0}
@@ -267,7 +268,8 @@ JUDGE_PEAK = int(1.5 * 2**30)  # no grader process grows beyond this (the judge'
 
 class Attack(NamedTuple):
     build: Callable[[Path], Path]  # folder -> handin.tar
-    expected: str  # HONEST, MYTORCH_0, or "MultiHeadAttention below honest"
+    expected: str | dict  # HONEST, MYTORCH_0, "MultiHeadAttention below honest", or the exact
+    # scores of the categories that differ from the honest ones
     environment: dict | str | None = None  # "bwrap-elsewhere": a PATH built in the test's folder
     peak: int = JUDGE_PEAK  # the largest resident set any one process of the grading may reach
 
@@ -295,11 +297,16 @@ ATTACKS = {  # the review's table, by row
         lambda folder: attack_handin(folder, FILL_THE_DISK, None), HONEST),
     "12 a Linear of zeros in the right dtype": Attack(
         lambda folder: attack_handin(folder, "", ZERO_LINEAR_NN), MYTORCH_0),
+    "14 finite differences of an honest forward beside a wrong one": Attack(
+        lambda folder: attack_handin(folder, FD_GAMING_INIT, None, nn_append=DOUBLED_LINEAR_NN),
+        {"Linear": FAIR_LINEAR_POINTS}),
 }
 
 
-def expected_scores(kind: str, scores: dict) -> bool:
+def expected_scores(kind: str | dict, scores: dict) -> bool:
     honest = honest_scores()
+    if isinstance(kind, dict):
+        return scores == {**honest, **kind}
     if kind == HONEST:
         return scores == honest
     if kind == MYTORCH_0:

@@ -5,7 +5,8 @@ Writes two files in Autolab's convention, and one for Gradescope:
 * ``dist/autograde.tar``: one folder ``autograde/`` holding the grading driver (``autograder/``),
   the judge, sandbox and worker, the hidden mytorch tests, the hidden test set of the language model
   (drawn here, see ``autograder/hidden_data.py``), the reference ``hw4lib`` with its tokenizer
-  JSONs, ``tests/numeric_checks.py`` and ``build_info.json``;
+  JSONs (and ``numeric_truths.py``, the truths the hidden tests share with the students' tests)
+  and ``build_info.json``;
 * ``dist/autograde-Makefile``: upload it as the assessment's Makefile. In a folder holding it (as
   ``Makefile``), ``autograde.tar`` and a student's ``handin.tar``, ``make`` grades the handin and
   the last line it prints is ``{"scores": {...}}``;
@@ -50,9 +51,12 @@ SHIPPED_FILES = (
     "autograder/worker.py",
     "autograder/hidden_tests/__init__.py",
     "autograder/hidden_tests/diagnosis.py",
+    "autograder/hidden_tests/checks.py",
+    "autograder/hidden_tests/linear_tests.py",
+    "autograder/hidden_tests/softmax_tests.py",
+    "autograder/hidden_tests/sdpa_tests.py",
+    "autograder/hidden_tests/mha_tests.py",
     "autograder/hidden_tests/mytorch_hidden.py",
-    "tests/__init__.py",
-    "tests/numeric_checks.py",  # truths the hidden mytorch tests share with tests/test_mytorch.py
 )
 HW4LIB_SUFFIXES = (".py", ".json")
 # Where the grading driver looks for the hidden set, and the file the model grading reads in it.

@@ -1,11 +1,11 @@
 # hw4p1: instructor-only
 """From failed hidden checks to a hint that names the likely bug, without showing the test.
 
-A failed check of ``mytorch_hidden`` raises CheckFailed carrying a :class:`Failure`: what was
+A failed hidden check (``checks.py``) raises CheckFailed carrying a :class:`Failure`: what was
 compared (``quantity``: ``"dLdW"``, ``"output"``, ``"_merge_masks"``...), how it failed (``kind``),
 in which role (against the truth, or the student's gradient against finite differences of their
 own forward, or those finite differences against the truth), what the difference looks like
-(``tests.numeric_checks.difference_features``: a constant multiple, the right numbers in other
+(``hw4lib.numeric_truths.difference_features``: a constant multiple, the right numbers in other
 places, another shape, an offset shared by every row), what the test knew about the case
 (``context``: the softmax's dim is the last axis or not) and, for attention's output, which
 common wrong formula reproduces the student's values (``variant``).
@@ -24,7 +24,16 @@ from typing import Callable
 
 import numpy as np
 
-KINDS = ("value", "shape", "nonfinite", "dtype", "missing", "modified", "mask", "raised", "stopped")
+# What a failure is, in the order the feedback names it: not written yet (NotImplementedError), does
+# not import or parse, timed out, stopped before the test ran, raised; then the kinds of wrong
+# values a check found.
+VALUE_KINDS = ("value", "shape", "nonfinite", "dtype", "missing", "modified", "mask")
+KINDS = ("not written", "import", "timeout", "stopped", "raised", *VALUE_KINDS)
+# What numpy raises on arrays of mismatched shapes: the only exceptions a rule reads as a bug.
+SHAPE_ERRORS = ("ValueError", "AxisError", "IndexError")
+# What a check compared: the student's value against the truth, the student's gradient against
+# finite differences of their own forward, those finite differences (or the forward's outputs on
+# moved inputs) against the truth.
 ROLES = ("truth", "backward-vs-forward", "forward")
 
 
@@ -34,8 +43,8 @@ class Failure:
 
     kind: str  # one of KINDS
     quantity: str = ""  # the value compared, as the student's code names it
-    role: str = "truth"  # one of ROLES
-    features: frozenset[str] = frozenset()  # tests.numeric_checks.DIFFERENCES keys
+    role: str = "truth"  # one of ROLES, given by the check that failed
+    features: frozenset[str] = frozenset()  # hw4lib.numeric_truths.DIFFERENCES keys
     context: dict = field(default_factory=dict)
     variant: str = ""  # the wrong attention formula that reproduces the output, if one does
     step: str = ""  # "Class.method" that raised, for kind "raised"
@@ -185,15 +194,15 @@ def only_fully_masked(s: Signature) -> dict[str, Hint]:
 
 # Hints that hold in every category, tried before the category's own rules.
 def generic_rules() -> list[Rule]:
-    return [
-        stale_cache,
-        only_fully_masked,
-        lambda s: each(s, "in-place", "your code changes an input array in place; compute new "
-                       "arrays (or work on a copy) instead of writing into what you were given",
-                       lambda f: f.kind == "modified"),
+    return [  # the more specific evidence first: what changed in place, then a wrong dtype
+        lambda s: each(s, "in-place", "your code changes an input array or the upstream gradient "
+                       "in place; compute new arrays (or work on a copy) instead of writing into "
+                       "what you were given", lambda f: f.kind == "modified"),
         lambda s: each(s, "dtype", "float32 inputs must give float32 results: look for arrays "
                        "or numpy scalars created as float64 along the way (np.zeros without a "
                        "dtype, np.sqrt of a Python number)", lambda f: f.kind == "dtype"),
+        stale_cache,
+        only_fully_masked,
     ]
 
 
@@ -369,20 +378,30 @@ RULES: dict[str, list[Rule]] = {
 }
 
 
+def about_values(failure: Failure) -> bool:
+    """The failure shows values (wrong ones, or numpy refusing their shapes): what the rules read.
+    A stub, a file that does not import, a hang or any other exception names its kind and place
+    in the feedback, and no bug family."""
+    return failure.kind in VALUE_KINDS or (failure.kind == "raised"
+                                           and failure.exception in SHAPE_ERRORS)
+
+
 def hints(category: str, signature: Signature,
           failed: frozenset[str] = frozenset()) -> dict[str, Hint]:
-    """For each failing test of ``category``, the first hint a rule gives it (the generic rules
-    first, then the category's, in order); tests no rule recognises are left out. When a class
-    this one uses is in ``failed`` (the categories that lost points), that is every failure's
-    hint."""
+    """For each failing test of ``category`` whose failure is :func:`about_values`, the first hint
+    a rule gives it (the generic rules first, then the category's, in order); tests no rule
+    recognises are left out. When a class this one uses is in ``failed`` (the categories that
+    lost points), that is every such failure's hint."""
+    valued = {name for name, failure in failing(signature).items() if about_values(failure)}
     used = [name for name in USES.get(category, ()) if name in failed]
     if used:
         hint = Hint("uses-a-failing-class", f"{category} calls your {' and '.join(used)}, which "
                     f"fail{'s' if len(used) == 1 else ''} its own hidden tests: fix "
                     f"{'it' if len(used) == 1 else 'them'} first")
-        return dict.fromkeys(failing(signature), hint)
+        return dict.fromkeys(sorted(valued), hint)
     found: dict[str, Hint] = {}
     for rule in generic_rules() + RULES.get(category, []):
         for name, hint in rule(signature).items():
-            found.setdefault(name, hint)
+            if name in valued:
+                found.setdefault(name, hint)
     return found
