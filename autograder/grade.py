@@ -261,6 +261,7 @@ def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, tim
     if run.output.strip():  # never echoed: it could carry whatever the worker could read
         print(f"  (your code printed {len(run.output)} characters; output is not shown, run the "
               f"public tests to see it)")
+    report.setdefault("seconds", {})[category] = round(run.seconds, 3)  # for the bench
     earned = round(sum(result.points for result in run.results), 2)
     reason = f" ({run.note})" if run.note else ""
     print(f"  => {category}: {earned:g}/{points}{reason}   [{run.seconds:.1f} s]")
@@ -358,7 +359,8 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     compared = compared if isinstance(compared, float) else None
     compare_note = compare_note or str(result.get("compare_note") or "")
     report_self_reported_metrics(reported, compared, compare_note)
-    details = {"message": message, "perplexity_char": perplexity,
+    details = {"message": message, "perplexity_char": perplexity, "seconds": round(run.seconds, 3),
+               "phase_seconds": result.get("phase_seconds"),
                "reported_perplexity_char": reported, "compared_perplexity_char": compared,
                "compare_note": compare_note,
                "num_parameters": result.get("num_parameters"),

@@ -101,6 +101,7 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path,
 
     Raises GradingError naming the problem when the handin cannot be evaluated.
     """
+    started = time.monotonic()
     torch.manual_seed(0)
     config = load_config(handin / CONFIG_FILE)
     token_type = config["tokenization"]["token_type"]
@@ -126,14 +127,19 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path,
             f"({token_type} tokenizer, vocab_size {tokenizer.vocab_size}): {error}. Hand in the "
             f"config.yaml of the run the weights come from (`make handin`)") from error
 
+    loaded = time.monotonic()
     metrics, num_utterances = measure(model, model_config, tokenizer,
                                       read_transcripts(hidden_set), work / "hidden")
+    measured = time.monotonic()
     if not math.isfinite(metrics["perplexity_char"]):
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
                            f"infinite weights or logits)")
     if compare is not None:
         metrics.update(compare_with_report(model, model_config, tokenizer, *compare, work))
-    return {**metrics, "token_type": token_type, "num_utterances": num_utterances,
+    # what each step cost (bench/bench_regrade.py reports them)
+    phases = {"load": loaded - started, "hidden": measured - loaded,
+              "compare": time.monotonic() - measured}
+    return {**metrics, "phase_seconds": {name: round(value, 3) for name, value in phases.items()}, "token_type": token_type, "num_utterances": num_utterances,
             "num_parameters": sum(p.numel() for p in model.parameters()),
             "dropout_active": model_config["dropout"] > 0 or model_config["layer_drop_rate"] > 0,
             "state_dict_sha256": hashlib.sha256((handin / STATE_DICT_FILE).read_bytes()).hexdigest(),
