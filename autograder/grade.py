@@ -315,19 +315,7 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     result_path = work / "lm" / "result.json"
     reported = self_reported_perplexity(handin)
     card = read_card(handin)
-    test_set = card.get("test_set") if isinstance(card, dict) else None
-    compare, compare_note = [], ""
-    if reported is None:
-        compare_note = f"{METRICS_FILE} has no usable perplexity_char"
-    elif not (isinstance(test_set, dict) and type(test_set.get("transcripts")) is int
-              and isinstance(test_set.get("sha256"), str)
-              and re.fullmatch(r"[0-9a-f]{64}", test_set["sha256"])):
-        compare_note = f"{RUN_CARD_FILE} does not name the test set {METRICS_FILE} measured"
-    elif not PUBLIC_SET.is_dir():
-        compare_note = "this autograder has no copy of the public test split"
-    else:
-        compare = ["--public-set", str(PUBLIC_SET),
-                   "--compare", str(test_set["transcripts"]), test_set["sha256"]]
+    compare, compare_note = compare_arguments(reported, card)
     command = [sys.executable, "-m", "autograder.grade_model",
                "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
                "--work", str(work / "lm"), "--out", str(result_path), *compare]
@@ -374,6 +362,23 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     if hint:
         print(indent(hint, "  likely cause: "))
     return points, {**details, "hint": hint}
+
+
+def compare_arguments(reported: float | None, card) -> tuple[list[str], str]:
+    """(the model child's arguments that also measure the test set the run card names, "") or
+    ([], why nothing is compared). The card comes from the handin: only a positive count and a
+    sha256 in hex reach the child's command line."""
+    test_set = card.get("test_set") if isinstance(card, dict) else None
+    if reported is None:
+        return [], f"{METRICS_FILE} has no usable perplexity_char"
+    if not (isinstance(test_set, dict) and type(test_set.get("transcripts")) is int
+            and test_set["transcripts"] > 0 and isinstance(test_set.get("sha256"), str)
+            and re.fullmatch(r"[0-9a-f]{64}", test_set["sha256"])):
+        return [], f"{RUN_CARD_FILE} does not name the test set {METRICS_FILE} measured"
+    if not PUBLIC_SET.is_dir():
+        return [], "this autograder has no copy of the public test split"
+    return ["--public-set", str(PUBLIC_SET), "--compare", str(test_set["transcripts"]),
+            test_set["sha256"]], ""
 
 
 def model_limits() -> dict[int, int]:

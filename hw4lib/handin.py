@@ -9,7 +9,8 @@
     handin/model_arch.txt                from the run folder
     handin/config.yaml                   from the run folder
     handin/model_state_dict.pt           the best checkpoint's model_state_dict, tensors only
-    handin/run_card.json                 provenance: digests, parameters, seed, epochs, metrics
+    handin/run_card.json                 provenance: digests, parameters, seed, epochs, metrics,
+                                         the test set test_metrics.json measured
 
 The autograder rebuilds the model from ``config.yaml`` and scores ``model_state_dict.pt`` on its own
 data, so the weights must come from the same run as the config. The packer applies the grader's own

@@ -102,6 +102,24 @@ def test_the_grader_measures_exactly_the_set_the_card_names(tmp_path):
         assert "not the start of the public test split" in result["compare_note"]
 
 
+@rubric_category("Run card")
+def test_only_a_count_and_a_digest_from_the_card_reach_the_model_child(tmp_path, monkeypatch):
+    monkeypatch.setattr(grade, "PUBLIC_SET", tmp_path)
+    good = {"transcripts": 45, "sha256": "d" * 64}
+    args, note = grade.compare_arguments(7.5, {"test_set": good})
+    assert args == ["--public-set", str(tmp_path), "--compare", "45", "d" * 64] and note == ""
+    for test_set in (None, [], {**good, "transcripts": -1}, {**good, "transcripts": 0},
+                     {**good, "transcripts": True}, {**good, "transcripts": 4.0},
+                     {**good, "sha256": "D" * 64}, {**good, "sha256": "--out=/etc/x" + "d" * 52},
+                     {**good, "sha256": None}):
+        args, note = grade.compare_arguments(7.5, {"test_set": test_set})
+        assert args == [] and "does not name the test set" in note, test_set
+    assert grade.compare_arguments(None, {"test_set": good}) == (
+        [], "test_metrics.json has no usable perplexity_char")
+    monkeypatch.setattr(grade, "PUBLIC_SET", tmp_path / "absent")
+    assert grade.compare_arguments(7.5, {"test_set": good})[0] == []
+
+
 def extraction(tmp_path: Path, card: dict | None, reported: float | None) -> Extraction:
     """An extracted handin holding only what integrity_flags reads."""
     files = {}
@@ -198,15 +216,20 @@ def test_gradescope_shows_the_flags_to_the_staff_only():
     assert all(test["visibility"] != "hidden" for test in no_flags["tests"])
 
 
-def hidden_numbers(model: torch.nn.Module, lines: list[str]) -> dict[str, str]:
-    """What the feedback must not tell about the hidden set ``lines``: its size in characters, its
-    perplexity beyond 2 decimals, its longest transcript in tokens (char tokenizer + [SOS])."""
+def leaks(feedback: str, model: torch.nn.Module, lines: list[str]) -> list[str]:
+    """What ``feedback`` tells about the hidden set ``lines`` beyond the perplexity to 2 decimals:
+    a number with more decimals within 0.005 of its perplexity, its size in characters or
+    transcripts, its longest transcript in tokens (char tokenizer, + [SOS])."""
     ppl = direct_perplexity_char(model, H4Tokenizer(DEFAULT_TOKEN_MAP, "char"), lines)
-    return {"characters": str(sum(len(line) for line in lines)),
-            "3 decimals": f"{ppl:.3f}", "4 decimals": f"{ppl:.4f}",
-            "longest": str(max(len(line) for line in lines) + 1)}
+    chars = sum(len(line) for line in lines)
+    sizes = {str(chars), f"{chars:,}", str(len(lines)), str(max(len(line) for line in lines) + 1)}
+    found = [number for number in re.findall(r"\d[\d,]*(?:\.\d+)?", feedback)
+             if number in sizes or ("." in number and len(number.split(".")[1]) > 2
+                                    and abs(float(number.replace(",", "")) - ppl) < 0.005)]
+    return found
 
 
+@pytest.mark.slow
 @rubric_category("Language-model feedback")
 def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, capsys):
     hidden = make_hidden_set(tmp_path / "hidden")
@@ -216,10 +239,11 @@ def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, 
     points, details = grade.grade_language_model(Extraction(files=files), tmp_path / "work", 120,
                                                  rubric.FULL_MARKS_PPL, rubric.ZERO_MARKS_PPL)
     feedback = capsys.readouterr().out + details["message"] + details["hint"]
-    numbers = hidden_numbers(model, HIDDEN_LINES)
     assert f"{details['perplexity_char']:.2f}" in feedback, feedback
-    for what, number in numbers.items():
-        assert not re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", feedback), (what, feedback)
+    assert leaks(feedback, model, HIDDEN_LINES) == [], feedback
+    # the check itself finds what it looks for
+    assert leaks(f"{details['perplexity_char']:.6f} on 999 characters", model, HIDDEN_LINES)
+    assert leaks(f"{sum(map(len, HIDDEN_LINES))} characters", model, HIDDEN_LINES)
     assert details["perplexity_char"] == pytest.approx(
         direct_perplexity_char(model, H4Tokenizer(DEFAULT_TOKEN_MAP, "char"), HIDDEN_LINES),
         rel=1e-5)
@@ -229,7 +253,7 @@ def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, 
     with pytest.raises(grade_model.GradingError) as error:
         grade_model.evaluate_handin(tmp_path / "short", hidden, tmp_path / "work-short")
     assert "max_len is 8" in str(error.value) and "larger model.max_len" in str(error.value)
-    assert not re.search(rf"\b{numbers['longest']}\b", str(error.value)), str(error.value)
+    assert leaks(str(error.value), model, HIDDEN_LINES) == [], str(error.value)
     assert math.isfinite(points)
 
 
