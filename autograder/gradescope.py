@@ -144,10 +144,12 @@ def results_payload(scores: dict[str, float], details: dict, summary: str,
     flags = [str(flag) for flag in details.get("flags") or [] if isinstance(flag, str)] \
         if isinstance(details.get("flags"), list) else []
     if flags:  # facts for the staff: a test no student ever sees (Gradescope's "hidden")
-        tests.append({"name": "Integrity notes (course staff only; no score depends on them)",
-                      "number": f"{len(rubric.MYTORCH_RUBRIC) + 2}.1", "score": 0.0,
-                      "max_score": 0.0, "output": "\n".join(f"- {flag}" for flag in flags),
-                      "tags": ["integrity"], "visibility": "hidden"})
+        tests.append({"name": f"{rubric.LM_CATEGORY}: integrity notes for the course staff (no "
+                              f"score depends on them)",
+                      "number": f"{len(rubric.MYTORCH_RUBRIC) + 1}.2", "score": 0.0,
+                      "max_score": 0.0, "status": "failed",
+                      "output": "\n".join(f"- {flag}" for flag in flags),
+                      "tags": [rubric.LM_CATEGORY, "integrity"], "visibility": "hidden"})
     payload = {"score": round(sum(test["score"] for test in tests), 2),
                "output": summary[-MAX_OUTPUT_CHARS:], "visibility": "visible",
                "stdout_visibility": "hidden", "tests": tests}
