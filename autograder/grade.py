@@ -15,7 +15,9 @@ or runs student code. Steps, in this order on purpose:
 2. extract handin.tar safely into ``<work>/handin`` (``autograder.safe_tar``);
 3. grade the language model in a child process (``autograder.grade_model``): the reference model
    code rebuilds the handed-in weights and measures per-character perplexity on the hidden test set.
-   No student code runs there, and the student's self-reported metrics are only echoed;
+   No student code runs there. The student's self-reported metrics never count: they are echoed,
+   and compared (for the staff's integrity flags) with what the weights give on the very test
+   transcripts the run card says they were measured on;
 4. delete every copy of the hidden material on disk: the hidden test set, the hidden mytorch tests
    (already in memory), the reference ``hw4lib`` and the autograde.tar they came in;
 5. choose the strongest sandbox that works here (``autograder.sandbox``), then for each mytorch
@@ -48,14 +50,15 @@ from hw4lib.handin_format import (CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STAT
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
-PUBLIC_SET = Path(__file__).resolve().parent / "public_test"  # the public test split, not secret
+# The public test split, not secret: a run's test_metrics.json is checked on the part it measured.
+PUBLIC_SET = Path(__file__).resolve().parent / "public_test"
 HIDDEN_TESTS = Path(__file__).resolve().parent / "hidden_tests"
 REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
 # repository, whose hw4lib it would otherwise delete.
 BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
 # A reported test perplexity this far (relative) from the run card's, or from what the weights give
-# on the public test split, is flagged for the staff.
+# on the test transcripts it was measured on, is flagged for the staff.
 REPORTED_TOLERANCE = 0.02
 # What the worker imports.
 RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "seccomp.py", "wire.py", "worker.py")
