@@ -1,3 +1,4 @@
+# hw4p1: instructor-only
 """The language model's integrity flags, likely causes and feedback: true on honest work, both
 numbers on tampering, nothing about the hidden set.
 
