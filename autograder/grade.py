@@ -15,7 +15,9 @@ or runs student code. Steps, in this order on purpose:
 2. extract handin.tar safely into ``<work>/handin`` (``autograder.safe_tar``);
 3. grade the language model in a child process (``autograder.grade_model``): the reference model
    code rebuilds the handed-in weights and measures per-character perplexity on the hidden test set.
-   No student code runs there, and the student's self-reported metrics are only echoed;
+   No student code runs there. The student's self-reported metrics never count: they are echoed,
+   and compared (for the staff's integrity flags) with what the weights give on the very test
+   transcripts the run card says they were measured on;
 4. delete every copy of the hidden material on disk: the hidden test set, the hidden mytorch tests
    (already in memory), the reference ``hw4lib`` and the autograde.tar they came in;
 5. choose the strongest sandbox that works here (``autograder.sandbox``), then for each mytorch
@@ -33,6 +35,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import traceback
@@ -47,14 +50,15 @@ from hw4lib.handin_format import (CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STAT
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
-PUBLIC_SET = Path(__file__).resolve().parent / "public_test"  # the public test split, not secret
+# The public test split, not secret: a run's test_metrics.json is checked on the part it measured.
+PUBLIC_SET = Path(__file__).resolve().parent / "public_test"
 HIDDEN_TESTS = Path(__file__).resolve().parent / "hidden_tests"
 REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
 # repository, whose hw4lib it would otherwise delete.
 BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
 # A reported test perplexity this far (relative) from the run card's, or from what the weights give
-# on the public test split, is flagged for the staff.
+# on the test transcripts it was measured on, is flagged for the staff.
 REPORTED_TOLERANCE = 0.02
 # What the worker imports.
 RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "seccomp.py", "wire.py", "worker.py")
@@ -148,10 +152,9 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
     if report["lm"].get("timed_out"):
         report["status"] = "timeout"
     report["flags"] = integrity_flags(handin, report["lm"])
-    if report["flags"]:
-        print("  integrity notes, for the course staff (no score depends on them):")
-        for flag in report["flags"]:
-            print(f"    - {flag}")
+    if report["flags"]:  # the facts go to the staff's channels (details.json), never to students
+        print(f"  note: {len(report['flags'])} remark(s) on how this handin's files match its "
+              f"{RUN_CARD_FILE} are recorded for the course staff; no score depends on them")
     remove_secrets(work, args.autograde_tar)
 
     layout = prepare_sandbox(handin, work)
@@ -261,6 +264,7 @@ def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, tim
     if run.output.strip():  # never echoed: it could carry whatever the worker could read
         print(f"  (your code printed {len(run.output)} characters; output is not shown, run the "
               f"public tests to see it)")
+    report.setdefault("seconds", {})[category] = round(run.seconds, 3)  # for the bench
     earned = round(sum(result.points for result in run.results), 2)
     reason = f" ({run.note})" if run.note else ""
     print(f"  => {category}: {earned:g}/{points}{reason}   [{run.seconds:.1f} s]")
@@ -300,7 +304,11 @@ def report_extraction(handin: Extraction) -> None:
 
 def grade_language_model(handin: Extraction, work: Path, timeout: float,
                          full_marks_ppl: float, zero_marks_ppl: float) -> tuple[float, dict]:
-    """Rebuild and evaluate the handed-in model in a child process; return (points, details)."""
+    """Rebuild and evaluate the handed-in model in a child process; return (points, details).
+
+    The student sees the perplexity to 2 decimals, the points and a likely cause; the details
+    (for details.json and the staff) hold the full measurement and what it was compared with.
+    """
     missing = [name for name in (CONFIG_FILE, STATE_DICT_FILE) if name not in handin.files]
     if missing:
         message = (f"the handin has no {' and no '.join(missing)}: run `make handin` after "
@@ -309,11 +317,11 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
         return 0, {"message": message}
     result_path = work / "lm" / "result.json"
     reported = self_reported_perplexity(handin)
+    card = read_card(handin)
+    compare, compare_note = compare_arguments(reported, card)
     command = [sys.executable, "-m", "autograder.grade_model",
                "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
-               "--work", str(work / "lm"), "--out", str(result_path),
-               *(["--public-set", str(PUBLIC_SET)] if reported is not None and PUBLIC_SET.is_dir()
-                 else [])]
+               "--work", str(work / "lm"), "--out", str(result_path), *compare]
     run = sandbox.run_process(command, cwd=AUTOGRADE_ROOT,
                               env=child_environment(work, [AUTOGRADE_ROOT]), timeout=timeout,
                               limits=model_limits())
@@ -332,24 +340,48 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
         print(f"  {message}. 0 points")
         return 0, {"message": message}
     points = rubric.lm_score(perplexity, full_marks_ppl, zero_marks_ppl)
-    message = (f"per-character perplexity on the hidden test set: {perplexity:.6f} "
+    # Two decimals: more of the hidden set's perplexity, submission after submission, would tell
+    # the hidden text's statistics.
+    message = (f"per-character perplexity on the hidden test set: {perplexity:.2f} "
                f"(full marks <= {full_marks_ppl}, none >= {zero_marks_ppl}, linear in between) "
                f"-> {points}/{rubric.LM_POINTS}")
     print(f"  {message}   [{run.seconds:.1f} s]")
-    report_self_reported_metrics(reported, result.get("public_perplexity_char"))
-    card = read_json(handin.files[RUN_CARD_FILE]) if RUN_CARD_FILE in handin.files else None
-    hint = lm_hint(perplexity, full_marks_ppl, reported, result.get("public_perplexity_char"),
+    compared = result.get("compared_perplexity_char")
+    compared = compared if isinstance(compared, float) else None
+    compare_note = compare_note or str(result.get("compare_note") or "")
+    report_self_reported_metrics(reported, compared, compare_note)
+    details = {"message": message, "perplexity_char": perplexity, "seconds": round(run.seconds, 3),
+               "phase_seconds": result.get("phase_seconds"),
+               "reported_perplexity_char": reported, "compared_perplexity_char": compared,
+               "compare_note": compare_note,
+               "num_parameters": result.get("num_parameters"),
+               "token_type": result.get("token_type"),
+               "state_dict_sha256": result.get("state_dict_sha256"),
+               "config_sha256": result.get("config_sha256")}
+    disagreements = card_disagreements(card, details)
+    hint = lm_hint(perplexity, full_marks_ppl, reported, compared,
                    card.get("val_perplexity_char") if isinstance(card, dict) else None,
-                   REPORTED_TOLERANCE)
+                   REPORTED_TOLERANCE, bool(disagreements), result.get("dropout_active"))
     if hint:
         print(indent(hint, "  likely cause: "))
-    return points, {"message": message, "hint": hint, "perplexity_char": perplexity,
-                    "reported_perplexity_char": reported,
-                    "public_perplexity_char": result.get("public_perplexity_char"),
-                    "num_parameters": result.get("num_parameters"),
-                    "token_type": result.get("token_type"),
-                    "state_dict_sha256": result.get("state_dict_sha256"),
-                    "config_sha256": result.get("config_sha256")}
+    return points, {**details, "hint": hint}
+
+
+def compare_arguments(reported: float | None, card) -> tuple[list[str], str]:
+    """(the model child's arguments that also measure the test set the run card names, "") or
+    ([], why nothing is compared). The card comes from the handin: only a positive count and a
+    sha256 in hex reach the child's command line."""
+    test_set = card.get("test_set") if isinstance(card, dict) else None
+    if reported is None:
+        return [], f"{METRICS_FILE} has no usable perplexity_char"
+    if not (isinstance(test_set, dict) and type(test_set.get("transcripts")) is int
+            and test_set["transcripts"] > 0 and isinstance(test_set.get("sha256"), str)
+            and re.fullmatch(r"[0-9a-f]{64}", test_set["sha256"])):
+        return [], f"{RUN_CARD_FILE} does not name the test set {METRICS_FILE} measured"
+    if not PUBLIC_SET.is_dir():
+        return [], "this autograder has no copy of the public test split"
+    return ["--public-set", str(PUBLIC_SET), "--compare", str(test_set["transcripts"]),
+            test_set["sha256"]], ""
 
 
 def model_limits() -> dict[int, int]:
@@ -360,11 +392,22 @@ def model_limits() -> dict[int, int]:
     return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: MODEL_FILE_BYTES}
 
 
+def read_card(handin: Extraction):
+    """The parsed run_card.json of the handin, or None."""
+    path = handin.files.get(RUN_CARD_FILE)
+    return read_json(path) if path is not None else None
+
+
 def self_reported_perplexity(handin: Extraction) -> float | None:
     """The perplexity_char of the handin's own test_metrics.json, when usable."""
     path = handin.files.get(METRICS_FILE)
     reported = read_json(path) if path is not None else None
     value = reported.get("perplexity_char") if isinstance(reported, dict) else None
+    return finite_number(value)
+
+
+def finite_number(value) -> float | None:
+    """``value`` as a float when it is a finite int or float (not a bool), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
@@ -374,45 +417,71 @@ def self_reported_perplexity(handin: Extraction) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def report_self_reported_metrics(reported: float | None, public: float | None) -> None:
-    """Echo the student's own test_metrics.json next to the measurement; it never counts."""
+def report_self_reported_metrics(reported: float | None, compared: float | None,
+                                 note: str) -> None:
+    """Echo the student's own test_metrics.json next to what the weights give on the same test
+    transcripts (the public split's, not the hidden set's); it never counts."""
     if reported is None:
         print("  (no usable perplexity_char in test_metrics.json; only the measurement above counts)")
         return
-    measured = f"; these weights give {public:.4f} there" if isinstance(public, float) else ""
-    print(f"  (your test_metrics.json reports {reported:.4f} on the public test set{measured}; "
-          f"only the measurement above counts)")
+    measured = (f"; these weights give {compared:.4f} on the same transcripts" if compared is not None
+                else f"; not compared with these weights: {note}")
+    print(f"  (your test_metrics.json reports {reported:.4f}{measured}; only the measurement above "
+          f"counts)")
+
+
+def card_disagreements(card, lm: dict) -> list[str]:
+    """Facts where the handin's files differ from the run_card.json make handin wrote, each with
+    both values: the weights, the config, the metrics. A handin with none is consistent."""
+    if not isinstance(card, dict):
+        return []
+    found = []
+    for key, name, what in (("state_dict_sha256", STATE_DICT_FILE, "sha256"),
+                            ("config_sha256", CONFIG_FILE, "model and tokenizer digest")):
+        if lm.get(key) and card.get(key) != lm[key]:
+            found.append(f"{name}'s {what} is {short(lm[key])}, {RUN_CARD_FILE} records "
+                         f"{short(card.get(key))}: not the file make handin packed")
+    reported, carded = lm.get("reported_perplexity_char"), finite_number(
+        card.get("test_perplexity_char"))
+    if reported is not None and carded is not None and not close(reported, carded):
+        found.append(f"{METRICS_FILE} reports a test perplexity of {reported:.4f}, {RUN_CARD_FILE} "
+                     f"{carded:.4f}: the metrics changed after packing")
+    return found
 
 
 def integrity_flags(handin: Extraction, lm: dict) -> list[str]:
-    """Where the handin disagrees with the run_card.json make handin wrote: replaced weights, a
-    config other than the one the weights were trained with, metrics edited after packing."""
+    """Facts for the course staff, each with both numbers: where the handin disagrees with its
+    run_card.json (replaced weights or config, metrics edited after packing) and where
+    test_metrics.json is more than REPORTED_TOLERANCE from what the weights give on the very
+    transcripts it measured. Nothing is flagged that honest work packed by make handin can show:
+    a report that cannot be compared like with like is a note (``compare_note``), not a flag."""
     if not handin.files:
         return []
-    path = handin.files.get(RUN_CARD_FILE)
-    card = read_json(path) if path is not None else None
+    card = read_card(handin)
     if not isinstance(card, dict):
         return [f"no readable {RUN_CARD_FILE}: the handin was not packed by make handin"]
-    flags = []
-    if "state_dict_sha256" in lm and card.get("state_dict_sha256") != lm["state_dict_sha256"]:
-        flags.append(f"{STATE_DICT_FILE} is not the file make handin packed (its sha256 differs "
-                     f"from {RUN_CARD_FILE}'s)")
-    if "config_sha256" in lm and card.get("config_sha256") != lm["config_sha256"]:
-        flags.append(f"{CONFIG_FILE} is not the config the weights were packed with (its model or "
-                     f"tokenizer differs from {RUN_CARD_FILE}'s)")
-    reported, public = lm.get("reported_perplexity_char"), lm.get("public_perplexity_char")
-    if (isinstance(reported, float) and isinstance(public, float)
-            and abs(reported - public) > REPORTED_TOLERANCE * public):
-        flags.append(f"{METRICS_FILE} reports a test perplexity of {reported:.4f}, but these "
-                     f"weights give {public:.4f} on the public test split (more than "
-                     f"{REPORTED_TOLERANCE:.0%} apart)")
-    carded = card.get("test_perplexity_char")
-    if (isinstance(reported, float) and isinstance(carded, (int, float))
-            and not isinstance(carded, bool) and math.isfinite(carded)
-            and abs(reported - carded) > REPORTED_TOLERANCE * abs(carded)):
-        flags.append(f"{METRICS_FILE} reports a test perplexity of {reported:.4f}, "
-                     f"{RUN_CARD_FILE} {carded:.4f}: the metrics were edited after packing")
+    flags = card_disagreements(card, lm)
+    reported, compared = lm.get("reported_perplexity_char"), lm.get("compared_perplexity_char")
+    if isinstance(reported, float) and isinstance(compared, float) and not close(reported,
+                                                                                 compared):
+        test_set = card.get("test_set") or {}
+        flags.append(f"{METRICS_FILE} reports a test perplexity of {reported:.4f}; these weights "
+                     f"give {compared:.4f} on the same {test_set.get('transcripts')} transcripts "
+                     f"(split {short(test_set.get('split'))}, subset "
+                     f"{short(test_set.get('subset'))}): {abs(reported - compared) / compared:.1%}"
+                     f" apart, more than {REPORTED_TOLERANCE:.0%}")
     return flags
+
+
+def close(reported: float, measured: float) -> bool:
+    """Within REPORTED_TOLERANCE (relative to ``measured``)."""
+    return abs(reported - measured) <= REPORTED_TOLERANCE * abs(measured)
+
+
+def short(value) -> str:
+    """A value from the handin, quoted short (it could be anything)."""
+    text = repr(value)
+    return text if len(text) <= 20 else text[:17] + "..."
 
 
 def remove_secrets(work: Path, autograde_tar: Path | None) -> None:

@@ -3,7 +3,8 @@
 Run by ``autograder.grade`` as a child process, from the extracted autograder (so ``hw4lib`` is the
 reference copy shipped in autograde.tar, never the student's)::
 
-    python -m autograder.grade_model --handin DIR --hidden-set DIR --work DIR --out result.json
+    python -m autograder.grade_model --handin DIR --hidden-set DIR --work DIR --out result.json \
+        [--public-set DIR --compare TRANSCRIPTS SHA256]
 
 Nothing the student wrote runs here: ``config.yaml`` is read with ``yaml.safe_load`` and checked
 by ``hw4lib.config.validate_untrusted`` (exact types, the limits of ``hw4lib.handin_format``, the
@@ -35,7 +36,7 @@ from autograder.sandbox import MAX_ERROR_CHARS
 from hw4lib.config import ConfigError, short_repr, validate_untrusted, vocab_size_of
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest
+from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest, transcripts_sha256
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
 from hw4lib.train import batch_loader
@@ -62,34 +63,45 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hidden-set", type=Path, required=True,
                         help=f"folder with {HIDDEN_TEXT_FILE}")
     parser.add_argument("--public-set", type=Path,
-                        help=f"folder with the public test split's {HIDDEN_TEXT_FILE}: also measure "
-                             f"the model there (to compare with the handin's own report)")
+                        help=f"folder with the public test split's {HIDDEN_TEXT_FILE}")
+    parser.add_argument("--compare", nargs=2, metavar=("TRANSCRIPTS", "SHA256"),
+                        help="also measure the model on the first TRANSCRIPTS transcripts of "
+                             "--public-set if their transcripts_sha256 is SHA256 (the test set "
+                             "the handin's test_metrics.json measured, as its run card names it)")
     parser.add_argument("--work", type=Path, required=True, help="scratch folder for .npy files")
     parser.add_argument("--out", type=Path, required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if (args.compare is None) != (args.public_set is None) or (
+            args.compare is not None and not args.compare[0].isdigit()):
+        parser.error("--compare TRANSCRIPTS SHA256 (TRANSCRIPTS a count) goes with --public-set")
+    compare = (args.public_set, int(args.compare[0]), args.compare[1]) if args.compare else None
     start = time.monotonic()
     try:
-        result = evaluate_handin(args.handin, args.hidden_set, args.work, args.public_set)
+        result = evaluate_handin(args.handin, args.hidden_set, args.work, compare)
     except GradingError as error:
         message = str(error)[:MAX_ERROR_CHARS]
         print(message)
         write_json(args.out, {"error": message})
         raise SystemExit(1)
     result["seconds"] = round(time.monotonic() - start, 2)
-    print(f"evaluated {result['num_parameters']:,} parameters on {result['num_chars']:,} hidden "
-          f"characters ({result['token_type']} tokenizer) in {result['seconds']} s")
+    print(f"evaluated {result['num_parameters']:,} parameters ({result['token_type']} tokenizer) "
+          f"in {result['seconds']} s")
     write_json(args.out, result)
 
 
 def evaluate_handin(handin: Path, hidden_set: Path, work: Path,
-                    public_set: Path | None = None) -> dict:
-    """Rebuild the model of ``handin``; return evaluate_language_model's metrics on the hidden set
-    (and, with ``public_set``, ``public_perplexity_char``: the same measurement on the public test
-    split, which the handin's test_metrics.json reports on).
+                    compare: tuple[Path, int, str] | None = None) -> dict:
+    """Rebuild the model of ``handin``; return evaluate_language_model's metrics on the hidden set.
+
+    With ``compare`` = (public set folder, transcripts, sha256): also ``compared_perplexity_char``,
+    the same measurement on the first ``transcripts`` transcripts of the public test split, which
+    is what the handin's test_metrics.json measured when their ``transcripts_sha256`` is
+    ``sha256``; otherwise ``compare_note`` says why nothing was compared.
 
     Raises GradingError naming the problem when the handin cannot be evaluated.
     """
+    started = time.monotonic()
     torch.manual_seed(0)
     config = load_config(handin / CONFIG_FILE)
     token_type = config["tokenization"]["token_type"]
@@ -115,18 +127,21 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path,
             f"({token_type} tokenizer, vocab_size {tokenizer.vocab_size}): {error}. Hand in the "
             f"config.yaml of the run the weights come from (`make handin`)") from error
 
-    metrics, num_utterances = measure(model, model_config, tokenizer, hidden_set, work / "hidden")
+    loaded = time.monotonic()
+    metrics, num_utterances = measure(model, model_config, tokenizer,
+                                      read_transcripts(hidden_set), work / "hidden")
+    measured = time.monotonic()
     if not math.isfinite(metrics["perplexity_char"]):
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
                            f"infinite weights or logits)")
-    if public_set is not None:
-        try:
-            public, _ = measure(model, model_config, tokenizer, public_set, work / "public")
-            metrics["public_perplexity_char"] = public["perplexity_char"]
-        except GradingError:  # a public transcript longer than max_len: nothing to compare
-            pass
-    return {**metrics, "token_type": token_type, "num_utterances": num_utterances,
+    if compare is not None:
+        metrics.update(compare_with_report(model, model_config, tokenizer, *compare, work))
+    # what each step cost (bench/bench_regrade.py reports them)
+    phases = {"load": loaded - started, "hidden": measured - loaded,
+              "compare": time.monotonic() - measured}
+    return {**metrics, "phase_seconds": {name: round(value, 3) for name, value in phases.items()}, "token_type": token_type, "num_utterances": num_utterances,
             "num_parameters": sum(p.numel() for p in model.parameters()),
+            "dropout_active": model_config["dropout"] > 0 or model_config["layer_drop_rate"] > 0,
             "state_dict_sha256": hashlib.sha256((handin / STATE_DICT_FILE).read_bytes()).hexdigest(),
             "config_sha256": config_digest(config)}
 
@@ -180,24 +195,46 @@ def check_stored_zip(path: Path) -> None:
                            f"writes (stored entries)")
 
 
+def compare_with_report(model: DecoderOnlyTransformer, model_config: dict, tokenizer: H4Tokenizer,
+                        public_set: Path, count: int, digest: str, work: Path) -> dict:
+    """``{"compared_perplexity_char": ...}`` on the first ``count`` public test transcripts when
+    they are the set the run card names (``digest``), else ``{"compare_note": why not}``. Only
+    that set is measured: the comparison costs what the handin's own evaluation did."""
+    public = read_transcripts(public_set)
+    if not 0 < count <= len(public) or transcripts_sha256(public[:count]) != digest:
+        return {"compare_note": f"the test set the run card names ({count} transcripts) is not the "
+                                f"start of the public test split: it was measured on other data "
+                                f"(data built by another `make data SEED=...`, or from other text?)"}
+    try:
+        compared, _ = measure(model, model_config, tokenizer, public[:count], work / "compare")
+    except GradingError:
+        return {"compare_note": "a transcript of that test set is longer than the model's max_len"}
+    return {"compared_perplexity_char": compared["perplexity_char"]}
+
+
+def read_transcripts(text_set: Path) -> list[str]:
+    """The transcripts of ``text_set/HIDDEN_TEXT_FILE``, one a line."""
+    return (text_set / HIDDEN_TEXT_FILE).read_text(encoding="utf-8").splitlines()
+
+
 def measure(model: DecoderOnlyTransformer, model_config: dict, tokenizer: H4Tokenizer,
-            text_set: Path, work: Path) -> tuple[dict, int]:
-    """(evaluate_language_model's metrics, transcripts) of ``model`` on the transcripts of
-    ``text_set``; GradingError when one is longer than the model's max_len."""
-    data_config = {"root": str(write_hidden_set(text_set, work)), "subset": 1.0}
+            transcripts: list[str], work: Path) -> tuple[dict, int]:
+    """(evaluate_language_model's metrics, transcripts) of ``model`` on ``transcripts``;
+    GradingError when one is longer than the model's max_len."""
+    data_config = {"root": str(write_hidden_set(transcripts, work)), "subset": 1.0}
     dataset = LMDataset(HIDDEN_PARTITION, data_config, tokenizer)
-    if dataset.text_max_len > model.max_len:
-        raise GradingError(f"the longest hidden test transcript is {dataset.text_max_len} tokens "
-                           f"with the {tokenizer.token_type} tokenizer, but the model's max_len is "
-                           f"{model.max_len}")
+    if dataset.text_max_len > model.max_len:  # its length is the hidden set's: never shown
+        raise GradingError(f"the model's max_len is {model.max_len}, shorter than some hidden test "
+                           f"transcripts with the {tokenizer.token_type} tokenizer: train with a "
+                           f"larger model.max_len (the default config's is enough)")
     width = max(model_config["d_ff"], model_config["d_model"], tokenizer.vocab_size)
     loader = evaluation_loader(dataset, model_config["num_heads"], width)
     return evaluate_language_model(model, loader, torch.device("cpu")), len(dataset)
 
 
-def write_hidden_set(hidden_set: Path, work: Path) -> Path:
-    """Write each hidden transcript as ``<work>/data/test/hidden-NNNNN.npy``; return the root."""
-    lines = (hidden_set / HIDDEN_TEXT_FILE).read_text(encoding="utf-8").splitlines()
+def write_hidden_set(lines: list[str], work: Path) -> Path:
+    """Write each transcript as ``<work>/data/test/hidden-NNNNN.npy`` (so that LMDataset reads
+    them in this order); return the root."""
     partition = work / "data" / HIDDEN_PARTITION
     partition.mkdir(parents=True, exist_ok=True)
     for index, text in enumerate(lines):

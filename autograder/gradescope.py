@@ -10,7 +10,8 @@ and ``results/``. The handin is graded exactly as on Autolab: the same ``make``,
 sandbox, in a fresh grading folder. ``results/results.json`` follows Gradescope's specification
 (https://gradescope-autograders.readthedocs.io/en/latest/specs/): one test per hidden mytorch test
 (its share of its category's points; the category is the test's name prefix, its ``number``
-group and its tag) plus one for the language model, the overall ``score`` (the sum of the tests,
+group and its tag) plus one for the language model, the integrity flags (if any) as a test of
+no points with ``"visibility": "hidden"`` (staff only), the overall ``score`` (the sum of the tests,
 equal to the Autolab total), and as ``output`` a summary of what is visible: notes on the handin,
 the language model's measurement, each category's total. Hidden tests' details are shown
 ``after_due_date`` unless ``--visibility`` says otherwise; the Autolab run's full output goes only
@@ -140,6 +141,15 @@ def results_payload(scores: dict[str, float], details: dict, summary: str,
                   "output": str(lm.get("message") or "see the summary")
                   + (f"\nLikely cause: {lm['hint']}" if lm.get("hint") else ""),
                   "tags": [rubric.LM_CATEGORY], "visibility": "visible"})
+    flags = [str(flag) for flag in details.get("flags") or [] if isinstance(flag, str)] \
+        if isinstance(details.get("flags"), list) else []
+    if flags:  # facts for the staff: a test no student ever sees (Gradescope's "hidden")
+        tests.append({"name": f"{rubric.LM_CATEGORY}: integrity notes for the course staff (no "
+                              f"score depends on them)",
+                      "number": f"{len(rubric.MYTORCH_RUBRIC) + 1}.2", "score": 0.0,
+                      "max_score": 0.0, "status": "failed",
+                      "output": "\n".join(f"- {flag}" for flag in flags),
+                      "tags": [rubric.LM_CATEGORY, "integrity"], "visibility": "hidden"})
     payload = {"score": round(sum(test["score"] for test in tests), 2),
                "output": summary[-MAX_OUTPUT_CHARS:], "visibility": "visible",
                "stdout_visibility": "hidden", "tests": tests}

@@ -1,7 +1,7 @@
 """Why a language model scores less than its run promised: causes the grader can see in a handin.
 
 Used when the perplexity measured on the hidden set is above the full-marks mark, or when the
-handin's own test_metrics.json is far from what its weights give on the public test split. Each
+handin's own test_metrics.json is far from what its weights give on the same test transcripts. Each
 cause is read from numbers the grader measured or the handin carries (the run card's best
 validation perplexity, the state dict's shapes), never from the hidden set's text; a hint is given
 only when one cause fits, and nothing when none does.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-# The perplexity the packed weights give on the public test split may exceed the best validation
+# The perplexity the packed weights give on the run's test set may exceed the best validation
 # perplexity their checkpoint recorded by this much (relative) before they are called other
 # weights: the two splits differ by a few percent for the default config (docs/results.md).
 VAL_TEST_GAP = 0.10
@@ -40,27 +40,37 @@ def _finite(value) -> bool:
 
 
 def lm_hint(measured: float, full_marks_ppl: float, reported: float | None,
-            public: float | None, best_val: float | None, tolerance: float) -> str:
+            compared: float | None, best_val: float | None, tolerance: float,
+            card_disagrees: bool = False, dropout_active: bool | None = None) -> str:
     """The likely cause of a weak or self-contradicting result, or ''.
 
-    ``measured``: the hidden set's perplexity; ``reported``: test_metrics.json's; ``public``: what
-    the packed weights give on the public test split (which test_metrics.json reports on);
-    ``best_val``: the validation perplexity the packed checkpoint recorded as its best;
-    ``tolerance``: how far apart (relative) reported and measured numbers may be.
+    ``measured``: the hidden set's perplexity; ``reported``: test_metrics.json's; ``compared``: what
+    the packed weights give on the very transcripts test_metrics.json measured (None when that set
+    could not be measured); ``best_val``: the validation perplexity the packed checkpoint recorded
+    as its best; ``tolerance``: how far apart (relative) reported and measured numbers may be;
+    ``card_disagrees``: the weights, config or metrics differ from the run card make handin wrote
+    (then nothing about the training run can be read from them, and no cause is given: the staff
+    get the facts); ``dropout_active``: the config's model has dropout or layer drop (only then can
+    evaluating in training mode change the number).
     """
-    far = _finite(reported) and _finite(public) and abs(reported - public) > tolerance * public
+    if card_disagrees:
+        return ""
+    far = _finite(reported) and _finite(compared) and abs(reported - compared) > tolerance * compared
     if not far and measured <= full_marks_ppl:
         return ""
-    if far and reported > public:
-        return ("your own test evaluation is worse than what these weights give with dropout "
-                "off: evaluate in eval mode (model.eval(), no dropout or layer drop)")
-    if _finite(public) and _finite(best_val) and public > best_val * (1 + VAL_TEST_GAP):
+    if far and reported > compared:
+        return ("test_metrics.json reports a worse perplexity than these weights give on the same "
+                "test transcripts: was it measured "
+                + ("in training mode (dropout on: call model.eval(), as "
+                   "evaluate_language_model does), or " if dropout_active else "")
+                + "on other weights than the packed best checkpoint (the last epoch's?)")
+    if far and reported < compared:
+        return ("test_metrics.json reports a better perplexity than these weights give on the same "
+                "test transcripts: the packed weights (the best checkpoint) are not the ones that "
+                "were evaluated (was another epoch's model evaluated?)")
+    if _finite(compared) and _finite(best_val) and compared > best_val * (1 + VAL_TEST_GAP):
         return ("these weights do much worse than the best validation perplexity their "
                 "checkpoint recorded: the checkpoint holds other weights than the best epoch's "
                 "(is the best model saved only when the validation perplexity improves, and "
                 "saved after that epoch's training?)")
-    if far and reported < public:
-        return ("test_metrics.json reports a better perplexity than these weights give: the "
-                "packed weights are not the ones that were evaluated (the last epoch's packed, "
-                "the best epoch's evaluated?)")
     return ""

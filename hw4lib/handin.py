@@ -9,7 +9,8 @@
     handin/model_arch.txt                from the run folder
     handin/config.yaml                   from the run folder
     handin/model_state_dict.pt           the best checkpoint's model_state_dict, tensors only
-    handin/run_card.json                 provenance: digests, parameters, seed, epochs, metrics
+    handin/run_card.json                 provenance: digests, parameters, seed, epochs, metrics,
+                                         the test set test_metrics.json measured
 
 The autograder rebuilds the model from ``config.yaml`` and scores ``model_state_dict.pt`` on its own
 data, so the weights must come from the same run as the config. The packer applies the grader's own
@@ -26,6 +27,7 @@ import io
 import json
 import sys
 import tarfile
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 
@@ -34,11 +36,13 @@ import torch
 import yaml
 
 from hw4lib.config import ConfigError, Training, validate_untrusted, vocab_size_of
+from hw4lib.data import H4Tokenizer, LMDataset
+from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR,
                                   RUN_CARD_FILE, RUN_FILES, STATE_DICT_FILE, TIMING_FILE,
-                                  config_digest,
-                                  is_mytorch_source, size_limit)
+                                  config_digest, is_mytorch_source, size_limit,
+                                  transcripts_sha256)
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes, count_elements
 from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
 
@@ -132,10 +136,12 @@ def extract_state_dict(checkpoint_path: Path, config: dict) -> tuple[bytes, dict
     return buffer.getvalue(), {key: checkpoint.get(key) for key in ("epoch", "best_metric", "config")}
 
 
-def run_card(folder: Path, config: dict, state_dict: bytes, checkpoint: dict) -> dict:
+def run_card(folder: Path, config: dict, state_dict: bytes, checkpoint: dict,
+             root: Path) -> dict:
     """Provenance of the packed run, for the course staff (the grader flags a handin whose files
     disagree with it; it changes no score). HandinError when the checkpoint was trained with
-    another model or tokenizer than the run's config.yaml says."""
+    another model or tokenizer than the run's config.yaml says. ``root``: the folder a relative
+    ``data.root`` of the run's config is read from (where training ran)."""
     trained = checkpoint.get("config")
     try:
         trained = validate_untrusted(trained) if isinstance(trained, dict) else None
@@ -158,8 +164,47 @@ def run_card(folder: Path, config: dict, state_dict: bytes, checkpoint: dict) ->
             "wall_seconds": timing.get("total_seconds"),
             "val_perplexity_char": checkpoint.get("best_metric"),
             "test_perplexity_char": metrics.get("perplexity_char"),
+            "test_set": measured_test_set(raw, metrics, root),
             "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
                          "numpy": numpy.__version__}}
+
+
+def measured_test_set(raw_config, metrics: dict, root: Path) -> dict | None:
+    """What test_metrics.json measured: ``{"split", "subset", "data_seed", "transcripts",
+    "characters", "sha256"}`` of the test partition the run's config names (its ``data`` section,
+    read as the trainer read it), so that the grader measures the packed weights on exactly that
+    set. None, with a note, when the set cannot be read again or is not the one measured (its
+    character count differs from test_metrics.json's ``num_chars``)."""
+    data = raw_config.get("data") if isinstance(raw_config, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("root"), str):
+        print("note: config.yaml has no data.root; the grader will not compare test_metrics.json "
+              "with the packed weights")
+        return None
+    data_root = Path(data["root"]) if Path(data["root"]).is_absolute() else root / data["root"]
+    split, subset = data.get("test_partition", "test"), data.get("subset", 1.0)
+    try:
+        with warnings.catch_warnings():  # only the text is read: the tokenizer's coverage is moot
+            warnings.simplefilter("ignore")
+            dataset = LMDataset(split, {"root": str(data_root), "subset": subset},
+                                H4Tokenizer(DEFAULT_TOKEN_MAP, "char"))
+    except Exception as error:  # noqa: BLE001 - the student's LMDataset, or data since removed
+        print(f"note: the test set of config.yaml ({data_root}/{split}, subset {subset}) could not "
+              f"be read ({type(error).__name__}: {error}); the grader will not compare "
+              f"test_metrics.json with the packed weights")
+        return None
+    if metrics.get("num_chars") != dataset.total_chars:
+        print(f"note: test_metrics.json measured {metrics.get('num_chars')} characters, the test "
+              f"set of config.yaml now holds {dataset.total_chars} (was the data rebuilt?); the "
+              f"grader will not compare test_metrics.json with the packed weights")
+        return None
+    try:  # what `make data` built the folder from (datagen.build_data.MARKER)
+        built = json.loads((data_root / ".complete").read_text())
+    except (OSError, ValueError):
+        built = None
+    return {"split": split, "subset": subset,
+            "data_seed": built.get("seed") if isinstance(built, dict) else None,
+            "transcripts": len(dataset.transcripts), "characters": dataset.total_chars,
+            "sha256": transcripts_sha256(dataset.transcripts)}
 
 
 def mytorch_files(root: Path) -> list[Path]:
@@ -201,7 +246,7 @@ def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tu
     state_dict, checkpoint = extract_state_dict(folder / BEST_CHECKPOINT, config)
     check_size(folder / BEST_CHECKPOINT, STATE_DICT_FILE, len(state_dict))
     members.append((STATE_DICT_FILE, state_dict))
-    card = run_card(folder, config, state_dict, checkpoint)
+    card = run_card(folder, config, state_dict, checkpoint, root)
     members.append((RUN_CARD_FILE, json.dumps(card, indent=1, default=str).encode()))
     members = [(f"{HANDIN_DIR}/{name}", data) for name, data in members]
     if len(members) > MAX_MEMBERS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Iterable
 
 HANDIN_TAR = "handin.tar"                         # what students upload
 HANDIN_DIR = "handin"                             # every member lies under handin/
@@ -76,3 +77,12 @@ def config_digest(config: dict) -> str:
     text = json.dumps({"model": config.get("model"), "token_type": tokenization.get("token_type")},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def transcripts_sha256(transcripts: Iterable[str]) -> str:
+    """sha256 of ``transcripts`` in order, each followed by a newline: names the exact test set a
+    perplexity was measured on (the run card records it; the grader finds the same set by it)."""
+    digest = hashlib.sha256()
+    for text in transcripts:
+        digest.update(text.encode("utf-8") + b"\n")
+    return digest.hexdigest()

@@ -952,15 +952,22 @@ def copy_reference_mytorch(root: Path) -> Path:
     return root / "mytorch"
 
 
-def make_run_folder(root: Path, state_dict: dict, reported_ppl: float) -> None:
-    """expts/run/ with the files the trainer writes; test_metrics.json claims ``reported_ppl``."""
+def make_run_folder(root: Path, state_dict: dict, reported_ppl: float,
+                    test_lines: list[str] = ()) -> None:
+    """expts/run/ with the files the trainer writes; test_metrics.json claims ``reported_ppl``
+    on ``test_lines``, the run's test partition (written as make data does, ids in their order)."""
     run = root / "expts/run"
     (run / "checkpoints").mkdir(parents=True)
     config = {"name": "run", "tokenization": {"token_type": "char"}, "model": TINY_MODEL}
+    if test_lines:
+        (root / "data/test").mkdir(parents=True)
+        for index, text in enumerate(test_lines):
+            np.save(root / f"data/test/7000-{index:06d}-0000.npy", np.array(list(text), dtype="<U1"))
+        config["data"] = {"root": "data", "subset": 1.0}
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     (run / "model_arch.txt").write_text("DecoderOnlyTransformer(...)\n")
     metrics = {"ce_loss_token": 0.0, "ce_loss_char": 0.0, "perplexity_token": reported_ppl,
-               "perplexity_char": reported_ppl}
+               "perplexity_char": reported_ppl, "num_chars": sum(len(t) for t in test_lines)}
     (run / "test_metrics.json").write_text(json.dumps(metrics))
     (run / "test_generated_results.json").write_text(json.dumps({"greedy": []}))
     torch.save({"model_state_dict": state_dict, "epoch": 1}, run / BEST_CHECKPOINT)
@@ -976,6 +983,7 @@ def reported_perplexity(lines: list[str]) -> float:
 @pytest.mark.slow
 @rubric_category("End to end")
 def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
+    from autograder.hidden_data import public_splits
     from hw4lib.handin import pack
 
     student = tmp_path / "student"
@@ -983,33 +991,41 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, "char")
     torch.manual_seed(0)
     model = DecoderOnlyTransformer(**TINY_MODEL, num_classes=tokenizer.vocab_size)
-    make_run_folder(student, model.state_dict(), reported_ppl=1.0)
+    measured_set = public_splits(0)["test"][:40]  # a run with data.subset < 1 measures a prefix
+    make_run_folder(student, model.state_dict(), reported_ppl=1.0, test_lines=measured_set)
     pack(student, "run", student / "handin.tar")  # the real `make handin`
 
-    lines, scores = run_grader(tmp_path, student / "handin.tar")
+    details_path = tmp_path / "grading/details.json"  # what the staff see (the regrade's CSV)
+    lines, scores = run_grader(tmp_path, student / "handin.tar",
+                               f"--results-json {details_path}")
+    details = json.loads(details_path.read_text())
     text = "\n".join(lines)
     for category, points in rubric.MYTORCH_RUBRIC.items():
         assert scores[category] == points, (category, text[-4000:])
     # The language model is scored on the perplexity its weights give on the hidden set, measured
-    # here independently; the 1.0 the student reported changes nothing.
-    measured = reported_perplexity(lines)
+    # here independently; the 1.0 the student reported changes nothing. The feedback shows it to
+    # two decimals, details.json in full.
+    measured = details["lm"]["perplexity_char"]
     hidden = read_hidden_lines(built_autograder() / "autograde.tar")
-    assert measured == pytest.approx(direct_perplexity_char(model, tokenizer, hidden), rel=1e-5)
+    direct = direct_perplexity_char(model, tokenizer, hidden)
+    assert measured == pytest.approx(direct, rel=1e-5)
+    assert reported_perplexity(lines) == round(measured, 2)
     assert 0 < scores["LanguageModel"] < rubric.LM_POINTS
     assert scores["LanguageModel"] == rubric.lm_score(measured, TEST_FULL_MARKS_PPL,
                                                       TEST_ZERO_MARKS_PPL)
     assert "reports 1.0000" in text
     # Autolab's scoreboard shows the measurement, never the 1.0 the handin claims
     parameters = sum(p.numel() for p in model.parameters())
-    assert json.loads(lines[-1])["scoreboard"] == [round(measured, 4), parameters, "char"]
-    # The weights agree with the run card make handin wrote; the 1.0 the run reports on the public
-    # test split is flagged for the staff against what the weights give there, measured here too.
-    from autograder.hidden_data import public_splits
-
-    notes = [line.strip() for line in lines if line.startswith("    - ")]
-    public = direct_perplexity_char(model, tokenizer, public_splits(0)["test"])
-    assert notes == [f"- test_metrics.json reports a test perplexity of 1.0000, but these weights "
-                     f"give {public:.4f} on the public test split (more than 2% apart)"], notes
+    assert json.loads(lines[-1])["scoreboard"] == [round(measured, 2), parameters, "char"]
+    # The weights agree with the run card make handin wrote; the 1.0 the run reports on its test
+    # set is flagged for the staff against what the weights give on those very transcripts,
+    # measured here too. The student's feedback only says that remarks were recorded.
+    compared = direct_perplexity_char(model, tokenizer, measured_set)
+    assert details["flags"] == [
+        f"test_metrics.json reports a test perplexity of 1.0000; these weights give "
+        f"{compared:.4f} on the same 40 transcripts (split 'test', subset 1.0): "
+        f"{abs(1 - compared) / compared:.1%} apart, more than 2%"], details["flags"]
+    assert "1 remark(s)" in text and "a test perplexity of" not in text
 
     # The same handin with other weights, a config of another dropout and edited metrics: each
     # disagreement with run_card.json is flagged for the staff, and the score is the measurement's.
@@ -1024,14 +1040,17 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     (tampered / "handin/config.yaml").write_text(yaml.safe_dump(config))
     (tampered / "handin/test_metrics.json").write_text('{"perplexity_char": 0.9}')
     (tmp_path / "again").mkdir()
+    details_path = tmp_path / "again/grading/details.json"
     lines, scores = run_grader(tmp_path / "again", pack_folder(tampered / "handin",
-                                                               tmp_path / "tampered.tar"))
-    text = "\n".join(lines)
-    assert "model_state_dict.pt is not the file make handin packed" in text, text[-3000:]
-    assert "config.yaml is not the config the weights were packed with" in text
-    assert "test_metrics.json reports a test perplexity of 0.9000, run_card.json 1.0000" in text
-    assert "test_metrics.json reports a test perplexity of 0.9000, but these weights give" in text
-    remeasured = reported_perplexity(lines)
+                                                               tmp_path / "tampered.tar"),
+                               f"--results-json {details_path}")
+    flags = "\n".join(json.loads(details_path.read_text())["flags"])
+    assert "model_state_dict.pt's sha256 is" in flags, flags
+    assert "config.yaml's model and tokenizer digest is" in flags
+    assert "test_metrics.json reports a test perplexity of 0.9000, run_card.json 1.0000" in flags
+    assert "test_metrics.json reports a test perplexity of 0.9000; these weights give" in flags
+    assert "4 remark(s)" in "\n".join(lines) and "a test perplexity of" not in "\n".join(lines)
+    remeasured = json.loads(details_path.read_text())["lm"]["perplexity_char"]
     assert scores["LanguageModel"] == rubric.lm_score(remeasured, TEST_FULL_MARKS_PPL,
                                                       TEST_ZERO_MARKS_PPL)
     # the secrets were deleted before student code ran
