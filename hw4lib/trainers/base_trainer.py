@@ -22,19 +22,18 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import sys
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 import yaml
 from torch import nn
 
 from hw4lib.config import Config, validate_config
+from hw4lib.data.random_state import capture_rng_states, restore_rng_states
 from hw4lib.handin_format import CONFIG_FILE, MODEL_ARCH_FILE
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
@@ -75,24 +74,6 @@ def describe_model(model: nn.Module) -> str:
         lines.append(f"  {child_name:<24s} {count:>12,d}")
     lines += [f"  {'total':<24s} {total:>12,d}", f"  {'trainable':<24s} {trainable:>12,d}"]
     return "\n".join(lines) + "\n"
-
-
-def capture_rng_states() -> dict[str, Any]:
-    """Every random state a training step draws from (Python, numpy, torch CPU and CUDA)."""
-    states = {"python": random.getstate(), "numpy": np.random.get_state(),
-              "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def restore_rng_states(states: dict[str, Any]) -> None:
-    """Inverse of :func:`capture_rng_states`."""
-    random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
-    torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
 
 
 def atomic_write_bytes(path: Path, write) -> None:
