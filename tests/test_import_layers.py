@@ -17,7 +17,7 @@ LAYERS = ("mytorch", "hw4lib", "datagen", "autograder", "bench", "tools")
 HW4LIB_ROOMS = (("hw4lib.grading_numbers", "hw4lib.versions", "hw4lib.handin_format"),
                 ("hw4lib.data",), ("hw4lib.model",), ("hw4lib.config",), ("hw4lib.decoding",),
                 ("hw4lib.utils",), ("hw4lib.trainers",),
-                ("hw4lib.train", "hw4lib.handin", "hw4lib.numpy_twin"))
+                ("hw4lib.train", "hw4lib.handin", "hw4lib.numpy_twin", "hw4lib.gpu_check"))
 # Deliberate exceptions: (importer folder, imported module) and why.
 ALLOWED = {("autograder", "tests.numeric_checks"): "the hidden tests share the students' checks"}
 
