@@ -31,14 +31,14 @@ def check_ready_to_train(optimizer) -> None:
         raise RuntimeError("set trainer.optimizer (and trainer.scheduler) before calling train()")
 
 
-
 class RunFolderExistsError(FileExistsError):
     """The run folder already holds a run that this one does not resume."""
 
 
-def check_run_folder_is_free(run_folder: Path, resume_from: str | None) -> None:
+def check_run_folder_is_free(run_folder: Path, resume_from: str | None, last_checkpoint: Path) -> None:
     """A new run gets a folder of its own: RunFolderExistsError when ``run_folder`` holds files,
-    unless ``resume_from`` is a checkpoint inside it (the run continues where it stopped)."""
+    unless ``resume_from`` is a checkpoint inside it (the run continues where it stopped).
+    ``last_checkpoint`` is the checkpoint the message suggests resuming from."""
     if not run_folder.is_dir() or not any(run_folder.iterdir()):
         return
     if resume_from is not None and run_folder.resolve() in Path(resume_from).resolve().parents:
@@ -46,8 +46,8 @@ def check_run_folder_is_free(run_folder: Path, resume_from: str | None) -> None:
     raise RunFolderExistsError(
         f"run folder {run_folder} already holds a run, and a new run never writes into another "
         f"one: pick another run name (--run-name, or none for a new timestamped one), or continue "
-        f"that run by resuming from its checkpoint (--resume {run_folder}/checkpoints/"
-        f"checkpoint-last-epoch-model.pth; in the notebook, 'training.resume_from' in OVERRIDES)")
+        f"that run by resuming from its checkpoint (--resume {last_checkpoint}; in the notebook, "
+        f"'training.resume_from' in OVERRIDES)")
 
 
 class TrainingInterrupted(KeyboardInterrupt):

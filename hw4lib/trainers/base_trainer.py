@@ -109,7 +109,9 @@ class BaseTrainer(ABC):
         tokenizer: the run's tokenizer (``pad_id``, ``eos_id``, ``decode``...).
         config: the run's :class:`hw4lib.config.Config` (``load_config``), or a mapping that
             ``validate_config`` accepts (it is validated here, once); kept as ``self.config``.
-        run_name: name of the run folder under ``config.training.expts_dir``.
+        run_name: name of the run folder under ``config.training.expts_dir``; a folder that holds
+            a run is refused (RunFolderExistsError) unless ``config.training.resume_from`` is a
+            checkpoint inside it.
         config_file: path of the YAML the config came from (recorded in the run folder).
         device: ``"cpu"``, ``"cuda"``, ...; None picks CUDA when available.
 
@@ -139,8 +141,9 @@ class BaseTrainer(ABC):
         self.saved_epoch: int | None = None  # the epoch this run's last-epoch checkpoint holds
 
         self.expt_root = Path(self.config.training.expts_dir) / run_name
-        check_run_folder_is_free(self.expt_root, self.config.training.resume_from)
         self.checkpoint_dir = self.expt_root / CHECKPOINT_DIR
+        check_run_folder_is_free(self.expt_root, self.config.training.resume_from,
+                                 self.checkpoint_dir / CHECKPOINT_LAST)
         self.metrics_dir = self.expt_root / "metrics"
         self.attn_dir = self.expt_root / "attn"
         self.text_dir = self.expt_root / "text"
