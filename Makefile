@@ -15,7 +15,7 @@ SEED      ?= 0
 DATA_DIR  ?= hw4_data/hw4p1_data
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install test test-fast train data data-if-stale tokenizers handin handout autograde figures \
+.PHONY: help install test test-fast train data data-if-stale tokenizers handin gpu-check handout autograde figures \
 	bench mutants test-platforms regrade similarity clean
 
 help: ## list the targets
@@ -50,8 +50,13 @@ train: data-if-stale ## train CONFIG (default configs/default.yaml), evaluate, t
 	$(PY) -m hw4lib.train --config $(CONFIG)
 	$(MAKE) --no-print-directory handin
 
-handin: $(STAMP) ## pack handin.tar from the latest run (RUN=<name> to pick one)
+handin: $(STAMP) ## pack handin.tar from the latest complete run (RUN=<name> to pick one)
 	$(PY) -m hw4lib.handin $(if $(RUN),--run $(RUN))
+
+# Any Python with torch runs the check (on Colab: python -m hw4lib.gpu_check); PYTHON=... picks
+# one instead of .venv's, which is then not built.
+gpu-check: $(if $(PYTHON),,$(STAMP)) ## one tiny epoch, generation, masks and the handin on the GPU (PYTHON=... to use another)
+	$(or $(PYTHON),$(PY)) -m hw4lib.gpu_check
 
 # BEGIN INSTRUCTOR TARGETS
 handout: $(STAMP) ## write dist/handout/ and dist/handout.tar.gz for students

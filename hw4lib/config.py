@@ -16,6 +16,7 @@ checked before anything is allocated.
 from __future__ import annotations
 
 import copy
+import re
 import reprlib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
@@ -353,20 +354,29 @@ def _known_keys(section: type[BaseModel], loc: tuple) -> list[str]:
     return list(section.model_fields)
 
 
-def _key_error(error: ValidationError, section: type[BaseModel], prefix: str) -> ConfigError:
-    """The first problem of ``error`` as a ConfigError naming the key path."""
-    problem = error.errors()[0]
+def _problem(problem: dict, section: type[BaseModel], prefix: str) -> str:
+    """One problem of a ValidationError as a sentence naming the key path."""
     path = ".".join(str(part) for part in (prefix, *problem["loc"]) if part != "")
     where = f"config key '{path}'" if path else "the config"
     if problem["type"] == "missing":
-        return ConfigError(f"{where} is missing")
+        return f"{where} is missing"
     if problem["type"] == "extra_forbidden":
-        return ConfigError(f"{where} is unknown; known keys: {_known_keys(section, problem['loc'])}")
+        return f"{where} is unknown; known keys: {_known_keys(section, problem['loc'])}"
     message = problem["msg"].removeprefix("Value error, ")
     if problem["type"] == "value_error":
-        return ConfigError(f"{where}: {message}")
+        return f"{where}: {message}"
     got = short_repr(problem["input"])
-    return ConfigError(f"{where}: {message[0].lower()}{message[1:]}, got {got}")
+    return f"{where}: {message[0].lower()}{message[1:]}, got {got}"
+
+
+def _key_error(error: ValidationError, section: type[BaseModel], prefix: str) -> ConfigError:
+    """Every problem of ``error`` in one ConfigError, one line each, so that one run reports them
+    all. (A section's cross-key checks run once its keys are valid, so they come in a second run.)"""
+    problems = [_problem(problem, section, prefix) for problem in error.errors()]
+    if len(problems) == 1:
+        return ConfigError(problems[0])
+    return ConfigError(f"{len(problems)} problems in the config:\n"
+                       + "\n".join(f"  - {problem}" for problem in problems))
 
 
 def parse_section(section: type[Section], values: Any, where: str) -> Section:
@@ -403,12 +413,24 @@ def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a number in exponent notation without a dot (``3e-4``,
+    ``1e5``) is a float, as in YAML 1.2; YAML 1.1, which PyYAML follows, reads it as text."""
+
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
 def read_config(path: str | Path) -> dict[str, Any]:
-    """The YAML mapping of ``path`` with its ``base:`` chain resolved (paths relative to the file)."""
+    """The YAML mapping of ``path`` with its ``base:`` chain resolved (paths relative to the file).
+
+    Numbers such as ``lr: 3e-4`` are floats (see :class:`_ConfigLoader`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
-    config = yaml.safe_load(path.read_text())
+    config = yaml.load(path.read_text(), Loader=_ConfigLoader)
     if not isinstance(config, dict):
         raise ConfigError(f"{path} must hold a mapping of config sections")
     base = config.pop("base", None)

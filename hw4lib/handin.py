@@ -1,7 +1,8 @@
 """Pack ``handin.tar`` from a finished run: ``python -m hw4lib.handin [--run NAME]``.
 
-``make handin`` calls this; ``make handin RUN=NAME`` picks a run, otherwise the run folder under
-``expts/`` modified last is packed. The archive holds::
+``make handin`` calls this; ``make handin RUN=NAME`` picks a run, otherwise the complete run folder
+under ``expts/`` modified last is packed (a run interrupted or still training is skipped, named). The
+archive holds::
 
     handin/mytorch/                      your mytorch package (.py files only)
     handin/test_metrics.json             from the run folder
@@ -54,9 +55,15 @@ class HandinError(Exception):
     """The run or the working tree cannot be packed; the message says what to fix."""
 
 
+def missing_files(folder: Path) -> list[str]:
+    """The files of a finished run that ``folder`` lacks: a run interrupted, or still training
+    (training removes the test results it would make stale), lacks its test results."""
+    return [name for name in (*RUN_FILES, BEST_CHECKPOINT) if not (folder / name).is_file()]
+
+
 def find_run(expts: Path, run: str | None = None) -> Path:
-    """The run folder to pack: ``expts/<run>`` (or the folder ``run``), else the run folder under
-    ``expts`` modified last."""
+    """The run folder to pack: ``expts/<run>`` (or the folder ``run``), else the complete run
+    folder under ``expts`` modified last; newer incomplete ones are named and skipped."""
     if run is not None:
         folder = expts / run if (expts / run).is_dir() else Path(run)
         if not folder.is_dir():
@@ -68,13 +75,24 @@ def find_run(expts: Path, run: str | None = None) -> Path:
     if not runs:
         raise HandinError(f"no run folder under {expts}/: train a model first "
                           f"(make train, or the notebook's training cells)")
-    return max(runs, key=lambda p: p.stat().st_mtime)
+    skipped = []
+    for folder in sorted(runs, key=lambda p: p.stat().st_mtime, reverse=True):
+        if not missing_files(folder):
+            if skipped:
+                print(f"skipped newer incomplete runs (interrupted or still training): "
+                      f"{', '.join(skipped)}")
+            return folder
+        skipped.append(folder.name)
+    details = "; ".join(f"{name} lacks {', '.join(missing_files(expts / name))}" for name in skipped)
+    raise HandinError(f"no complete run under {expts}/ ({details}). Finish a run: training, then "
+                      f"the evaluation (make train does both; in the notebook, the evaluation cells "
+                      f"write test_*.json)")
 
 
 def check_run(folder: Path) -> dict:
     """The run's config as the grader reads it; HandinError naming every file the run folder
     lacks or has in a wrong form."""
-    missing = [name for name in (*RUN_FILES, BEST_CHECKPOINT) if not (folder / name).is_file()]
+    missing = missing_files(folder)
     if missing:
         raise HandinError(f"run {folder} is incomplete, missing: {', '.join(missing)}. Finish "
                           f"training and the evaluation cells (they write test_*.json), or pick "

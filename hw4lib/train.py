@@ -38,7 +38,7 @@ from hw4lib.config import Config, ConfigError, load_config, validate_config
 from hw4lib.data import H4Tokenizer, LengthBucketBatchSampler, LMDataset
 from hw4lib.handin_format import TIMING_FILE
 from hw4lib.model import DecoderOnlyTransformer
-from hw4lib.trainers import LMTrainer, NonFiniteLossError
+from hw4lib.trainers import LMTrainer, NonFiniteLossError, RunFolderExistsError, TrainingInterrupted
 from hw4lib.trainers.base_trainer import CHECKPOINT_BEST, write_json
 from hw4lib.utils import create_optimizer, create_scheduler, plot_lr_schedule
 
@@ -153,7 +153,14 @@ def load_best_weights(trainer: LMTrainer) -> Path | None:
 
 
 def default_run_name(config: Config) -> str:
-    return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """``<config.name>-<date>-<time>``, with ``-2``, ``-3``... when a run folder of that name
+    exists (two runs started in the same second)."""
+    stem = f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    expts, name, count = Path(config.training.expts_dir), stem, 1
+    while (expts / name).exists():
+        count += 1
+        name = f"{stem}-{count}"
+    return name
 
 
 def run(config_file: str | Path, seed: int | None = None, run_name: str | None = None,
@@ -193,7 +200,8 @@ def run(config_file: str | Path, seed: int | None = None, run_name: str | None =
         timing["train_seconds"] = time.perf_counter() - start - timing["setup_seconds"]
         load_best_weights(trainer)
         evaluate_start = time.perf_counter()
-        test_metrics, generations = trainer.evaluate(test_loader)
+        with trainer.interruptible("the evaluation"):
+            test_metrics, generations = trainer.evaluate(test_loader)
         timing["evaluate_seconds"] = time.perf_counter() - evaluate_start
     finally:
         trainer.cleanup()
@@ -217,9 +225,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         run(args.config, seed=args.seed, run_name=args.run_name, resume=args.resume)
-    except (ConfigError, NonFiniteLossError, FileNotFoundError) as error:
+    except (ConfigError, NonFiniteLossError, FileNotFoundError, RunFolderExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except TrainingInterrupted as stop:
+        print(f"\ninterrupted: {stop}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("\ninterrupted; the run did not finish", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -72,6 +72,36 @@ def test_base_chain_is_relative_to_the_file_and_errors_name_the_file(tmp_path):
 
 
 @rubric("Config files")
+def test_numbers_in_exponent_notation_are_numbers(tmp_path):
+    # PyYAML follows YAML 1.1, which reads these as text: the loader must not.
+    text = "lr: 3e-4\nweight_decay: 1E-2\nbig: 1e5\nsigned: -2.5e+3\nword: e5\nversion: 3e\n"
+    assert yaml.safe_load(text)["lr"] == "3e-4", "the premise: plain safe_load reads text"
+    (tmp_path / "numbers.yaml").write_text(text)
+    assert read_config(tmp_path / "numbers.yaml") == {
+        "lr": 3e-4, "weight_decay": 1e-2, "big": 1e5, "signed": -2.5e3, "word": "e5", "version": "3e"}
+    (tmp_path / "run.yaml").write_text(f"base: {REPO / 'configs/tiny.yaml'}\n"
+                                       "optimizer: {lr: 3e-4}\nscheduler: {cosine: {eta_min: 1e-6}}\n")
+    config = load_config(tmp_path / "run.yaml")
+    assert (config.optimizer.lr, config.scheduler.cosine.eta_min) == (3e-4, 1e-6)
+
+
+@rubric("Config files")
+def test_every_invalid_key_is_reported_at_once():
+    overrides = {"training.epochs": 0, "optimizer.lr": "fast", "model.colour": 1, "data.subset": 2,
+                 "generation.beam": {"beam_width": 0}}
+    with pytest.raises(ConfigError) as caught:
+        load_config(REPO / "configs/tiny.yaml", overrides)
+    message = str(caught.value)
+    assert message.startswith("5 problems in the config:"), message
+    for key in ("training.epochs", "optimizer.lr", "model.colour", "data.subset",
+                "generation.beam.beam_width"):
+        assert f"config key '{key}'" in message, f"{key} not reported in:\n{message}"
+    with pytest.raises(ConfigError, match=r"^config key 'training\.epochs': input should be greater "
+                                          r"than 0, got 0$"):
+        load_config(REPO / "configs/tiny.yaml", {"training.epochs": 0})
+
+
+@rubric("Config files")
 def test_model_section_is_exactly_the_model_arguments():
     parameters = inspect.signature(DecoderOnlyTransformer.__init__).parameters
     arguments = [name for name in parameters if name not in ("self", "num_classes")]

@@ -159,6 +159,25 @@ def test_handin_picks_latest_run_unless_named(tmp_path):
     assert read_tar(out)["handin/model_arch.txt"] == b"old\n"
 
 
+@rubric("Handin packing")
+def test_handin_packs_the_newest_complete_run_and_names_what_it_skipped(tmp_path, capsys):
+    make_repo(tmp_path)
+    done = make_run(tmp_path, "done", **{"model_arch.txt": "done\n"})
+    stopped = make_run(tmp_path, "stopped", **{"test_metrics.json": None})   # Ctrl-C in training
+    training = make_run(tmp_path, "training", **{"test_generated_results.json": None})
+    for age, folder in enumerate((done, stopped, training)):
+        os.utime(folder, (1_000 + age, 1_000 + age))
+    main(["--root", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert read_tar(tmp_path / "handin.tar")["handin/model_arch.txt"] == b"done\n"
+    assert f"packed run {done}" in out, out
+    assert "skipped newer incomplete runs (interrupted or still training): training, stopped" in out, out
+    done.rename(tmp_path / "elsewhere")
+    with pytest.raises(HandinError, match=r"no complete run under .*training lacks "
+                                          r"test_generated_results\.json; stopped lacks test_metrics\.json"):
+        pack(tmp_path, out=tmp_path / "none.tar")
+
+
 @rubric("Handin refusals")
 def test_handin_refuses_without_runs(tmp_path):
     make_repo(tmp_path)

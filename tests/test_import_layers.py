@@ -18,7 +18,7 @@ HW4LIB_ROOMS = (("hw4lib.grading_numbers", "hw4lib.versions", "hw4lib.handin_for
                  "hw4lib.numeric_truths"),
                 ("hw4lib.data",), ("hw4lib.model",), ("hw4lib.config",), ("hw4lib.decoding",),
                 ("hw4lib.utils",), ("hw4lib.trainers",),
-                ("hw4lib.train", "hw4lib.handin", "hw4lib.numpy_twin"))
+                ("hw4lib.train", "hw4lib.handin", "hw4lib.numpy_twin", "hw4lib.gpu_check"))
 
 
 def modules() -> dict[str, Path]:

@@ -306,9 +306,9 @@ def test_train_validates_on_the_validation_loader_and_writes_run_folder(tmp_path
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     from hw4lib.trainers.base_trainer import CHECKPOINT_LAST
 
-    def fresh(run_name, seed):
+    def fresh(run_name, seed, **training):
         torch.manual_seed(seed)
-        return _trainer(tmp_path, TableLM(dropout=0.3), run_name)
+        return _trainer(tmp_path, TableLM(dropout=0.3), run_name, **training)
 
     straight = fresh("straight", 0)
     straight.train(_loader(), _loader(shuffle=False), epochs=2)
@@ -316,8 +316,9 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     first = fresh("interrupted", 0)
     first.train(_loader(), _loader(shuffle=False), epochs=1)
     torch.manual_seed(123)  # whatever happens between the runs must not matter
-    resumed = fresh("interrupted", 99)
-    resumed.load_checkpoint(tmp_path / "expts" / "interrupted" / "checkpoints" / CHECKPOINT_LAST)
+    last = tmp_path / "expts" / "interrupted" / "checkpoints" / CHECKPOINT_LAST
+    resumed = fresh("interrupted", 99, resume_from=str(last))  # continues in the same run folder
+    resumed.load_checkpoint(last)
     resumed.train(_loader(), _loader(shuffle=False), epochs=2)
 
     epochs = [r["epoch"] for r in resumed.history]

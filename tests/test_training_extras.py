@@ -25,7 +25,7 @@ from tests.testing_framework import rubric, run_module
 from tests.tiny_config import tiny_config, tiny_yaml
 
 RUBRIC = {"Samples fit the split": 0, "Extras never end a run": 0, "Generation checked at start": 0,
-          "Config checked at start": 0}
+          "Config checked at start": 0, "Runs that repeat and survive": 0}
 
 TRAIN_TEXTS = ["THE CAT SAT ON THE MAT", "A DOG RAN IN THE PARK", "SHE SAID IT WAS LATE",
                "WE WALKED HOME TOGETHER", "THE RAIN FELL ALL NIGHT", "HE OPENED THE OLD DOOR"]
@@ -45,7 +45,7 @@ def _char_tokenizer():
     return H4Tokenizer(token_map, "char")
 
 
-def _trainer(tmp_path, val_texts, **training):
+def _trainer(tmp_path, val_texts, run_name="run", **training):
     """An LMTrainer of a one-layer model, and loaders over TRAIN_TEXTS and ``val_texts`` (char tokens)."""
     from torch.utils.data import DataLoader
 
@@ -66,7 +66,7 @@ def _trainer(tmp_path, val_texts, **training):
                                    max_len=64, num_classes=tokenizer.vocab_size)
     config = tiny_config(tmp_path, {"samples_every": 1, **training}, scheduler={"name": "constant"},
                          generation={"num_samples": 4, "prompt_length": 8, "max_length": 24, "greedy": {}})
-    trainer = LMTrainer(model, tokenizer, config, "run", None, device="cpu")
+    trainer = LMTrainer(model, tokenizer, config, run_name, None, device="cpu")
     trainer.optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=1e-3)
     # The PNGs are not under test here and matplotlib is most of the time: skip drawing them.
     trainer._plot_curves = trainer._save_attention_plot = lambda *args: None
@@ -269,6 +269,101 @@ def test_the_trainer_validates_a_mapping_once_and_refuses_a_bad_key_before_the_r
     with pytest.raises(ConfigError, match=r"training\.label_smoothing"):
         LMTrainer(model, _char_tokenizer(), config, "refused", None, device="cpu")
     assert not (tmp_path / "expts" / "refused").exists(), "a refused config creates no run folder"
+
+
+@rubric("Runs that repeat and survive")
+def test_checking_a_loader_leaves_every_random_state_as_it_found_it(tmp_path):
+    from hw4lib.data import verify_dataloader
+    from hw4lib.data.random_state import capture_rng_states
+
+    _, (train_loader, _) = _trainer(tmp_path, TRAIN_TEXTS)
+    shuffled = torch.utils.data.DataLoader(train_loader.dataset, batch_size=4, shuffle=True,
+                                           collate_fn=train_loader.dataset.collate_fn)
+    random.seed(1), np.random.seed(1), torch.manual_seed(1)
+    before = capture_rng_states()
+    with contextlib.redirect_stdout(io.StringIO()):
+        verify_dataloader(shuffled)
+    after = capture_rng_states()
+    assert torch.equal(before["torch"], after["torch"]), "verify_dataloader moved torch's RNG"
+    assert before["python"] == after["python"], "verify_dataloader moved Python's RNG"
+    assert all(np.array_equal(a, b) for a, b in zip(before["numpy"], after["numpy"])), \
+        "verify_dataloader moved numpy's RNG"
+    next(iter(shuffled))  # the premise: drawing a batch does move torch's RNG
+    assert not torch.equal(after["torch"], torch.get_rng_state())
+
+
+@rubric("Runs that repeat and survive")
+def test_a_run_folder_that_holds_a_run_is_refused_unless_resumed(tmp_path):
+    from hw4lib.train import default_run_name
+    from hw4lib.trainers import RunFolderExistsError
+    from hw4lib.trainers.base_trainer import CHECKPOINT_LAST
+
+    trainer, loaders = _trainer(tmp_path, TRAIN_TEXTS, samples_every=0)
+    _train(trainer, loaders, epochs=1)
+    config_yaml = (trainer.expt_root / "config.yaml").read_bytes()
+    with pytest.raises(RunFolderExistsError, match=r"already holds a run.*--resume .*checkpoint-last"):
+        _trainer(tmp_path / "again", TRAIN_TEXTS, expts_dir=str(tmp_path / "expts"))
+    assert (trainer.expt_root / "config.yaml").read_bytes() == config_yaml, "the old run was written into"
+    last = trainer.expt_root / "checkpoints" / CHECKPOINT_LAST
+    resumed, loaders = _trainer(tmp_path / "resumed", TRAIN_TEXTS, samples_every=0,
+                                expts_dir=str(tmp_path / "expts"), resume_from=str(last))
+    resumed.load_checkpoint(last)
+    _train(resumed, loaders, epochs=2)
+    _assert_run_finished(resumed, epochs=2)
+    config = tiny_config(tmp_path, {}, name="same")  # two runs started in the same second
+    with mock.patch("time.strftime", return_value="20260101-000000"):
+        (tmp_path / "expts" / default_run_name(config)).mkdir()
+        assert default_run_name(config) == "same-20260101-000000-2"
+
+
+@rubric("Runs that repeat and survive")
+def test_ctrl_c_keeps_the_last_complete_epoch_and_says_how_to_resume(tmp_path):
+    from hw4lib.handin_format import METRICS_FILE
+    from hw4lib.trainers import TrainingInterrupted
+    from hw4lib.trainers.base_trainer import CHECKPOINT_LAST
+
+    trainer, loaders = _trainer(tmp_path, TRAIN_TEXTS, samples_every=0)
+    (trainer.expt_root / METRICS_FILE).write_text("{}")  # results of earlier weights go stale
+    validate, calls = trainer._validate_epoch, []
+
+    def interrupted_in_epoch_2(loader):
+        calls.append(loader)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return validate(loader)
+
+    trainer._validate_epoch = interrupted_in_epoch_2
+    last = trainer.expt_root / "checkpoints" / CHECKPOINT_LAST
+    with pytest.raises(TrainingInterrupted) as stop:
+        _train(trainer, loaders, epochs=3)
+    message = str(stop.value)
+    assert f"the last complete epoch (1) is saved in {last}" in message, message
+    assert f"--resume {last}" in message and "make handin skips it" in message, message
+    assert isinstance(stop.value, KeyboardInterrupt), "it must still stop whatever runs the trainer"
+    assert torch.load(last, weights_only=False)["epoch"] == 1
+    assert not (trainer.expt_root / METRICS_FILE).exists(), "stale test results must go"
+
+    early, loaders = _trainer(tmp_path / "early", TRAIN_TEXTS, samples_every=0)
+    early._validate_epoch = lambda loader: (_ for _ in ()).throw(KeyboardInterrupt())
+    with pytest.raises(TrainingInterrupted, match="no epoch completed, so there is nothing to resume"):
+        _train(early, loaders, epochs=2)
+
+
+@rubric("Runs that repeat and survive")
+def test_the_command_line_reports_an_interrupt_and_a_taken_run_name(tmp_path, capsys):
+    from hw4lib import train
+    from hw4lib.trainers import RunFolderExistsError, TrainingInterrupted
+
+    for raised, code, said in ((TrainingInterrupted("stopped during training; ..."), 130,
+                                "interrupted: stopped during training"),
+                               (KeyboardInterrupt(), 130, "interrupted; the run did not finish"),
+                               (RunFolderExistsError("run folder x already holds a run"), 1,
+                                "error: run folder x already holds a run")):
+        with mock.patch.object(train, "run", side_effect=raised):
+            assert train.main(["--config", "configs/tiny.yaml"]) == code
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, err
+
 
 if __name__ == "__main__":
     run_module(__name__)

@@ -3,18 +3,23 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader
 
+from hw4lib.data.random_state import preserved_rng_states
+
 
 def verify_dataloader(loader: DataLoader) -> dict:
     """Print the partition, sizes, first-batch shapes and dtypes and length statistics of a loader.
 
     ``loader`` must iterate over an LMDataset and yield ``(shifted, golden, lengths)`` batches
     (the dataset's ``collate_fn``). Only the first batch is drawn, so this is fast on any split.
+    Drawing it (a shuffled order, the loader's seed) leaves every global random state as it was,
+    so a run gives the same numbers with or without this check.
 
     Returns:
         the printed statistics as a dict (keys below), handy in tests and notebooks.
     """
     dataset = loader.dataset
-    shifted, golden, lengths = next(iter(loader))
+    with preserved_rng_states():
+        shifted, golden, lengths = next(iter(loader))
     stats = {
         "partition": dataset.partition,
         "num_samples": len(dataset),

@@ -22,24 +22,24 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import sys
 from abc import ABC, abstractmethod
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-import numpy as np
 import torch
 import yaml
 from torch import nn
 
 from hw4lib.config import Config, validate_config
-from hw4lib.handin_format import CONFIG_FILE, MODEL_ARCH_FILE
+from hw4lib.data.random_state import capture_rng_states, restore_rng_states
+from hw4lib.handin_format import CONFIG_FILE, GENERATIONS_FILE, METRICS_FILE, MODEL_ARCH_FILE
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
 
-from ._checks import check_finite_loss
+from ._checks import (TrainingInterrupted, check_finite_loss, check_run_folder_is_free,
+                      interruption_message)
 from .precision import logits_in_float32, precision_name, resolve_precision
 
 CHECKPOINT_BEST = "checkpoint-best-metric-model.pth"
@@ -77,24 +77,6 @@ def describe_model(model: nn.Module) -> str:
     return "\n".join(lines) + "\n"
 
 
-def capture_rng_states() -> dict[str, Any]:
-    """Every random state a training step draws from (Python, numpy, torch CPU and CUDA)."""
-    states = {"python": random.getstate(), "numpy": np.random.get_state(),
-              "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def restore_rng_states(states: dict[str, Any]) -> None:
-    """Inverse of :func:`capture_rng_states`."""
-    random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
-    torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
 def atomic_write_bytes(path: Path, write) -> None:
     """Call ``write(tmp_path)`` then rename the file onto ``path``.
 
@@ -127,7 +109,9 @@ class BaseTrainer(ABC):
         tokenizer: the run's tokenizer (``pad_id``, ``eos_id``, ``decode``...).
         config: the run's :class:`hw4lib.config.Config` (``load_config``), or a mapping that
             ``validate_config`` accepts (it is validated here, once); kept as ``self.config``.
-        run_name: name of the run folder under ``config.training.expts_dir``.
+        run_name: name of the run folder under ``config.training.expts_dir``; a folder that holds
+            a run is refused (RunFolderExistsError) unless ``config.training.resume_from`` is a
+            checkpoint inside it.
         config_file: path of the YAML the config came from (recorded in the run folder).
         device: ``"cpu"``, ``"cuda"``, ...; None picks CUDA when available.
 
@@ -154,9 +138,12 @@ class BaseTrainer(ABC):
         self.global_step = 0        # optimizer updates so far
         self.best_metric = math.inf
         self.history: list[dict[str, Any]] = []
+        self.saved_epoch: int | None = None  # the epoch this run's last-epoch checkpoint holds
 
         self.expt_root = Path(self.config.training.expts_dir) / run_name
         self.checkpoint_dir = self.expt_root / CHECKPOINT_DIR
+        check_run_folder_is_free(self.expt_root, self.config.training.resume_from,
+                                 self.checkpoint_dir / CHECKPOINT_LAST)
         self.metrics_dir = self.expt_root / "metrics"
         self.attn_dir = self.expt_root / "attn"
         self.text_dir = self.expt_root / "text"
@@ -215,6 +202,24 @@ class BaseTrainer(ABC):
     def _check_finite(self, loss: torch.Tensor, where: str) -> None:
         """Stop training on a NaN/inf loss, naming the last good checkpoint (see _checks.py)."""
         check_finite_loss(loss, where, self.current_epoch, self.checkpoint_dir / CHECKPOINT_LAST)
+
+    @contextmanager
+    def interruptible(self, what: str) -> Iterator[None]:
+        """Turn Ctrl-C inside the block into TrainingInterrupted, whose message says which
+        checkpoint holds the last complete epoch and how to resume from it."""
+        try:
+            yield
+        except TrainingInterrupted:
+            raise
+        except KeyboardInterrupt:
+            raise TrainingInterrupted(interruption_message(
+                what, self.expt_root, self.checkpoint_dir / CHECKPOINT_LAST, self.saved_epoch)) from None
+
+    def _forget_test_results(self) -> None:
+        """Remove the run folder's test results: once training goes on they describe other
+        weights, and make handin packs only a run whose results are current."""
+        for name in (METRICS_FILE, GENERATIONS_FILE):
+            (self.expt_root / name).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ logging
 
@@ -323,6 +328,8 @@ class BaseTrainer(ABC):
             "rng_states": capture_rng_states(),
         }
         atomic_write_bytes(path, lambda tmp: torch.save(state, tmp))
+        if filename == CHECKPOINT_LAST:
+            self.saved_epoch = self.current_epoch
         return path
 
     def load_checkpoint(self, path: str | Path, restore_rng: bool = True) -> dict[str, Any]:

@@ -136,8 +136,12 @@ class LMTrainer(BaseTrainer):
         RNG state they hold is exactly the one the next epoch starts from. The curves, the map and
         the samples are extras that never end a run (see base_trainer.py).
 
+        The run folder's test results are removed first (they would describe other weights).
+
         Raises:
             NonFiniteLossError: a loss became NaN/inf; the checkpoints of the last good epoch stay.
+            TrainingInterrupted: Ctrl-C; the message names the checkpoint of the last complete
+                epoch and how to resume from it.
         """
         check_ready_to_train(self.optimizer)
         samples_every = self.config.training.samples_every
@@ -146,37 +150,41 @@ class LMTrainer(BaseTrainer):
             sample_settings = self._run_extra(
                 "choosing the validation prompts",
                 lambda: epoch_sample_settings(self.config.generation, val_loader.dataset))
-        for epoch in range(self.current_epoch + 1, epochs + 1):
-            start = time.perf_counter()
-            # TODO: train_metrics, train_attn = one training epoch on train_loader; then
-            #       val_metrics = one validation epoch on val_loader
-            # BEGIN SOLUTION
-            train_metrics, train_attn = self._train_epoch(train_loader)
-            val_metrics = self._validate_epoch(val_loader)
-            # END SOLUTION
-            self._check_finite(torch.tensor(val_metrics["ce_loss_char"]), "validation")
-            self._epoch_scheduler_step(val_metrics["ce_loss_char"])
-            self.current_epoch = epoch
-            elapsed = time.perf_counter() - start
-            self._log_metrics({"train": train_metrics, "val": val_metrics,
-                               "lr": self.optimizer.param_groups[0]["lr"], "epoch_seconds": elapsed},
-                              epoch)
-            if train_attn is not None:
-                self._run_extra(f"the attention map of epoch {epoch}",
-                                lambda: self._save_attention_plot(train_attn, epoch, "train_last_layer"))
-            if sample_settings and epoch % samples_every == 0:
-                self._run_extra(f"the validation samples of epoch {epoch}",
-                                lambda: self._save_generated_text(self.generate(val_loader, sample_settings),
-                                                                  f"val_greedy_epoch{epoch:03d}"))
-            if val_metrics["perplexity_char"] < self.best_metric:
-                self.best_metric = val_metrics["perplexity_char"]
-                self.save_checkpoint(CHECKPOINT_BEST)
-            self.save_checkpoint(CHECKPOINT_LAST)
-            print(f"epoch {epoch}/{epochs} ({elapsed:.0f}s): "
-                  f"train ce/char {train_metrics['ce_loss_char']:.4f}  "
-                  f"val ppl/char {val_metrics['perplexity_char']:.4f}  "
-                  f"val ppl/token {val_metrics['perplexity_token']:.2f}  "
-                  f"lr {self.optimizer.param_groups[0]['lr']:.2e}", flush=True)
+        self._forget_test_results()
+        with self.interruptible("training"):
+            for epoch in range(self.current_epoch + 1, epochs + 1):
+                start = time.perf_counter()
+                # TODO: train_metrics, train_attn = one training epoch on train_loader; then
+                #       val_metrics = one validation epoch on val_loader
+                # BEGIN SOLUTION
+                train_metrics, train_attn = self._train_epoch(train_loader)
+                val_metrics = self._validate_epoch(val_loader)
+                # END SOLUTION
+                self._check_finite(torch.tensor(val_metrics["ce_loss_char"]), "validation")
+                self._epoch_scheduler_step(val_metrics["ce_loss_char"])
+                self.current_epoch = epoch
+                elapsed = time.perf_counter() - start
+                self._log_metrics({"train": train_metrics, "val": val_metrics,
+                                   "lr": self.optimizer.param_groups[0]["lr"],
+                                   "epoch_seconds": elapsed}, epoch)
+                if train_attn is not None:
+                    self._run_extra(f"the attention map of epoch {epoch}",
+                                    lambda: self._save_attention_plot(train_attn, epoch,
+                                                                      "train_last_layer"))
+                if sample_settings and epoch % samples_every == 0:
+                    self._run_extra(f"the validation samples of epoch {epoch}",
+                                    lambda: self._save_generated_text(
+                                        self.generate(val_loader, sample_settings),
+                                        f"val_greedy_epoch{epoch:03d}"))
+                if val_metrics["perplexity_char"] < self.best_metric:
+                    self.best_metric = val_metrics["perplexity_char"]
+                    self.save_checkpoint(CHECKPOINT_BEST)
+                self.save_checkpoint(CHECKPOINT_LAST)
+                print(f"epoch {epoch}/{epochs} ({elapsed:.0f}s): "
+                      f"train ce/char {train_metrics['ce_loss_char']:.4f}  "
+                      f"val ppl/char {val_metrics['perplexity_char']:.4f}  "
+                      f"val ppl/token {val_metrics['perplexity_token']:.2f}  "
+                      f"lr {self.optimizer.param_groups[0]['lr']:.2e}", flush=True)
 
     # ------------------------------------------------------------------ evaluation and generation
 
