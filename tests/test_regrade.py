@@ -37,17 +37,165 @@ def test_both_download_layouts_name_each_student_once(tmp_path):
     (tmp_path / "notes.txt").write_text("not a handin")
     (tmp_path / "cy").mkdir()
     (tmp_path / "cy/handin.tar").write_bytes(b"")
-    (tmp_path / "cy/submission_metadata.yml").write_text("")
     (tmp_path / "di").mkdir()
     (tmp_path / "di/my-upload.zip").write_bytes(b"")
     (tmp_path / "empty").mkdir()
-    found = regrade.find_handins(tmp_path)
+    found = {key: handin.path for key, handin in regrade.find_handins(tmp_path).items()}
     assert found == {"ann@x.edu": tmp_path / "ann@x.edu_3_handin.tar", "bo": tmp_path / "bo.tar.gz",
                      "cy": tmp_path / "cy/handin.tar", "di": tmp_path / "di/my-upload.zip"}, found
-    (tmp_path / "bo").mkdir()
-    (tmp_path / "bo/handin.tar").write_bytes(b"")
-    with pytest.raises(SystemExit, match="two handins for bo"):
-        regrade.find_handins(tmp_path)
+    (tmp_path / "bo").mkdir()  # the same student in both layouts: the newer file, with a note
+    (tmp_path / "bo/handin.tar").write_bytes(b"newer")
+    assert regrade.find_handins(tmp_path)["bo"].path == tmp_path / "bo/handin.tar"
+    assert "graded the newest" in regrade.find_handins(tmp_path)["bo"].note
+
+
+@rubric_category("Regrade")
+def test_autolab_versions_and_re_downloads(tmp_path):
+    """Every version of a student: the highest graded by default, every one with 'all'; a
+    browser's re-download of one version counts once when identical, the newer file otherwise."""
+    for version in (1, 2, 10):
+        (tmp_path / f"ann@x.edu_{version}_handin.tar").write_bytes(b"v%d" % version)
+    (tmp_path / "ann@x.edu_10_handin (1).tar").write_bytes(b"v10")
+    (tmp_path / "bo@x.edu_1_handin.tar").write_bytes(b"old")
+    (tmp_path / "bo@x.edu_1_handin(1).tar").write_bytes(b"different")
+    latest = regrade.find_handins(tmp_path)
+    assert sorted(latest) == ["ann@x.edu", "bo@x.edu"]
+    assert (latest["ann@x.edu"].version, latest["ann@x.edu"].versions_found) == ("10", 3)
+    assert latest["ann@x.edu"].path.read_bytes() == b"v10" and not latest["ann@x.edu"].note
+    assert "2 different files of this version" in latest["bo@x.edu"].note
+    every = regrade.find_handins(tmp_path, "all")
+    assert sorted(every) == ["ann@x.edu#1", "ann@x.edu#10", "ann@x.edu#2", "bo@x.edu#1"]
+    with pytest.raises(SystemExit, match="--versions must be one of"):
+        regrade.find_handins(tmp_path, "newest")
+
+
+METADATA = """submission_101:
+  :submitters:
+  - :name: Ann Lee
+    :sid: '0042'
+    :email: ann@x.edu
+  :created_at: 2026-11-20 23:59:30.123456000 -05:00
+  :score: 0.0
+  :status: processed
+submission_102:
+  :submitters:
+  - :name: Bo Chen
+    :sid: '0043'
+    :email: bo@x.edu
+  :created_at: 2026-11-21 00:10:00.000000000 -05:00
+"""
+
+
+@rubric_category("Regrade")
+def test_gradescope_rows_carry_the_submitters_metadata(tmp_path):
+    (tmp_path / "submission_metadata.yml").write_text(METADATA)
+    for folder in ("submission_101", "submission_102", "submission_103"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "handin.tar").write_bytes(folder.encode())
+    found = regrade.find_handins(tmp_path)
+    assert sorted(found) == ["ann@x.edu", "bo@x.edu", "submission_103"], found
+    ann = found["ann@x.edu"]
+    assert (ann.name, ann.email, ann.sid) == ("Ann Lee", "ann@x.edu", "0042")
+    assert ann.submitted_at.startswith("2026-11-20T23:59:30"), ann.submitted_at
+    assert "does not list submission_103/" in found["submission_103"].note
+
+
+def fake_grader(tmp_path: Path) -> Path:
+    """A folder with the two files regrade requires (gradings are replaced in these tests)."""
+    source = tmp_path / "grader"
+    source.mkdir(exist_ok=True)
+    for name in (regrade.grading_run.AUTOGRADE_TAR, regrade.grading_run.MAKEFILE):
+        (source / name).write_text(name)
+    return source
+
+
+def judge_details(total_linear: float, status: str = "ok", weights: str = "") -> dict:
+    return {"status": status, "flags": [],
+            "tests": [{"name": "linear_forward", "category": "Linear", "points": total_linear,
+                       "max_points": 2, "family": "" if total_linear == 2 else "linear-bias"}],
+            "seconds": {"Linear": 1.5, "LanguageModel": 9.25},
+            "lm": {"perplexity_char": 3.5, "state_dict_sha256": weights}}
+
+
+@rubric_category("Regrade")
+def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monkeypatch, capsys):
+    """A grading that raises (RecursionError in clean-up), one that times out and one whose
+    result cannot be read are each their student's row; the others are graded. A rerun grades
+    the timeout once more (noted), then nothing; --only and --force choose what is graded."""
+    handins = tmp_path / "handins"
+    handins.mkdir()
+    for student in ("ann", "bo", "cy", "di"):
+        (handins / f"{student}_1_handin.tar").write_bytes(student.encode())
+    graded = []
+
+    def fake_run(grading, grader_flags="", threads=None, started=None):
+        student = Path(grading).read_text()
+        graded.append(student)
+        if student == "bo":
+            raise RecursionError("maximum recursion depth exceeded")
+        scores = {**rubric.zero_scores(), "Linear": 2.0}
+        details = judge_details(2.0)
+        if student == "di":
+            details["tests"][0]["points"] = float("nan")  # unreadable: left out, not fatal
+            details["seconds"] = "garbage"
+        return regrade.grading_run.GradingRun(scores, details, "report\n", 1.0,
+                                              timed_out=student == "cy")
+
+    def fake_prepare(source, handin, parent=None):
+        marker = tmp_path / f"grading-{handin.name}"
+        marker.write_text(handin.read_bytes().decode())
+        return marker
+
+    monkeypatch.setattr(regrade.grading_run, "run", fake_run)
+    monkeypatch.setattr(regrade.grading_run, "prepare", fake_prepare)
+    out = tmp_path / "out"
+    rows = regrade.regrade(handins, out, fake_grader(tmp_path), jobs=2, progress=False)
+    assert {key: row["status"] for key, row in rows.items()} == {
+        "ann": "ok", "bo": "crashed", "cy": "timeout", "di": "ok"}
+    assert "RecursionError: maximum recursion depth exceeded" in rows["bo"]["notes"]
+    assert rows["bo"]["total"] == 0 and rows["ann"]["total"] == 2.0
+    assert rows["ann"]["test:linear_forward"] == 2.0 and rows["ann"]["seconds:Linear"] == 1.5
+    summary = (out / "summary.txt").read_text()
+    assert "crashed: bo" in summary and "timeout: cy" in summary
+    header = (out / "grades.csv").read_text().splitlines()[0].split(",")
+    assert {"test:linear_forward", "seconds:Linear", "seconds:LanguageModel", "name", "email",
+            "sid", "submitted_at", "version", "versions_graded"} <= set(header), header
+    assert header.index("seconds:Linear") < header.index("seconds:LanguageModel")
+
+    graded.clear()
+    capsys.readouterr()
+    rows = regrade.regrade(handins, out, fake_grader(tmp_path), progress=False)
+    assert sorted(graded) == ["cy"], graded  # the timeout, once more
+    assert rows["cy"]["notes"].startswith(regrade.RETRIED_NOTE)
+    graded.clear()
+    regrade.regrade(handins, out, fake_grader(tmp_path), progress=False)
+    assert graded == []
+    regrade.regrade(handins, out, fake_grader(tmp_path), progress=False, only=["ann"],
+                    force=True)
+    assert graded == ["ann"]
+    assert len(regrade.read_rows(out / "grades.csv")) == 4
+    with pytest.raises(SystemExit, match="--only: no handin of zed"):
+        regrade.regrade(handins, out, fake_grader(tmp_path), progress=False, only=["zed"])
+
+
+@rubric_category("Regrade")
+def test_byte_identical_weights_and_run_time_code_are_flagged(tmp_path):
+    rows = {student: {"student": student, "status": "ok", "total": "50", "weights_sha256": sha,
+                      "integrity_flags": flags, "runtime_code": code}
+            for student, sha, flags, code in (
+                ("ann", "aa", "", ""), ("bo", "aa", "test_metrics.json reports 1, 2", ""),
+                ("cy", "cc", "", "exec (mytorch/nn/linear.py:3)"), ("di", "", "", ""),
+                ("ed", "", "", ""))}
+    regrade.with_flags(rows)
+    assert rows["ann"]["flags"] == ("shares its weights with bo (byte-identical "
+                                    "model_state_dict.pt)")
+    assert rows["bo"]["flags"].startswith("test_metrics.json reports 1, 2; shares its weights "
+                                          "with ann")
+    assert rows["cy"]["flags"] == ("its mytorch builds code at run time "
+                                   "(exec (mytorch/nn/linear.py:3))")
+    assert rows["di"]["flags"] == rows["ed"]["flags"] == ""  # no weights read: nothing shared
+    summary = regrade.summarize(rows, tmp_path)
+    assert "flagged (see the flags column): ann, bo, cy" in summary
 
 
 @pytest.mark.slow
@@ -93,6 +241,7 @@ def test_hostile_handins_change_no_other_row_and_a_rerun_resumes(tmp_path, capsy
     assert (out / "summary.png").stat().st_size > 1000
     summary = (out / "summary.txt").read_text()
     assert summary.startswith("6 handins: ") and "0 invalid" in summary and "0 crashed" in summary
+    assert "timeout: forks, hang" in summary
 
     capsys.readouterr()
     regrade.regrade(handins, out, built_autograder(), jobs=2, progress=False)
