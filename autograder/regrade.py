@@ -366,14 +366,18 @@ def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader_sha: str,
 
 def grade_one(handin: Handin, source: Path, grader_flags: str, threads: int,
               processes: dict[int, object], stopping: threading.Event
-              ) -> tuple[grading_run.GradingRun, str, list[str]]:
-    """One grading, whatever happens: its GradingRun (``error`` says what failed), and the state
-    dict's sha256 and run-time code of the handin."""
+              ) -> tuple[grading_run.GradingRun, str, list[str], str]:
+    """One grading, whatever happens: its GradingRun (``error`` says what failed), the state
+    dict's sha256 and run-time code of the handin, and why those are missing ('' if they are
+    not)."""
     start = time.monotonic()
+    inspected = ""
     try:
         weights, runtime = inspect_handin(handin.path)
     except Exception as error:  # noqa: BLE001 - an unreadable handin is graded all the same
-        weights, runtime = "", [f"could not be read ({type(error).__name__})"]
+        weights, runtime = "", []
+        inspected = (f"its weights and mytorch could not be inspected for flags "
+                     f"({type(error).__name__})")
     if stopping.is_set():
         raise InterruptedError
     ident = threading.get_ident()
@@ -394,7 +398,16 @@ def grade_one(handin: Handin, source: Path, grader_flags: str, threads: int,
                   f"({Path(last.filename).name}:{last.lineno})")
     finally:
         processes.pop(ident, None)
-    return graded, weights, runtime
+    if graded.status == "crashed" and not graded.error:
+        graded.error = f"the judge failed: {last_exception(graded.output)} (see its feedback)"
+    return graded, weights, runtime, inspected
+
+
+def last_exception(output: str) -> str:
+    """The last 'SomeError: message' line of a traceback in ``output`` (shortened), or '?'."""
+    lines = [line for line in output.splitlines()
+             if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b", line)]
+    return lines[-1][:200] if lines else "no traceback in its output"
 
 
 def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
@@ -427,7 +440,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
 
     def record(future, key: str, handin: Handin, digest: str, note: str) -> None:
         try:
-            graded, weights, runtime = future.result()
+            graded, weights, runtime, inspected = future.result()
         except InterruptedError:
             return
         try:
@@ -440,8 +453,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
                 error=f"its result could not be read: {type(error).__name__}: {str(error)[:200]}")
             row = row_of(handin, graded, digest, grader_sha, versions)
         row["weights_sha256"], row["runtime_code"] = weights, ", ".join(runtime)
-        if note:
-            row["notes"] = "; ".join(filter(None, [note, row["notes"]]))
+        row["notes"] = "; ".join(filter(None, [note, row["notes"], inspected]))
         rows[key] = row
         write_rows(csv_path, rows)
         bar.update(1)

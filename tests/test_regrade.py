@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from autograder import regrade, rubric
-from tests.test_autograder import (MYTORCH_ZERO, attack_handin, built_autograder, honest_scores,
-                                   session_folder)
+from tests.test_autograder import (MYTORCH_ZERO, TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
+                                   attack_handin, built_autograder, honest_scores, session_folder)
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Regrade": 0}
@@ -308,6 +308,144 @@ def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys)
     assert f"{len(kept)} already graded by this grader, {3 - len(kept)} to grade" in \
         capsys.readouterr().err
     assert len(rows) == 3 and all(row["status"] == "ok" for row in rows.values())
+
+
+# The realistic class (tests/class_fixture.py): what each student's row must say. mytorch: the
+# categories at full marks ("all", "none", or those named); lm: the trained model whose perplexity
+# the weights give (None: no model graded); flags: substrings, each in a flag, each flag holding
+# one (two true notes of one tampering are both kept); causes:
+# the likely causes, exactly. Each cell is what the handin deserves, whoever wrote the rule.
+FULL = tuple(rubric.MYTORCH_RUBRIC)
+CLASS_TABLE = {
+    # role: (status, mytorch at full marks, lm, flags, likely causes)
+    "honest-m1": ("ok", FULL, "m1", [], []),
+    "honest-m2": ("ok", FULL, "m2", ["shares its weights with swapped-weights@uni.edu"], []),
+    "twin-a": ("ok", FULL, "m1", ["shares its weights with twin-b@uni.edu"], []),
+    "twin-b": ("ok", FULL, "m1", ["shares its weights with twin-a@uni.edu"], []),
+    "edited-metrics": ("ok", FULL, "m1", ["test_metrics.json"], []),
+    "wrong-scale": ("ok", ("Linear", "Softmax"), "m1", [], ["sdpa-scale"]),
+    "empty": ("invalid", (), None, [], []),
+    "run-folder": ("invalid", (), None, [], []),
+    "zip-named-tar": ("ok", FULL, "m1", [], []),
+    "gzipped": ("ok", FULL, "m1", [], []),
+    "independent": ("ok", FULL, "m1", [], []),
+    "disguised-copy": ("ok", FULL, "m1", [], []),
+    "hang": ("timeout", ("Linear",), "m1", [], []),
+    "prints-10mb": ("ok", FULL, "m1", [], []),
+    "swapped-weights": ("ok", FULL, "m2", ["model_state_dict.pt is not the file make handin packed",
+                                           "shares its weights with honest-m2@uni.edu"], []),
+    "syntax-error": ("ok", (), "m1", [], []),
+    "stubs": ("ok", (), "m1", [], []),
+    "runtime-code": ("ok", FULL, "m1", ["builds code at run time (exec (mytorch/nn/linear.py:"], []),
+    "deep-tree": ("ok", FULL, "m1", [], []),
+    "two-versions": ("ok", FULL, "m1", [], []),
+}
+
+
+def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[str]:
+    """The cells of ``row`` that differ from CLASS_TABLE's, each as 'role.column: got, wanted'."""
+    status, full, model, flags, causes = CLASS_TABLE[role]
+    wrong = []
+
+    def cell(column, got, wanted):
+        if got != wanted:
+            wrong.append(f"{role}.{column}: {got!r}, wanted {wanted!r}")
+
+    cell("status", row["status"], status)
+    for category, points in rubric.MYTORCH_RUBRIC.items():
+        cell(category, float(row[category]), float(points) if category in full else 0.0)
+    lm = float(row[rubric.LM_CATEGORY])
+    if model is None:
+        cell(rubric.LM_CATEGORY, lm, 0.0)
+    elif abs(lm - lm_points[model]) > 0.011:  # weights moved by 1e-6: the same points, +- rounding
+        wrong.append(f"{role}.{rubric.LM_CATEGORY}: {lm}, wanted {lm_points[model]} (+- 0.01)")
+    wanted_total = sum(rubric.MYTORCH_RUBRIC[c] for c in full) + (lm if model else 0.0)
+    cell("total", round(float(row["total"]), 2), round(wanted_total, 2))
+    got_flags = [flag for flag in row["flags"].split("; ") if flag]
+    if (any(not any(flag in got for got in got_flags) for flag in flags)
+            or any(not any(flag in got for flag in flags) for got in got_flags)):
+        wrong.append(f"{role}.flags: {got_flags}, wanted each to hold one of {flags}, each of "
+                     f"which in one")
+    cell("likely_causes", row["likely_causes"].split(), causes)
+    return wrong
+
+
+@pytest.mark.slow
+@rubric_category("Regrade")
+def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
+    """The class fixture's Autolab download graded two at a time: every student's status, points,
+    flags and likely causes are CLASS_TABLE's; the highest version is graded; a rerun grades
+    nothing; the same handins in Gradescope's layout carry the metadata; the gradebook and the
+    similarity report read the same class."""
+    from autograder import gradebook, similarity
+    from tests.class_fixture import build
+
+    fixture = build()
+    out = tmp_path / "out"
+    rows = regrade.regrade(fixture / "autolab", out, built_autograder(), jobs=2,
+                           grader_flags="--mytorch-timeout 5", progress=False)
+    by_role = {key.split("@")[0]: row for key, row in rows.items()}
+    assert sorted(by_role) == sorted(CLASS_TABLE)
+    lm_points = {model: float(by_role[f"honest-{model}"][rubric.LM_CATEGORY])
+                 for model in ("m1", "m2")}
+    for model, points in lm_points.items():  # the LM's points are its measured perplexity's
+        row = by_role[f"honest-{model}"]
+        assert points == rubric.lm_score(float(row["perplexity_recomputed"]),
+                                         TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL), row
+    wrong = [cell for role, row in by_role.items() for cell in check_class_row(role, row, lm_points)]
+    assert not wrong, "cells that differ from CLASS_TABLE:\n  " + "\n  ".join(wrong)
+    two = by_role["two-versions"]
+    assert (two["version"], two["versions_found"], two["versions_graded"]) == ("2", "2", "latest")
+    for role in ("empty", "run-folder"):
+        feedback = (out / "feedback" / f"{role}@uni.edu.txt").read_text()
+        assert "make handin" in feedback and "Not a complete handin" in feedback, role
+    summary = (out / "summary.txt").read_text()
+    assert "invalid: empty@uni.edu, run-folder@uni.edu" in summary and "timeout: hang@" in summary
+
+    capsys.readouterr()
+    regrade.regrade(fixture / "autolab", out, built_autograder(), jobs=2, progress=False)
+    assert "20 already graded by this grader, 0 to grade" in capsys.readouterr().err
+
+    gradescope = regrade.regrade(fixture / "gradescope", tmp_path / "gradescope",
+                                 built_autograder(), jobs=2, progress=False,
+                                 only=["honest-m1@uni.edu", "empty@uni.edu"])
+    for key, row in gradescope.items():
+        assert (row["status"], row["total"]) == (rows[key]["status"], rows[key]["total"]), key
+        assert row["name"] and row["sid"].startswith("9") and row["submitted_at"], row
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\n"
+                      + "".join(f"{role},{index},x{index},{role}@uni.edu,S1\n"
+                                for index, role in enumerate(sorted(CLASS_TABLE)))
+                      + "Nobody,999,x999,nobody@uni.edu,S1\n")
+    gradebook.main([str(roster), "--grades", str(out / "grades.csv"), "--out",
+                    str(tmp_path / "gradebook")])
+    with open(tmp_path / "gradebook/canvas_import.csv", newline="") as file:
+        imported = {row["Student"]: row for row in csv.DictReader(file)}
+    assert all(float(imported[role]["HW4P1"]) == float(by_role[role]["total"])
+               for role in CLASS_TABLE), imported
+    assert imported["Nobody"]["HW4P1"] == ""
+
+    documents, runtime = similarity.class_documents(fixture / "autolab")
+    assert {student.split("@")[0] for student in runtime} == {"runtime-code"}, runtime
+    pairs = similarity.compare(documents, similarity.handout_document(handout_tree(tmp_path)),
+                               tmp_path / "similarity")
+    copy = [row for row in pairs if {row["student_a"], row["student_b"]}
+            == {"independent@uni.edu", "disguised-copy@uni.edu"}]
+    assert copy and copy[0]["flagged"], copy
+    assert not any(row["flagged"] for row in pairs if "independent@uni.edu" in
+                   (row["student_a"], row["student_b"]) and row is not copy[0])
+
+
+def handout_tree(tmp_path: Path) -> Path:
+    """The handout's mytorch (its regions stubbed), as similarity's boilerplate."""
+    from tests.class_fixture import stubs
+
+    handout = tmp_path / "handout"
+    for path, text in stubs().items():
+        (handout / path).parent.mkdir(parents=True, exist_ok=True)
+        (handout / path).write_text(text)
+    return handout
 
 
 if __name__ == "__main__":
