@@ -6,7 +6,12 @@ faults isolated between concurrent gradings, resumable, a summary.
 """
 import csv
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,7 +108,7 @@ def test_gradescope_rows_carry_the_submitters_metadata(tmp_path):
 def fake_grader(tmp_path: Path) -> Path:
     """A folder with the two files regrade requires (gradings are replaced in these tests)."""
     source = tmp_path / "grader"
-    source.mkdir(exist_ok=True)
+    source.mkdir(parents=True, exist_ok=True)
     for name in (regrade.grading_run.AUTOGRADE_TAR, regrade.grading_run.MAKEFILE):
         (source / name).write_text(name)
     return source
@@ -308,6 +313,57 @@ def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys)
     assert f"{len(kept)} already graded by this grader, {3 - len(kept)} to grade" in \
         capsys.readouterr().err
     assert len(rows) == 3 and all(row["status"] == "ok" for row in rows.values())
+
+
+# A grader whose grading sleeps as many seconds as the handin's text says, then prints a scores
+# line: the regrade's own machinery, without the judge's cost.
+SLEEPY_MAKEFILE = "all:\n\t@sleep $$(cat handin.tar)\n\t@echo '{\"scores\": {}}'\n"
+
+
+def interrupted_regrade(tmp_path: Path, sleeps: dict[str, int], jobs: int, rows_before: int,
+                        signals: int) -> tuple[subprocess.CompletedProcess, dict, list]:
+    """Run the regrade on handins that sleep ``sleeps`` seconds; once ``rows_before`` rows are
+    written, send ``signals`` SIGINTs a second apart. Returns (the run, its rows, what is left in
+    its TMPDIR)."""
+    source = fake_grader(tmp_path)
+    (source / regrade.grading_run.MAKEFILE).write_text(SLEEPY_MAKEFILE)
+    handins, temp = tmp_path / "handins", tmp_path / "tmp"
+    handins.mkdir()
+    temp.mkdir()
+    for student, seconds in sleeps.items():
+        (handins / f"{student}.tar").write_text(str(seconds))
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "autograder.regrade", str(handins), "--out",
+                            str(out), "--autograder", str(source), "--jobs", str(jobs)],
+                           cwd=REPO, env={**os.environ, "TQDM_DISABLE": "1", "TMPDIR": str(temp)},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(regrade.read_rows(out / "grades.csv")) < rows_before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    for _ in range(signals):
+        run.send_signal(signal.SIGINT)
+        time.sleep(1)
+    stdout, stderr = run.communicate(timeout=60)
+    return (subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr),
+            regrade.read_rows(out / "grades.csv"), sorted(p.name for p in temp.iterdir()))
+
+
+@rubric_category("Regrade")
+def test_ctrl_c_once_finishes_the_running_gradings_twice_stops_them(tmp_path):
+    """Once: the grading under way finishes and is written, none starts after it. Twice: the
+    running gradings are stopped at once, their folders removed, the finished rows kept."""
+    once, rows, left = interrupted_regrade(tmp_path / "once", {"a": 0, "b": 3, "c": 0}, jobs=1,
+                                           rows_before=1, signals=1)
+    assert once.returncode == 130, once.stderr[-2000:]
+    assert sorted(rows) == ["a", "b"] and left == [], (rows, left, once.stderr[-2000:])
+    start = time.monotonic()
+    twice, rows, left = interrupted_regrade(tmp_path / "twice", {"a": 0, "b": 0, "c": 300,
+                                                                 "d": 300}, jobs=2,
+                                            rows_before=2, signals=2)
+    assert twice.returncode == 130 and time.monotonic() - start < 60, twice.stderr[-2000:]
+    assert "stopping the 2 running gradings" in twice.stderr, twice.stderr[-2000:]
+    assert sorted(rows) == ["a", "b"] and left == [], (rows, left)
 
 
 # The realistic class (tests/class_fixture.py): what each student's row must say. mytorch: the
