@@ -37,7 +37,8 @@ import tempfile
 import tokenize
 from pathlib import Path
 
-from autograder.regrade import find_handins
+from autograder import rubric
+from autograder.handins import find_handins
 from autograder.safe_tar import HandinError, extract_handin
 from hw4lib.handin_format import is_mytorch_source
 
@@ -50,14 +51,14 @@ PAST = "past:"  # the name prefix of a past semester's student
 COLUMNS = ["student_a", "student_b", "similarity", "share_of_a", "share_of_b", "tokens", "flagged"]
 
 
-def part_files(part: str) -> frozenset[str]:
-    """The mytorch files of ``part`` (``graded``: the hidden tests' files; ``bonus``: the bonus
-    track's), in the order students write them (``tools/make_handout.py``'s TASK_ORDER)."""
-    from tools.make_handout import BONUS_FIRST, TASK_ORDER
+def in_part(path: str, part: str) -> bool:
+    """Whether the mytorch file ``path`` is in ``part``: ``graded``, the modules that define the
+    classes the hidden tests grade (rubric.MYTORCH_RUBRIC's); ``bonus``, every other one."""
+    import mytorch.nn
 
-    order = [path for path in TASK_ORDER if path.startswith("mytorch/")]
-    bonus = order.index(BONUS_FIRST)
-    return frozenset(order[:bonus] if part == "graded" else order[bonus:])
+    graded = {getattr(mytorch.nn, name).__module__.replace(".", "/") + ".py"
+              for name in rubric.MYTORCH_RUBRIC}
+    return (path in graded) == (part == "graded")
 
 
 def python_text(data: bytes) -> str:
@@ -78,9 +79,8 @@ def mytorch_sources(files: dict[str, Path]) -> dict[str, str]:
 
 def mytorch_document(sources: dict[str, str], part: str = "graded") -> str:
     """A student's mytorch files of ``part`` in one text, in path order, each under its path."""
-    wanted = part_files(part)
     return "".join(f"# file: {name}\n{sources[name]}\n" for name in sorted(sources)
-                   if name in wanted)
+                   if in_part(name, part))
 
 
 RUNTIME_CALLS = {"exec", "eval", "compile", "__import__"}
