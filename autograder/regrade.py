@@ -93,7 +93,8 @@ def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grad
     tests = [test for test in graded.details.get("tests") or [] if isinstance(test, dict)
              and isinstance(test.get("name"), str) and isinstance(test.get("points"), (int, float))]
     seconds = graded.details.get("seconds") if isinstance(graded.details.get("seconds"), dict) else {}
-    integrity = [flag for flag in graded.details.get("flags") or [] if isinstance(flag, str)]
+    integrity = [flag.replace("; ", ", ")  # "; " separates the flags in the CSV
+                 for flag in graded.details.get("flags") or [] if isinstance(flag, str)]
     notes = [note for note in (handin.note, graded.error) if note]
     return {"student": handin.student, "name": handin.name, "email": handin.email,
             "sid": handin.sid, "version": handin.version, "versions_found": handin.versions_found,

@@ -367,31 +367,36 @@ def test_ctrl_c_once_finishes_the_running_gradings_twice_stops_them(tmp_path):
 
 
 # The realistic class (tests/class_fixture.py): what each student's row must say. mytorch: the
-# categories at full marks ("all", "none", or those named); lm: the trained model whose perplexity
-# the weights give (None: no model graded); flags: substrings, each in a flag, each flag holding
-# one (two true notes of one tampering are both kept); causes:
-# the likely causes, exactly. Each cell is what the handin deserves, whoever wrote the rule.
-FULL = tuple(rubric.MYTORCH_RUBRIC)
+# points of each category (missing: 0); lm: the trained model whose perplexity the weights give
+# (None: no model graded); flags: substrings, each in a flag, each flag holding one (two true
+# notes of one tampering are both kept); causes: the likely causes, exactly. Each cell is what the
+# handin deserves, whoever wrote the rule.
+FULL = dict(rubric.MYTORCH_RUBRIC)
+# A wrong SDPA scale fails every test that calls SDPA; MHA keeps mha_helpers (its head split and
+# merge, 2 points), which does not.
+WRONG_SCALE = {"Linear": 5, "Softmax": 5, "MultiHeadAttention": 2}
 CLASS_TABLE = {
-    # role: (status, mytorch at full marks, lm, flags, likely causes)
+    # role: (status, mytorch points, lm, flags, likely causes)
     "honest-m1": ("ok", FULL, "m1", [], []),
     "honest-m2": ("ok", FULL, "m2", ["shares its weights with swapped-weights@uni.edu"], []),
     "twin-a": ("ok", FULL, "m1", ["shares its weights with twin-b@uni.edu"], []),
     "twin-b": ("ok", FULL, "m1", ["shares its weights with twin-a@uni.edu"], []),
     "edited-metrics": ("ok", FULL, "m1", ["test_metrics.json"], []),
-    "wrong-scale": ("ok", ("Linear", "Softmax"), "m1", [], ["sdpa-scale"]),
-    "empty": ("invalid", (), None, [], []),
-    "run-folder": ("invalid", (), None, [], []),
+    "wrong-scale": ("ok", WRONG_SCALE, "m1", [], ["sdpa-scale", "uses-a-failing-class"]),
+    "empty": ("invalid", {}, None, [], []),
+    "run-folder": ("invalid", {}, None, [], []),
     "zip-named-tar": ("ok", FULL, "m1", [], []),
     "gzipped": ("ok", FULL, "m1", [], []),
     "independent": ("ok", FULL, "m1", [], []),
     "disguised-copy": ("ok", FULL, "m1", [], []),
-    "hang": ("timeout", ("Linear",), "m1", [], []),
+    "hang": ("timeout", {"Linear": 5}, "m1", [], []),
     "prints-10mb": ("ok", FULL, "m1", [], []),
+    # m1's metrics beside m2's weights: the reported perplexity is not these weights'.
     "swapped-weights": ("ok", FULL, "m2", ["model_state_dict.pt is not the file make handin packed",
+                                           "test_metrics.json",
                                            "shares its weights with honest-m2@uni.edu"], []),
-    "syntax-error": ("ok", (), "m1", [], []),
-    "stubs": ("ok", (), "m1", [], []),
+    "syntax-error": ("ok", {}, "m1", [], []),
+    "stubs": ("ok", {}, "m1", [], []),
     "runtime-code": ("ok", FULL, "m1", ["builds code at run time (exec (mytorch/nn/linear.py:"], []),
     "deep-tree": ("ok", FULL, "m1", [], []),
     "two-versions": ("ok", FULL, "m1", [], []),
@@ -400,7 +405,7 @@ CLASS_TABLE = {
 
 def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[str]:
     """The cells of ``row`` that differ from CLASS_TABLE's, each as 'role.column: got, wanted'."""
-    status, full, model, flags, causes = CLASS_TABLE[role]
+    status, points, model, flags, causes = CLASS_TABLE[role]
     wrong = []
 
     def cell(column, got, wanted):
@@ -408,14 +413,14 @@ def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[s
             wrong.append(f"{role}.{column}: {got!r}, wanted {wanted!r}")
 
     cell("status", row["status"], status)
-    for category, points in rubric.MYTORCH_RUBRIC.items():
-        cell(category, float(row[category]), float(points) if category in full else 0.0)
+    for category in rubric.MYTORCH_RUBRIC:
+        cell(category, float(row[category]), float(points.get(category, 0)))
     lm = float(row[rubric.LM_CATEGORY])
     if model is None:
         cell(rubric.LM_CATEGORY, lm, 0.0)
     elif abs(lm - lm_points[model]) > 0.011:  # weights moved by 1e-6: the same points, +- rounding
         wrong.append(f"{role}.{rubric.LM_CATEGORY}: {lm}, wanted {lm_points[model]} (+- 0.01)")
-    wanted_total = sum(rubric.MYTORCH_RUBRIC[c] for c in full) + (lm if model else 0.0)
+    wanted_total = sum(points.values()) + (lm if model else 0.0)
     cell("total", round(float(row["total"]), 2), round(wanted_total, 2))
     got_flags = [flag for flag in row["flags"].split("; ") if flag]
     if (any(not any(flag in got for got in got_flags) for flag in flags)
@@ -444,12 +449,13 @@ def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
     assert sorted(by_role) == sorted(CLASS_TABLE)
     lm_points = {model: float(by_role[f"honest-{model}"][rubric.LM_CATEGORY])
                  for model in ("m1", "m2")}
-    for model, points in lm_points.items():  # the LM's points are its measured perplexity's
-        row = by_role[f"honest-{model}"]
+    for model, points in lm_points.items():  # the LM's points are its measured perplexity's,
+        row = by_role[f"honest-{model}"]  # near what the run measured on its own test split
         assert points == rubric.lm_score(float(row["perplexity_recomputed"]),
                                          TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL), row
+        assert 1 / 1.5 < float(row["perplexity_recomputed"]) / float(row["perplexity_reported"]) \
+            < 1.5, row
     wrong = [cell for role, row in by_role.items() for cell in check_class_row(role, row, lm_points)]
-    assert not wrong, "cells that differ from CLASS_TABLE:\n  " + "\n  ".join(wrong)
     two = by_role["two-versions"]
     assert (two["version"], two["versions_found"], two["versions_graded"]) == ("2", "2", "latest")
     for role in ("empty", "run-folder"):
@@ -491,6 +497,7 @@ def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
     assert copy and copy[0]["flagged"], copy
     assert not any(row["flagged"] for row in pairs if "independent@uni.edu" in
                    (row["student_a"], row["student_b"]) and row is not copy[0])
+    assert not wrong, "cells that differ from CLASS_TABLE:\n  " + "\n  ".join(wrong)
 
 
 def handout_tree(tmp_path: Path) -> Path:
