@@ -255,6 +255,9 @@ def class_documents(handins_dir: Path, part: str = "graded") -> tuple[dict[str, 
             except HandinError as error:
                 print(f"left out {student}: {error}")
                 continue
+            except Exception as error:  # noqa: BLE001 - one handin never ends a class's report
+                print(f"left out {student}: it could not be read ({type(error).__name__})")
+                continue
             sources = mytorch_sources(extraction.files)
             if runtime_code(sources):
                 runtime[student] = runtime_code(sources)
