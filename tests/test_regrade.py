@@ -464,7 +464,11 @@ def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
     summary = (out / "summary.txt").read_text()
     assert "invalid: empty@uni.edu, run-folder@uni.edu" in summary and "timeout: hang@" in summary
 
-    capsys.readouterr()
+    capsys.readouterr()  # a rerun grades only the timeout, once more, and says so
+    rerun = regrade.regrade(fixture / "autolab", out, built_autograder(), jobs=2,
+                            grader_flags="--mytorch-timeout 5", progress=False)
+    assert "19 already graded by this grader, 1 to grade" in capsys.readouterr().err
+    assert rerun["hang@uni.edu"]["notes"].startswith(regrade.RETRIED_NOTE), rerun["hang@uni.edu"]
     regrade.regrade(fixture / "autolab", out, built_autograder(), jobs=2, progress=False)
     assert "20 already graded by this grader, 0 to grade" in capsys.readouterr().err
 
