@@ -435,9 +435,9 @@ def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[s
 @rubric_category("Regrade")
 def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
     """The class fixture's Autolab download graded two at a time: every student's status, points,
-    flags and likely causes are CLASS_TABLE's; the highest version is graded; a rerun grades
-    nothing; the same handins in Gradescope's layout carry the metadata; the gradebook and the
-    similarity report read the same class."""
+    flags and likely causes are CLASS_TABLE's; the highest version is graded; a rerun grades the
+    timeout once more, the next rerun nothing; the same handins in Gradescope's layout carry the
+    metadata; the gradebook and the similarity report read the same class."""
     from autograder import gradebook, similarity
     from tests.class_fixture import build
 
