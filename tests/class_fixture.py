@@ -145,14 +145,44 @@ def stubs() -> dict[str, str]:
             for path, text in reference_mytorch().items()}
 
 
+MHA = "mytorch/nn/multi_head_attention.py"
+# MultiHeadAttention's five regions (forward, backward, _split_heads, _concat_heads, _merge_masks)
+# written apart from the reference, for the independent student.
+MHA_OTHER_STYLE = [
+    """projected = [self._split_heads(layer.forward(x)) for layer, x in
+             ((self.q_proj, query), (self.k_proj, key), (self.v_proj, value))]
+combined = self._merge_masks(key_padding_mask, attn_mask)
+attended = self.attention.forward(*projected, combined)
+return self.out_proj.forward(self._concat_heads(attended))""",
+    """upstream = self._split_heads(self.out_proj.backward(dLdZ))
+grads = self.attention.backward(upstream)
+layers = (self.q_proj, self.k_proj, self.v_proj)
+return tuple(layer.backward(self._concat_heads(g)) for layer, g in zip(layers, grads))""",
+    """batch, length = x.shape[0], x.shape[1]
+return np.swapaxes(np.reshape(x, (batch, length, self.num_heads, -1)), 1, 2)""",
+    """moved = np.swapaxes(x, 1, 2)
+return np.reshape(moved, moved.shape[:2] + (-1,))""",
+    """parts = []
+if key_padding_mask is not None:
+    parts.append(np.expand_dims(key_padding_mask, (1, 2)))
+if attn_mask is not None:
+    parts.append(attn_mask)
+if not parts:
+    return None
+return parts[0] if len(parts) == 1 else np.logical_or(parts[0], parts[1])""",
+]
+
+
 def other_style() -> tuple[dict[str, str], dict[str, str]]:
     """(an independent implementation in another style, a disguised copy of it): the einsum style
-    of tests/test_similarity.py, and its copy with names changed and methods reordered."""
+    of tests/test_similarity.py and MHA_OTHER_STYLE, and its copy with names changed and methods
+    reordered."""
     from tests.test_similarity import FILES, STYLES, disguised, filled
 
     tree = reference_mytorch()
     for index, path in enumerate(FILES):
         tree[path] = filled(path, STYLES["einsum"][2 * index:2 * index + 2])
+    tree[MHA] = filled(MHA, MHA_OTHER_STYLE)
     copy = disguised(tree, {"flat": "rows", "shifted": "centered", "logits": "scores",
                             "inner": "dot"}, reorder=True)
     return tree, copy
