@@ -16,7 +16,7 @@ DATA_DIR  ?= hw4_data/hw4p1_data
 PYTEST_WORKERS ?= 2
 
 .PHONY: help install test test-fast train data data-if-stale tokenizers handin gpu-check handout autograde figures \
-	bench mutants test-platforms regrade similarity clean
+	bench mutants test-platforms regrade similarity gradebook class-fixture clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
@@ -65,13 +65,20 @@ handout: $(STAMP) ## write dist/handout/ and dist/handout.tar.gz for students
 autograde: $(STAMP) ## write dist/autograde.tar + dist/autograde-Makefile (Autolab), dist/gradescope.zip
 	$(PY) -m tools.make_autograde
 
-regrade: $(STAMP) ## grade every handin of a bulk download: HANDINS=folder [JOBS=2] [OUT=regrade]
+regrade: $(STAMP) ## grade every handin of a bulk download: HANDINS=folder [JOBS=2] [OUT=regrade] [ARGS=...]
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
-	$(PY) -m autograder.regrade $(HANDINS) --jobs $(or $(JOBS),1) --out $(or $(OUT),regrade)
+	$(PY) -m autograder.regrade $(HANDINS) --jobs $(or $(JOBS),1) --out $(or $(OUT),regrade) $(ARGS)
 
-similarity: $(STAMP) ## compare every pair of students' mytorch: HANDINS=folder [OUT=similarity]
+similarity: $(STAMP) ## compare every pair of students' mytorch: HANDINS=folder [OUT=similarity] [ARGS=...]
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
-	$(PY) -m autograder.similarity $(HANDINS) --out $(or $(OUT),similarity)
+	$(PY) -m autograder.similarity $(HANDINS) --out $(or $(OUT),similarity) $(ARGS)
+
+gradebook: $(STAMP) ## grades.csv + a Canvas roster export -> Canvas import CSV: ROSTER=file [GRADES=regrade/grades.csv] [OUT=gradebook] [ARGS=...]
+	$(if $(ROSTER),,$(error give ROSTER=<Canvas's Gradebook export, a CSV>))
+	$(PY) -m autograder.gradebook $(ROSTER) --grades $(or $(GRADES),regrade/grades.csv) --out $(or $(OUT),gradebook) $(ARGS)
+
+class-fixture: $(STAMP) ## build (or reuse from its cache) the realistic class of tests/class_fixture.py: [OUT=class-fixture]
+	$(PY) -m tests.class_fixture --out $(or $(OUT),class-fixture)
 
 figures: $(STAMP) ## redraw the diagrams in figures/
 	$(PY) -m tools.draw_figures

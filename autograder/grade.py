@@ -38,6 +38,7 @@ import os
 import re
 import shutil
 import sys
+import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
@@ -45,8 +46,8 @@ from pathlib import Path
 from autograder import judge, rubric, sandbox
 from autograder.lm_diagnosis import lm_hint
 from autograder.safe_tar import Extraction, HandinError, extract_handin
-from hw4lib.handin_format import (CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE,
-                                  is_mytorch_source)
+from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, HANDIN_TAR, METRICS_FILE, MYTORCH_DIR,
+                                  RUN_CARD_FILE, STATE_DICT_FILE, is_mytorch_source)
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     scores = rubric.zero_scores()
     # status: ok | invalid (no handin to grade) | timeout (a part hit its time limit) | crashed
     report: dict = {"status": "ok", "tests": [], "lm": None, "sandbox": None, "handin_notes": [],
-                    "flags": []}
+                    "flags": [], "seconds": {}}  # seconds: {category: wall time of its grading}
     try:
         if sys.flags.optimize:
             print(f"The autograder refuses to run under python -O (PYTHONOPTIMIZE="
@@ -142,13 +143,19 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
     else:
         report_extraction(handin)
     report["handin_notes"] = list(handin.notes)
+    problem = gradable_problem(handin)
+    if problem:
+        report["status"] = "invalid"
+        print(f"  {problem}")
 
     section(f"{rubric.LM_CATEGORY} ({rubric.LM_POINTS} points)")
     thresholds = build_info.get("lm_thresholds", {})
+    started = time.monotonic()
     scores[rubric.LM_CATEGORY], report["lm"] = grade_language_model(
         handin, work, args.model_timeout,
         thresholds.get("full_marks_ppl", rubric.FULL_MARKS_PPL),
         thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL))
+    report["seconds"][rubric.LM_CATEGORY] = round(time.monotonic() - started, 2)
     if report["lm"].get("timed_out"):
         report["status"] = "timeout"
     report["flags"] = integrity_flags(handin, report["lm"])
@@ -252,6 +259,7 @@ def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, tim
     run = judge.grade_category(category, layout, mode, timeout, failed=failed)
     if run.timed_out:
         report["status"] = "timeout"
+    report["seconds"][category] = round(run.seconds, 2)
     for result in run.results:
         verdict = "PASS" if result.passed else "FAIL"
         print(f"  [{verdict}] {result.name}: {result.points:g}/{result.max_points:g}")
@@ -300,6 +308,27 @@ def report_extraction(handin: Extraction) -> None:
     print(f"  extracted {len(mytorch)} mytorch files and: {', '.join(others) or 'nothing else'}")
     for note in handin.notes:
         print(f"  note: {note}")
+
+
+def gradable_problem(handin: Extraction) -> str:
+    """What a handin lacks to be graded in full, what it held instead and how to pack it; '' when
+    it has a mytorch and a model."""
+    missing = ([] if any(is_mytorch_source(name) for name in handin.files)
+               else [f"{MYTORCH_DIR}/ .py files"])
+    missing += [name for name in (CONFIG_FILE, STATE_DICT_FILE) if name not in handin.files]
+    if not missing:
+        return ""
+    skipped = sum("; skipped" in note for note in handin.notes)
+    found = (f"{len(handin.files)} files the grader uses ({', '.join(sorted(handin.files)[:5])}"
+             f"{', ...' if len(handin.files) > 5 else ''})" if handin.files else "no file the "
+             f"grader uses")
+    if skipped:
+        found += f" and {skipped} it skipped (see the notes above)"
+    return (f"Not a complete handin: it has no {', no '.join(missing)}; it holds {found}. Run "
+            f"`make handin` after training and hand in the {HANDIN_TAR} it writes, unchanged: it "
+            f"holds {HANDIN_DIR}/{MYTORCH_DIR}/, {HANDIN_DIR}/{CONFIG_FILE} and "
+            f"{HANDIN_DIR}/{STATE_DICT_FILE} (a tar of the run folder, or of files outside "
+            f"{HANDIN_DIR}/, is not a handin).")
 
 
 def grade_language_model(handin: Extraction, work: Path, timeout: float,

@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from autograder import rubric
 from hw4lib.handin_format import HANDIN_TAR
@@ -34,10 +35,13 @@ class GradingRun:
     output: str  # make's stdout: the full report, for the staff
     seconds: float
     timed_out: bool  # make itself outlived GRADING_TIMEOUT_S (the judge's limits failed)
+    error: str = ""  # why this grading could not be run or read (then the status is crashed)
 
     @property
     def status(self) -> str:
         """ok | invalid | timeout | crashed (the judge's own, or crashed without one)."""
+        if self.error:
+            return "crashed"
         if self.timed_out:
             return "timeout"
         status = self.details.get("status")
@@ -57,10 +61,12 @@ def prepare(source: Path, handin: Path | None, parent: Path | None = None) -> Pa
 
 
 def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
-        timeout: float = GRADING_TIMEOUT_S, threads: int | None = None) -> GradingRun:
+        timeout: float = GRADING_TIMEOUT_S, threads: int | None = None,
+        started: Callable[[subprocess.Popen], None] | None = None) -> GradingRun:
     """Run make in ``grading`` (from :func:`prepare`), then remove it. ``threads``: the
     math-library threads each process of the grading may use (gradings side by side share the
-    CPUs; oversubscribed OpenMP threads spin and waste them)."""
+    CPUs; oversubscribed OpenMP threads spin and waste them). ``started`` receives make's process
+    once it runs (the bulk regrade stops it on a second Ctrl-C; see :func:`stop`)."""
     flags = f"{grader_flags} --results-json {grading / 'details.json'}".strip()
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     if threads is not None:
@@ -74,6 +80,8 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, errors="replace",
                                start_new_session=True)
+    if started is not None:
+        started(process)
     try:
         output, _ = process.communicate(timeout=timeout)
         timed_out = False
@@ -88,6 +96,21 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
     lines = output.splitlines()
     return GradingRun(parse_scores(lines[-1] if lines and not timed_out else ""), details, output,
                       time.monotonic() - start, timed_out)
+
+
+def stop(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """Stop a grading :func:`run` started: SIGINT to its session (the judge then kills its
+    workers and prints its scores line), SIGKILL to what is left after ``grace`` seconds."""
+    for sig, wait_s in ((signal.SIGINT, grace), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def read_details(path: Path) -> dict:

@@ -6,14 +6,19 @@ faults isolated between concurrent gradings, resumable, a summary.
 """
 import csv
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from autograder import regrade, rubric
-from tests.test_autograder import (MYTORCH_ZERO, attack_handin, built_autograder, honest_scores,
-                                   session_folder)
+from tests.test_autograder import (MYTORCH_ZERO, TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
+                                   attack_handin, built_autograder, honest_scores, session_folder)
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Regrade": 0}
@@ -37,17 +42,165 @@ def test_both_download_layouts_name_each_student_once(tmp_path):
     (tmp_path / "notes.txt").write_text("not a handin")
     (tmp_path / "cy").mkdir()
     (tmp_path / "cy/handin.tar").write_bytes(b"")
-    (tmp_path / "cy/submission_metadata.yml").write_text("")
     (tmp_path / "di").mkdir()
     (tmp_path / "di/my-upload.zip").write_bytes(b"")
     (tmp_path / "empty").mkdir()
-    found = regrade.find_handins(tmp_path)
+    found = {key: handin.path for key, handin in regrade.find_handins(tmp_path).items()}
     assert found == {"ann@x.edu": tmp_path / "ann@x.edu_3_handin.tar", "bo": tmp_path / "bo.tar.gz",
                      "cy": tmp_path / "cy/handin.tar", "di": tmp_path / "di/my-upload.zip"}, found
-    (tmp_path / "bo").mkdir()
-    (tmp_path / "bo/handin.tar").write_bytes(b"")
-    with pytest.raises(SystemExit, match="two handins for bo"):
-        regrade.find_handins(tmp_path)
+    (tmp_path / "bo").mkdir()  # the same student in both layouts: the newer file, with a note
+    (tmp_path / "bo/handin.tar").write_bytes(b"newer")
+    assert regrade.find_handins(tmp_path)["bo"].path == tmp_path / "bo/handin.tar"
+    assert "graded the newest" in regrade.find_handins(tmp_path)["bo"].note
+
+
+@rubric_category("Regrade")
+def test_autolab_versions_and_re_downloads(tmp_path):
+    """Every version of a student: the highest graded by default, every one with 'all'; a
+    browser's re-download of one version counts once when identical, the newer file otherwise."""
+    for version in (1, 2, 10):
+        (tmp_path / f"ann@x.edu_{version}_handin.tar").write_bytes(b"v%d" % version)
+    (tmp_path / "ann@x.edu_10_handin (1).tar").write_bytes(b"v10")
+    (tmp_path / "bo@x.edu_1_handin.tar").write_bytes(b"old")
+    (tmp_path / "bo@x.edu_1_handin(1).tar").write_bytes(b"different")
+    latest = regrade.find_handins(tmp_path)
+    assert sorted(latest) == ["ann@x.edu", "bo@x.edu"]
+    assert (latest["ann@x.edu"].version, latest["ann@x.edu"].versions_found) == ("10", 3)
+    assert latest["ann@x.edu"].path.read_bytes() == b"v10" and not latest["ann@x.edu"].note
+    assert "2 different files of this version" in latest["bo@x.edu"].note
+    every = regrade.find_handins(tmp_path, "all")
+    assert sorted(every) == ["ann@x.edu#1", "ann@x.edu#10", "ann@x.edu#2", "bo@x.edu#1"]
+    with pytest.raises(SystemExit, match="--versions must be one of"):
+        regrade.find_handins(tmp_path, "newest")
+
+
+METADATA = """submission_101:
+  :submitters:
+  - :name: Ann Lee
+    :sid: '0042'
+    :email: ann@x.edu
+  :created_at: 2026-11-20 23:59:30.123456000 -05:00
+  :score: 0.0
+  :status: processed
+submission_102:
+  :submitters:
+  - :name: Bo Chen
+    :sid: '0043'
+    :email: bo@x.edu
+  :created_at: 2026-11-21 00:10:00.000000000 -05:00
+"""
+
+
+@rubric_category("Regrade")
+def test_gradescope_rows_carry_the_submitters_metadata(tmp_path):
+    (tmp_path / "submission_metadata.yml").write_text(METADATA)
+    for folder in ("submission_101", "submission_102", "submission_103"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "handin.tar").write_bytes(folder.encode())
+    found = regrade.find_handins(tmp_path)
+    assert sorted(found) == ["ann@x.edu", "bo@x.edu", "submission_103"], found
+    ann = found["ann@x.edu"]
+    assert (ann.name, ann.email, ann.sid) == ("Ann Lee", "ann@x.edu", "0042")
+    assert ann.submitted_at.startswith("2026-11-20T23:59:30"), ann.submitted_at
+    assert "does not list submission_103/" in found["submission_103"].note
+
+
+def fake_grader(tmp_path: Path) -> Path:
+    """A folder with the two files regrade requires (gradings are replaced in these tests)."""
+    source = tmp_path / "grader"
+    source.mkdir(parents=True, exist_ok=True)
+    for name in (regrade.grading_run.AUTOGRADE_TAR, regrade.grading_run.MAKEFILE):
+        (source / name).write_text(name)
+    return source
+
+
+def judge_details(total_linear: float, status: str = "ok", weights: str = "") -> dict:
+    return {"status": status, "flags": [],
+            "tests": [{"name": "linear_forward", "category": "Linear", "points": total_linear,
+                       "max_points": 2, "family": "" if total_linear == 2 else "linear-bias"}],
+            "seconds": {"Linear": 1.5, "LanguageModel": 9.25},
+            "lm": {"perplexity_char": 3.5, "state_dict_sha256": weights}}
+
+
+@rubric_category("Regrade")
+def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monkeypatch, capsys):
+    """A grading that raises (RecursionError in clean-up), one that times out and one whose
+    result cannot be read are each their student's row; the others are graded. A rerun grades
+    the timeout once more (noted), then nothing; --only and --force choose what is graded."""
+    handins = tmp_path / "handins"
+    handins.mkdir()
+    for student in ("ann", "bo", "cy", "di"):
+        (handins / f"{student}_1_handin.tar").write_bytes(student.encode())
+    graded = []
+
+    def fake_run(grading, grader_flags="", threads=None, started=None):
+        student = Path(grading).read_text()
+        graded.append(student)
+        if student == "bo":
+            raise RecursionError("maximum recursion depth exceeded")
+        scores = {**rubric.zero_scores(), "Linear": 2.0}
+        details = judge_details(2.0)
+        if student == "di":
+            details["tests"][0]["points"] = float("nan")  # unreadable: left out, not fatal
+            details["seconds"] = "garbage"
+        return regrade.grading_run.GradingRun(scores, details, "report\n", 1.0,
+                                              timed_out=student == "cy")
+
+    def fake_prepare(source, handin, parent=None):
+        marker = tmp_path / f"grading-{handin.name}"
+        marker.write_text(handin.read_bytes().decode())
+        return marker
+
+    monkeypatch.setattr(regrade.grading_run, "run", fake_run)
+    monkeypatch.setattr(regrade.grading_run, "prepare", fake_prepare)
+    out = tmp_path / "out"
+    rows = regrade.regrade(handins, out, fake_grader(tmp_path), jobs=2, progress=False)
+    assert {key: row["status"] for key, row in rows.items()} == {
+        "ann": "ok", "bo": "crashed", "cy": "timeout", "di": "ok"}
+    assert "RecursionError: maximum recursion depth exceeded" in rows["bo"]["notes"]
+    assert rows["bo"]["total"] == 0 and rows["ann"]["total"] == 2.0
+    assert rows["ann"]["test:linear_forward"] == 2.0 and rows["ann"]["seconds:Linear"] == 1.5
+    summary = (out / "summary.txt").read_text()
+    assert "crashed: bo" in summary and "timeout: cy" in summary
+    header = (out / "grades.csv").read_text().splitlines()[0].split(",")
+    assert {"test:linear_forward", "seconds:Linear", "seconds:LanguageModel", "name", "email",
+            "sid", "submitted_at", "version", "versions_graded"} <= set(header), header
+    assert header.index("seconds:Linear") < header.index("seconds:LanguageModel")
+
+    graded.clear()
+    capsys.readouterr()
+    rows = regrade.regrade(handins, out, fake_grader(tmp_path), progress=False)
+    assert sorted(graded) == ["cy"], graded  # the timeout, once more
+    assert rows["cy"]["notes"].startswith(regrade.RETRIED_NOTE)
+    graded.clear()
+    regrade.regrade(handins, out, fake_grader(tmp_path), progress=False)
+    assert graded == []
+    regrade.regrade(handins, out, fake_grader(tmp_path), progress=False, only=["ann"],
+                    force=True)
+    assert graded == ["ann"]
+    assert len(regrade.read_rows(out / "grades.csv")) == 4
+    with pytest.raises(SystemExit, match="--only: no handin of zed"):
+        regrade.regrade(handins, out, fake_grader(tmp_path), progress=False, only=["zed"])
+
+
+@rubric_category("Regrade")
+def test_byte_identical_weights_and_run_time_code_are_flagged(tmp_path):
+    rows = {student: {"student": student, "status": "ok", "total": "50", "weights_sha256": sha,
+                      "integrity_flags": flags, "runtime_code": code}
+            for student, sha, flags, code in (
+                ("ann", "aa", "", ""), ("bo", "aa", "test_metrics.json reports 1, 2", ""),
+                ("cy", "cc", "", "exec (mytorch/nn/linear.py:3)"), ("di", "", "", ""),
+                ("ed", "", "", ""))}
+    regrade.with_flags(rows)
+    assert rows["ann"]["flags"] == ("shares its weights with bo (byte-identical "
+                                    "model_state_dict.pt)")
+    assert rows["bo"]["flags"].startswith("test_metrics.json reports 1, 2; shares its weights "
+                                          "with ann")
+    assert rows["cy"]["flags"] == ("its mytorch builds code at run time "
+                                   "(exec (mytorch/nn/linear.py:3))")
+    assert rows["di"]["flags"] == rows["ed"]["flags"] == ""  # no weights read: nothing shared
+    summary = regrade.summarize(rows, tmp_path)
+    assert "flagged (see the flags column): ann, bo, cy" in summary
 
 
 @pytest.mark.slow
@@ -93,6 +246,7 @@ def test_hostile_handins_change_no_other_row_and_a_rerun_resumes(tmp_path, capsy
     assert (out / "summary.png").stat().st_size > 1000
     summary = (out / "summary.txt").read_text()
     assert summary.startswith("6 handins: ") and "0 invalid" in summary and "0 crashed" in summary
+    assert "timeout: forks, hang" in summary
 
     capsys.readouterr()
     regrade.regrade(handins, out, built_autograder(), jobs=2, progress=False)
@@ -159,6 +313,207 @@ def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys)
     assert f"{len(kept)} already graded by this grader, {3 - len(kept)} to grade" in \
         capsys.readouterr().err
     assert len(rows) == 3 and all(row["status"] == "ok" for row in rows.values())
+
+
+# A grader whose grading sleeps as many seconds as the handin's text says, then prints a scores
+# line: the regrade's own machinery, without the judge's cost.
+SLEEPY_MAKEFILE = "all:\n\t@sleep $$(cat handin.tar)\n\t@echo '{\"scores\": {}}'\n"
+
+
+def interrupted_regrade(tmp_path: Path, sleeps: dict[str, int], jobs: int, rows_before: int,
+                        signals: int) -> tuple[subprocess.CompletedProcess, dict, list]:
+    """Run the regrade on handins that sleep ``sleeps`` seconds; once ``rows_before`` rows are
+    written, send ``signals`` SIGINTs a second apart. Returns (the run, its rows, what is left in
+    its TMPDIR)."""
+    source = fake_grader(tmp_path)
+    (source / regrade.grading_run.MAKEFILE).write_text(SLEEPY_MAKEFILE)
+    handins, temp = tmp_path / "handins", tmp_path / "tmp"
+    handins.mkdir()
+    temp.mkdir()
+    for student, seconds in sleeps.items():
+        (handins / f"{student}.tar").write_text(str(seconds))
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "autograder.regrade", str(handins), "--out",
+                            str(out), "--autograder", str(source), "--jobs", str(jobs)],
+                           cwd=REPO, env={**os.environ, "TQDM_DISABLE": "1", "TMPDIR": str(temp)},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(regrade.read_rows(out / "grades.csv")) < rows_before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    for _ in range(signals):
+        run.send_signal(signal.SIGINT)
+        time.sleep(1)
+    stdout, stderr = run.communicate(timeout=60)
+    return (subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr),
+            regrade.read_rows(out / "grades.csv"), sorted(p.name for p in temp.iterdir()))
+
+
+@rubric_category("Regrade")
+def test_ctrl_c_once_finishes_the_running_gradings_twice_stops_them(tmp_path):
+    """Once: the grading under way finishes and is written, none starts after it. Twice: the
+    running gradings are stopped at once, their folders removed, the finished rows kept."""
+    once, rows, left = interrupted_regrade(tmp_path / "once", {"a": 0, "b": 3, "c": 0}, jobs=1,
+                                           rows_before=1, signals=1)
+    assert once.returncode == 130, once.stderr[-2000:]
+    assert sorted(rows) == ["a", "b"] and left == [], (rows, left, once.stderr[-2000:])
+    start = time.monotonic()
+    twice, rows, left = interrupted_regrade(tmp_path / "twice", {"a": 0, "b": 0, "c": 300,
+                                                                 "d": 300}, jobs=2,
+                                            rows_before=2, signals=2)
+    assert twice.returncode == 130 and time.monotonic() - start < 60, twice.stderr[-2000:]
+    assert "stopping the 2 running gradings" in twice.stderr, twice.stderr[-2000:]
+    assert sorted(rows) == ["a", "b"] and left == [], (rows, left)
+
+
+# The realistic class (tests/class_fixture.py): what each student's row must say. mytorch: the
+# points of each category (missing: 0); lm: the trained model whose perplexity the weights give
+# (None: no model graded); flags: substrings, each in a flag, each flag holding one (two true
+# notes of one tampering are both kept); causes: the likely causes, exactly. Each cell is what the
+# handin deserves, whoever wrote the rule.
+FULL = dict(rubric.MYTORCH_RUBRIC)
+# A wrong SDPA scale fails every test that calls SDPA; MHA keeps mha_helpers (its head split and
+# merge, 2 points), which does not.
+WRONG_SCALE = {"Linear": 5, "Softmax": 5, "MultiHeadAttention": 2}
+CLASS_TABLE = {
+    # role: (status, mytorch points, lm, flags, likely causes)
+    "honest-m1": ("ok", FULL, "m1", [], []),
+    "honest-m2": ("ok", FULL, "m2", ["shares its weights with swapped-weights@uni.edu"], []),
+    "twin-a": ("ok", FULL, "m1", ["shares its weights with twin-b@uni.edu"], []),
+    "twin-b": ("ok", FULL, "m1", ["shares its weights with twin-a@uni.edu"], []),
+    "edited-metrics": ("ok", FULL, "m1", ["test_metrics.json"], []),
+    "wrong-scale": ("ok", WRONG_SCALE, "m1", [], ["sdpa-scale", "uses-a-failing-class"]),
+    "empty": ("invalid", {}, None, [], []),
+    "run-folder": ("invalid", {}, None, [], []),
+    "zip-named-tar": ("ok", FULL, "m1", [], []),
+    "gzipped": ("ok", FULL, "m1", [], []),
+    "independent": ("ok", FULL, "m1", [], []),
+    "disguised-copy": ("ok", FULL, "m1", [], []),
+    "hang": ("timeout", {"Linear": 5}, "m1", [], []),
+    "prints-10mb": ("ok", FULL, "m1", [], []),
+    # m1's metrics beside m2's weights: the reported perplexity is not these weights'.
+    "swapped-weights": ("ok", FULL, "m2", ["model_state_dict.pt is not the file make handin packed",
+                                           "test_metrics.json",
+                                           "shares its weights with honest-m2@uni.edu"], []),
+    "syntax-error": ("ok", {}, "m1", [], []),
+    "stubs": ("ok", {}, "m1", [], []),
+    "runtime-code": ("ok", FULL, "m1", ["builds code at run time (exec (mytorch/nn/linear.py:"], []),
+    "deep-tree": ("ok", FULL, "m1", [], []),
+    "two-versions": ("ok", FULL, "m1", [], []),
+}
+
+
+def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[str]:
+    """The cells of ``row`` that differ from CLASS_TABLE's, each as 'role.column: got, wanted'."""
+    status, points, model, flags, causes = CLASS_TABLE[role]
+    wrong = []
+
+    def cell(column, got, wanted):
+        if got != wanted:
+            wrong.append(f"{role}.{column}: {got!r}, wanted {wanted!r}")
+
+    cell("status", row["status"], status)
+    for category in rubric.MYTORCH_RUBRIC:
+        cell(category, float(row[category]), float(points.get(category, 0)))
+    lm = float(row[rubric.LM_CATEGORY])
+    if model is None:
+        cell(rubric.LM_CATEGORY, lm, 0.0)
+    elif abs(lm - lm_points[model]) > 0.011:  # weights moved by 1e-6: the same points, +- rounding
+        wrong.append(f"{role}.{rubric.LM_CATEGORY}: {lm}, wanted {lm_points[model]} (+- 0.01)")
+    wanted_total = sum(points.values()) + (lm if model else 0.0)
+    cell("total", round(float(row["total"]), 2), round(wanted_total, 2))
+    got_flags = [flag for flag in row["flags"].split("; ") if flag]
+    if (any(not any(flag in got for got in got_flags) for flag in flags)
+            or any(not any(flag in got for flag in flags) for got in got_flags)):
+        wrong.append(f"{role}.flags: {got_flags}, wanted each to hold one of {flags}, each of "
+                     f"which in one")
+    cell("likely_causes", row["likely_causes"].split(), causes)
+    return wrong
+
+
+@pytest.mark.slow
+@rubric_category("Regrade")
+def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
+    """The class fixture's Autolab download graded two at a time: every student's status, points,
+    flags and likely causes are CLASS_TABLE's; the highest version is graded; a rerun grades the
+    timeout once more, the next rerun nothing; the same handins in Gradescope's layout carry the
+    metadata; the gradebook and the similarity report read the same class."""
+    from autograder import gradebook, similarity
+    from tests.class_fixture import build
+
+    fixture = build()
+    out = tmp_path / "out"
+    rows = regrade.regrade(fixture / "autolab", out, built_autograder(), jobs=2,
+                           grader_flags="--mytorch-timeout 5", progress=False)
+    by_role = {key.split("@")[0]: row for key, row in rows.items()}
+    assert sorted(by_role) == sorted(CLASS_TABLE)
+    lm_points = {model: float(by_role[f"honest-{model}"][rubric.LM_CATEGORY])
+                 for model in ("m1", "m2")}
+    for model, points in lm_points.items():  # the LM's points are its measured perplexity's,
+        row = by_role[f"honest-{model}"]  # near what the run measured on its own test split
+        assert points == rubric.lm_score(float(row["perplexity_recomputed"]),
+                                         TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL), row
+        assert 1 / 1.5 < float(row["perplexity_recomputed"]) / float(row["perplexity_reported"]) \
+            < 1.5, row
+    wrong = [cell for role, row in by_role.items() for cell in check_class_row(role, row, lm_points)]
+    two = by_role["two-versions"]
+    assert (two["version"], two["versions_found"], two["versions_graded"]) == ("2", 2, "latest")
+    for role in ("empty", "run-folder"):
+        feedback = (out / "feedback" / f"{role}@uni.edu.txt").read_text()
+        assert "make handin" in feedback and "Not a complete handin" in feedback, role
+    summary = (out / "summary.txt").read_text()
+    assert "invalid: empty@uni.edu, run-folder@uni.edu" in summary and "timeout: hang@" in summary
+
+    capsys.readouterr()  # a rerun grades only the timeout, once more, and says so
+    rerun = regrade.regrade(fixture / "autolab", out, built_autograder(), jobs=2,
+                            grader_flags="--mytorch-timeout 5", progress=False)
+    assert "19 already graded by this grader, 1 to grade" in capsys.readouterr().err
+    assert rerun["hang@uni.edu"]["notes"].startswith(regrade.RETRIED_NOTE), rerun["hang@uni.edu"]
+    regrade.regrade(fixture / "autolab", out, built_autograder(), jobs=2, progress=False)
+    assert "20 already graded by this grader, 0 to grade" in capsys.readouterr().err
+
+    gradescope = regrade.regrade(fixture / "gradescope", tmp_path / "gradescope",
+                                 built_autograder(), jobs=2, progress=False,
+                                 only=["honest-m1@uni.edu", "empty@uni.edu"])
+    for key, row in gradescope.items():
+        assert (row["status"], row["total"]) == (rows[key]["status"], rows[key]["total"]), key
+        assert row["name"] and row["sid"].startswith("9") and row["submitted_at"], row
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\n"
+                      + "".join(f"{role},{index},x{index},{role}@uni.edu,S1\n"
+                                for index, role in enumerate(sorted(CLASS_TABLE)))
+                      + "Nobody,999,x999,nobody@uni.edu,S1\n")
+    gradebook.main([str(roster), "--grades", str(out / "grades.csv"), "--out",
+                    str(tmp_path / "gradebook")])
+    with open(tmp_path / "gradebook/canvas_import.csv", newline="") as file:
+        imported = {row["Student"]: row for row in csv.DictReader(file)}
+    assert all(imported[role]["HW4P1"] == "" if by_role[role]["status"] == "crashed"
+               else float(imported[role]["HW4P1"]) == float(by_role[role]["total"])
+               for role in CLASS_TABLE), imported
+    assert imported["Nobody"]["HW4P1"] == ""
+
+    documents, runtime = similarity.class_documents(fixture / "autolab")
+    assert {student.split("@")[0] for student in runtime} == {"runtime-code"}, runtime
+    pairs = similarity.compare(documents, similarity.handout_document(handout_tree(tmp_path)),
+                               tmp_path / "similarity")
+    copy = [row for row in pairs if {row["student_a"], row["student_b"]}
+            == {"independent@uni.edu", "disguised-copy@uni.edu"}]
+    assert copy and copy[0]["flagged"], copy
+    assert not any(row["flagged"] for row in pairs if "independent@uni.edu" in
+                   (row["student_a"], row["student_b"]) and row is not copy[0])
+    assert not wrong, "cells that differ from CLASS_TABLE:\n  " + "\n  ".join(wrong)
+
+
+def handout_tree(tmp_path: Path) -> Path:
+    """The handout's mytorch (its regions stubbed), as similarity's boilerplate."""
+    from tests.class_fixture import stubs
+
+    handout = tmp_path / "handout"
+    for path, text in stubs().items():
+        (handout / path).parent.mkdir(parents=True, exist_ok=True)
+        (handout / path).write_text(text)
+    return handout
 
 
 if __name__ == "__main__":

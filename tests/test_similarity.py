@@ -199,11 +199,14 @@ def reverse_methods(text: str) -> str:
     return "".join(lines)
 
 
-def write_handin(folder: Path, tree: dict[str, str]) -> Path:
+def write_handin(folder: Path, tree: dict[str, str | bytes]) -> Path:
     handin = folder / "handin"
     for path, text in tree.items():
         (handin / path).parent.mkdir(parents=True, exist_ok=True)
-        (handin / path).write_text(text)
+        if isinstance(text, bytes):
+            (handin / path).write_bytes(text)
+        else:
+            (handin / path).write_text(text)
     with tarfile.open(folder / "handin.tar", "w") as tar:
         tar.add(handin, arcname="handin")
     return folder / "handin.tar"
@@ -231,8 +234,9 @@ def test_planted_copies_rank_above_every_independent_pair(tmp_path):
     for path, text in student_tree(tmp_path, None).items():
         (handout / path).parent.mkdir(parents=True, exist_ok=True)
         (handout / path).write_text(text)
-    rows = similarity.compare(similarity.class_documents(handins),
-                              similarity.handout_document(handout), tmp_path / "out")
+    documents, runtime = similarity.class_documents(handins)
+    assert runtime == {}, runtime
+    rows = similarity.compare(documents, similarity.handout_document(handout), tmp_path / "out")
 
     pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
     assert len(pairs) == 6 * 5 // 2, sorted(map(sorted, pairs))
@@ -250,7 +254,121 @@ def test_planted_copies_rank_above_every_independent_pair(tmp_path):
         written = list(csv.DictReader(file))
     assert len(written) == len(rows) and written[0]["flagged"] == "True"
     report = (tmp_path / "out/report.html").read_text()
-    assert "einsum-copy" in report and "verbose-copy" in report
+    assert "einsum-copy" in report and "verbose-copy" in report and "<mark>" in report
+    assert str(tmp_path) not in report and "/tmp" not in report  # labelled, relative paths
+    assert "# file: mytorch/nn/linear.py" in report
+
+
+def class_folder(tmp_path: Path, trees: dict[str, dict[str, str]]) -> Path:
+    """A Gradescope-layout folder of one handin per student of ``trees``."""
+    handins = tmp_path / "handins"
+    for name, tree in trees.items():
+        (handins / name).mkdir(parents=True)
+        shutil.move(write_handin(tmp_path / "build" / name, tree), handins / name / "handin.tar")
+    return handins
+
+
+def handout_folder(tmp_path: Path) -> Path:
+    handout = tmp_path / "handout"
+    for path, text in student_tree(tmp_path, None).items():
+        (handout / path).parent.mkdir(parents=True, exist_ok=True)
+        (handout / path).write_text(text)
+    return handout
+
+
+def encoded(tree: dict[str, str], encoding: str) -> dict[str, bytes]:
+    """The same files, each written in ``encoding`` under a PEP 263 declaration."""
+    return {path: f"# coding: {encoding}\n".encode("ascii") + text.encode(encoding)
+            for path, text in tree.items()}
+
+
+@rubric("Similarity")
+def test_a_copy_in_another_source_encoding_is_still_a_copy(tmp_path):
+    """A copy saved as UTF-7 (valid Python under its coding declaration; read as UTF-8 its text
+    shares almost nothing with the original) is decoded as Python decodes it and found."""
+    original = student_tree(tmp_path, STYLES["einsum"])
+    copy = encoded(original, "utf-7")
+    for text in copy.values():
+        compile(text, "copy", "exec")
+    assert similarity.python_text(copy[FILES[0]]).endswith(original[FILES[0]])
+    handins = class_folder(tmp_path, {"einsum": original, "verbose": student_tree(
+        tmp_path, STYLES["verbose"]), "utf7-copy": copy})
+    documents, _ = similarity.class_documents(handins)
+    rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
+                              tmp_path / "out")
+    pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
+    assert pairs[frozenset(("einsum", "utf7-copy"))]["flagged"], rows
+    assert not pairs[frozenset(("einsum", "verbose"))]["flagged"], rows
+
+
+@rubric("Similarity")
+def test_the_bonus_is_compared_on_its_own(tmp_path):
+    """Two independent graded parts and one shared bonus: not flagged by default (only the graded
+    files are compared); flagged with part='bonus'."""
+    bonus = "mytorch/nn/gelu.py"
+    assert similarity.in_part(bonus, "bonus") and not similarity.in_part(bonus, "graded")
+    assert all(similarity.in_part(path, "graded") for path in FILES)
+    assert similarity.in_part("mytorch/nn/multi_head_attention.py", "graded")
+    shared = (REPO / bonus).read_text()
+    trees = {name: {**student_tree(tmp_path, STYLES[name]), bonus: shared}
+             for name in ("einsum", "loops")}
+    handins = class_folder(tmp_path, trees)
+    handout = handout_folder(tmp_path)
+    for part, flagged in (("graded", False), ("bonus", True)):
+        documents, _ = similarity.class_documents(handins, part)
+        rows = similarity.compare(documents, similarity.handout_document(handout, part),
+                                  tmp_path / part)
+        assert [row["flagged"] for row in rows] == [flagged], (part, rows)
+
+
+@rubric("Similarity")
+def test_symlinked_handins_and_past_semesters(tmp_path):
+    """A symlinked archive is read through its link (as the regrade grades it); a past
+    semester's handin is compared with every current student, never with another past one."""
+    trees = {"einsum": student_tree(tmp_path, STYLES["einsum"]),
+             "loops": student_tree(tmp_path, STYLES["loops"])}
+    handins = tmp_path / "handins"
+    handins.mkdir()
+    for name, tree in trees.items():
+        (handins / f"{name}.tar").symlink_to(write_handin(tmp_path / "build" / name, tree))
+    past = class_folder(tmp_path / "past", {"old-copy": disguised(trees["loops"], {}, False),
+                                            "old-verbose": student_tree(tmp_path,
+                                                                        STYLES["verbose"])})
+    documents, _ = similarity.class_documents(handins)
+    assert sorted(documents) == ["einsum", "loops"]
+    rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
+                              tmp_path / "out", past=similarity.class_documents(past)[0])
+    pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
+    assert frozenset(("past:old-copy", "past:old-verbose")) not in pairs, sorted(map(sorted, pairs))
+    assert len(pairs) == 5, sorted(map(sorted, pairs))
+    assert [sorted(p) for p in pairs if pairs[p]["flagged"]] == [["loops", "past:old-copy"]], rows
+
+
+RUNTIME_CASES = {  # source: what runtime_code must name (hand-written truth)
+    "exec(open('x').read())\n": ["exec"],
+    "f = eval\n": ["eval"],
+    "code = compile('1', 'x', 'eval')\n": ["compile"],
+    "import marshal as m\nm.loads(b'')\n": ["marshal.loads"],
+    "from zlib import decompress\ndecompress(b'')\n": ["zlib.decompress"],
+    "import base64\nbase64.b64decode('')\n": ["base64.b64decode"],
+    "import importlib.util\nimportlib.util.spec_from_loader('m', None)\n": ["importlib.util"],
+    "import types\ntypes.FunctionType(None, {})\n": ["types.FunctionType"],
+    f"BLOB = '{'QUJD' * 60}'\n": ["an encoded blob"],
+    "import numpy as np\nimport importlib\nnp.exp(1)\nimportlib.import_module('math')\n"
+    "self.eval()\n": [],
+    "def broken(:\n": [],
+}
+
+
+@rubric("Similarity")
+def test_code_built_at_run_time_is_named_with_its_line(tmp_path):
+    for source, expected in RUNTIME_CASES.items():
+        found = similarity.runtime_code({"mytorch/nn/x.py": source})
+        assert [entry.split(" (")[0] for entry in found] == expected, (source, found)
+        assert all(entry.endswith(")") and "mytorch/nn/x.py:" in entry for entry in found)
+    reference = {path.relative_to(REPO).as_posix(): path.read_text()
+                 for path in (REPO / "mytorch").rglob("*.py")}
+    assert similarity.runtime_code(reference) == []
 
 
 if __name__ == "__main__":
