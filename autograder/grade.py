@@ -272,7 +272,6 @@ def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, tim
     if run.output.strip():  # never echoed: it could carry whatever the worker could read
         print(f"  (your code printed {len(run.output)} characters; output is not shown, run the "
               f"public tests to see it)")
-    report.setdefault("seconds", {})[category] = round(run.seconds, 3)  # for the bench
     earned = round(sum(result.points for result in run.results), 2)
     reason = f" ({run.note})" if run.note else ""
     print(f"  => {category}: {earned:g}/{points}{reason}   [{run.seconds:.1f} s]")
