@@ -146,6 +146,32 @@ def test_padding_is_masked_and_ignored():
 
 
 @rubric("Decoder-only Transformer")
+def test_lengths_hide_only_the_right_padding():
+    """With right padding, a real position's causal window holds no padding at all, so the
+    padding mask changes nothing there: every real position's logits equal those of a forward
+    without lengths, and every real key gets some attention."""
+    model = tiny_model().eval()
+    lengths = torch.tensor([8, 5, 2, 1])
+    tokens = random_tokens(4, 8)
+    is_real = torch.arange(8).unsqueeze(0) < lengths.unsqueeze(1)
+    with_lengths, attention = model(tokens, lengths)
+    without_lengths, _ = model(tokens)
+    differs = ((with_lengths - without_lengths).abs().amax(-1) > 1e-5) & is_real
+    if differs.any():
+        n, t = differs.nonzero()[0].tolist()
+        raise AssertionError(
+            f"sequence {n} (length {int(lengths[n])}): the logits at real position {t} change when "
+            f"target_lengths is given; positions 0..{t} are all real, so the padding mask must "
+            "hide nothing from it (mask exactly the positions t >= length)")
+    for key, weights in attention.items():
+        for n, real in enumerate(lengths.tolist()):
+            unseen = [j for j in range(real) if not weights[n, j:real, j].max() > 0]
+            assert not unseen, (
+                f"{key}: sequence {n} (length {real}): no query attends to its real key(s) {unseen}; "
+                "the padding mask may hide only positions t >= length")
+
+
+@rubric("Decoder-only Transformer")
 def test_score_is_the_last_position_in_eval_mode_only():
     model = tiny_model()
     prompts = random_tokens(4, 6)

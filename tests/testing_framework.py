@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
 import types
 from pathlib import Path
 from typing import Callable
+from unittest import mock
 
 import pytest
 
@@ -95,6 +97,36 @@ def collect(module) -> dict[str, list[Callable]]:
     return grouped
 
 
+
+
+def check_built_on_input_device(build: Callable, what: str) -> None:
+    """Fail unless ``build(device)`` returns a tensor on ``device``, with every tensor the student's
+    code creates placed on its input's device.
+
+    ``build(device)`` must create its inputs with ``device=device``. It runs with a CPU input while
+    torch's default device is ``meta`` (shapes, no data), so a tensor made without ``device=``
+    lands on meta instead of the input's device, as it would land on the CPU in a GPU run; then
+    on CUDA, when there is one.
+    """
+    import torch
+
+    runs = [(torch.device("cpu"), torch.device("meta"))]
+    if torch.cuda.is_available():
+        runs.append((torch.device("cuda"), torch.device("cpu")))
+    fix = "build every tensor on the input's device (torch.arange(..., device=x.device), ...)"
+    for device, default in runs:
+        try:
+            with default:
+                result = build(device)
+        except NotImplementedError:
+            raise
+        except RuntimeError as error:
+            raise AssertionError(
+                f"{what} of an input on the {device} device failed while torch's default device "
+                f"was {default} ({error}): {fix}") from None
+        assert result.device == device, (
+            f"{what} of an input on the {device} device returned a tensor on {result.device} "
+            f"(torch's default device in this check): {fix}")
 
 
 def _describe(error: BaseException) -> str:
@@ -221,8 +253,11 @@ def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
     report = RubricReport(grouped, rubric_points, own_work, out)
     tests = [f"{module.__file__}::{fn.__name__}" for fns in grouped.values() for fn in fns]
     # -p no:terminal: the report above is all the output; addopts and the cache stay out of it.
-    pytest.main(["-p", "no:terminal", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
-                plugins=[report])
+    # No installed plugin is loaded (xdist, anyio, ... cost a few tenths of a second to import
+    # and add nothing to one module's tests).
+    with mock.patch.dict(os.environ, {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}):
+        pytest.main(["-p", "no:terminal", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
+                    plugins=[report])
     report.summary()
     return report
 
