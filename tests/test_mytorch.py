@@ -17,7 +17,7 @@ from tests.numeric_checks import (RTOL_TORCH, assert_close, check_layer_against_
                                   check_sdpa_fully_masked, check_softmax_finite_differences, leaf,
                                   mask_with_visible_keys, mytorch_mha, padding_and_causal_masks,
                                   random_mha_case)
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import in_case, rubric, run_module
 
 RUBRIC = MYTORCH_RUBRIC  # the points the autograder's hidden tests of the same classes award
 
@@ -63,8 +63,9 @@ def test_linear_matches_torch_with_any_batch_dims():
         dLdZ = rng.standard_normal((*batch_dims, out_features))
         layer = Linear(in_features, out_features)
         layer.init_weights(W, b)
-        check_layer_against_torch(layer, torch.nn.functional.linear, A, W, b, dLdZ,
-                                  f"Linear on A {A.shape}", "Z")
+        with in_case("Linear(5, 3)", A=A, dLdZ=dLdZ):
+            check_layer_against_torch(layer, torch.nn.functional.linear, A, W, b, dLdZ,
+                                      f"Linear on A {A.shape}", "Z")
 
 
 @rubric("Linear")
@@ -124,8 +125,9 @@ def test_softmax_matches_torch_over_every_dim():
         for dim in range(-ndim, ndim):
             dLdA = rng.standard_normal(shape)
             softmax = Softmax(dim=dim)
-            A = softmax.forward(Z)
-            dLdZ = softmax.backward(dLdA)
+            with in_case(f"Softmax(dim={dim})", Z=Z, dLdA=dLdA):
+                A = softmax.forward(Z)
+                dLdZ = softmax.backward(dLdA)
             assert np.array_equal(Z, Z_given), "Softmax.forward must not modify its input Z"
             tZ = leaf(Z)
             tA = torch.softmax(tZ, dim=dim)
@@ -172,7 +174,10 @@ def test_softmax_is_finite_for_huge_logits():
 def test_softmax_backward_before_forward_is_an_error():
     from mytorch.nn import Softmax
 
-    expect_error(RuntimeError, lambda: Softmax().backward(np.ones((2, 3))), "forward")
+    softmax = Softmax()
+    expect_error(RuntimeError, lambda: softmax.backward(np.ones((2, 3))), "forward")
+    softmax.forward(np.zeros((2, 3)))
+    expect_error(ValueError, lambda: softmax.backward(np.ones((3, 2))), "(2, 3)", "(3, 2)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,8 +204,9 @@ def test_sdpa_matches_torch_with_masks_and_batch_dims():
         mask = None if mask_shape is None else mask_with_visible_keys(rng, mask_shape)
         given = [x.copy() for x in (Q, K, V)]
         attention = ScaledDotProductAttention()
-        out = attention.forward(Q, K, V, mask)
-        dQ, dK, dV = attention.backward(d_output)
+        with in_case("ScaledDotProductAttention", Q=Q, K=K, V=V, mask=mask, d_output=d_output):
+            out = attention.forward(Q, K, V, mask)
+            dQ, dK, dV = attention.backward(d_output)
         assert all(np.array_equal(x, y) for x, y in zip((Q, K, V), given)), "Q, K, V were modified"
 
         t_out, t_dQ, t_dK, t_dV = torch_attention(Q, K, V, mask, d_output)
@@ -287,8 +293,10 @@ def test_mha_matches_torch_cross_attention_with_masks():
     for case, (padding, causal) in mask_cases.items():
         weights = random_mha_weights(rng, E)
         query, key, value = (rng.standard_normal((N, T, E)) for T in (L, S, S))
-        check_mha_against_torch(mytorch_mha(weights, H), weights, H, query, key, value, padding,
-                                causal, rng.standard_normal((N, L, E)), case)
+        with in_case(f"MultiHeadAttention({E}, {H}), {case}", query=query, key=key, value=value,
+                     key_padding_mask=padding, attn_mask=causal):
+            check_mha_against_torch(mytorch_mha(weights, H), weights, H, query, key, value,
+                                    padding, causal, rng.standard_normal((N, L, E)), case)
 
 
 @rubric("MultiHeadAttention")
@@ -375,6 +383,9 @@ def test_mha_rejects_bad_shapes_and_early_backward():
     good = [np.zeros((8, 8)), np.zeros(8)] * 3
     expect_error(ValueError, lambda: mha.init_weights(*good, np.zeros((8, 4)), np.zeros(8)),
                  "(8, 8)", "(8, 4)")
+    mha.init_weights(*good, np.zeros((8, 8)), np.zeros(8))
+    mha.forward(query, key, key)
+    expect_error(ValueError, lambda: mha.backward(np.zeros((2, 5, 8))), "(2, 3, 8)", "(2, 5, 8)")
 
 
 if __name__ == "__main__":
