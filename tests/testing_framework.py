@@ -22,9 +22,9 @@ with the two-line ``__main__`` block::
     if __name__ == "__main__":
         run_module(__name__)
 
-A category's points are shared equally by its tests, as the autograder's hidden tests share
-them: each passing test earns its share. Only the categories the autograder
-scores on their own carry points (``tests/test_mytorch.py``, from ``hw4lib/grading_numbers.py``);
+A category's points are shared equally by its tests: each passing test earns its share, as each of
+the autograder's hidden tests earns its own share. Only the categories the autograder scores on
+their own carry points (``tests/test_mytorch.py``, from ``hw4lib/grading_numbers.py``);
 every other category is worth 0 here, and says why: a module lists in ``THROUGH_LM`` its
 categories that are the student's work graded through the language model (the dataset, the
 model's parts, greedy search, the trainer: the autograder measures them only by the trained
@@ -97,8 +97,6 @@ def collect(module) -> dict[str, list[Callable]]:
             raise ValueError(f"{kind} in {module.__name__} names {wrong}: each must be a RUBRIC "
                              f"category worth 0 points")
     return grouped
-
-
 
 
 def shown(value) -> str:
@@ -300,8 +298,8 @@ class RubricReport:
         total = sum(self.rubric_points.values())
         if total:
             self._print(f"  {'Total':<40s}         {round(sum(self.scores.values()), 2):g}/{total:g}")
-            self._print("  Autolab's hidden tests, on other inputs, share each category's points "
-                        "among them the same way.")
+            self._print("  Autolab grades these categories with its own hidden tests, on other "
+                        "inputs; each of them, too, earns its share of its category's points.")
 
 
 def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
