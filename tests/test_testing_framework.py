@@ -1,5 +1,6 @@
 # hw4p1: instructor-only
-"""The rubric runner: grouping, all-or-nothing categories, failures of every kind reported."""
+"""The rubric runner: grouping, each test's share of its category, failures of every kind reported
+with their case, an unfinished function reported once, the device check."""
 import importlib
 import json
 import os
