@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from hw4lib.data import H4Tokenizer, LMDataset, verify_dataloader
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import in_case, rubric, run_module
 
 RUBRIC = {"LMDataset": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -112,8 +112,9 @@ def test_shifted_and_golden_pairs_line_up(tmp_path):
         dataset = make_dataset(tmp_path / token_type, token_type)
         tokenizer = dataset.tokenizer
         for i, text in enumerate(SORTED_TEXTS):
-            shifted, golden = dataset[i]
             where = f"{token_type} tokenizer, dataset[{i}] ({text!r})"
+            with in_case(where):
+                shifted, golden = dataset[i]
             check((shifted.dtype, golden.dtype), (torch.long, torch.long), f"{where}: dtypes of (shifted, golden)")
             length = len(tokenizer.encode(text)) + 1
             check((tuple(shifted.shape), tuple(golden.shape)), ((length,), (length,)),

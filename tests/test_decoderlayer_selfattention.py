@@ -3,7 +3,7 @@ import torch
 
 from tests.test_sublayer_feedforward import reference_feed_forward
 from tests.test_sublayer_selfattention import reference_self_attention
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import in_case, rubric, run_module
 
 RUBRIC = {"Decoder layer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -54,7 +54,8 @@ def test_output_and_weights_match_recomputation():
     causal = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
     pad = torch.arange(length).unsqueeze(0) >= torch.tensor([6, 3, 1]).unsqueeze(1)
     for name, (key_padding_mask, attn_mask) in {"no masks": (None, None), "both masks": (pad, causal)}.items():
-        out, weights = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
+        with in_case(name, x=x, key_padding_mask=key_padding_mask, attn_mask=attn_mask):
+            out, weights = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
         attended, expected_weights = reference_self_attention(layer.self_attn, x, key_padding_mask, attn_mask)
         expected = reference_feed_forward(layer.ffn, attended)
         assert out.shape == x.shape, f"{name}: expected output shape {tuple(x.shape)}, got {tuple(out.shape)}"

@@ -12,6 +12,7 @@ passes a representative set of component tests.
 """
 import atexit
 import functools
+import importlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import OWN_WORK, collect, rubric, run_module
 from tools.handout_leaks import find_leaks
 from tools.make_handout import (BONUS_FIRST, EXCLUDED_DIRS, EXCLUDED_FILES, GRADING_MARKER,
                                 INSTRUCTOR_ONLY, LEAK_SUFFIXES, MAKEFILE_BEGIN, REPO_ROOT,
@@ -527,6 +528,33 @@ def test_component_tests_fail_with_not_implemented_naming_the_piece(tmp_path):
                 f"{module}.{test} failed with {kind}: {message}"
                 + (f" (raised while handling {during})" if during else ""))
             assert message in messages, f"{module}.{test}: stub message {message!r} is unknown"
+    mislabelled = [problem for module, outcomes in results.items()
+                   for problem in given_code_mislabelled(module, outcomes)]
+    assert not mislabelled, "\n".join(mislabelled)
+
+
+def given_code_mislabelled(module_name: str, outcomes: dict) -> list[str]:
+    """What breaks the rule that a test passes on the untouched handout exactly when its category
+    is labelled given code (worth 0 points, in neither THROUGH_LM nor BONUS): a test that passes on
+    the stubs tests given code, and one that fails on them needs the student's code."""
+    module = importlib.import_module(f"tests.{module_name}")
+    own = {category for kind in OWN_WORK for category in getattr(module, kind, ())}
+    problems = []
+    for category, tests in collect(module).items():
+        given = not module.RUBRIC[category] and category not in own
+        for test in (fn.__name__ for fn in tests if fn.__name__ in outcomes):
+            passes = outcomes[test] is None
+            if passes and not given:
+                problems.append(
+                    f"{module_name}.{test} passes on the untouched handout, so it tests given "
+                    f"code, but its category {category!r} is the student's work: move it to a "
+                    "0-point category of given code, or make it call the student's code")
+            elif given and not passes:
+                problems.append(
+                    f"{module_name}.{test} fails on the untouched handout, so it needs the "
+                    f"student's code, but its category {category!r} is labelled given code: "
+                    "list the category in the module's THROUGH_LM or BONUS")
+    return problems
 
 
 @rubric("Handout behaviour")

@@ -1,7 +1,7 @@
 """CausalMask: (T, T) bool, True strictly above the diagonal, for (N, T) and (N, T, ...) inputs."""
 import torch
 
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import check_built_on_input_device, in_case, rubric, run_module
 
 RUBRIC = {"Causal mask": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -29,7 +29,8 @@ def test_causal_mask_matches_hand_written_matrices():
         "(N=1, T=3)": (torch.ones(1, 3), torch.tensor([[F, T_, T_], [F, F, T_], [F, F, F]])),
     }
     for name, (inputs, expected) in cases.items():
-        mask = CausalMask(inputs)
+        with in_case(name, padded_input=inputs):
+            mask = CausalMask(inputs)
         assert mask.dtype == torch.bool, f"{name}: expected dtype torch.bool, got {mask.dtype}"
         assert mask.shape == expected.shape, f"{name}: expected shape {tuple(expected.shape)}, got {tuple(mask.shape)}"
         assert torch.equal(mask, expected), f"{name}: expected\n{expected}\ngot\n{mask}"
@@ -40,7 +41,9 @@ def test_causal_mask_of_feature_inputs_depends_only_on_length():
     from hw4lib.model import CausalMask
 
     for shape in [(2, 5, 16), (4, 5, 3, 2), (1, 5, 1)]:
-        mask = CausalMask(torch.randn(shape))
+        inputs = torch.randn(shape)
+        with in_case(f"input {shape}", padded_input=inputs):
+            mask = CausalMask(inputs)
         assert mask.shape == (5, 5), f"input {shape}: expected shape (5, 5), got {tuple(mask.shape)}"
         assert mask.dtype == torch.bool, f"input {shape}: expected dtype torch.bool, got {mask.dtype}"
         assert torch.equal(mask, EXPECTED_5), f"input {shape}: expected\n{EXPECTED_5}\ngot\n{mask}"
@@ -50,24 +53,8 @@ def test_causal_mask_of_feature_inputs_depends_only_on_length():
 def test_causal_mask_is_on_the_input_device():
     from hw4lib.model import CausalMask
 
-    # The meta device holds shapes and dtypes but no data: a mask built without device= ends up on
-    # the CPU (or fails to combine with the input), which is what would break on a GPU.
-    devices = [torch.device("cpu"), torch.device("meta")]
-    devices += [torch.device("cuda")] if torch.cuda.is_available() else []
-    for device in devices:
-        try:
-            mask = CausalMask(torch.zeros(2, 4, device=device))
-        except NotImplementedError:
-            raise
-        except RuntimeError as error:
-            raise AssertionError(
-                f"CausalMask of an input on the {device} device failed ({error}): build every tensor "
-                "on padded_input.device (torch.arange(..., device=...), torch.ones(..., device=...))"
-            ) from None
-        assert mask.device == device, (
-            f"expected the mask on the input's device {device}, got {mask.device}: build it with "
-            "device=padded_input.device"
-        )
+    check_built_on_input_device(lambda device: CausalMask(torch.zeros(2, 4, device=device)),
+                                "CausalMask")
 
 
 @rubric("Causal mask")

@@ -17,7 +17,7 @@ from tests.numeric_checks import (assert_close, assert_unchanged, check_layer_ag
                                   check_mha_finite_differences, check_mha_fully_masked,
                                   check_sdpa_finite_differences, check_sdpa_fully_masked,
                                   check_softmax_finite_differences, mytorch_mha, random_mha_case)
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import in_case, rubric, run_module
 
 RUBRIC = MYTORCH_RUBRIC  # the points the autograder's hidden tests of the same classes award
 
@@ -63,8 +63,9 @@ def test_linear_matches_torch_with_any_batch_dims():
         dLdZ = rng.standard_normal((*batch_dims, out_features))
         layer = Linear(in_features, out_features)
         layer.init_weights(W, b)
-        check_layer_against_torch(layer, torch.nn.functional.linear, A, W, b, dLdZ,
-                                  f"Linear on A {A.shape}", "Z")
+        with in_case("Linear(5, 3)", A=A, dLdZ=dLdZ):
+            check_layer_against_torch(layer, torch.nn.functional.linear, A, W, b, dLdZ,
+                                      f"Linear on A {A.shape}", "Z")
 
 
 @rubric("Linear")
@@ -130,10 +131,12 @@ def test_softmax_matches_torch_over_every_dim():
             tA.backward(torch.tensor(dLdA))  # a copy: the truth shares no memory with dLdA
             where = f"softmax of {shape} over dim {dim}"
             softmax = Softmax(dim=dim)
-            A = softmax.forward(Z)
+            with in_case(f"Softmax(dim={dim})", Z=Z):
+                A = softmax.forward(Z)
             assert_unchanged(f"{where}: Softmax.forward's input Z", Z, Z_given)
             assert_close(f"{where}: A", A, tA)
-            dLdZ = softmax.backward(dLdA)
+            with in_case(f"Softmax(dim={dim}).backward", Z=Z, dLdA=dLdA):
+                dLdZ = softmax.backward(dLdA)
             assert_unchanged(f"{where}: Softmax.backward's upstream gradient dLdA", dLdA,
                              dLdA_given)
             assert_close(f"{where}: dLdZ", dLdZ, tZ.grad)
@@ -177,7 +180,10 @@ def test_softmax_is_finite_for_huge_logits():
 def test_softmax_backward_before_forward_is_an_error():
     from mytorch.nn import Softmax
 
-    expect_error(RuntimeError, lambda: Softmax().backward(np.ones((2, 3))), "forward")
+    softmax = Softmax()
+    expect_error(RuntimeError, lambda: softmax.backward(np.ones((2, 3))), "forward")
+    softmax.forward(np.zeros((2, 3)))
+    expect_error(ValueError, lambda: softmax.backward(np.ones((3, 2))), "(2, 3)", "(3, 2)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,11 +212,14 @@ def test_sdpa_matches_torch_with_masks_and_batch_dims():
         t_out, t_dQ, t_dK, t_dV = torch_attention(Q, K, V, mask, d_output)
         where = f"Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mask_shape}"
         attention = ScaledDotProductAttention()
-        out = attention.forward(Q, K, V, mask)
+        with in_case("ScaledDotProductAttention", Q=Q, K=K, V=V, mask=mask):
+            out = attention.forward(Q, K, V, mask)
         for name, x, copy in zip("QKV", (Q, K, V), given):
             assert_unchanged(f"{where}: forward's input {name}", x, copy)
         assert_close(f"{where}: output", out, t_out)
-        dQ, dK, dV = attention.backward(d_output)
+        with in_case("ScaledDotProductAttention.backward", Q=Q, K=K, V=V, mask=mask,
+                     d_output=d_output):
+            dQ, dK, dV = attention.backward(d_output)
         assert_unchanged(f"{where}: backward's upstream gradient d_output", d_output, upstream)
         assert_close(f"{where}: dQ", dQ, t_dQ)
         assert_close(f"{where}: dK", dK, t_dK)
@@ -294,8 +303,10 @@ def test_mha_matches_torch_cross_attention_with_masks():
     for case, (padding, causal) in mask_cases.items():
         weights = random_mha_weights(rng, E)
         query, key, value = (rng.standard_normal((N, T, E)) for T in (L, S, S))
-        check_mha_against_torch(mytorch_mha(weights, H), weights, H, query, key, value, padding,
-                                causal, rng.standard_normal((N, L, E)), case)
+        with in_case(f"MultiHeadAttention({E}, {H}), {case}", query=query, key=key, value=value,
+                     key_padding_mask=padding, attn_mask=causal):
+            check_mha_against_torch(mytorch_mha(weights, H), weights, H, query, key, value,
+                                    padding, causal, rng.standard_normal((N, L, E)), case)
 
 
 @rubric("MultiHeadAttention")
@@ -383,6 +394,9 @@ def test_mha_rejects_bad_shapes_and_early_backward():
     good = [np.zeros((8, 8)), np.zeros(8)] * 3
     expect_error(ValueError, lambda: mha.init_weights(*good, np.zeros((8, 4)), np.zeros(8)),
                  "(8, 8)", "(8, 4)")
+    mha.init_weights(*good, np.zeros((8, 8)), np.zeros(8))
+    mha.forward(query, key, key)
+    expect_error(ValueError, lambda: mha.backward(np.zeros((2, 5, 8))), "(2, 3, 8)", "(2, 5, 8)")
 
 
 if __name__ == "__main__":

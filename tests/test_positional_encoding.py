@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import in_case, rubric, run_module
 
 RUBRIC = {"Positional encoding": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -13,12 +13,9 @@ THROUGH_LM = ("Positional encoding",)
 
 def closed_form_table(max_len: int, d_model: int) -> torch.Tensor:
     """P[t, 2i] = sin(t / 10000^(2i/d)), P[t, 2i+1] = cos(t / 10000^(2i/d)), one entry at a time."""
-    table = torch.zeros(max_len, d_model, dtype=torch.float64)
-    for t in range(max_len):
-        for column in range(d_model):
-            angle = t / 10000 ** ((column - column % 2) / d_model)
-            table[t, column] = math.sin(angle) if column % 2 == 0 else math.cos(angle)
-    return table
+    rows = [[(math.sin if column % 2 == 0 else math.cos)(t / 10000 ** ((column - column % 2) / d_model))
+             for column in range(d_model)] for t in range(max_len)]
+    return torch.tensor(rows, dtype=torch.float64)
 
 
 @rubric("Positional encoding")
@@ -26,7 +23,8 @@ def test_table_equals_closed_form():
     from hw4lib.model import PositionalEncoding
 
     for d_model, max_len in [(4, 6), (16, 50), (64, 128), (7, 9)]:
-        layer = PositionalEncoding(d_model, max_len)
+        with in_case(f"PositionalEncoding(d_model={d_model}, max_len={max_len})"):
+            layer = PositionalEncoding(d_model, max_len)
         assert tuple(layer.pe.shape) == (1, max_len, d_model), (
             f"pe must have shape (1, max_len, d_model) = (1, {max_len}, {d_model}), got {tuple(layer.pe.shape)}"
         )

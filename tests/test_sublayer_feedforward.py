@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.numeric_checks import FixedDropout, fixed_dropout
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import in_case, rubric, run_module
 
 RUBRIC = {"Feed-forward sublayer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -87,7 +87,8 @@ def test_output_matches_recomputation():
     x = torch.randn(3, 5, 12, generator=generator)
     for mode in ("train", "eval"):
         layer.train(mode == "train")
-        out = layer(x)
+        with in_case(f"{mode} mode", x=x):
+            out = layer(x)
         expected = reference_feed_forward(layer, x)
         assert out.shape == x.shape, f"expected output shape {tuple(x.shape)}, got {tuple(out.shape)}"
         assert torch.allclose(out, expected, atol=1e-5), (

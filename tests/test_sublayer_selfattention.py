@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.numeric_checks import FixedDropout, fixed_dropout
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import in_case, rubric, run_module
 
 RUBRIC = {"Self-attention sublayer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -113,7 +113,9 @@ def test_output_and_weights_match_recomputation():
     for name, (key_padding_mask, attn_mask) in cases.items():
         for mode in ("train", "eval"):
             layer.train(mode == "train")
-            out, weights = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
+            with in_case(f"{name} ({mode})", x=x, key_padding_mask=key_padding_mask,
+                         attn_mask=attn_mask):
+                out, weights = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
             expected_out, expected_weights = reference_self_attention(layer, x, key_padding_mask, attn_mask)
             assert out.shape == x.shape, f"{name}: expected output shape {tuple(x.shape)}, got {tuple(out.shape)}"
             assert weights.shape == (batch, length, length), (

@@ -1,5 +1,6 @@
 # hw4p1: instructor-only
-"""The rubric runner: grouping, all-or-nothing categories, failures of every kind reported."""
+"""The rubric runner: grouping, each test's share of its category, failures of every kind reported
+with their case, an unfinished function reported once, the device check."""
 import importlib
 import json
 import os
@@ -83,20 +84,38 @@ MIXED = """
     @rubric("Model")
     def test_g():
         pass
+
+    @rubric("Model")
+    def test_h():
+        raise NotImplementedError("fakepkg.stub.build: return the thing")
+
+    @rubric("Model")
+    def test_i():
+        raise NotImplementedError("fakepkg.stub.build: return the thing")
+
+    @rubric("Model")
+    def test_j():
+        import numpy as np
+        from tests.testing_framework import in_case
+
+        x = np.zeros((2, 3), dtype=np.float32)
+        with in_case("two rows", x=x, mask=None):
+            x.reshape(4)
 """
 
 
 @rubric("Framework")
-def test_categories_score_all_or_nothing_with_any_fixture(tmp_path):
+def test_each_test_earns_its_share_of_the_category_with_any_fixture(tmp_path):
     run = run_standalone(tmp_path, MIXED, "--json")
     lines = run.stdout.splitlines()
     assert run.returncode == 1, f"a failure must exit with status 1 (make mutants relies on it):\n{run.stdout}{run.stderr}"
-    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": 0, "Free": 0, "Extra": 0,
+    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": 3.5, "Free": 0, "Extra": 0,
                                                 "Model": 0}}, lines[-1]
+    assert any("3.5/7  (1 of 2 tests pass)" in line for line in lines), run.stdout
     passed = [line.split()[1] for line in lines if line.startswith("  passed")]
     failed = [line.split()[1] for line in lines if line.startswith("  FAILED")]
     assert passed == ["test_a", "test_b", "test_c", "test_f", "test_g"] and \
-        failed == ["test_d", "test_e"], (
+        failed == ["test_d", "test_e", "test_h", "test_i", "test_j"], (
         f"tests run category by category, fixtures (tmp_path, monkeypatch, capsys) work:\n{run.stdout}")
     for expected in ("arithmetic is broken", "[1, 2]", "[1, 3]", "pytest.fail is reported too"):
         assert expected in run.stdout, f"the report must show {expected!r}:\n{run.stdout}"
@@ -114,6 +133,32 @@ def test_zero_point_categories_are_labelled_given_code_bonus_or_graded_through_t
     assert model and all(THROUGH_LM_WORK in line and "given code" not in line
                          for line in model), model
     assert not any("given code" in line for line in lines if line.strip().startswith("Good")), lines
+
+
+@rubric("Framework")
+def test_an_exception_names_its_case_and_a_stub_is_reported_once(tmp_path):
+    lines = run_standalone(tmp_path, MIXED).stdout.splitlines()
+    block = lines[lines.index("  FAILED  test_j"):][:4]
+    assert block[1].strip().startswith("ValueError: cannot reshape") and \
+        block[3].strip() == "in the case: two rows (x (2, 3) float32, mask None)", block
+    stub = lines[lines.index("  FAILED  test_h") + 1].strip()
+    again = lines[lines.index("  FAILED  test_i") + 1].strip()
+    assert stub == "NotImplementedError: fakepkg.stub.build: return the thing", stub
+    assert again == "NotImplementedError: fakepkg.stub.build is not written yet (as above)", again
+
+
+@rubric("Framework")
+def test_device_check_rejects_a_tensor_built_without_device():
+    import torch
+
+    from tests.testing_framework import check_built_on_input_device
+
+    check_built_on_input_device(lambda device: torch.zeros(3, device=device) + 1, "a sum")
+    with pytest.raises(AssertionError, match="returned a tensor on meta"):
+        check_built_on_input_device(lambda device: torch.zeros(3), "a tensor without device=")
+    with pytest.raises(AssertionError, match="failed while torch's default device was meta"):
+        check_built_on_input_device(lambda device: torch.zeros(3, device=device) + torch.ones(3),
+                                    "a mixed sum")
 
 
 @rubric("Framework")

@@ -20,6 +20,8 @@ from tests.testing_framework import rubric, run_module
 from tests.tiny_config import tiny_yaml
 
 RUBRIC = {"Config validation": 0, "Length-bucketed batches": 0, "Training run": 0}
+# The run trains your model with your trainer, data and decoding: graded through its perplexity.
+THROUGH_LM = ("Training run",)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -22,8 +22,9 @@ with the two-line ``__main__`` block::
     if __name__ == "__main__":
         run_module(__name__)
 
-A category earns its points only when every test in it passes. Only the categories the autograder
-scores on their own carry points (``tests/test_mytorch.py``, from ``hw4lib/grading_numbers.py``);
+A category's points are shared equally by its tests: each passing test earns its share, as each of
+the autograder's hidden tests earns its own share. Only the categories the autograder scores on
+their own carry points (``tests/test_mytorch.py``, from ``hw4lib/grading_numbers.py``);
 every other category is worth 0 here, and says why: a module lists in ``THROUGH_LM`` its
 categories that are the student's work graded through the language model (the dataset, the
 model's parts, greedy search, the trainer: the autograder measures them only by the trained
@@ -36,12 +37,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
 import types
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
+from unittest import mock
 
 import pytest
 
@@ -95,6 +99,63 @@ def collect(module) -> dict[str, list[Callable]]:
     return grouped
 
 
+def shown(value) -> str:
+    """How a case's input reads in a message: shape and dtype of an array, else a short repr."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"{tuple(value.shape)} {value.dtype}"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@contextmanager
+def in_case(what: str, **inputs):
+    """Name the case when the code under test raises inside the block, as a failed comparison
+    names it: ``with in_case("causal mask", x=x, attn_mask=mask): out = layer(x, attn_mask=mask)``.
+
+    The exception keeps its type and message and gains the note ``in the case: what (x (3, 6, 16)
+    torch.float32, ...)``, which the rubric report and pytest print. Failed checks (AssertionError)
+    name their case already, and an unfinished stub (NotImplementedError) is the same in every case.
+    """
+    try:
+        yield
+    except (AssertionError, NotImplementedError):
+        raise
+    except Exception as error:
+        details = ", ".join(f"{name} {shown(value)}" for name, value in inputs.items())
+        note = f"in the case: {what}" + (f" ({details})" if details else "")
+        # Exception.add_note is Python 3.11+; the attribute is the same list on 3.10.
+        error.__notes__ = [*getattr(error, "__notes__", []), note]
+        raise
+
+
+def check_built_on_input_device(build: Callable, what: str) -> None:
+    """Fail unless ``build(device)`` returns a tensor on ``device``, with every tensor the student's
+    code creates placed on its input's device.
+
+    ``build(device)`` must create its inputs with ``device=device``. It runs with a CPU input while
+    torch's default device is ``meta`` (shapes, no data), so a tensor made without ``device=``
+    lands on meta instead of the input's device, as it would land on the CPU in a GPU run; then
+    on CUDA, when there is one.
+    """
+    import torch
+
+    runs = [(torch.device("cpu"), torch.device("meta"))]
+    if torch.cuda.is_available():
+        runs.append((torch.device("cuda"), torch.device("cpu")))
+    fix = "build every tensor on the input's device (torch.arange(..., device=x.device), ...)"
+    for device, default in runs:
+        try:
+            with default:
+                result = build(device)
+        except NotImplementedError:
+            raise
+        except RuntimeError as error:
+            raise AssertionError(
+                f"{what} of an input on the {device} device failed while torch's default device "
+                f"was {default} ({error}): {fix}") from None
+        assert result.device == device, (
+            f"{what} of an input on the {device} device returned a tensor on {result.device} "
+            f"(torch's default device in this check): {fix}")
 
 
 def _describe(error: BaseException) -> str:
@@ -108,14 +169,15 @@ def _describe(error: BaseException) -> str:
     if frames:
         last = frames[-1]
         where = f"\n      at {Path(last.filename).name}:{last.lineno} in {last.name}"
+    notes = "".join(f"\n      {note}" for note in getattr(error, "__notes__", []))
     message = message.replace("\n", "\n      ")  # keep continuation lines under the first
-    return f"{type(error).__name__}: {message}{where}"
+    return f"{type(error).__name__}: {message}{where}{notes}"
 
 
 def label(points: float, kind: str | None) -> str:
     """What a category is worth, as the report says it (``kind``: its :data:`OWN_WORK` key)."""
     if points:
-        return f"{points} points"
+        return f"{points:g} points, shared equally by its tests"
     return f"0 points here, {OWN_WORK.get(kind, GIVEN_CODE)}"
 
 
@@ -138,6 +200,7 @@ class RubricReport:
         self.last = {fns[-1].__name__ for fns in grouped.values()}
         self.rubric_points, self.own_work, self.out = rubric_points, own_work, out
         self.failures: dict[str, str] = {}
+        self.stubs: set[str] = set()  # unfinished functions whose NotImplementedError was printed
         self.errors: dict[str, BaseException] = {}  # what each failed test raised, when known
         self.ran: set[str] = set()
         self.started: dict[str, float] = {}
@@ -186,21 +249,45 @@ class RubricReport:
         self.ran.add(name)
         if name in self.failures:
             self.failed.add(category)
-            self._print(f"  FAILED  {name}\n      {self.failures[name]}")
+            self._print(f"  FAILED  {name}\n      {self._failure(name)}")
         else:
             self._print(f"  passed  {name} ({time.perf_counter() - self.started[name]:.2f}s)")
         if name in self.last:
             self._print(f"  => {category}: {'FAILED' if category in self.failed else 'PASSED'}")
 
+    def _failure(self, name: str) -> str:
+        """The failure of test ``name`` as the report prints it: an unfinished function's
+        NotImplementedError in full the first time, in a line after that."""
+        error = self.errors.get(name)
+        if not isinstance(error, NotImplementedError):
+            return self.failures[name]
+        function = str(error).partition(":")[0]
+        if " " in function:  # not a stub's "module.function: TODO" message
+            return self.failures[name]
+        if function in self.stubs:
+            return f"NotImplementedError: {function} is not written yet (as above)"
+        self.stubs.add(function)
+        return self.failures[name]
+
+    def passed(self, category: str) -> tuple[int, int]:
+        """(tests of ``category`` that ran and passed, tests of ``category``)."""
+        tests = [name for name, c in self.category.items() if c == category]
+        return sum(name in self.ran and name not in self.failures for name in tests), len(tests)
+
     def summary(self) -> None:
-        """Score each category (all or nothing) and print the summary."""
-        self.scores = {c: 0 if c in self.failed else p for c, p in self.rubric_points.items()}
+        """Score each category (its points shared equally by its tests) and print the summary."""
+        self.scores = {}
+        for category, points in self.rubric_points.items():
+            passed, count = self.passed(category)
+            self.scores[category] = round(points * passed / count, 2)
         self._print(self.line)
         self._print("Summary")
         for category, earned in self.scores.items():
             status = "FAILED" if category in self.failed else "PASSED"
             if self.rubric_points[category]:
-                points = f"{earned}/{self.rubric_points[category]}"
+                passed, count = self.passed(category)
+                points = (f"{earned:g}/{self.rubric_points[category]:g}  ({passed} of {count} "
+                          f"tests pass)")
             elif category in self.own_work:
                 points = OWN_WORK[self.own_work[category]]
             elif category in self.failed:
@@ -210,7 +297,9 @@ class RubricReport:
             self._print(f"  {category:<40s} {status}  {points}")
         total = sum(self.rubric_points.values())
         if total:
-            self._print(f"  {'Total':<40s}         {sum(self.scores.values())}/{total}")
+            self._print(f"  {'Total':<40s}         {round(sum(self.scores.values()), 2):g}/{total:g}")
+            self._print("  Autolab grades these categories with its own hidden tests, on other "
+                        "inputs; each of them, too, earns its share of its category's points.")
 
 
 def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
@@ -221,8 +310,11 @@ def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
     report = RubricReport(grouped, rubric_points, own_work, out)
     tests = [f"{module.__file__}::{fn.__name__}" for fns in grouped.values() for fn in fns]
     # -p no:terminal: the report above is all the output; addopts and the cache stay out of it.
-    pytest.main(["-p", "no:terminal", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
-                plugins=[report])
+    # No installed plugin is loaded (xdist, anyio, ... cost a few tenths of a second to import
+    # and add nothing to one module's tests).
+    with mock.patch.dict(os.environ, {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}):
+        pytest.main(["-p", "no:terminal", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
+                    plugins=[report])
     report.summary()
     return report
 
