@@ -9,7 +9,7 @@ on the device (CUDA when there is one, else the CPU, which it says):
 1. the masks and the positional encoding give on the device what they give on the CPU;
 2. one epoch of ``configs/tiny.yaml`` in the precision ``training.precision: auto`` picks there
    (bf16, or fp16 with the gradient scaler, on a GPU), written under a temporary folder;
-3. the cached generator (``SequenceGenerator.for_model``) gives the plain one's tokens, greedy and
+3. the cached generator (``generator_for_model``) gives the plain one's tokens, greedy and
    beam, with the trained model;
 4. the run packs into a handin the grader would load (written to the temporary folder).
 
@@ -89,7 +89,7 @@ def check_generators(run_folder: Path, device) -> None:
     import torch
 
     from hw4lib.config import load_config
-    from hw4lib.decoding import SequenceGenerator
+    from hw4lib.decoding import SequenceGenerator, generator_for_model
     from hw4lib.train import build_datasets, build_model, build_tokenizer
 
     config = load_config(run_folder / "config.yaml")
@@ -100,9 +100,9 @@ def check_generators(run_folder: Path, device) -> None:
     model.load_state_dict(checkpoint["model_state_dict"])
     prompts, _ = build_datasets(config, tokenizer)[2].sample_prompts(4, 8, seed=0)
     max_length = min(40, model.max_len)
-    cached = SequenceGenerator.for_model(model, tokenizer, max_length, device)
+    cached = generator_for_model(model, tokenizer, max_length, device)
     plain = SequenceGenerator(model.score, tokenizer, max_length, device)
-    assert type(cached) is not SequenceGenerator, "for_model returned the plain generator"
+    assert type(cached) is not SequenceGenerator, "got the plain generator"
     with torch.no_grad():
         for search, kwargs in (("generate_greedy", {}), ("generate_beam", {"beam_width": 3})):
             fast, _ = getattr(cached, search)(prompts, **kwargs)

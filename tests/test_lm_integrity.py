@@ -182,22 +182,23 @@ def test_each_tampering_is_flagged_with_both_numbers(tmp_path):
 
 @rubric_category("Integrity flags")
 def test_a_likely_cause_is_given_only_where_it_can_be_true():
-    mark = 3.5
+    mark = rubric.FULL_MARKS_PPL  # the perplexities below sit around the pass mark
+    good, weak, far, best = mark - 0.5, mark + 0.1, mark + 1.0, mark - 0.55
     # Swapped weights (the card disagrees): nothing about the training run can be read from them
-    assert lm_hint(3.0, mark, 3.6, 3.0, 2.95, TOLERANCE, card_disagrees=True) == ""
-    assert lm_hint(4.5, mark, 3.0, 4.5, 2.95, TOLERANCE, card_disagrees=True) == ""
+    assert lm_hint(good, mark, weak, good, best, TOLERANCE, card_disagrees=True) == ""
+    assert lm_hint(far, mark, good, far, best, TOLERANCE, card_disagrees=True) == ""
     # A report worse than the weights in eval mode: training mode only where dropout exists
-    with_dropout = lm_hint(3.0, mark, 3.6, 3.0, 2.95, TOLERANCE, dropout_active=True)
-    without = lm_hint(3.0, mark, 3.6, 3.0, 2.95, TOLERANCE, dropout_active=False)
+    with_dropout = lm_hint(good, mark, weak, good, best, TOLERANCE, dropout_active=True)
+    without = lm_hint(good, mark, weak, good, best, TOLERANCE, dropout_active=False)
     assert "model.eval()" in with_dropout and "other weights" in with_dropout
     assert "eval" not in without and "other weights than the packed" in without
     # A report better than the weights: other weights were evaluated
-    assert "not the ones that were evaluated" in lm_hint(3.6, mark, 3.0, 3.6, 3.5, TOLERANCE)
+    assert "not the ones that were evaluated" in lm_hint(weak, mark, good, weak, mark, TOLERANCE)
     # Not compared like with like: no cause from the report
-    assert lm_hint(3.0, mark, 3.6, None, 2.95, TOLERANCE, dropout_active=True) == ""
+    assert lm_hint(good, mark, weak, None, best, TOLERANCE, dropout_active=True) == ""
     # Consistent and good, or weak with nothing known: nothing to say
-    assert lm_hint(3.0, mark, 3.01, 3.0, 2.95, TOLERANCE) == ""
-    assert lm_hint(4.0, mark, None, None, None, TOLERANCE) == ""
+    assert lm_hint(good, mark, good + 0.01, good, best, TOLERANCE) == ""
+    assert lm_hint(mark + 0.5, mark, None, None, None, TOLERANCE) == ""
 
 
 @rubric_category("Integrity flags")
