@@ -136,6 +136,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         report["status"] = "invalid"
         handin = Extraction()
     else:
+        judge.refuse_foreign_encodings(handin.files, handin.notes)
         report_extraction(handin)
     report["handin_notes"] = list(handin.notes)
 

@@ -15,7 +15,9 @@ handin's mytorch files).
 from __future__ import annotations
 
 import builtins
+import codecs
 import json
+import re
 import secrets
 import shutil
 import sys
@@ -28,7 +30,7 @@ from autograder import sandbox, wire
 from autograder.hidden_tests import diagnosis
 from autograder.hidden_tests.diagnosis import Failure
 from autograder.hidden_tests.mytorch_hidden import CheckFailed, HiddenTest, tests_of
-from autograder.worker import FORBIDDEN_LIBRARIES, NUMPY_ONLY
+from autograder.worker import FORBIDDEN_LIBRARIES, MADE_AT_RUN_TIME, NUMPY_ONLY
 
 MAX_MESSAGE_CHARS = 600
 SEED_BITS = 128
@@ -38,6 +40,9 @@ KNOWN_EXCEPTIONS = frozenset(
      if isinstance(value, type) and issubclass(value, BaseException)]
     + ["LinAlgError", "AxisError"])
 MAX_LINE = 10**6
+CODING_LINE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")  # PEP 263
+BLANK_OR_COMMENT = re.compile(rb"[ \t\f]*(#.*)?\Z")
+UTF8_BOM = codecs.BOM_UTF8
 
 
 @dataclass
@@ -114,6 +119,38 @@ def build_programs(tests: list[HiddenTest], seed: int) -> tuple[dict[str, wire.P
     return programs, checks
 
 
+def declared_encoding(source: bytes) -> str | None:
+    """The encoding a PEP 263 declaration names (line 1, or line 2 after a comment or blank line
+    1), as Python reads it; None when there is none."""
+    lines = source.removeprefix(UTF8_BOM).splitlines()[:2]
+    for index, line in enumerate(lines):
+        match = CODING_LINE.match(line)
+        if match:
+            return match.group(1).decode("ascii")
+        if index == 0 and not BLANK_OR_COMMENT.match(line):
+            return None
+    return None
+
+
+def refuse_foreign_encodings(files: dict[str, Path], notes: list[str]) -> None:
+    """Drop from ``files`` ({handin path: extracted file}) every mytorch source that declares an
+    encoding other than UTF-8, with a note naming it: such a file reads as something else to
+    every tool (and person) that reads it as UTF-8, so what runs could hide from any reading."""
+    for name in sorted(files):
+        if not name.endswith(".py"):
+            continue
+        encoding = declared_encoding(files[name].read_bytes())
+        try:
+            utf8 = encoding is None or codecs.lookup(encoding).name == "utf-8"
+        except LookupError:
+            utf8 = False
+        if not utf8:
+            del files[name]
+            notes.append(f"{name}: declares the source encoding {encoding!r}; the grader reads "
+                         f"mytorch as UTF-8 only, so this file is not graded (save it as UTF-8 "
+                         f"and remove the coding line)")
+
+
 def student_files(package: Path) -> frozenset[str]:
     """The handin's mytorch sources, relative to ``mytorch/``: the files feedback may name."""
     return frozenset(path.relative_to(package).as_posix() for path in package.rglob("*.py"))
@@ -183,12 +220,14 @@ def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> s
     if kind == "numpy only":
         module = error.get("module")
         return f"{NUMPY_ONLY}: it imports {module if module in FORBIDDEN_LIBRARIES else 'one'}"
+    file, line = error.get("file"), error.get("line")
+    at = (f" (at mytorch/{file}:{line})" if file in files and isinstance(line, int)
+          and 0 < line < MAX_LINE else "")
+    if kind == "code at run time":
+        return f"{where}: {MADE_AT_RUN_TIME}{at}"
     if kind == "raised":
         name = error.get("type")
         what = name if name in KNOWN_EXCEPTIONS else "an exception of its own class"
-        file, line = error.get("file"), error.get("line")
-        at = (f" (at mytorch/{file}:{line})" if file in files and isinstance(line, int)
-              and 0 < line < MAX_LINE else "")
         return f"{where} raised {what}{at}"
     if kind == "not a tuple" and isinstance(error.get("count"), int):
         return f"{where} must return a tuple of {error['count']} arrays"
