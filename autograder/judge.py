@@ -19,7 +19,6 @@ import codecs
 import json
 import re
 import secrets
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +83,7 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
     tests = tests_of(category)
     programs, checks = build_programs(tests, secrets.randbits(SEED_BITS) if seed is None else seed)
     if layout.input_dir.exists():
-        shutil.rmtree(layout.input_dir)
+        sandbox.remove_tree(layout.input_dir)
     layout.input_dir.mkdir(parents=True)
     for test in tests:
         programs[test.name].save(layout.input_dir / test.name)
@@ -153,7 +152,9 @@ def refuse_foreign_encodings(files: dict[str, Path], notes: list[str]) -> None:
 
 def student_files(package: Path) -> frozenset[str]:
     """The handin's mytorch sources, relative to ``mytorch/``: the files feedback may name."""
-    return frozenset(path.relative_to(package).as_posix() for path in package.rglob("*.py"))
+    return frozenset(Path(entry.path).relative_to(package).as_posix()
+                     for entry in sandbox.tree_entries(package)
+                     if entry.name.endswith(".py") and entry.is_file(follow_symlinks=False))
 
 
 def worker_note(run: sandbox.Run, timeout: float, stream_note: str) -> str:

@@ -42,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -587,9 +588,36 @@ def make_readable(folder: Path) -> None:
     """Let the sandbox uid read ``folder`` (for setpriv): directories 755, files 644. Symbolic
     links (numpy's, into the installed packages) are left alone: chmod would follow them."""
     os.chmod(folder, 0o755)
-    for root, dirs, files in os.walk(folder):
-        for names, mode in ((dirs, 0o755), (files, 0o644)):
-            for name in names:
-                path = os.path.join(root, name)
-                if not os.path.islink(path):
-                    os.chmod(path, mode)
+    for entry in tree_entries(folder):
+        if not entry.is_symlink():
+            os.chmod(entry.path, 0o755 if entry.is_dir(follow_symlinks=False) else 0o644)
+
+
+def tree_entries(folder: Path) -> Iterator[os.DirEntry]:
+    """Every entry under ``folder``, each folder before what it holds, never following a symbolic
+    link. A loop over a stack, not recursion: no tree is too deep for it."""
+    stack = [os.fspath(folder)]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                yield entry
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete ``path`` and everything under it (nothing when it does not exist), whatever its
+    depth (:func:`tree_entries`); a symbolic link is removed, never followed."""
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.unlink(path)
+        return
+    folders = [os.fspath(path)]
+    for entry in tree_entries(path):
+        if entry.is_dir(follow_symlinks=False):
+            folders.append(entry.path)
+        else:
+            os.unlink(entry.path)
+    for folder in reversed(folders):  # each folder after everything it held
+        os.rmdir(folder)
