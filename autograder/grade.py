@@ -66,8 +66,10 @@ MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy f
 MAX_NOTES = 12
 MAX_NOTE_CHARS = 400
 # The judge's own address space (soft limit; the worker and the model child set their own): no
-# input can make it take the machine's memory. Above its honest peak with torch loaded.
+# input can make it take the machine's memory. Above its honest peak with torch loaded, plus the
+# stacks and buffers of torch's and OpenBLAS's threads, one of each per CPU.
 MAX_JUDGE_ADDRESS_SPACE = 4 * 2**30
+JUDGE_ADDRESS_SPACE_PER_CPU = 64 * 2**20
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -320,15 +322,22 @@ def summarised(notes: list[str]) -> list[str]:
     return shown
 
 
+def judge_address_space() -> int:
+    """MAX_JUDGE_ADDRESS_SPACE plus JUDGE_ADDRESS_SPACE_PER_CPU per CPU, or the machine's memory
+    when that is smaller (bytes)."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min(MAX_JUDGE_ADDRESS_SPACE + JUDGE_ADDRESS_SPACE_PER_CPU * (os.cpu_count() or 1),
+               physical)
+
+
 def limit_address_space() -> None:
-    """Cap this process's address space (soft limit) at MAX_JUDGE_ADDRESS_SPACE, or at the
-    machine's memory when that is smaller, so that no input makes the judge take it all; a
-    MemoryError then ends the grading with its scores line like any failure of ours."""
+    """Cap this process's address space (soft limit) at :func:`judge_address_space`, so that no
+    input makes the judge take the machine's memory; a MemoryError then ends the grading with its
+    scores line like any failure of ours."""
     import resource
 
-    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = min(MAX_JUDGE_ADDRESS_SPACE, physical)
+    limit = judge_address_space()
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
