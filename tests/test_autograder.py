@@ -280,8 +280,8 @@ def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(t
     data = bytearray((tmp_path / "z64.zip").read_bytes())
     end = data.rfind(b"PK\x05\x06")
     data[end + 8:end + 12] = b"\xff\xff\xff\xff"  # point zipfile at a zip64 record
-    record = (b"PK\x06\x06" + (44).to_bytes(8, "little") + bytes(12) + (5_000_000).to_bytes(8, "little")
-              * 2 + (10**9).to_bytes(8, "little") + bytes(8))
+    record = (b"PK\x06\x06" + (44).to_bytes(8, "little") + bytes(12)
+              + (5_000_000).to_bytes(8, "little") * 2 + (10**9).to_bytes(8, "little") + bytes(8))
     locator = b"PK\x06\x07" + bytes(4) + end.to_bytes(8, "little") + (1).to_bytes(4, "little")
     (tmp_path / "z64.tar").write_bytes(bytes(data[:end]) + record + locator + bytes(data[end:]))
     assert safe_tar.zip_directory(tmp_path / "z64.tar") == (5_000_000, 10**9)
@@ -1037,7 +1037,8 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
 def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
     from autograder import judge
 
-    cases = {"a.py": (UTF7_SOURCE, "utf-7"), "b.py": ("#!/bin/python\n# coding=latin-1\n", "latin-1"),
+    cases = {"a.py": (UTF7_SOURCE, "utf-7"),
+             "b.py": ("#!/bin/python\n# coding=latin-1\n", "latin-1"),
              "c.py": ("\n# vim: set fileencoding=utf-7 :\n", "utf-7"),
              "d.py": ("\ufeff# coding: utf-8\n", "utf-8"), "e.py": ("# coding: UTF8\n", "UTF8"),
              "f.py": ("x = 1  # coding: utf-7\n", None), "g.py": ("x = 1\n# coding: utf-7\n", None),
