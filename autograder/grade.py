@@ -64,6 +64,17 @@ REPORTED_TOLERANCE = 0.02
 # What the worker imports.
 RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "seccomp.py", "wire.py", "worker.py")
 MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy files, no more
+# Every channel (Autolab's feedback, --results-json, Gradescope's results.json, the regrade's
+# feedback files) shows the handin notes through summarised(): the first MAX_NOTES, each cut to
+# MAX_NOTE_CHARS, then a count, so that no handin, however many odd members it holds, makes a
+# report much larger than an honest one (the tests hold every channel under 1 MiB).
+MAX_NOTES = 12
+MAX_NOTE_CHARS = 400
+# The judge's own address space (soft limit; the worker and the model child set their own): no
+# input can make it take the machine's memory. Above its honest peak with torch loaded, plus the
+# stacks and buffers of torch's and OpenBLAS's threads, one of each per CPU.
+MAX_JUDGE_ADDRESS_SPACE = 4 * 2**30
+JUDGE_ADDRESS_SPACE_PER_CPU = 64 * 2**20
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -98,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"again. Nothing was graded.")
             return
         sandbox.become_subreaper()
+        limit_address_space()
         grade(args, scores, report)
     except BaseException:  # noqa: BLE001 - a bug of ours must still leave a scores line
         report["status"] = "crashed"
@@ -129,7 +141,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
     os.chmod(AUTOGRADE_ROOT, 0o700)  # the hidden material stays private until it is deleted
     work = args.work.resolve()
     if work.exists():
-        shutil.rmtree(work)
+        sandbox.remove_tree(work)
     for sub in ("home", "tmp"):
         (work / sub).mkdir(parents=True)
 
@@ -141,8 +153,9 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         report["status"] = "invalid"
         handin = Extraction()
     else:
+        judge.refuse_foreign_encodings(handin.files, handin.notes)
         report_extraction(handin)
-    report["handin_notes"] = list(handin.notes)
+    report["handin_notes"] = summarised(handin.notes)
     problem = gradable_problem(handin)
     if problem:
         report["status"] = "invalid"
@@ -305,7 +318,7 @@ def report_extraction(handin: Extraction) -> None:
     mytorch = sorted(name for name in handin.files if is_mytorch_source(name))
     others = sorted(name for name in handin.files if not is_mytorch_source(name))
     print(f"  extracted {len(mytorch)} mytorch files and: {', '.join(others) or 'nothing else'}")
-    for note in handin.notes:
+    for note in summarised(handin.notes):
         print(f"  note: {note}")
 
 
@@ -328,6 +341,38 @@ def gradable_problem(handin: Extraction) -> str:
             f"holds {HANDIN_DIR}/{MYTORCH_DIR}/, {HANDIN_DIR}/{CONFIG_FILE} and "
             f"{HANDIN_DIR}/{STATE_DICT_FILE} (a tar of the run folder, or of files outside "
             f"{HANDIN_DIR}/, is not a handin).")
+
+
+def summarised(notes: list[str]) -> list[str]:
+    """The notes every channel shows: the first MAX_NOTES (each at most MAX_NOTE_CHARS), then one
+    line counting the rest."""
+    shown = [note if len(note) <= MAX_NOTE_CHARS else note[:MAX_NOTE_CHARS - 3] + "..."
+             for note in notes[:MAX_NOTES]]
+    if len(notes) > MAX_NOTES:
+        shown.append(f"... and {len(notes) - MAX_NOTES} more notes like these: the archive should "
+                     f"hold only what `make handin` packs")
+    return shown
+
+
+def judge_address_space() -> int:
+    """MAX_JUDGE_ADDRESS_SPACE plus JUDGE_ADDRESS_SPACE_PER_CPU per CPU, or the machine's memory
+    when that is smaller (bytes)."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min(MAX_JUDGE_ADDRESS_SPACE + JUDGE_ADDRESS_SPACE_PER_CPU * (os.cpu_count() or 1),
+               physical)
+
+
+def limit_address_space() -> None:
+    """Cap this process's address space (soft limit) at :func:`judge_address_space`, so that no
+    input makes the judge take the machine's memory; a MemoryError then ends the grading with its
+    scores line like any failure of ours."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = judge_address_space()
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def grade_language_model(handin: Extraction, work: Path, timeout: float,
@@ -417,7 +462,8 @@ def model_limits() -> dict[int, int]:
     on the config and the state dict it does before allocating anything."""
     import resource
 
-    return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: MODEL_FILE_BYTES}
+    return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: MODEL_FILE_BYTES,
+            resource.RLIMIT_AS: resource.getrlimit(resource.RLIMIT_AS)[1]}  # not the judge's cap
 
 
 def read_card(handin: Extraction):
@@ -520,7 +566,7 @@ def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
     So that no mode of the sandbox, however weak, leaves them readable to the worker.
     """
     for path in (HIDDEN_SET, HIDDEN_TESTS, REFERENCE_HW4LIB, work / "lm"):
-        shutil.rmtree(path, ignore_errors=True)
+        sandbox.remove_tree(path)
     if autograde_tar is not None and autograde_tar.is_file():
         autograde_tar.unlink()
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder import rubric
+from autograder import rubric, sandbox
 from hw4lib.handin_format import HANDIN_TAR
 
 AUTOGRADE_TAR, MAKEFILE = "autograde.tar", "autograde-Makefile"
@@ -92,7 +92,10 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
     try:
         details = read_details(grading / "details.json")
     finally:
-        shutil.rmtree(grading, ignore_errors=True)
+        try:
+            sandbox.remove_tree(grading)
+        except OSError:  # a folder make could not hand back: the next grading uses a fresh one
+            pass
     lines = output.splitlines()
     return GradingRun(parse_scores(lines[-1] if lines and not timed_out else ""), details, output,
                       time.monotonic() - start, timed_out)

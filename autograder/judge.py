@@ -15,9 +15,10 @@ handin's mytorch files).
 from __future__ import annotations
 
 import builtins
+import codecs
 import json
+import re
 import secrets
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from autograder.hidden_tests import diagnosis
 from autograder.hidden_tests.diagnosis import Failure
 from autograder.hidden_tests.checks import CheckFailed, HiddenTest
 from autograder.hidden_tests.mytorch_hidden import tests_of
-from autograder.worker import FORBIDDEN_LIBRARIES, NUMPY_ONLY
+from autograder.worker import FORBIDDEN_LIBRARIES, MADE_AT_RUN_TIME, NUMPY_ONLY
 
 MAX_MESSAGE_CHARS = 600
 SEED_BITS = 128
@@ -40,6 +41,9 @@ KNOWN_EXCEPTIONS = frozenset(
     + ["LinAlgError", "AxisError"])
 MAX_LINE = 10**6
 MAX_FUNCTION_CHARS = 60
+CODING_LINE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")  # PEP 263
+BLANK_OR_COMMENT = re.compile(rb"[ \t\f]*(#.*)?\Z")
+UTF8_BOM = codecs.BOM_UTF8
 
 
 @dataclass
@@ -81,7 +85,7 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
     tests = tests_of(category)
     programs, checks = build_programs(tests, secrets.randbits(SEED_BITS) if seed is None else seed)
     if layout.input_dir.exists():
-        shutil.rmtree(layout.input_dir)
+        sandbox.remove_tree(layout.input_dir)
     layout.input_dir.mkdir(parents=True)
     for test in tests:
         programs[test.name].save(layout.input_dir / test.name)
@@ -120,9 +124,43 @@ def build_programs(tests: list[HiddenTest], seed: int) -> tuple[dict[str, wire.P
     return programs, checks
 
 
+def declared_encoding(source: bytes) -> str | None:
+    """The encoding a PEP 263 declaration names (line 1, or line 2 after a comment or blank line
+    1), as Python reads it; None when there is none."""
+    lines = source.removeprefix(UTF8_BOM).splitlines()[:2]
+    for index, line in enumerate(lines):
+        match = CODING_LINE.match(line)
+        if match:
+            return match.group(1).decode("ascii")
+        if index == 0 and not BLANK_OR_COMMENT.match(line):
+            return None
+    return None
+
+
+def refuse_foreign_encodings(files: dict[str, Path], notes: list[str]) -> None:
+    """Drop from ``files`` ({handin path: extracted file}) every mytorch source that declares an
+    encoding other than UTF-8, with a note naming it: such a file reads as something else to
+    every tool (and person) that reads it as UTF-8, so what runs could hide from any reading."""
+    for name in sorted(files):
+        if not name.endswith(".py"):
+            continue
+        encoding = declared_encoding(files[name].read_bytes())
+        try:
+            utf8 = encoding is None or codecs.lookup(encoding).name == "utf-8"
+        except LookupError:
+            utf8 = False
+        if not utf8:
+            del files[name]
+            notes.append(f"{name}: declares the source encoding {encoding!r}; the grader reads "
+                         f"mytorch as UTF-8 only, so this file is not graded (save it as UTF-8 "
+                         f"and remove the coding line)")
+
+
 def student_files(package: Path) -> frozenset[str]:
     """The handin's mytorch sources, relative to ``mytorch/``: the files feedback may name."""
-    return frozenset(path.relative_to(package).as_posix() for path in package.rglob("*.py"))
+    return frozenset(Path(entry.path).relative_to(package).as_posix()
+                     for entry in sandbox.tree_entries(package)
+                     if entry.name.endswith(".py") and entry.is_file(follow_symlinks=False))
 
 
 def worker_note(run: sandbox.Run, timeout: float, stream_note: str) -> str:
@@ -216,15 +254,22 @@ def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> s
     if kind == "numpy only":
         module = error.get("module")
         return f"{NUMPY_ONLY}: it imports {module if module in FORBIDDEN_LIBRARIES else 'one'}"
+    file, line = error.get("file"), error.get("line")
+    at = (f" (at mytorch/{file}:{line})" if file in files and isinstance(line, int)
+          and 0 < line < MAX_LINE else "")
+    if kind == "code at run time":
+        return f"{where}: {MADE_AT_RUN_TIME}{at}"
+    file, line, function = error.get("file"), error.get("line"), error.get("function")
+    known = file in files and isinstance(line, int) and 0 < line < MAX_LINE
+    named = (isinstance(function, str) and function.isidentifier()
+             and len(function) <= MAX_FUNCTION_CHARS)
+    in_function = f", in {function}" if named else ""
+    at = f" (at mytorch/{file}:{line}{in_function})" if known else ""
+    if kind == "code at run time":
+        return f"{where}: {MADE_AT_RUN_TIME}{at}"
     if kind == "raised":
         name = error.get("type")
         what = name if name in KNOWN_EXCEPTIONS else "an exception of its own class"
-        file, line, function = error.get("file"), error.get("line"), error.get("function")
-        known = file in files and isinstance(line, int) and 0 < line < MAX_LINE
-        named = (isinstance(function, str) and function.isidentifier()
-                 and len(function) <= MAX_FUNCTION_CHARS)
-        in_function = f", in {function}" if named else ""
-        at = f" (at mytorch/{file}:{line}{in_function})" if known else ""
         if failure_kind(error) == "not written":
             return f"not written yet: {where} raised {what}{at}"
         if name in PARSE_ERRORS and where == "importing mytorch":

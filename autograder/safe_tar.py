@@ -9,14 +9,20 @@ A member is skipped, with a note saying why, when it
 
 * is absolute, climbs out with ``..``, or has a name that is not a plain relative path;
 * is anything but a regular file: a symlink, a hard link, a device, a fifo, a sparse file;
-* is not one of the expected files, or is larger than its limit.
+* is not one of the expected files, or is larger than its limit;
+* lies deeper in ``mytorch/`` than ``make handin`` packs (``MAX_MYTORCH_DEPTH`` folders).
+
+Names are quoted short in the notes (:func:`quoted`), whatever their length.
 
 A file that appears more than once is graded as ``tar -x`` leaves it: its last copy (a note names
 the duplicate), so the file graded is the one the student and the staff see after extracting, and a
 fix appended with ``tar -rf`` counts. When that last copy is refused, the file is not graded.
 
-A zip archive (whatever its name) is read too: it is first copied into a plain tar, entry by entry,
-within the same limits. A zstd-compressed archive is refused with a message saying so.
+A zip archive (whatever its name) is read too: its end record is read first, and an archive whose
+central directory declares more than MAX_MEMBERS entries or MAX_ZIP_DIRECTORY_BYTES is refused
+before ``zipfile`` parses (and holds in memory) any of it; then it is copied into a plain tar,
+entry by entry, within the same limits. A zstd-compressed archive is refused with a message saying
+so.
 
 Before ``tarfile`` sees anything, :func:`normalize` copies the archive (decompressing gzip, bzip2 or
 xz) block by block into a plain tar, checking each header: the copy stops, with a note, at the
@@ -38,14 +44,15 @@ import lzma
 import os
 import re
 import stat
+import struct
 import tarfile
 import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from hw4lib.handin_format import (HANDIN_DIR, MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_TAR_BYTES,
-                                  MYTORCH_DIR, size_limit)
+from hw4lib.handin_format import (HANDIN_DIR, MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_MYTORCH_DEPTH,
+                                  MAX_TAR_BYTES, MYTORCH_DIR, size_limit)
 
 BLOCK = 512
 MAX_META_BYTES = 64 * 1024  # one GNU long-name / long-link record or pax header
@@ -56,6 +63,14 @@ ARCHIVE_END = "the end of the file"  # an archive without its two zero blocks en
 STREAM_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first entry; an empty zip
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# A zip's end record (signature, disk numbers, entries on this disk, entries, directory size and
+# offset, comment length), the zip64 locator after it and the zip64 end record it points to.
+ZIP_END = struct.Struct("<4s4H2LH")
+ZIP64_LOCATOR = struct.Struct("<4sLQL")
+ZIP64_END = struct.Struct("<4sQ2H2L4Q")
+ZIP_END_SEARCH = ZIP_END.size + 0xFFFF  # the end record sits within the last 64 KiB + 22 bytes
+MAX_ZIP_DIRECTORY_BYTES = 4 * 2**20  # what zipfile reads whole into memory before any entry
+MAX_QUOTED_CHARS = 100  # a member's name in a note: its head and tail, and its length
 ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError,
               tarfile.TarError, *STREAM_ERRORS)
 
@@ -91,7 +106,8 @@ def extract_handin(tar_path: Path, dest: Path) -> Extraction:
                 try:
                     result.files[relative] = _extract_member(archive, member, relative, dest)
                 except (tarfile.TarError, OSError, EOFError, ValueError) as error:
-                    result.notes.append(f"{member.name}: could not be extracted ({error}); "
+                    why = getattr(error, "strerror", None) or type(error).__name__
+                    result.notes.append(f"{quoted(member.name)}: could not be extracted ({why}); "
                                         f"skipped")
     except (tarfile.TarError, OSError) as error:
         raise HandinError(f"{tar_path.name} could not be read ({error}); create it with "
@@ -166,6 +182,11 @@ def zip_to_tar(zip_path: Path, out: Path, notes: list[str]) -> None:
     """Copy the regular files of the zip archive ``zip_path`` into the plain tar ``out``, in
     order, up to MAX_MEMBERS entries and MAX_TAR_BYTES in all (each entry streams at most its
     declared size, so a zip bomb costs no more than an honest archive of that size)."""
+    entries, directory_bytes = zip_directory(zip_path)
+    if entries > MAX_MEMBERS or directory_bytes > MAX_ZIP_DIRECTORY_BYTES:
+        raise HandinError(f"{zip_path.name} is a zip archive whose directory declares {entries:,} "
+                          f"entries in {directory_bytes:,} bytes (at most {MAX_MEMBERS} entries "
+                          f"and {MAX_ZIP_DIRECTORY_BYTES:,} bytes); create it with `make handin`")
     try:
         with zipfile.ZipFile(zip_path) as archive, tarfile.open(out, "w",
                                                                 format=tarfile.GNU_FORMAT) as sink:
@@ -178,7 +199,7 @@ def zip_to_tar(zip_path: Path, out: Path, notes: list[str]) -> None:
                 if info.is_dir():
                     continue
                 if stat.S_ISLNK(info.external_attr >> 16):
-                    notes.append(f"{info.filename!r}: is a symbolic link; skipped")
+                    notes.append(f"{quoted(info.filename)}: is a symbolic link; skipped")
                     continue
                 if written + BLOCK + info.file_size > MAX_TAR_BYTES:
                     notes.append(f"reading stopped after {count} members at members adding up to "
@@ -190,13 +211,44 @@ def zip_to_tar(zip_path: Path, out: Path, notes: list[str]) -> None:
                     with archive.open(info) as entry:
                         sink.addfile(member, entry)
                 except ZIP_ERRORS as error:
-                    notes.append(f"{info.filename!r}: could not be read ({type(error).__name__}); "
-                                 f"the rest is ignored")
+                    notes.append(f"{quoted(info.filename)}: could not be read "
+                                 f"({type(error).__name__}); the rest is ignored")
                     break  # the tar may end inside this member: stop here
                 written += BLOCK + -(-info.file_size // BLOCK) * BLOCK
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
         raise HandinError(f"{zip_path.name} is a damaged zip archive ({type(error).__name__}); "
                           f"create it with `make handin`") from None
+
+
+def zip_directory(zip_path: Path) -> tuple[int, int]:
+    """(entries, bytes) that the zip's end record (its zip64 one, when present) declares for the
+    central directory: read from the last 64 KiB before ``zipfile`` parses anything, as ``zipfile``
+    itself finds them. (0, 0) when there is no end record (``zipfile`` then refuses the file)."""
+    with open(zip_path, "rb") as file:
+        size = file.seek(0, os.SEEK_END)
+        file.seek(max(0, size - ZIP_END_SEARCH))
+        tail = file.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < ZIP_END.size:
+            return 0, 0
+        entries, directory = ZIP_END.unpack_from(tail, at)[4:6]
+        if at >= ZIP64_LOCATOR.size:
+            signature, _, end64, _ = ZIP64_LOCATOR.unpack_from(tail, at - ZIP64_LOCATOR.size)
+            if signature == b"PK\x06\x07" and end64 < size:
+                file.seek(end64)
+                record = file.read(ZIP64_END.size)
+                if len(record) == ZIP64_END.size and record.startswith(b"PK\x06\x06"):
+                    fields = ZIP64_END.unpack(record)
+                    entries, directory = max(entries, fields[7]), max(directory, fields[8])
+    return entries, directory
+
+
+def quoted(name: str) -> str:
+    """``name`` quoted for a note, at most about MAX_QUOTED_CHARS long whatever its length."""
+    if len(name) <= MAX_QUOTED_CHARS:
+        return repr(name)
+    half = MAX_QUOTED_CHARS // 2
+    return f"{name[:half]!r}...{name[-half // 2:]!r} ({len(name):,} characters)"
 
 
 def _read_exactly(source, size: int) -> tuple[str, bytes]:
@@ -280,11 +332,11 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
             earlier = accepted.pop(path)
             if path.startswith(MYTORCH_DIR + "/"):
                 mytorch_bytes -= earlier.size
-            notes.append(f"{member.name!r}: appears more than once in the archive; the last copy "
-                         f"is graded, as `tar -x` leaves it")
+            notes.append(f"{quoted(member.name)}: appears more than once in the archive; the last "
+                         f"copy is graded, as `tar -x` leaves it")
         if relative is None:  # a directory, or a member refused for the reason given
             if problem is not None:
-                notes.append(f"{member.name!r}: {problem}; skipped")
+                notes.append(f"{quoted(member.name)}: {problem}; skipped")
             continue
         if problem is None and relative.startswith(MYTORCH_DIR + "/"):
             mytorch_bytes += member.size
@@ -292,7 +344,7 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
                 problem = (f"mytorch/ adds up to more than {MAX_MYTORCH_BYTES / 1e6:.0f} MB "
                            f"of .py files")
         if problem is not None:
-            notes.append(f"{member.name!r}: {problem}; skipped")
+            notes.append(f"{quoted(member.name)}: {problem}; skipped")
         else:
             accepted[relative] = member
     return accepted
@@ -310,12 +362,16 @@ def _check_member(member: tarfile.TarInfo) -> tuple[str | None, str | None]:
         return None, None
     if member.issym() or member.islnk():
         kind = "symbolic" if member.issym() else "hard"
-        return None, f"is a {kind} link (to {member.linkname!r})"
+        return None, f"is a {kind} link (to {quoted(member.linkname)})"
     if member.ischr() or member.isblk() or member.isfifo():
         return None, "is a device or a fifo"
     if not member.isreg() or member.issparse():
         return None, "is not a regular file"
     relative = _relative_path(name)
+    depth = relative.count("/") - 1
+    if relative.startswith(MYTORCH_DIR + "/") and depth > MAX_MYTORCH_DEPTH:
+        return None, (f"lies {depth} folders deep in {MYTORCH_DIR}/, deeper than make handin packs "
+                      f"(at most {MAX_MYTORCH_DEPTH})")
     limit = size_limit(relative)
     if limit is None:
         return None, "is not a file the grader uses"

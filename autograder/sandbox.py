@@ -11,8 +11,9 @@ which tries each in turn with a probe (start the worker's Python and import nump
     folder, the hidden tests, any grader process or the platform's output. When the PID
     namespace's first process dies, the kernel kills every process left in it.
 ``setpriv``
-    (root only) the worker runs as the unprivileged uid/gid 65534: it cannot signal the grader or
-    read its files (the judge makes them private), and ``RLIMIT_NPROC`` caps its processes. No
+    (root only) the worker runs as a uid/gid drawn afresh for each grading (:func:`grading_uid`),
+    owned by no account and no process: it cannot signal the grader or another grading's worker,
+    nor read their files (the judge makes them private), and ``RLIMIT_NPROC`` caps its processes. No
     network isolation. Needs the interpreter, numpy and the grading folder's parents to be
     readable and traversable by that uid (the probe finds out).
 ``unshare``
@@ -42,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -216,22 +218,22 @@ def layers_summary(mode: str) -> str:
     return "; ".join(parts)
 
 
-def program(mode: str) -> str | None:
+def command_path(mode: str) -> str | None:
     """The absolute path of the command ``mode`` starts the worker with, found once on the
     judge's PATH; the probe and every run use this very file whatever PATH they get."""
     name = {"bwrap": "bwrap", "setpriv": "setpriv", "unshare": "unshare"}.get(mode)
-    if name not in _PROGRAMS:
+    if name not in _COMMAND_PATHS:
         found = shutil.which(name) if name else None
-        _PROGRAMS[name] = os.path.realpath(found) if found else None
-    return _PROGRAMS[name]
+        _COMMAND_PATHS[name] = os.path.realpath(found) if found else None
+    return _COMMAND_PATHS[name]
 
 
-_PROGRAMS: dict[str | None, str | None] = {}
+_COMMAND_PATHS: dict[str | None, str | None] = {}
 
 
 def unavailable(mode: str) -> str | None:
     """Why ``mode`` cannot be tried on this machine, or None."""
-    if mode in ("bwrap", "setpriv", "unshare") and program(mode) is None:
+    if mode in ("bwrap", "setpriv", "unshare") and command_path(mode) is None:
         return f"no {mode} command (Debian package {'bubblewrap' if mode == 'bwrap' else 'util-linux'})"
     if mode == "setpriv" and os.geteuid() != 0:
         return "the grader does not run as root"
@@ -254,7 +256,7 @@ def worker_command(mode: str, layout: Layout, python: str, args: list[str]) -> l
         return bwrap_prefix(layout, python) + worker
     if mode == "setpriv":
         uid = grading_uid()
-        return [program("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+        return [command_path("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--no-new-privs", "--", *worker]
     if mode == "unshare":
         return unshare_prefix(layout) + worker
@@ -265,7 +267,8 @@ def bwrap_prefix(layout: Layout, python: str) -> list[str]:
     """bubblewrap arguments: namespaces, read-only system and interpreter, numpy alone."""
     import numpy  # the judge's numpy: the worker gets the very same files
 
-    command = [program("bwrap"), "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+    command = [command_path("bwrap"), "--unshare-user", "--uid", str(SANDBOX_UID),
+               "--gid", str(SANDBOX_UID),
                "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     for top in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
@@ -314,8 +317,9 @@ def unshare_prefix(layout: Layout) -> list[str]:
             covered.append(shared)
     script += [f"mount -t tmpfs -o size={TMPFS_BYTES} tmpfs {_quote(path)}" for path in covered]
     script.append('exec "$@"')
-    return [program("unshare"), "--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child",
-            "--mount-proc", "--net", "--ipc", "--", "sh", "-c", "; ".join(script), "sandbox"]
+    return [command_path("unshare"), "--user", "--map-root-user", "--mount", "--pid", "--fork",
+            "--kill-child", "--mount-proc", "--net", "--ipc", "--", "sh", "-c", "; ".join(script),
+            "sandbox"]
 
 
 def _quote(path: Path) -> str:
@@ -587,9 +591,36 @@ def make_readable(folder: Path) -> None:
     """Let the sandbox uid read ``folder`` (for setpriv): directories 755, files 644. Symbolic
     links (numpy's, into the installed packages) are left alone: chmod would follow them."""
     os.chmod(folder, 0o755)
-    for root, dirs, files in os.walk(folder):
-        for names, mode in ((dirs, 0o755), (files, 0o644)):
-            for name in names:
-                path = os.path.join(root, name)
-                if not os.path.islink(path):
-                    os.chmod(path, mode)
+    for entry in tree_entries(folder):
+        if not entry.is_symlink():
+            os.chmod(entry.path, 0o755 if entry.is_dir(follow_symlinks=False) else 0o644)
+
+
+def tree_entries(folder: Path) -> Iterator[os.DirEntry]:
+    """Every entry under ``folder``, each folder before what it holds, never following a symbolic
+    link. A loop over a stack, not recursion: no tree is too deep for it."""
+    stack = [os.fspath(folder)]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                yield entry
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete ``path`` and everything under it (nothing when it does not exist), whatever its
+    depth (:func:`tree_entries`); a symbolic link is removed, never followed."""
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.unlink(path)
+        return
+    folders = [os.fspath(path)]
+    for entry in tree_entries(path):
+        if entry.is_dir(follow_symlinks=False):
+            folders.append(entry.path)
+        else:
+            os.unlink(entry.path)
+    for folder in reversed(folders):  # each folder after everything it held
+        os.rmdir(folder)

@@ -41,12 +41,12 @@ def _instruction(code: int, jump_true: int, jump_false: int, k: int) -> bytes:
     return struct.pack("HBBI", code, jump_true, jump_false, k)
 
 
-def program(children: bool = True) -> bytes:
+def worker_filter(children: bool = True) -> bytes:
     """The worker's filter as BPF instructions (see the module docstring)."""
-    return filter_program({**DENIED, **({} if children else NEW_TASKS)}, CLONE_NEW_FLAGS)
+    return bpf_filter({**DENIED, **({} if children else NEW_TASKS)}, CLONE_NEW_FLAGS)
 
 
-def filter_program(denied: dict[str, int], clone_flags: int) -> bytes:
+def bpf_filter(denied: dict[str, int], clone_flags: int) -> bytes:
     """A BPF program refusing (EPERM) the x86_64 system calls in ``denied``, ``clone`` with any of
     ``clone_flags``, the x32 numbers and every other ABI; ``clone3`` answers ENOSYS (its flags are
     out of a filter's reach, and the C library then falls back to ``clone``)."""
@@ -77,7 +77,7 @@ def deny_escapes(children: bool = True) -> bool:
     no new processes at all); False where unsupported. OSError when the kernel refuses it."""
     if platform.system() != "Linux" or platform.machine() != "x86_64":
         return False
-    install(program(children))
+    install(worker_filter(children))
     return True
 
 

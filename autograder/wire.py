@@ -33,6 +33,7 @@ ERROR_FIELDS = {"kind": str, "step": int, "type": str, "file": str, "line": int,
                 "module": str, "count": int}
 MAX_FIELD_CHARS = 200
 NOT_AN_ARRAY = "not a numeric array"
+UNREADABLE = "unreadable worker output"
 
 
 @dataclass(frozen=True)
@@ -157,15 +158,18 @@ def decode_records(stream: bytes, expected: dict[str, list[str]]) -> tuple[dict[
     """Records for the tests named in ``expected`` ({test: names it returns}) found in ``stream``.
 
     Returns ({test: Record}, note): the first record of each expected test counts; anything
-    malformed ends the decoding, and ``note`` says where and why ('' when the stream was clean).
+    malformed (a header nested too deep, NaN sizes, wrong types, truncated bytes, ...) ends the
+    decoding, and ``note`` says where and why, in at most MAX_FIELD_CHARS characters ('' when the
+    stream was clean). Never raises: a hostile stream costs only the tests it has not answered.
     """
     records: dict[str, Record] = {}
     position = 0
     while position < len(stream):
         try:
             record, position = _decode_one(stream, position, expected)
-        except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError) as error:
-            return records, f"unreadable worker output after {len(records)} results ({error})"
+        except Exception as error:  # noqa: BLE001 - any surprise in hostile bytes is unreadable
+            why = f"{type(error).__name__}: {error}"[:MAX_FIELD_CHARS]
+            return records, f"{UNREADABLE} after {len(records)} results ({why})"
         if record is not None and record[0] not in records:
             records[record[0]] = record[1]
     return records, ""

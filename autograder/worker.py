@@ -15,11 +15,17 @@ puts in a message reaches it.
 
 Importing an autograd library (torch, jax, tensorflow, ...) fails with a message saying that
 mytorch must be written in numpy; under bubblewrap those libraries are not even in the sandbox.
+Before mytorch is imported, :func:`refuse_code_made_at_run_time` installs an audit hook (which no
+code can remove): only the files of mytorch, the standard library and numpy may be compiled and
+run, so a mytorch that hides its code in a blob (``exec(zlib.decompress(...))``, ``marshal``, an
+import from a zip or from memory) fails with a message saying so.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.abc
+import importlib.util
+import io
 import json
 import os
 import sys
@@ -39,6 +45,17 @@ FORBIDDEN_LIBRARIES = ("torch", "jax", "jaxlib", "tensorflow", "keras", "autogra
                        "paddle", "cupy", "chainer", "theano", "flax", "mlx", "tinygrad", "numba")
 NUMPY_ONLY = "mytorch must be written with numpy only"
 MAX_CHAINED_ERRORS = 20  # how far a failure's causes are searched for a forbidden import
+MADE_AT_RUN_TIME = ("mytorch must be plain source files: code made at run time (exec, eval or "
+                    "compile of anything but a mytorch file, marshal, a code object built by hand) "
+                    "is refused")
+# The standard-library modules that may compile text that is not a file: ast (parse only makes a
+# tree, which numpy's .npy reader reads a header with; compiling a tree into code is refused), and
+# the two that write their classes' methods as source (namedtuple, dataclass).
+TRUSTED_COMPILERS = ("ast.py", "collections/__init__.py", "dataclasses.py")
+# Audit events that would let code reach the hook's own state (gc) or the interpreter's compiler
+# by another door (marshal; a code object built or edited by hand).
+REFUSED_EVENTS = frozenset({"marshal.loads", "marshal.load", "code.__new__", "gc.get_objects",
+                            "gc.get_referrers", "gc.get_referents"})
 
 
 class ForbiddenImport(ImportError):
@@ -57,6 +74,14 @@ class NumpyOnly(importlib.abc.MetaPathFinder):
         if fullname.partition(".")[0] in FORBIDDEN_LIBRARIES:
             raise ForbiddenImport(fullname.partition(".")[0])
         return None
+
+
+class CodeAtRunTime(RuntimeError):
+    """mytorch ran code that is not one of its files (``file``, ``line``: where in mytorch)."""
+
+    def __init__(self, event: str, file: str, line: int) -> None:
+        super().__init__(f"{MADE_AT_RUN_TIME} ({event})")
+        self.file, self.line = file, line
 
 
 class StepError(Exception):
@@ -87,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     sys.meta_path.insert(0, NumpyOnly())
     tests = json.loads((args.input / "tests.json").read_text())
+    refuse_code_made_at_run_time()
     try:
         import mytorch.nn as nn
     except BaseException as error:  # noqa: BLE001 - whatever student code raises is reported
@@ -111,6 +137,58 @@ def confine(readable: list[str], writable: list[str], children: bool = True) -> 
          str(numpy_dir), str(numpy_dir.parent / "numpy.libs"), *readable],
         writable)
     return {"landlock": abi, "seccomp": int(seccomp.deny_escapes(children))}
+
+
+def refuse_code_made_at_run_time() -> None:
+    """Install the audit hook that lets only files run: a ``compile`` must be of the very bytes of
+    a file of mytorch, the standard library or numpy (what an import does), an ``exec`` must run
+    code compiled from such a file, and marshal, hand-built code objects, the garbage collector's
+    object lists and ctypes' view of the interpreter's own C functions are refused. Imports read
+    sources, never cached bytecode (``sys.pycache_prefix`` points nowhere), so they pass the same
+    check. The hook reaches every name it uses through this closure, bound now, so no later
+    monkeypatching of a module or of builtins changes what it does."""
+    student = importlib.util.find_spec("mytorch").submodule_search_locations[0]
+    stdlib = os.path.dirname(traceback.__file__)
+    numpy_dir = os.path.dirname(np.__file__)
+    roots = tuple(f"{root}/" for root in {student, stdlib, numpy_dir, os.path.realpath(numpy_dir)})
+    generators = tuple(f"{stdlib}/{name}" for name in TRUSTED_COMPILERS)
+    sys.pycache_prefix = f"{student}/.no-bytecode"
+    sys.dont_write_bytecode = True
+    getframe, open_file, kind_of, refusal = sys._getframe, io.open, type, CodeAtRunTime
+    text, data, file_error, refused = str, bytes, OSError, REFUSED_EVENTS
+
+    def is_file_source(source, filename) -> bool:
+        if kind_of(source) is not data or kind_of(filename) is not text:
+            return False
+        if not filename.startswith(roots) or "/.." in filename:
+            return False
+        try:
+            with open_file(filename, "rb") as file:
+                return file.read() == source
+        except file_error:
+            return False
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "compile":
+            allowed = getframe(1).f_code.co_filename in generators or is_file_source(*args[:2])
+        elif event == "exec":
+            name = args[0].co_filename
+            allowed = (name.startswith(roots) or name.startswith("<frozen ")
+                       or getframe(1).f_code.co_filename in generators)
+        elif event == "ctypes.dlsym":
+            allowed = not (kind_of(args[1]) is text and args[1].lstrip("_").startswith("Py"))
+        else:
+            allowed = event not in refused
+        if allowed:
+            return
+        frame = getframe(1)  # the innermost mytorch line on the stack names the culprit
+        while frame is not None and not frame.f_code.co_filename.startswith(f"{student}/"):
+            frame = frame.f_back
+        if frame is None:
+            raise refusal(event, "", 0)
+        raise refusal(event, frame.f_code.co_filename[len(student) + 1:], frame.f_lineno or 0)
+
+    sys.addaudithook(hook)
 
 
 def run_test(nn, folder: Path, test: str) -> bytes:
@@ -202,6 +280,8 @@ def describe(error: BaseException) -> dict:
             break
         if isinstance(cause, ForbiddenImport):
             return {"kind": "numpy only", "module": cause.module}
+        if isinstance(cause, CodeAtRunTime):
+            return {"kind": "code at run time", "file": cause.file, "line": cause.line}
         cause = cause.__cause__ or cause.__context__
     fields = {"kind": "raised", "type": type(error).__name__}
     frames = [f for f in traceback.extract_tb(error.__traceback__) if "mytorch" in f.filename]

@@ -40,7 +40,8 @@ from hw4lib.config import ConfigError, Training, validate_untrusted, vocab_size_
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
-                                  MAX_MEMBERS, MAX_MYTORCH_BYTES, METRICS_FILE, MYTORCH_DIR,
+                                  MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_MYTORCH_DEPTH, METRICS_FILE,
+                                  MYTORCH_DIR,
                                   RUN_CARD_FILE, RUN_FILES, STATE_DICT_FILE, TIMING_FILE,
                                   config_digest, is_mytorch_source, size_limit,
                                   transcripts_sha256)
@@ -237,7 +238,8 @@ def mytorch_files(root: Path) -> list[Path]:
     for path in sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts):
         name = path.relative_to(root).as_posix()
         if not is_mytorch_source(name):
-            print(f"skipped {name}: not a module name, the grader would not import it")
+            print(f"skipped {name}: not a module name (or more than {MAX_MYTORCH_DEPTH} folders "
+                  f"deep), the grader would not import it")
             continue
         size = path.stat().st_size
         check_size(path, name, size)

@@ -44,6 +44,7 @@ MAX_MYTORCH_BYTES = 4_000_000                     # all of mytorch/ together
 MAX_RUN_FILE_BYTES = 10_000_000                   # each of RUN_FILES
 MAX_STATE_DICT_BYTES = 4 * MAX_PARAMETERS + 2**24  # float32 tensors of the largest model, + zip
 MAX_MEMBERS = 500
+MAX_MYTORCH_DEPTH = 8  # folders below mytorch/ (the given package uses 1)
 # The archive: above every member at its limit (what the packer checks), below upload limits.
 MAX_TAR_BYTES = 200 * 2**20
 
@@ -52,9 +53,11 @@ _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 def is_mytorch_source(name: str) -> bool:
     """True for ``mytorch/<package>/.../<module>.py`` whose every component is a module name (what
-    the grader can import)."""
+    the grader can import), at most MAX_MYTORCH_DEPTH folders below ``mytorch/``."""
     parts = name.split("/")
     if len(parts) < 2 or parts[0] != MYTORCH_DIR or not parts[-1].endswith(".py"):
+        return False
+    if len(parts) - 2 > MAX_MYTORCH_DEPTH:
         return False
     return all(_MODULE_NAME.match(part) for part in parts[1:-1] + [parts[-1][:-3]])
 

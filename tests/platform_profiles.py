@@ -52,7 +52,7 @@ def launcher(profile: str, command: list[str]) -> list[str]:
 
 
 def docker_filter() -> bytes:
-    return seccomp.filter_program({name: seccomp.DENIED[name] for name in DOCKER_DENIED},
+    return seccomp.bpf_filter({name: seccomp.DENIED[name] for name in DOCKER_DENIED},
                                   seccomp.CLONE_NEW_FLAGS)
 
 

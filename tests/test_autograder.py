@@ -10,6 +10,7 @@ test process into a temporary folder (``make_autograde.build``), then grade hand
 does (``make`` in a folder holding the Makefile, autograde.tar and handin.tar) and check the
 scores line, the report, and that nothing changed outside the grading folder.
 """
+import base64
 import functools
 import gzip
 import io
@@ -33,7 +34,8 @@ import yaml
 
 import numpy as np
 
-from autograder import grade_model, grading_run, landlock, rubric, sandbox, wire
+from autograder import (grade_model, grading_run, landlock, rubric, safe_tar, sandbox, wire,
+                        worker)
 from autograder.safe_tar import HandinError, extract_handin
 from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
@@ -220,6 +222,92 @@ def test_unusable_archives_raise_a_clear_error(tmp_path):
     assert set(extract_handin(gz, tmp_path / "gz").files) == {"config.yaml"}
 
 
+def deep_mytorch_member(depth: int) -> tuple[tarfile.TarInfo, bytes]:
+    """A mytorch module ``depth`` folders below mytorch/, every folder a module name."""
+    return regular("handin/mytorch/" + "a/" * depth + "deep.py")
+
+
+def long_name_members(count: int, length: int) -> list[tuple[tarfile.TarInfo, bytes]]:
+    """``count`` members the grader does not use, each named with ``length`` characters."""
+    return [regular(f"handin/{index:03d}" + "n" * length) for index in range(count)]
+
+
+def zip_directory_bomb(path: Path, entries: int) -> Path:
+    """A zip (whatever ``path`` is named) whose central directory really holds ``entries`` one-byte
+    named entries, each pointing at one empty stored file: what ``zipfile`` parses whole."""
+    local = b"PK\x03\x04" + bytes(22) + (1).to_bytes(2, "little") + bytes(2) + b"x"
+    central = (b"PK\x01\x02" + bytes(24) + (1).to_bytes(2, "little") + bytes(16) + b"x")
+    end = (b"PK\x05\x06" + bytes(4) + (min(entries, 0xFFFF)).to_bytes(2, "little") * 2
+           + (len(central) * entries).to_bytes(4, "little") + len(local).to_bytes(4, "little")
+           + bytes(2))
+    with open(path, "wb") as file:
+        file.write(local)
+        for _ in range(entries // 100_000):
+            file.write(central * 100_000)
+        file.write(central * (entries % 100_000))
+        file.write(end)
+    return path
+
+
+@rubric_category("Handin extraction")
+def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(tmp_path):
+    from autograder import grade
+
+    limit = handin_format.MAX_MYTORCH_DEPTH
+    tar = write_tar(tmp_path / "deep.tar", [deep_mytorch_member(limit), deep_mytorch_member(1500),
+                                           *long_name_members(470, 60_000)])
+    result = extract_handin(tar, tmp_path / "deep")
+    assert list(result.files) == ["mytorch/" + "a/" * limit + "deep.py"], list(result.files)
+    assert any(f"1500 folders deep in mytorch/, deeper than make handin packs (at most {limit})"
+               in note for note in result.notes), result.notes[:3]
+    # every note quotes a name short; every channel shows a bounded summary of them
+    assert max(len(note) for note in result.notes) < 400, max(result.notes, key=len)[:500]
+    shown = grade.summarised(result.notes)
+    assert len(shown) == grade.MAX_NOTES + 1 and "459 more notes" in shown[-1], shown[-1]
+    assert len(json.dumps(shown)) < 10_000
+    assert len(json.dumps(grade.summarised(["x" * 10**6] * 3))) < 3 * grade.MAX_NOTE_CHARS + 20
+    # a zip's directory is sized from its end record before zipfile reads any of it
+    bomb = zip_directory_bomb(tmp_path / "handin.tar", 200_000)
+    assert safe_tar.zip_directory(bomb) == (0xFFFF, 200_000 * 47)
+    with pytest.raises(HandinError, match="directory declares 65,535 entries in 9,400,000 bytes"):
+        extract_handin(bomb, tmp_path / "bomb")
+    small = zip_directory_bomb(tmp_path / "small.tar", 3)
+    assert safe_tar.zip_directory(small) == (3, 3 * 47)
+    assert list(extract_handin(small, tmp_path / "small").files) == []  # parsed: names unused
+    # zip64: the counts its own end record declares are the ones read
+    with zipfile.ZipFile(tmp_path / "z64.zip", "w", allowZip64=True) as archive:
+        archive.writestr("handin/config.yaml", "x: 1\n")
+    data = bytearray((tmp_path / "z64.zip").read_bytes())
+    end = data.rfind(b"PK\x05\x06")
+    data[end + 8:end + 12] = b"\xff\xff\xff\xff"  # point zipfile at a zip64 record
+    record = (b"PK\x06\x06" + (44).to_bytes(8, "little") + bytes(12)
+              + (5_000_000).to_bytes(8, "little") * 2 + (10**9).to_bytes(8, "little") + bytes(8))
+    locator = b"PK\x06\x07" + bytes(4) + end.to_bytes(8, "little") + (1).to_bytes(4, "little")
+    (tmp_path / "z64.tar").write_bytes(bytes(data[:end]) + record + locator + bytes(data[end:]))
+    assert safe_tar.zip_directory(tmp_path / "z64.tar") == (5_000_000, 10**9)
+    with pytest.raises(HandinError, match="declares 5,000,000 entries"):
+        extract_handin(tmp_path / "z64.tar", tmp_path / "z64")
+
+
+@rubric_category("Handin extraction")
+def test_tree_walks_and_removal_do_not_recurse(tmp_path):
+    from autograder import judge
+
+    root = deep = tmp_path / "tree"
+    for _ in range(1101):  # deeper than Python's recursion limit (makedirs would recurse)
+        deep.mkdir()
+        deep = deep / "a"
+    deep = deep.parent
+    (deep / "m.py").write_text("x = 1\n")
+    (root / "link").symlink_to("/usr")  # never followed, never changed
+    sandbox.make_readable(root)
+    assert (deep / "m.py").stat().st_mode & 0o777 == 0o644 and deep.stat().st_mode & 0o777 == 0o755
+    assert judge.student_files(root) == {"a/" * 1100 + "m.py"}
+    sandbox.remove_tree(root)
+    assert not root.exists() and Path("/usr").is_dir()
+    sandbox.remove_tree(root)  # nothing there: nothing to do
+
+
 # ------------------------------------------------------------------------------------------------
 # Scoring
 # ------------------------------------------------------------------------------------------------
@@ -262,6 +350,29 @@ def test_worker_records_are_decoded_without_trusting_them():
     for junk in (b"\xff" * 100, (2**40).to_bytes(8, "little"), stream[:-5]):
         records, note = wire.decode_records(junk, {"t": ["r1"]})
         assert "unreadable" in note and "t" not in records, (junk[:20], note)
+
+
+@rubric_category("Scoring")
+def test_any_malformed_worker_output_is_unreadable_and_costs_only_its_tests():
+    good = wire.encode_record("t", None, {"r1": np.zeros(2)})
+
+    def record(header: str) -> bytes:
+        return len(header.encode()).to_bytes(8, "little") + header.encode()
+
+    nested = "[" * 32_000 + "]" * 32_000
+    junk = {"nested 32,000 deep": record(nested),
+            "nested in a field": record('{"test": "u", "error": ' + nested[:60_000] + "}"),
+            "NaN size": record('{"test": "u", "error": null, "sizes": {"r1": NaN}, "none": []}'),
+            "huge number": record('{"test": "u", "sizes": {"r1": ' + "9" * 5000 + "}}"),
+            "a list": record("[1, 2]"),
+            "unhashable test": record('{"test": [], "error": null, "sizes": {}, "none": []}'),
+            "unhashable none": record('{"test": "u", "error": null, "sizes": {}, "none": [[]]}'),
+            "long size text": record('{"test": "u", "error": null, "sizes": {"r1": "'
+                                     + "x" * 60_000 + '"}, "none": []}')}
+    for name, bad in junk.items():
+        records, note = wire.decode_records(good + bad + good, {"t": ["r1"], "u": ["r1"]})
+        assert note.startswith(f"{wire.UNREADABLE} after 1 results"), (name, note[:300])
+        assert len(note) < 300 and list(records) == ["t"], (name, note[:300])
 
 
 def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
@@ -817,6 +928,128 @@ def test_child_cannot_write_huge_files(tmp_path):
     assert (tmp_path / "big.bin").stat().st_size <= 2**20
 
 
+@rubric_category("Child processes")
+def test_the_judge_runs_under_an_address_space_limit(tmp_path):
+    from autograder import grade
+
+    code = ("import resource\n"
+            "from autograder import grade\n"
+            "grade.limit_address_space()\n"
+            "print(resource.getrlimit(resource.RLIMIT_AS)[0], flush=True)\n"
+            "print(resource.getrlimit(resource.RLIMIT_AS)[1] in grade.model_limits().values())\n"
+            "try:\n"
+            "    block = bytearray(grade.judge_address_space())\n"
+            "except MemoryError:\n"
+            "    print('refused')\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=120)
+    limit, model_unlimited, refused = run.stdout.split()
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert int(limit) == grade.judge_address_space() <= physical, run.stdout
+    assert model_unlimited == "True" and refused == "refused", run.stdout + run.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# Code made at run time
+# ------------------------------------------------------------------------------------------------
+
+UTF7_SOURCE = "# -*- coding: utf-7 -*-\nx = 1\n"
+TRICKS = r"""
+import ast, builtins, collections, ctypes, dataclasses, fractions, io, marshal, sys, zlib
+import numpy.polynomial  # a numpy module numpy imports lazily: compiled from its file
+_Pair = collections.namedtuple("_Pair", "a b")  # the standard library's own generated code
+@dataclasses.dataclass
+class _Data:
+    a: int = 1
+assert ast.literal_eval("(1, 2)") == (1, 2) and _Pair(1, 2).b == 2 and _Data().a == 1
+_BLOB = zlib.compress(b"_MADE = True")
+_MARSHALLED = marshal.dumps(_Data.__init__.__code__)  # the audit hook lets dumps through
+_open, _type, _frame = io.open, builtins.type, sys._getframe
+io.open = lambda *args, **kwargs: _open(__file__, "rb")  # the hook must not call these
+builtins.type = lambda *args: bytes
+_TRICKS = {
+    "exec of a blob": lambda: exec(zlib.decompress(_BLOB)),
+    "eval of text": lambda: eval("1 + 1"),
+    "compile under this file's name": lambda: compile(zlib.decompress(_BLOB), __file__, "exec"),
+    "marshal": lambda: marshal.loads(_MARSHALLED),
+    "code edited by hand": lambda: (lambda: 0).__code__.replace(co_consts=(1,)),
+    "the interpreter's own C functions": lambda: ctypes.pythonapi.PyRun_SimpleString,
+    "the hook's state through gc": lambda: __import__("gc").get_objects(),
+}
+_GOT_THROUGH = []
+for _name, _trick in _TRICKS.items():
+    try:
+        _trick()
+    except Exception as _error:
+        if _type(_error).__name__ == "CodeAtRunTime":
+            continue
+    _GOT_THROUGH.append(_name)
+io.open, builtins.type = _open, _type
+if _GOT_THROUGH:
+    raise SystemExit(f"got through: {_GOT_THROUGH}")
+"""
+
+
+def blob_mytorch(folder: Path) -> Path:
+    """The reference mytorch with every file an ``exec(compile(zlib blob, __file__))`` of itself:
+    the same code, unreadable to anyone reading the handin."""
+    package = copy_reference_mytorch(folder)
+    for path in package.rglob("*.py"):
+        blob = base64.b64encode(zlib.compress(path.read_bytes())).decode()
+        path.write_text(f"import base64, zlib\nexec(compile(zlib.decompress(base64.b64decode("
+                        f"{blob!r})), __file__, 'exec'))\n")
+    return package
+
+
+@rubric_category("Child processes")
+def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
+    """The worker's audit hook in the mode the machine gives: honest code using what the standard
+    library and numpy generate or import lazily keeps its points while every trick to run code
+    that is not a file is refused (the mytorch stops itself if one works); a mytorch of blobs
+    gets 0 and the message names the line."""
+    from autograder import judge
+
+    folder = open_folder("hw4p1-audit-")
+    tricks = copy_reference_mytorch(folder / "tricks")
+    (tricks / "__init__.py").write_text(TRICKS + (tricks / "__init__.py").read_text())
+    for name, package, points in [("tricks", tricks, 5.0),
+                                  ("blobs", blob_mytorch(folder / "blobs"), 0.0)]:
+        layout = worker_layout(folder / f"layout-{name}", package)
+        mode, notes = sandbox.choose_mode(layout, judge.python_executable(),
+                                          allow_unisolated=True)
+        run = judge.grade_category("Linear", layout, mode, timeout=120)
+        messages = [result.message for result in run.results]
+        assert sum(result.points for result in run.results) == points, (name, mode, messages,
+                                                                        run.output[-3000:])
+    assert all(message.endswith(f"{worker.MADE_AT_RUN_TIME} (at mytorch/__init__.py:2)")
+               for message in messages), messages
+
+
+@rubric_category("Handin extraction")
+def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
+    from autograder import judge
+
+    cases = {"a.py": (UTF7_SOURCE, "utf-7"),
+             "b.py": ("#!/bin/python\n# coding=latin-1\n", "latin-1"),
+             "c.py": ("\n# vim: set fileencoding=utf-7 :\n", "utf-7"),
+             "d.py": ("\ufeff# coding: utf-8\n", "utf-8"), "e.py": ("# coding: UTF8\n", "UTF8"),
+             "f.py": ("x = 1  # coding: utf-7\n", None), "g.py": ("x = 1\n# coding: utf-7\n", None),
+             "h.py": ("# -*- coding: no-such-codec -*-\n", "no-such-codec")}
+    files = {}
+    for name, (text, encoding) in cases.items():
+        files[f"mytorch/{name}"] = tmp_path / name
+        files[f"mytorch/{name}"].write_bytes(text.encode("utf-8"))
+        assert judge.declared_encoding(text.encode("utf-8")) == encoding, name
+    files["config.yaml"] = tmp_path / "config.yaml"
+    files["config.yaml"].write_text("# coding: utf-7\n")
+    notes: list[str] = []
+    judge.refuse_foreign_encodings(files, notes)
+    assert sorted(files) == ["config.yaml", "mytorch/d.py", "mytorch/e.py", "mytorch/f.py",
+                             "mytorch/g.py"]
+    assert notes[0].startswith("mytorch/a.py: declares the source encoding 'utf-7'; the grader "
+                               "reads mytorch as UTF-8 only"), notes
+
+
 # ------------------------------------------------------------------------------------------------
 # End to end: make in a grading folder, as Autolab does
 # ------------------------------------------------------------------------------------------------
@@ -1223,35 +1456,66 @@ def _is_zombie(proc: Path) -> bool:
         return True
 
 
-def require_isolation(folder: Path) -> str:
-    """The sandbox mode the grader will pick for a grading folder under ``folder``; skips the test
-    when it is 'none' (unisolated, the attacks would hit the test run itself)."""
+SKIPS_ALLOWED = "HW4P1_ALLOW_SECURITY_SKIPS"  # set to 1 to let the attack tests skip
+
+
+def open_folder(prefix: str) -> Path:
+    """A session folder every sandbox uid can traverse (pytest's tmp_path is 0700 to root, which
+    setpriv's fresh uid cannot enter: the grader would fall back to a weaker mode there)."""
+    folder = session_folder(prefix)
+    folder.chmod(0o755)
+    return folder
+
+
+def worker_layout(folder: Path, mytorch: Path | None = None) -> sandbox.Layout:
+    """The folders a worker reads, under ``folder``, as the grader lays them out: its runtime,
+    numpy, ``mytorch`` (a copy; an empty package when None) and empty input and tmp folders."""
     from autograder import grade
 
-    probe = folder / "probe"
-    layout = sandbox.Layout(probe / "runtime", probe / "pylib", probe / "student",
-                            probe / "input", probe / "tmp")
+    layout = sandbox.Layout(folder / "runtime", folder / "pylib", folder / "student",
+                            folder / "input", folder / "tmp")
     (layout.runtime_dir / "autograder").mkdir(parents=True)
     for name in grade.RUNTIME_FILES:
         shutil.copy(REPO_ROOT / "autograder" / name, layout.runtime_dir / "autograder" / name)
     grade.link_numpy(layout.pylib_dir)
-    for folder_ in (layout.student_dir / "mytorch", layout.input_dir, layout.tmp_dir):
-        folder_.mkdir(parents=True)
-    sandbox.make_readable(probe)
-    mode, notes = sandbox.choose_mode(layout, str(Path(sys.executable).resolve()))
+    if mytorch is None:
+        (layout.student_dir / "mytorch").mkdir(parents=True)
+    else:
+        shutil.copytree(mytorch, layout.student_dir / "mytorch",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    layout.input_dir.mkdir()
+    layout.tmp_dir.mkdir()
+    sandbox.make_readable(folder)
+    if os.geteuid() == 0:
+        os.chown(layout.tmp_dir, sandbox.grading_uid(), sandbox.grading_uid())
+    return layout
+
+
+def require_isolation() -> str:
+    """The sandbox mode the grader picks on this machine (probed in a folder its uid can reach,
+    as the grading folders of these tests are). When that is 'none' (unisolated: the attacks
+    would hit the test run itself) the test FAILS, naming what to install, unless
+    HW4P1_ALLOW_SECURITY_SKIPS=1 lets it skip: a security test never skips unnoticed."""
+    probe = open_folder("hw4p1-probe-")
+    mode, notes = sandbox.choose_mode(worker_layout(probe), str(Path(sys.executable).resolve()))
     shutil.rmtree(probe)
     if mode == "none":
-        pytest.skip(f"no sandbox mode isolates student code here ({notes}); install bubblewrap")
+        message = (f"no sandbox mode isolates student code here ({notes}); install bubblewrap or "
+                   f"run as root (setpriv)")
+        if os.environ.get(SKIPS_ALLOWED) != "1":
+            pytest.fail(f"{message}; or set {SKIPS_ALLOWED}=1 to skip the attack tests")
+        pytest.skip(message)
     return mode
 
 
 @pytest.mark.slow
 @rubric_category("End to end")
 @pytest.mark.parametrize("attack", list(ATTACKS))
-def test_attack_on_mytorch_scores_zero_there_and_keeps_the_rest(tmp_path, attack):
-    require_isolation(tmp_path)
+def test_attack_on_mytorch_scores_zero_there_and_keeps_the_rest(attack):
+    require_isolation()
+    folder = open_folder(f"hw4p1-attack-{attack}-")
     init_code, nn_code, flags = ATTACKS[attack]
-    lines, scores = run_grader(tmp_path, attack_handin(tmp_path, init_code, nn_code), flags)
+    lines, scores = run_grader(folder, attack_handin(folder, init_code, nn_code), flags)
     text = "\n".join(lines)
     expected = {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
     assert scores == expected, f"{attack}: expected {expected}, got {scores}\n{text[-4000:]}"
@@ -1270,10 +1534,11 @@ def test_attack_on_mytorch_scores_zero_there_and_keeps_the_rest(tmp_path, attack
 
 @pytest.mark.slow
 @rubric_category("End to end")
-def test_snooping_and_writing_outside_the_sandbox_change_nothing(tmp_path):
+def test_snooping_and_writing_outside_the_sandbox_change_nothing():
     """Honest code that also prints what it can find of the grader and writes where it should
     not: full marks for the code, no secret in the output, nothing written."""
-    require_isolation(tmp_path)
+    require_isolation()
+    tmp_path = open_folder("hw4p1-snoop-")
     grading = tmp_path / "grading"
     targets = [grading / "autograde/resource.py", grading / "autograde/autograder/rubric.py",
                grading / "work/sandbox/runtime/autograder/wire.py", grading / "Makefile",
@@ -1560,9 +1825,7 @@ def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
     init_code, nn_code, _ = ATTACKS["kill_the_grader_through_proc"]
     if mode == "none":
         init_code, nn_code = "", None  # unisolated, the attack would kill the test's own make
-    # The uid of setpriv must reach the grading folder: pytest's own tmp_path is private to root.
-    folder = session_folder(f"hw4p1-{mode}-")
-    folder.chmod(0o755)
+    folder = open_folder(f"hw4p1-{mode}-")
     lines, scores = run_grader(folder, attack_handin(tmp_path, init_code, nn_code),
                                f"--sandbox {mode}")
     text = "\n".join(lines)

@@ -23,12 +23,14 @@ from typing import Callable, NamedTuple
 
 import pytest
 
-from autograder import landlock, rubric
+from autograder import gradescope, landlock, rubric
 from tests import platform_profiles
 from tests.platform_profiles import PROFILES
-from tests.test_autograder import (FULL_LINE, MYTORCH_ZERO, ZERO_LINEAR_NN, ZEROS_NN, attack_handin,
-                                   built_autograder, honest_scores, read_hidden_lines,
-                                   replay_handin, run_grader, session_folder)
+from tests.test_autograder import (FULL_LINE, MYTORCH_ZERO, UTF7_SOURCE, ZERO_LINEAR_NN, ZEROS_NN,
+                                   attack_handin, blob_mytorch, built_autograder,
+                                   deep_mytorch_member, honest_scores, long_name_members,
+                                   open_folder, pack_folder, read_hidden_lines, regular,
+                                   replay_handin, run_grader, write_tar, zip_directory_bomb)
 from tests.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
                                    unpack_root)
 from tests.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
@@ -88,9 +90,7 @@ def test_each_profile_is_what_it_emulates(profile):
 
 def profile_folder(profile: str, name: str) -> Path:
     """A folder every profile's user may traverse (the gradings' own folders stay private)."""
-    folder = session_folder(f"hw4p1-{profile}-{name}-")
-    folder.chmod(0o755)
-    return folder
+    return open_folder(f"hw4p1-{profile}-{name}-")
 
 
 def mode_used(text: str) -> str:
@@ -98,13 +98,17 @@ def mode_used(text: str) -> str:
     return found[0] if len(found) == 1 else f"unclear: {found}"
 
 
-def cell(scores: dict, text: str, held: bool, whose: str = "") -> str:
+def cell(scores: dict, text: str, held: bool, whose: str = "", peak: int | None = None,
+         report: int | None = None) -> str:
     """One cell of the table: the observed scores (``whose``: of which grading), the mode, and
-    whether the attack was held."""
+    whether the attack was held; with the grading's peak memory and its largest report channel
+    when given (bytes)."""
     mytorch = sum(scores[c] for c in rubric.MYTORCH_RUBRIC)
+    sizes = ("" if peak is None else f", peak {peak / 2**30:.2f} GiB") + (
+        "" if report is None else f", report {report / 2**10:.0f} KiB")
     return (f"{'held' if held else 'GOT THROUGH'}: {whose}mytorch {mytorch:g}/"
             f"{sum(rubric.MYTORCH_RUBRIC.values())}, LM {scores['LanguageModel']:g} "
-            f"({mode_used(text)})")
+            f"({mode_used(text)}{sizes})")
 
 
 @rubric_category("Platform profiles")
@@ -250,6 +254,42 @@ def duplicate_member_handin(folder: Path) -> Path:
     return patched
 
 
+def utf7_handin(folder: Path) -> Path:
+    """mytorch/nn/linear.py, the reference's code, stored in UTF-7 under its coding declaration:
+    Python runs it, while a reader (or a diff, or the similarity check) that reads UTF-8 sees
+    something else. Graded as Python reads it, mytorch scores full marks."""
+    handin = attack_handin(folder, "", None)
+    linear = folder / "handin/mytorch/nn/linear.py"
+    linear.write_bytes((UTF7_SOURCE.splitlines()[0] + "\n" + linear.read_text()).encode("utf-7"))
+    return pack_folder(folder / "handin", handin)
+
+
+def blob_handin(folder: Path) -> Path:
+    """Every mytorch file an exec of a zlib blob of the reference's own code."""
+    handin = attack_handin(folder, "", None)
+    shutil.rmtree(folder / "handin/mytorch")
+    blob_mytorch(folder / "handin")
+    return pack_folder(folder / "handin", handin)
+
+
+def with_members(folder: Path, extra: list) -> Path:
+    """The honest handin with ``extra`` members after its own."""
+    honest = attack_handin(folder, "", None)
+    with tarfile.open(honest) as source:
+        members = [(member, source.extractfile(member).read()) for member in source.getmembers()]
+    return write_tar(folder / "extra.tar", members + extra, format=tarfile.GNU_FORMAT)
+
+
+NESTED_OUTPUT = """
+import json, os, sys
+_tests = json.load(open(os.path.join(sys.argv[sys.argv.index("--input") + 1], "tests.json")))
+if any(name.startswith("linear") for name in _tests):  # Linear's worker only
+    _header = ("[" * 32_000 + "]" * 32_000).encode()
+    os.write(int(sys.argv[sys.argv.index("--result-fd") + 1]),
+             len(_header).to_bytes(8, "little") + _header)
+"""
+
+
 def bwrap_elsewhere(folder: Path) -> dict:
     """A PATH whose first folder holds a copy of bubblewrap (outside the worker's /usr/bin:/bin)."""
     elsewhere = folder / "opt-bin"
@@ -260,7 +300,8 @@ def bwrap_elsewhere(folder: Path) -> dict:
     return {"PATH": f"{elsewhere}:{os.environ['PATH']}"}
 
 
-HONEST, MYTORCH_0 = "honest", "mytorch 0"
+HONEST, MYTORCH_0, NOTHING, LINEAR_0 = "honest", "mytorch 0", "all 0", "Linear 0"
+MAX_REPORT_BYTES = 2**20  # every channel of every row's report
 SYSTEM_PROGRAMS = [path for path in ("/usr/bin/unshare", "/usr/bin/setpriv", "/usr/bin/make",
                                      "/usr/bin/bwrap") if Path(path).exists()]
 JUDGE_PEAK = int(1.5 * 2**30)  # no grader process grows beyond this (the judge's arithmetic)
@@ -297,7 +338,18 @@ ATTACKS = {  # the review's table, by row
         lambda folder: attack_handin(folder, FILL_THE_DISK, None), HONEST),
     "12 a Linear of zeros in the right dtype": Attack(
         lambda folder: attack_handin(folder, "", ZERO_LINEAR_NN), MYTORCH_0),
-    "14 finite differences of an honest forward beside a wrong one": Attack(
+    # Issue 33: the grader trusts nothing computed, parsed or sized from inside the handin.
+    "14 mytorch source under a utf-7 coding declaration": Attack(utf7_handin, MYTORCH_0),
+    "15 mytorch files that exec zlib blobs of themselves": Attack(blob_handin, MYTORCH_0),
+    "16 470 members with 60,000-character names": Attack(
+        lambda folder: with_members(folder, long_name_members(470, 60_000)), HONEST),
+    "17 a mytorch file 1,500 folders deep": Attack(
+        lambda folder: with_members(folder, [deep_mytorch_member(1500)]), HONEST),
+    "18 a zip named handin.tar declaring 4.2 M entries": Attack(
+        lambda folder: zip_directory_bomb(folder / "handin.tar", 4_200_000), NOTHING),
+    "19 Linear's worker sends a header nested 32,000 deep": Attack(
+        lambda folder: attack_handin(folder, NESTED_OUTPUT, None), LINEAR_0),
+    "20 finite differences of an honest forward beside a wrong one": Attack(
         lambda folder: attack_handin(folder, FD_GAMING_INIT, None, nn_append=DOUBLED_LINEAR_NN),
         {"Linear": FAIR_LINEAR_POINTS}),
 }
@@ -311,6 +363,10 @@ def expected_scores(kind: str | dict, scores: dict) -> bool:
         return scores == honest
     if kind == MYTORCH_0:
         return scores == {**MYTORCH_ZERO, "LanguageModel": honest["LanguageModel"]}
+    if kind == NOTHING:
+        return not any(scores.values())
+    if kind == LINEAR_0:
+        return scores == {**honest, "Linear": 0}
     others = {c: s for c, s in scores.items() if c != "MultiHeadAttention"}
     return (scores["MultiHeadAttention"] < honest["MultiHeadAttention"]
             and others == {c: s for c, s in honest.items() if c != "MultiHeadAttention"})
@@ -326,22 +382,39 @@ def test_attack_is_held_in_each_profile(attack, profile):
         environment = bwrap_elsewhere(folder)
     peak = []
     programs = {path: Path(path).stat().st_mtime_ns for path in SYSTEM_PROGRAMS}
-    lines, scores = run_grader(folder, build(folder), peak_memory=peak, environment=environment,
-                               profile=profile)
+    details_path = folder / "grading" / "details.json"
+    lines, scores = run_grader(folder, build(folder), f"--results-json {details_path}",
+                               peak_memory=peak, environment=environment, profile=profile)
     text = "\n".join(lines)
     hidden = [line for line in read_hidden_lines(built_autograder() / "autograde.tar")
               if len(line) > 20]
+    report = report_sizes(text, details_path, scores)
     held = (expected_scores(expected, scores) and FULL_LINE not in lines
             and not any(line in text for line in hidden) and peak[0] < peak_limit
-            and "The autograder itself failed" not in text)
-    platform_profiles.record(TABLE, profile, attack, cell(scores, text, held))
+            and "The autograder itself failed" not in text
+            and max(report.values()) < MAX_REPORT_BYTES)
+    platform_profiles.record(TABLE, profile, attack,
+                             cell(scores, text, held, peak=peak[0], report=max(report.values())))
+    assert max(report.values()) < MAX_REPORT_BYTES, report
     assert expected_scores(expected, scores), (attack, profile, scores, text[-3000:])
     assert FULL_LINE not in lines, "a forged scores line reached the grader's output"
     assert "The autograder itself failed" not in text, text[-3000:]
     assert not any(line in text for line in hidden), "the hidden set leaked into the feedback"
     assert peak[0] < peak_limit, f"a grader process used {peak[0] / 2**30:.1f} GiB"
-    assert mode_used(text) == EXPECTED_MODE[profile], (profile, text[-3000:])
+    if expected != NOTHING:  # with nothing to grade, no sandbox is chosen
+        assert mode_used(text) == EXPECTED_MODE[profile], (profile, text[-3000:])
     assert programs == {path: Path(path).stat().st_mtime_ns for path in SYSTEM_PROGRAMS}
+
+
+def report_sizes(text: str, details_path: Path, scores: dict) -> dict[str, int]:
+    """Bytes of each channel of a grading's report: Autolab's feedback (also the regrade's
+    feedback file), --results-json, and the results.json Gradescope's adapter makes of them."""
+    details_text = details_path.read_text(encoding="utf-8") if details_path.exists() else "{}"
+    details = json.loads(details_text)
+    payload = gradescope.results_payload(
+        scores, details, gradescope.visible_summary(scores, details, True, "visible"), "visible")
+    return {"feedback": len(text.encode()), "details.json": len(details_text.encode()),
+            "results.json": len(json.dumps(payload, indent=1).encode())}
 
 
 # ------------------------------------------------------------------------------------------------

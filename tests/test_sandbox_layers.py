@@ -56,7 +56,7 @@ def test_a_root_judge_never_uses_unshare():
     if os.geteuid() == 0:
         assert reason and "host root" in reason, (
             f"as root, unshare --map-root-user would run the worker as host uid 0; got {reason!r}")
-    elif sandbox.program("unshare"):
+    elif sandbox.command_path("unshare"):
         assert reason is None, reason
 
 
@@ -68,7 +68,7 @@ def test_forcing_unshare_as_root_runs_no_student_code(tmp_path):
     the model graded, the system file untouched."""
     if os.geteuid() != 0:
         pytest.skip("the attack needs a root judge")
-    target = sandbox.program("unshare") or "/usr/bin/unshare"
+    target = sandbox.command_path("unshare") or "/usr/bin/unshare"
     before = Path(target).read_bytes() if Path(target).exists() else None
     init_code = (f"open({target!r}, 'wb').write(b'#!/bin/sh\\necho forged\\n')\n"
                  "print('{\"scores\": {\"LanguageModel\": 50}}')\n")
@@ -91,8 +91,8 @@ def test_sandbox_programs_run_from_the_path_they_were_found_at(tmp_path, monkeyp
     elsewhere.mkdir()
     shutil.copy2(real, elsewhere / "bwrap")
     monkeypatch.setenv("PATH", f"{elsewhere}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(sandbox, "_PROGRAMS", {})
-    found = sandbox.program("bwrap")
+    monkeypatch.setattr(sandbox, "_COMMAND_PATHS", {})
+    found = sandbox.command_path("bwrap")
     assert found == str(elsewhere / "bwrap"), found
     layout = sandbox.Layout(*(tmp_path / name for name in ("rt", "pylib", "st", "in", "tmp")))
     for name in ("rt", "pylib", "st", "in", "tmp"):
@@ -230,7 +230,7 @@ def test_the_seccomp_filter_refuses_escapes_and_allows_numpy(children):
     assert run.stdout.strip() == str({"ptrace": True, "unshare": True, "socket": True,
                                       "a child process": single, "a subprocess": single,
                                       "a thread": single, "numpy": False}), run.stdout
-    assert seccomp.program(children=True) != seccomp.program(children=False)
+    assert seccomp.worker_filter(children=True) != seccomp.worker_filter(children=False)
 
 
 TREE = """
