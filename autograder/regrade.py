@@ -48,7 +48,6 @@ import argparse
 import csv
 import os
 import re
-import shutil
 import sys
 import tempfile
 import threading
@@ -58,7 +57,7 @@ from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from autograder import grading_run, rubric, similarity
+from autograder import grading_run, rubric, sandbox, similarity
 from autograder.handins import VERSION_CHOICES, Handin, find_handins, sha256
 from hw4lib.handin_format import STATE_DICT_FILE
 
@@ -84,7 +83,7 @@ def inspect_handin(archive: Path) -> tuple[str, list[str]]:
     except HandinError:
         return "", []
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        sandbox.remove_tree(work)
 
 
 def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grader_sha: str,
