@@ -13,6 +13,7 @@ leaves nothing hidden in the output and other gradings untouched.
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -389,7 +390,8 @@ def test_attack_is_held_in_each_profile(attack, profile):
     hidden = [line for line in read_hidden_lines(built_autograder() / "autograde.tar")
               if len(line) > 20]
     report = report_sizes(text, details_path, scores)
-    held = (expected_scores(expected, scores) and FULL_LINE not in lines
+    oracle = hidden_perplexity_digits(text, details_path)
+    held = (expected_scores(expected, scores) and FULL_LINE not in lines and not oracle
             and not any(line in text for line in hidden) and peak[0] < peak_limit
             and "The autograder itself failed" not in text
             and max(report.values()) < MAX_REPORT_BYTES)
@@ -400,10 +402,23 @@ def test_attack_is_held_in_each_profile(attack, profile):
     assert FULL_LINE not in lines, "a forged scores line reached the grader's output"
     assert "The autograder itself failed" not in text, text[-3000:]
     assert not any(line in text for line in hidden), "the hidden set leaked into the feedback"
+    assert not oracle, f"the feedback gives the hidden-set perplexity beyond 2 decimals: {oracle}"
     assert peak[0] < peak_limit, f"a grader process used {peak[0] / 2**30:.1f} GiB"
     if expected != NOTHING:  # with nothing to grade, no sandbox is chosen
         assert mode_used(text) == EXPECTED_MODE[profile], (profile, text[-3000:])
     assert programs == {path: Path(path).stat().st_mtime_ns for path in SYSTEM_PROGRAMS}
+
+
+def hidden_perplexity_digits(text: str, details_path: Path) -> list[str]:
+    """The numbers of the student's feedback ``text`` that give the hidden-set perplexity (which
+    details.json, a staff channel, keeps in full) to more than 2 decimals: with many submissions,
+    such digits would be a slow oracle of the hidden text."""
+    details = json.loads(details_path.read_text(encoding="utf-8")) if details_path.exists() else {}
+    perplexity = (details.get("lm") or {}).get("perplexity_char")
+    if not isinstance(perplexity, float):
+        return []
+    return [number for number in re.findall(r"\d+\.\d{3,}", text)
+            if abs(float(number) - perplexity) < 0.005]
 
 
 def report_sizes(text: str, details_path: Path, scores: dict) -> dict[str, int]:
