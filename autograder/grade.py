@@ -75,6 +75,12 @@ MAX_NOTE_CHARS = 400
 # stacks and buffers of torch's and OpenBLAS's threads, one of each per CPU.
 MAX_JUDGE_ADDRESS_SPACE = 4 * 2**30
 JUDGE_ADDRESS_SPACE_PER_CPU = 64 * 2**20
+# glibc's malloc serves blocks above its mmap threshold (at most 32 MiB by default) with a fresh
+# mmap and unmaps them when freed, so each of the model child's batches would page-fault and zero
+# its attention scores again (up to grade_model.ACTIVATION_BUDGET float32s, 256 MiB). Above that
+# size, freed blocks stay in the heap and the next batch reuses them; the values computed are the
+# same (torch aligns every tensor to 64 bytes wherever its memory comes from).
+MALLOC_REUSE_BYTES = 2**30
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -310,6 +316,8 @@ def child_environment(work: Path, python_path: list[Path]) -> dict[str, str]:
         "MPLCONFIGDIR": str(tmp / "matplotlib"),
         "XDG_CACHE_HOME": str(tmp / "cache"),
         "TORCH_HOME": str(tmp / "torch"),
+        "MALLOC_MMAP_THRESHOLD_": str(MALLOC_REUSE_BYTES),
+        "MALLOC_TRIM_THRESHOLD_": str(MALLOC_REUSE_BYTES),
     })
     return env
 
