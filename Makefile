@@ -16,7 +16,7 @@ DATA_DIR  ?= hw4_data/hw4p1_data
 PYTEST_WORKERS ?= 2
 
 .PHONY: help install test test-fast train data data-if-stale tokenizers handin gpu-check handout autograde figures \
-	bench mutants test-platforms regrade similarity gradebook class-fixture clean
+	bench mutants test-class test-platforms regrade similarity gradebook class-fixture clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
@@ -29,10 +29,10 @@ $(STAMP): requirements.txt
 	touch $(STAMP)
 
 test: $(STAMP) ## run the whole test suite (slow end-to-end tests included)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms" tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms and not class_fixture" tests
 
 test-fast: $(STAMP) ## run the suite without the tests marked slow
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not platforms" tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not platforms and not class_fixture" tests
 
 # Builds the default data unless DATA_DIR holds this SEED's data from this version of the
 # generator (its .complete marker records both) or data built from real text.
@@ -85,6 +85,9 @@ figures: $(STAMP) ## redraw the diagrams in figures/
 
 bench: $(STAMP) ## print speed and memory measurements (mytorch, data, model, training)
 	$(PY) -m bench $(BENCH)
+
+test-class: $(STAMP) ## grade the realistic class (tests/class_fixture.py) and check every cell of its table
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m class_fixture tests
 
 test-platforms: $(STAMP) ## the grader's attacks in emulated Gradescope, Autolab and laptop profiles (root)
 	rm -rf dist/platform-table && mkdir -p dist/platform-table

@@ -438,6 +438,7 @@ def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[s
 
 
 @pytest.mark.slow
+@pytest.mark.class_fixture
 @rubric_category("Regrade")
 def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
     """The class fixture's Autolab download graded two at a time: every student's status, points,
