@@ -30,7 +30,7 @@ from tests.platform_profiles import PROFILES
 from tests.test_autograder import (FULL_LINE, MYTORCH_ZERO, UTF7_SOURCE, ZERO_LINEAR_NN, ZEROS_NN,
                                    attack_handin, blob_mytorch, built_autograder,
                                    deep_mytorch_member, honest_scores, long_name_members,
-                                   open_folder, pack_folder, read_hidden_lines, regular,
+                                   open_folder, pack_folder, read_hidden_lines,
                                    replay_handin, run_grader, write_tar, zip_directory_bomb)
 from tests.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
                                    unpack_root)
