@@ -47,6 +47,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder import seccomp
+
 MODES = ("bwrap", "setpriv", "unshare", "none")  # "none": the worker's own layers (Landlock) only
 SANDBOX_UID = 65534  # nobody: the worker's uid inside bwrap's user namespace
 FRESH_UIDS = (2**20, 2**30)  # a root judge's setpriv worker runs as a fresh uid from this range
@@ -214,7 +216,7 @@ def layers_summary(mode: str) -> str:
              f"{writes}, no TCP{', no signal outside its domain' if abi >= 6 else ''})"
              if abi else "no Landlock on this kernel",
              "a seccomp filter (no ptrace, sockets, namespaces, mounts, keyrings, BPF)"
-             if layers.get("seccomp") else "no seccomp filter here"]
+             if layers.get("seccomp") else seccomp.unsupported() or "no seccomp filter here"]
     return "; ".join(parts)
 
 

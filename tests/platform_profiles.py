@@ -52,8 +52,10 @@ def launcher(profile: str, command: list[str]) -> list[str]:
 
 
 def docker_filter() -> bytes:
-    return seccomp.bpf_filter({name: seccomp.DENIED[name] for name in DOCKER_DENIED},
-                                  seccomp.CLONE_NEW_FLAGS)
+    arch = seccomp.architecture()
+    if arch is None:
+        raise SystemExit(seccomp.unsupported())
+    return seccomp.bpf_filter(arch, DOCKER_DENIED, seccomp.CLONE_NEW_FLAGS)
 
 
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
