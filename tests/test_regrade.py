@@ -117,7 +117,8 @@ def fake_grader(tmp_path: Path) -> Path:
 def judge_details(total_linear: float, status: str = "ok", weights: str = "") -> dict:
     return {"status": status, "flags": [],
             "tests": [{"name": "linear_forward", "category": "Linear", "points": total_linear,
-                       "max_points": 2, "family": "" if total_linear == 2 else "linear-bias"}],
+                       "max_points": 2, "family": "" if total_linear == 2 else "linear-bias",
+                       "seconds": 0.25}],
             "seconds": {"Linear": 1.5, "LanguageModel": 9.25},
             "lm": {"perplexity_char": 3.5, "state_dict_sha256": weights}}
 
@@ -166,6 +167,8 @@ def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monk
     assert {"test:linear_forward", "seconds:Linear", "seconds:LanguageModel", "name", "email",
             "sid", "submitted_at", "version", "versions_graded"} <= set(header), header
     assert header.index("seconds:Linear") < header.index("seconds:LanguageModel")
+    assert rows["ann"]["test_seconds:linear_forward"] == 0.25
+    assert header.index("test_seconds:linear_forward") == header.index("test:linear_forward") + 1
 
     graded.clear()
     capsys.readouterr()
