@@ -43,7 +43,7 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from autograder import judge, rubric, sandbox
+from autograder import file_trees, judge, processes, rubric, sandbox, sandbox_modes
 from autograder.lm_diagnosis import lm_hint
 from autograder.safe_tar import Extraction, HandinError, extract_handin
 from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, HANDIN_TAR, METRICS_FILE, MYTORCH_DIR,
@@ -62,7 +62,7 @@ BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
 # on the test transcripts it was measured on, is flagged for the staff.
 REPORTED_TOLERANCE = 0.02
 # What the worker imports.
-RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "seccomp.py", "wire.py", "worker.py")
+RUNTIME_FILES = ("__init__.py", "landlock.py", "seccomp.py", "wire.py", "worker.py")
 MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy files, no more
 # Every channel (Autolab's feedback, --results-json, Gradescope's results.json, the regrade's
 # feedback files) shows the handin notes through summarised(): the first MAX_NOTES, each cut to
@@ -96,8 +96,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds allowed to each mytorch category")
     parser.add_argument("--model-timeout", type=float, default=rubric.MODEL_TIMEOUT_S,
                         help="seconds allowed to rebuild and evaluate the model")
-    parser.add_argument("--sandbox", choices=sandbox.MODES,
-                        help="force one isolation mode (default: the strongest that works)")
+    parser.add_argument("--sandbox", choices=sandbox_modes.MODES,
+                        help="force one isolation mode (default: the strongest that works): "
+                             + "; ".join(f"{mode.name}: {mode.isolates}"
+                                         for mode in sandbox_modes.MODES.values()))
     parser.add_argument("--allow-unisolated", action="store_true",
                         help="run student code even where no isolation layer works (never on a "
                              "shared grading host)")
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"{os.environ.get('PYTHONOPTIMIZE', '')!r}): unset PYTHONOPTIMIZE and run it "
                   f"again. Nothing was graded.")
             return
-        sandbox.become_subreaper()
+        processes.become_subreaper()
         limit_address_space()
         grade(args, scores, report)
     except BaseException:  # noqa: BLE001 - a bug of ours must still leave a scores line
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         traceback.print_exc(file=sys.stdout)
     finally:
         try:
-            sandbox.kill_descendants()
+            processes.kill_descendants()
         except BaseException:  # noqa: BLE001 - the scores line is printed whatever happens
             print("The autograder could not check for leftover processes; please send this "
                   "output to the course staff:")
@@ -147,7 +149,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
     os.chmod(AUTOGRADE_ROOT, 0o700)  # the hidden material stays private until it is deleted
     work = args.work.resolve()
     if work.exists():
-        sandbox.remove_tree(work)
+        file_trees.remove_tree(work)
     for sub in ("home", "tmp"):
         (work / sub).mkdir(parents=True)
 
@@ -223,7 +225,7 @@ def skip_mytorch(reason: str, report: dict) -> None:
                             for test in judge.tests_of(category)]
 
 
-def prepare_sandbox(handin: Extraction, work: Path) -> sandbox.Layout | None:
+def prepare_sandbox(handin: Extraction, work: Path) -> sandbox_modes.Layout | None:
     """The folders the worker sees, or None when there is no mytorch code to run.
 
     The student's ``mytorch/`` is copied alone into ``sandbox/student`` and the worker's own code
@@ -234,7 +236,7 @@ def prepare_sandbox(handin: Extraction, work: Path) -> sandbox.Layout | None:
     if not sources:
         return None
     root = work / "sandbox"
-    layout = sandbox.Layout(runtime_dir=root / "runtime", pylib_dir=root / "pylib",
+    layout = sandbox_modes.Layout(runtime_dir=root / "runtime", pylib_dir=root / "pylib",
                             student_dir=root / "student", input_dir=root / "input",
                             tmp_dir=root / "tmp", hidden_dirs=(AUTOGRADE_ROOT, work / "handin"),
                             readonly_dir=AUTOGRADE_ROOT.parent)
@@ -250,7 +252,7 @@ def prepare_sandbox(handin: Extraction, work: Path) -> sandbox.Layout | None:
     layout.input_dir.mkdir()
     sandbox.make_readable(root)
     if os.geteuid() == 0:
-        os.chown(layout.tmp_dir, sandbox.grading_uid(), sandbox.grading_uid())
+        os.chown(layout.tmp_dir, sandbox_modes.grading_uid(), sandbox_modes.grading_uid())
     os.chmod(layout.tmp_dir, 0o700)
     os.chmod(work, 0o711)
     for private in (AUTOGRADE_ROOT, work / "handin", work / "home", work / "tmp"):
@@ -270,7 +272,7 @@ def link_numpy(folder: Path) -> None:
             (folder / source.name).symlink_to(source)
 
 
-def grade_mytorch_category(category: str, layout: sandbox.Layout, mode: str, timeout: float,
+def grade_mytorch_category(category: str, layout: sandbox_modes.Layout, mode: str, timeout: float,
                            report: dict, failed: frozenset[str] = frozenset()) -> float:
     """Judge one category's hidden tests (``failed``: the categories graded before that lost
     points); print each test's outcome; return the points."""
@@ -403,7 +405,7 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     command = [sys.executable, "-m", "autograder.grade_model",
                "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
                "--work", str(work / "lm"), "--out", str(result_path), *compare]
-    run = sandbox.run_process(command, cwd=AUTOGRADE_ROOT,
+    run = processes.run_process(command, cwd=AUTOGRADE_ROOT,
                               env=child_environment(work, [AUTOGRADE_ROOT]), timeout=timeout,
                               limits=model_limits())
     print(indent(run.output))
@@ -415,7 +417,7 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     perplexity = result.get("perplexity_char") if isinstance(result, dict) else None
     if run.returncode != 0 or not isinstance(perplexity, float):
         error = result.get("error") if isinstance(result, dict) else None
-        quoted = sandbox.printable(str(error))[:sandbox.MAX_ERROR_CHARS]
+        quoted = processes.printable(str(error))[:processes.MAX_ERROR_CHARS]
         message = (f"the model could not be evaluated: {quoted}" if error
                    else "the model could not be evaluated (see above)")
         print(f"  {message}. 0 points")
@@ -574,7 +576,7 @@ def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
     So that no mode of the sandbox, however weak, leaves them readable to the worker.
     """
     for path in (HIDDEN_SET, HIDDEN_TESTS, REFERENCE_HW4LIB, work / "lm"):
-        sandbox.remove_tree(path)
+        file_trees.remove_tree(path)
     if autograde_tar is not None and autograde_tar.is_file():
         autograde_tar.unlink()
 

@@ -32,7 +32,7 @@ import yaml
 from torch.utils.data import DataLoader
 
 from autograder.lm_diagnosis import tokenizer_hint
-from autograder.sandbox import MAX_ERROR_CHARS
+from autograder.processes import MAX_ERROR_CHARS
 from hw4lib.config import ConfigError, short_repr, validate_untrusted, vocab_size_of
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder import rubric, sandbox
+from autograder import file_trees, rubric
 from hw4lib.handin_format import HANDIN_TAR
 
 AUTOGRADE_TAR, MAKEFILE = "autograde.tar", "autograde-Makefile"
@@ -93,7 +93,7 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
         details = read_details(grading / "details.json")
     finally:
         try:
-            sandbox.remove_tree(grading)
+            file_trees.remove_tree(grading)
         except OSError:  # a folder make could not hand back: the next grading uses a fresh one
             pass
     lines = output.splitlines()

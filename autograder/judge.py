@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder import sandbox, wire
+from autograder import file_trees, processes, sandbox, sandbox_modes, wire
 from autograder.hidden_tests import diagnosis
 from autograder.hidden_tests.diagnosis import Failure
 from autograder.hidden_tests.checks import CheckFailed, HiddenTest
@@ -79,7 +79,7 @@ class CategoryRun:
     failures: dict[str, Failure] = field(default_factory=dict)  # test -> what its failure showed
 
 
-def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: float,
+def grade_category(category: str, layout: sandbox_modes.Layout, mode: str, timeout: float,
                    seed: int | None = None, failed: frozenset[str] = frozenset()) -> CategoryRun:
     """Run every hidden test of ``category`` against the student's mytorch in ``mode``, with
     inputs drawn from ``seed`` (default: a fresh random one, which is what grading uses);
@@ -88,7 +88,7 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
     tests = tests_of(category)
     programs, checks = build_programs(tests, secrets.randbits(SEED_BITS) if seed is None else seed)
     if layout.input_dir.exists():
-        sandbox.remove_tree(layout.input_dir)
+        file_trees.remove_tree(layout.input_dir)
     layout.input_dir.mkdir(parents=True)
     for test in tests:
         programs[test.name].save(layout.input_dir / test.name)
@@ -119,7 +119,7 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
                        {result.name: failure for result, failure in judged if failure})
 
 
-def answer_seconds(records: dict[str, wire.Record], run: sandbox.Run,
+def answer_seconds(records: dict[str, wire.Record], run: processes.Run,
                    running: str | None) -> dict[str, float]:
     """{test: seconds} by the judge's clock: from the arrival of the answer before it (the
     worker's start, for the first: so it holds the worker's start-up and mytorch's import) to the
@@ -185,11 +185,11 @@ def refuse_foreign_encodings(files: dict[str, Path], notes: list[str]) -> None:
 def student_files(package: Path) -> frozenset[str]:
     """The handin's mytorch sources, relative to ``mytorch/``: the files feedback may name."""
     return frozenset(Path(entry.path).relative_to(package).as_posix()
-                     for entry in sandbox.tree_entries(package)
+                     for entry in file_trees.tree_entries(package)
                      if entry.name.endswith(".py") and entry.is_file(follow_symlinks=False))
 
 
-def worker_note(run: sandbox.Run, timeout: float, stream_note: str) -> str:
+def worker_note(run: processes.Run, timeout: float, stream_note: str) -> str:
     """Why tests may lack a result, in words."""
     if run.timed_out:
         return f"the tests were stopped at the {timeout:.0f} s time limit"

@@ -58,7 +58,7 @@ from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from autograder import grading_run, rubric, sandbox, similarity
+from autograder import file_trees, grading_run, rubric, similarity
 from autograder.handins import VERSION_CHOICES, Handin, find_handins, sha256
 from hw4lib.handin_format import STATE_DICT_FILE
 
@@ -84,7 +84,7 @@ def inspect_handin(archive: Path) -> tuple[str, list[str]]:
     except HandinError:
         return "", []
     finally:
-        sandbox.remove_tree(work)
+        file_trees.remove_tree(work)
 
 
 def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grader_sha: str,

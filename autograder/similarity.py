@@ -36,7 +36,7 @@ import tempfile
 import tokenize
 from pathlib import Path
 
-from autograder import rubric, sandbox
+from autograder import file_trees, rubric
 from autograder.handins import find_handins
 from autograder.safe_tar import HandinError, extract_handin
 from hw4lib.handin_format import is_mytorch_source
@@ -195,7 +195,7 @@ def compare(documents: dict[str, str], boilerplate: str, out: Path,
                      [matching_regions(detector, *regions[row["student_a"], row["student_b"]])
                       for row in shown])
     finally:
-        sandbox.remove_tree(work)
+        file_trees.remove_tree(work)
     with open(out / "pairs.csv", "w", newline="", encoding="utf-8") as file:
         writer = csv.DictWriter(file, fieldnames=COLUMNS)
         writer.writeheader()
@@ -266,7 +266,7 @@ def class_documents(handins_dir: Path, part: str = "graded") -> tuple[dict[str, 
             else:
                 print(f"left out {student}: no {part} mytorch/ .py files")
     finally:
-        sandbox.remove_tree(work)
+        file_trees.remove_tree(work)
     return documents, runtime
 
 

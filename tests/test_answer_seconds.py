@@ -7,7 +7,7 @@ pipe, less when the answer before it arrived (``judge.answer_seconds``).
 import shutil
 from pathlib import Path
 
-from autograder import judge, sandbox, wire
+from autograder import judge, processes, wire
 from autograder.hidden_tests import mytorch_hidden
 from tests.testing_framework import rubric, run_module
 from tools import hint_report
@@ -37,21 +37,21 @@ def record(end: int) -> wire.Record:
 
 @rubric("Seconds of each hidden test")
 def test_seconds_are_the_gaps_between_arrivals():
-    run = sandbox.Run(0, 3.0, "", b"", result_arrivals=((100, 0.5), (250, 2.0), (400, 2.25)))
+    run = processes.Run(0, 3.0, "", b"", result_arrivals=((100, 0.5), (250, 2.0), (400, 2.25)))
     records = {"c": record(400), "a": record(100), "b": record(250)}
     assert judge.answer_seconds(records, run, None) == {"a": 0.5, "b": 1.5, "c": 0.25}
 
 
 @rubric("Seconds of each hidden test")
 def test_answers_read_together_share_their_arrival():
-    run = sandbox.Run(0, 3.0, "", b"", result_arrivals=((250, 2.0),))
+    run = processes.Run(0, 3.0, "", b"", result_arrivals=((250, 2.0),))
     assert judge.answer_seconds({"a": record(100), "b": record(200)}, run, None) == {
         "a": 2.0, "b": 0.0}
 
 
 @rubric("Seconds of each hidden test")
 def test_the_running_test_at_the_limit_gets_the_rest_and_unknown_arrivals_are_left_out():
-    run = sandbox.Run(None, 60.0, "", b"", result_arrivals=((100, 0.5),))
+    run = processes.Run(None, 60.0, "", b"", result_arrivals=((100, 0.5),))
     records = {"a": record(100), "b": record(400)}  # b's bytes came after the arrivals noted
     assert judge.answer_seconds(records, run, "c") == {"a": 0.5, "c": 59.5}
 

@@ -34,8 +34,8 @@ import yaml
 
 import numpy as np
 
-from autograder import (grade_model, grading_run, landlock, rubric, safe_tar, sandbox, wire,
-                        worker)
+from autograder import (file_trees, grade_model, grading_run, landlock, processes, rubric,
+                        safe_tar, sandbox, sandbox_modes, wire, worker)
 from autograder.safe_tar import HandinError, extract_handin
 from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
@@ -303,9 +303,9 @@ def test_tree_walks_and_removal_do_not_recurse(tmp_path):
     sandbox.make_readable(root)
     assert (deep / "m.py").stat().st_mode & 0o777 == 0o644 and deep.stat().st_mode & 0o777 == 0o755
     assert judge.student_files(root) == {"a/" * 1100 + "m.py"}
-    sandbox.remove_tree(root)
+    file_trees.remove_tree(root)
     assert not root.exists() and Path("/usr").is_dir()
-    sandbox.remove_tree(root)  # nothing there: nothing to do
+    file_trees.remove_tree(root)  # nothing there: nothing to do
 
 
 # ------------------------------------------------------------------------------------------------
@@ -593,14 +593,14 @@ def test_scores_line_is_printed_even_when_the_last_process_scan_fails(tmp_path):
     def failing_scan():
         b"\xff\xfe".decode("utf-8")
 
-    saved = sandbox.kill_descendants, sandbox.become_subreaper
+    saved = processes.kill_descendants, processes.become_subreaper
     output = io.StringIO()
     try:
-        sandbox.kill_descendants, sandbox.become_subreaper = failing_scan, lambda: None
+        processes.kill_descendants, processes.become_subreaper = failing_scan, lambda: None
         with contextlib.redirect_stdout(output):
             grade.main([str(tmp_path / "handin.tar"), "--work", str(tmp_path / "work")])
     finally:
-        sandbox.kill_descendants, sandbox.become_subreaper = saved
+        processes.kill_descendants, processes.become_subreaper = saved
     lines = output.getvalue().splitlines()
     assert "UnicodeDecodeError" in output.getvalue() and "Summary" in output.getvalue()
     assert json.loads(lines[-1]) == {"scores": rubric.zero_scores()}, lines[-5:]
@@ -614,7 +614,7 @@ def test_documented_timeouts_cover_the_judges_worst_case():
     assert worst == (rubric.MODEL_TIMEOUT_S + len(rubric.MYTORCH_RUBRIC) * rubric.MYTORCH_TIMEOUT_S
                      + rubric.JUDGE_OVERHEAD_S)
     own_work_s = 60  # draining outputs, extraction, truths: seconds in practice
-    assert len(sandbox.MODES) * sandbox.PROBE_TIMEOUT_S + own_work_s <= rubric.JUDGE_OVERHEAD_S
+    assert len(sandbox_modes.MODES) * sandbox.PROBE_TIMEOUT_S + own_work_s <= rubric.JUDGE_OVERHEAD_S
     readme = (REPO_ROOT / "autograder/README.md").read_text()
     autolab = int(re.search(r"autograding timeout to at\s+least (\d+) s", readme).group(1))
     assert autolab >= worst, f"README asks Autolab for {autolab} s, the worst case is {worst} s"
@@ -886,14 +886,14 @@ def test_what_make_handin_packs_the_grader_extracts_whole(tmp_path):
 # ------------------------------------------------------------------------------------------------
 
 def python_child(code: str, tmp_path: Path, timeout: float,
-                 limits: dict | None = None) -> sandbox.Run:
-    return sandbox.run_process([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ),
+                 limits: dict | None = None) -> processes.Run:
+    return processes.run_process([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ),
                                timeout=timeout, limits=limits or {})
 
 
 @rubric_category("Child processes")
 def test_child_over_its_time_limit_is_killed_with_its_detached_children(tmp_path):
-    sandbox.become_subreaper()  # as the grader does: detached descendants stay its own
+    processes.become_subreaper()  # as the grader does: detached descendants stay its own
     code = ("import os, subprocess, sys, time\n"
             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
             "                         start_new_session=True)\n"
@@ -913,7 +913,7 @@ def test_child_output_flood_is_bounded_and_escapes_removed(tmp_path):
             "print('last line')\n")
     run = python_child(code, tmp_path, timeout=60)
     assert run.returncode == 0
-    assert len(run.output) < sandbox.OUTPUT_HEAD_BYTES + sandbox.OUTPUT_TAIL_BYTES + 200
+    assert len(run.output) < processes.OUTPUT_HEAD_BYTES + processes.OUTPUT_TAIL_BYTES + 200
     assert "bytes of output omitted" in run.output and "\x1b" not in run.output
     assert run.output.rstrip().endswith("last line")
 
@@ -1467,12 +1467,12 @@ def open_folder(prefix: str) -> Path:
     return folder
 
 
-def worker_layout(folder: Path, mytorch: Path | None = None) -> sandbox.Layout:
+def worker_layout(folder: Path, mytorch: Path | None = None) -> sandbox_modes.Layout:
     """The folders a worker reads, under ``folder``, as the grader lays them out: its runtime,
     numpy, ``mytorch`` (a copy; an empty package when None) and empty input and tmp folders."""
     from autograder import grade
 
-    layout = sandbox.Layout(folder / "runtime", folder / "pylib", folder / "student",
+    layout = sandbox_modes.Layout(folder / "runtime", folder / "pylib", folder / "student",
                             folder / "input", folder / "tmp")
     (layout.runtime_dir / "autograder").mkdir(parents=True)
     for name in grade.RUNTIME_FILES:
@@ -1487,7 +1487,7 @@ def worker_layout(folder: Path, mytorch: Path | None = None) -> sandbox.Layout:
     layout.tmp_dir.mkdir()
     sandbox.make_readable(folder)
     if os.geteuid() == 0:
-        os.chown(layout.tmp_dir, sandbox.grading_uid(), sandbox.grading_uid())
+        os.chown(layout.tmp_dir, sandbox_modes.grading_uid(), sandbox_modes.grading_uid())
     return layout
 
 
@@ -1819,7 +1819,7 @@ def test_damaged_tails_and_name_bombs_keep_the_honest_members(tmp_path):
 def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
     """Each fallback mode, forced: the grader-killing attack still scores 0 for mytorch and the
     honest model keeps its points; 'none' grades honest code and warns."""
-    reason = sandbox.unavailable(mode)
+    reason = sandbox_modes.unavailable(mode)
     if reason is not None:
         pytest.skip(f"{mode} cannot run here: {reason}")
     init_code, nn_code, _ = ATTACKS["kill_the_grader_through_proc"]

@@ -229,11 +229,11 @@ def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tm
     folder's copy and its extraction, in every sandbox mode this machine offers (setpriv is what
     Gradescope's containers give): it finds nothing and keeps full marks; what it prints reaches
     neither results.json nor the feedback; source/autograde.tar is gone after grading."""
-    from autograder import sandbox
+    from autograder import sandbox_modes
     from tests.test_autograder import read_hidden_lines, session_folder
 
     hidden = read_hidden_lines(built_autograder() / "autograde.tar")
-    modes = [""] + (["--sandbox setpriv"] if os.geteuid() == 0 and "setpriv" in sandbox.MODES
+    modes = [""] + (["--sandbox setpriv"] if os.geteuid() == 0 and "setpriv" in sandbox_modes.MODES
                     else [])
     for flags in modes:
         folder = session_folder("hw4p1-gs-snoop-")

@@ -1,7 +1,9 @@
 # hw4p1: instructor-only
-"""Sandbox hardening of autograder/sandbox.py that the attack table of issue 25 asks for:
-process scans that survive any process name, no root worker inside a user namespace, sandbox
-programs run by the absolute path they were found at, and a fresh uid for every grading."""
+"""Sandbox hardening that the attack table of issue 25 asks for (autograder/sandbox.py and the
+modules it runs the worker with: processes, cgroups, sandbox_modes): process scans that survive
+any process name, no root worker inside a user namespace, sandbox commands run by the absolute
+path they were found at, a fresh uid for every grading, the worker's own layers, and a cgroup
+that caps the worker tree."""
 import os
 import shutil
 import subprocess
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import sandbox
+from autograder import cgroups, processes, sandbox, sandbox_modes
 from tests.test_autograder import (MYTORCH_ZERO, attack_handin, honest_scores, run_grader,
                                    session_folder)
 from tests.testing_framework import rubric, run_module
@@ -37,10 +39,10 @@ def test_process_scans_survive_names_that_are_not_utf8():
         child = named_child(name)
         try:
             assert Path(f"/proc/{child.pid}/comm").read_bytes().rstrip(b"\n") == name
-            assert child.pid in sandbox.descendants(os.getpid()), (
+            assert child.pid in processes.descendants(os.getpid()), (
                 f"a child named {name!r} must still be found")
-            assert not sandbox._is_zombie(child.pid)
-            assert sandbox.kill_descendants(os.getpid()) >= 1
+            assert not processes._is_zombie(child.pid)
+            assert processes.kill_descendants(os.getpid()) >= 1
             deadline = time.monotonic() + 5
             while child.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -52,11 +54,11 @@ def test_process_scans_survive_names_that_are_not_utf8():
 
 @rubric("Sandbox layers")
 def test_a_root_judge_never_uses_unshare():
-    reason = sandbox.unavailable("unshare")
+    reason = sandbox_modes.unavailable("unshare")
     if os.geteuid() == 0:
         assert reason and "host root" in reason, (
             f"as root, unshare --map-root-user would run the worker as host uid 0; got {reason!r}")
-    elif sandbox.command_path("unshare"):
+    elif sandbox_modes.command_path("unshare"):
         assert reason is None, reason
 
 
@@ -68,7 +70,7 @@ def test_forcing_unshare_as_root_runs_no_student_code(tmp_path):
     the model graded, the system file untouched."""
     if os.geteuid() != 0:
         pytest.skip("the attack needs a root judge")
-    target = sandbox.command_path("unshare") or "/usr/bin/unshare"
+    target = sandbox_modes.command_path("unshare") or "/usr/bin/unshare"
     before = Path(target).read_bytes() if Path(target).exists() else None
     init_code = (f"open({target!r}, 'wb').write(b'#!/bin/sh\\necho forged\\n')\n"
                  "print('{\"scores\": {\"LanguageModel\": 50}}')\n")
@@ -81,7 +83,7 @@ def test_forcing_unshare_as_root_runs_no_student_code(tmp_path):
 
 
 @rubric("Sandbox layers")
-def test_sandbox_programs_run_from_the_path_they_were_found_at(tmp_path, monkeypatch):
+def test_sandbox_commands_run_from_the_path_they_were_found_at(tmp_path, monkeypatch):
     """bwrap installed outside /usr/bin:/bin is found on the judge's PATH; the worker's PATH is
     /usr/bin:/bin, so the command must name the file itself, for the probe and the runs alike."""
     real = shutil.which("bwrap")
@@ -91,34 +93,36 @@ def test_sandbox_programs_run_from_the_path_they_were_found_at(tmp_path, monkeyp
     elsewhere.mkdir()
     shutil.copy2(real, elsewhere / "bwrap")
     monkeypatch.setenv("PATH", f"{elsewhere}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(sandbox, "_COMMAND_PATHS", {})
-    found = sandbox.command_path("bwrap")
+    monkeypatch.setattr(sandbox_modes, "_COMMAND_PATHS", {})
+    found = sandbox_modes.command_path("bwrap")
     assert found == str(elsewhere / "bwrap"), found
-    layout = sandbox.Layout(*(tmp_path / name for name in ("rt", "pylib", "st", "in", "tmp")))
+    layout = sandbox_modes.Layout(*(tmp_path / name
+                                    for name in ("rt", "pylib", "st", "in", "tmp")))
     for name in ("rt", "pylib", "st", "in", "tmp"):
         (tmp_path / name).mkdir()
-    command = sandbox.worker_command("bwrap", layout, sys.executable, ["--probe"])
+    command = sandbox_modes.worker_command("bwrap", layout, sys.executable, ["--probe"])
     assert command[0] == found, f"bwrap must be started as {found}, got {command[0]!r}"
     if os.geteuid() == 0:
-        command = sandbox.worker_command("setpriv", layout, sys.executable, ["--probe"])
+        command = sandbox_modes.worker_command("setpriv", layout, sys.executable, ["--probe"])
         assert os.path.isabs(command[0]), command[0]
 
 
 @rubric("Sandbox layers")
 def test_each_grading_gets_a_fresh_uid_of_its_own():
-    code = "from autograder import sandbox; print(sandbox.grading_uid())"
+    code = "from autograder import sandbox_modes; print(sandbox_modes.grading_uid())"
     environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     uids = {int(subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True,
                                text=True, check=True).stdout) for _ in range(4)}
     assert len(uids) == 4, f"four gradings drew the uids {uids}: each needs its own"
     accounts = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines()
                 if line.count(":") >= 2 and line.split(":")[2].isdigit()}
-    assert not uids & (accounts | {0, sandbox.SANDBOX_UID}), uids & accounts
-    assert all(sandbox.FRESH_UIDS[0] <= uid < sandbox.FRESH_UIDS[1] for uid in uids), uids
+    assert not uids & (accounts | {0, sandbox_modes.SANDBOX_UID}), uids & accounts
+    low, high = sandbox_modes.FRESH_UIDS
+    assert all(low <= uid < high for uid in uids), uids
     if os.geteuid() == 0:
-        layout = sandbox.Layout(*(Path("/nonexistent") / n for n in "abcde"))
-        command = sandbox.worker_command("setpriv", layout, sys.executable, [])
-        uid = sandbox.grading_uid()
+        layout = sandbox_modes.Layout(*(Path("/nonexistent") / n for n in "abcde"))
+        command = sandbox_modes.worker_command("setpriv", layout, sys.executable, [])
+        uid = sandbox_modes.grading_uid()
         assert f"--reuid={uid}" in command and f"--regid={uid}" in command, command
 
 
@@ -249,12 +253,11 @@ print(f"finished={finished}", flush=True)
 
 
 @rubric("Sandbox layers")
-def test_the_worker_trees_memory_is_capped_by_a_cgroup_under_the_judges(tmp_path, monkeypatch):
+def test_the_worker_trees_memory_is_capped_by_a_cgroup_under_the_judges(tmp_path):
     """Three children of 150 MiB under a 256 MiB cap for the tree: each is under any per-process
     limit, together they are not. The cgroups sit under the judge's own."""
-    monkeypatch.setattr(sandbox, "MAX_TREE_MEMORY", 256 * 2**20)
-    parents = {controller: parent for controller, parent, _, _ in sandbox._cgroup_parents()}
-    cgroup = sandbox.WorkerCgroup.create()
+    parents = {controller: parent for controller, parent, _ in cgroups.cgroup_parents()}
+    cgroup = cgroups.WorkerCgroup.create(sandbox.MAX_PROCESSES, 256 * 2**20)
     if cgroup is None or "memory" not in cgroup.paths:
         pytest.skip("no memory cgroup can be created here (not root, or not delegated)")
     try:
@@ -262,14 +265,14 @@ def test_the_worker_trees_memory_is_capped_by_a_cgroup_under_the_judges(tmp_path
             assert path.parent == parents[controller], (
                 f"the {controller} cgroup must be nested under the judge's own "
                 f"{parents[controller]}, got {path}")
-        run = sandbox.run_process([sys.executable, "-c", TREE], cwd=tmp_path, env=dict(os.environ),
-                                  timeout=60, limits={}, cgroup=cgroup)
+        run = processes.run_process([sys.executable, "-c", TREE], cwd=tmp_path,
+                                    env=dict(os.environ), timeout=60, limits={}, cgroup=cgroup)
     finally:
         cgroup.remove()
     assert "finished=3" not in run.output, (
         f"all three 150 MiB children finished under a 256 MiB cap for the tree: {run.output!r}")
-    uncapped = sandbox.run_process([sys.executable, "-c", TREE], cwd=tmp_path, env=dict(os.environ),
-                                   timeout=60, limits={})
+    uncapped = processes.run_process([sys.executable, "-c", TREE], cwd=tmp_path,
+                                     env=dict(os.environ), timeout=60, limits={})
     assert "finished=3" in uncapped.output, f"without the cap all three finish: {uncapped.output!r}"
 
 

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from autograder import seccomp
+from autograder import sandbox, seccomp
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Seccomp tables": 0}
@@ -115,11 +115,15 @@ def test_each_architectures_filter_refuses_by_its_own_numbers():
 
 @rubric("Seccomp tables")
 def test_an_unknown_architecture_is_refused_by_name(monkeypatch):
+    """No filter on a machine without a table, and the grader's layers line says which machine
+    and why (the worker's probe then reports seccomp=0)."""
     monkeypatch.setattr(seccomp.platform, "machine", lambda: "riscv64")
     reason = seccomp.unsupported()
     assert reason and "riscv64" in reason and "x86_64" in reason, reason
     assert seccomp.architecture() is None
     assert seccomp.deny_escapes() is False
+    monkeypatch.setitem(sandbox.PROBED_LAYERS, "none", {"landlock": 6, "seccomp": 0})
+    assert reason in sandbox.layers_summary("none"), sandbox.layers_summary("none")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder import grade, judge, rubric, sandbox
+from autograder import grade, judge, rubric, sandbox_modes
 from autograder.hidden_tests.diagnosis import describe
 from tools import make_handout, mutants as catalogue
 
@@ -64,7 +64,7 @@ def judge_tree(mytorch: Path, seed: int, every_category: bool = False,
     for category in rubric.MYTORCH_RUBRIC:
         with tempfile.TemporaryDirectory(prefix="hw4p1-hints-") as scratch:
             root = Path(scratch)
-            layout = sandbox.Layout(runtime_dir=root / "runtime", pylib_dir=root / "pylib",
+            layout = sandbox_modes.Layout(runtime_dir=root / "runtime", pylib_dir=root / "pylib",
                                     student_dir=root / "student", input_dir=root / "input",
                                     tmp_dir=root / "tmp")
             shutil.copytree(mytorch, layout.student_dir / "mytorch")

@@ -46,6 +46,10 @@ SHIPPED_FILES = (
     "autograder/judge.py",
     "autograder/landlock.py",
     "autograder/sandbox.py",
+    "autograder/sandbox_modes.py",
+    "autograder/processes.py",
+    "autograder/cgroups.py",
+    "autograder/file_trees.py",
     "autograder/seccomp.py",
     "autograder/wire.py",
     "autograder/worker.py",
@@ -64,7 +68,7 @@ HIDDEN_SET_FILE = f"autograder/{grade.HIDDEN_SET.name}/{grade_model.HIDDEN_TEXT_
 PUBLIC_TEST_FILE = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.HIDDEN_TEXT_FILE}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/rubric.py", "autograder/gradescope.py",
-                      "autograder/grading_run.py", "autograder/sandbox.py",
+                      "autograder/grading_run.py", "autograder/file_trees.py",
                       "hw4lib/__init__.py", "hw4lib/grading_numbers.py",
                       "hw4lib/handin_format.py")  # standard library only
 GRADESCOPE_SETUP = """\

@@ -1,0 +1,97 @@
+"""The worker tree's own cgroup, under the judge's: it caps the tree's processes and memory.
+
+Standard library only. Per-process rlimits cannot bound a tree (three children of 2 GiB each stay
+under RLIMIT_AS); a ``pids`` and a ``memory`` cgroup can. Where none can be created (no privileges,
+no delegation, cgroups mounted read-only in a container), :meth:`WorkerCgroup.create` returns
+None and the worker runs as one process instead (its seccomp filter refuses new tasks).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+# Each controller's limit file: (cgroup v1, cgroup v2).
+LIMIT_FILES = {"pids": ("pids.max", "pids.max"), "memory": ("memory.limit_in_bytes", "memory.max")}
+
+
+class WorkerCgroup:
+    """The worker tree's own cgroup, nested under the judge's (one per controller on cgroup v1,
+    the unified one on v2): it caps the processes (``pids``) and the memory of the whole tree."""
+
+    def __init__(self, paths: dict[str, Path]) -> None:
+        self.paths = paths  # {controller: cgroup folder}
+
+    @classmethod
+    def create(cls, max_processes: int, max_memory: int) -> WorkerCgroup | None:
+        """A new cgroup under the judge's own for every controller that allows one, capping the
+        tree at ``max_processes`` tasks and ``max_memory`` bytes; None when none does."""
+        limits = {"pids": max_processes, "memory": max_memory}
+        name = f"hw4p1-worker-{os.getpid()}-{time.monotonic_ns()}"
+        paths: dict[str, Path] = {}
+        for controller, parent, limit_file in cgroup_parents():
+            if controller in paths:
+                continue
+            path = parent / name
+            try:
+                path.mkdir(exist_ok=True)
+                (path / limit_file).write_text(str(limits[controller]))
+                paths[controller] = path
+            except OSError:
+                if path.is_dir() and path not in paths.values():
+                    _remove_cgroup(path)
+        return cls(paths) if paths else None
+
+    def join_fds(self) -> list[int]:
+        return [os.open(path / "cgroup.procs", os.O_WRONLY) for path in set(self.paths.values())]
+
+    def remove(self) -> None:
+        for path in set(self.paths.values()):
+            _remove_cgroup(path)
+
+
+def cgroup_parents() -> list[tuple[str, Path, str]]:
+    """(controller, the judge's own cgroup folder for it, its limit file) for pids and memory:
+    cgroup v1 hierarchies first, then the v2 unified hierarchy for what v1 does not hold."""
+    found, unified = [], None
+    for line in _read("/proc/self/cgroup").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hierarchy, controllers, own = parts
+        if hierarchy == "0" and not controllers:
+            unified = own
+        for controller in controllers.split(","):
+            if controller in LIMIT_FILES:
+                found.append((controller, Path("/sys/fs/cgroup", controller, own.lstrip("/")),
+                              LIMIT_FILES[controller][0]))
+    if unified is not None:
+        base = Path("/sys/fs/cgroup", unified.lstrip("/"))
+        available = _read(base / "cgroup.controllers").split()
+        for controller, (_, limit_file) in LIMIT_FILES.items():
+            if controller in available:
+                found.append((controller, base, limit_file))
+    return found
+
+
+def _remove_cgroup(path: Path) -> None:
+    """Kill whatever is left in the cgroup at ``path``, then remove it."""
+    for _ in range(100):
+        for pid in _read(path / "cgroup.procs").split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, ValueError):
+                pass
+        try:
+            path.rmdir()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+def _read(path) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
