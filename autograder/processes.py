@@ -33,7 +33,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 @dataclass
 class Run:
-    """How a sandboxed process ended: exit status (None at the time limit), seconds, its output
+    """How a child process ended: exit status (None at the time limit), seconds, its output
     (head and tail, control characters removed) and the bytes it wrote to its result pipe."""
 
     returncode: int | None
@@ -218,5 +218,3 @@ def printable(text: str) -> str:
     """Text with line breaks normalised and other control characters (terminal escapes) removed."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return "".join(c for c in text if c in "\n\t" or (c.isprintable() and c != "\x7f"))
-
-

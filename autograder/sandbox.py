@@ -23,7 +23,7 @@ from autograder.cgroups import WorkerCgroup
 from autograder.file_trees import tree_entries
 from autograder.processes import Run, run_process
 from autograder.sandbox_modes import (MODES, TMPFS_BYTES, UNISOLATED, Layout, unavailable,
-                                      worker_command, worker_environment, worker_paths)
+                                      worker_command, worker_environment, worker_folders)
 
 MAX_FILE_BYTES = 64 * 2**20
 MAX_ADDRESS_SPACE = 4 * 2**30
@@ -64,7 +64,7 @@ PROBED_LAYERS: dict[str, dict[str, int]] = {}  # mode -> the worker's own layers
 def probe_layers(run: Run) -> dict[str, int] | None:
     """The worker's own layers as its probe reports them (``ok landlock=7 seccomp=1``: the
     Landlock ABI applied, whether the seccomp filter is installed; 0 for a layer the kernel
-    lacks), or None if the probe failed."""
+    lacks, or seccomp on an architecture without a table), or None if the probe failed."""
     if run.returncode != 0 or not run.result.startswith(b"ok"):
         return None
     try:
@@ -120,7 +120,7 @@ def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout:
     """Run the worker in ``mode`` with ``args``; its result pipe is passed as ``--result-fd``."""
     cgroup = WorkerCgroup.create(MAX_PROCESSES, MAX_TREE_MEMORY)
     read_end, write_end = os.pipe()
-    input_dir = worker_paths(mode, layout)[0]
+    input_dir = worker_folders(mode, layout)["input"]
     args = [a.replace("{input}", input_dir) for a in args] + ["--result-fd", str(write_end)]
     if cgroup is None or set(cgroup.paths) != {"pids", "memory"}:
         args.append("--single-process")  # no cap on the tree: one task, under RLIMIT_AS

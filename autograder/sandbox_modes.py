@@ -222,24 +222,25 @@ def unavailable(mode: str) -> str | None:
 
 def worker_command(mode: str, layout: Layout, python: str, args: list[str]) -> list[str]:
     """The command line that starts the worker in ``mode``."""
-    if MODES[mode].own_view:
-        paths = [f"{SANDBOX_ROOT}/{name}" for name in ("runtime", "pylib", "student")]
-    else:
-        paths = [str(layout.runtime_dir), str(layout.pylib_dir), str(layout.student_dir)]
+    folders = worker_folders(mode, layout)
+    paths = [folders[name] for name in ("runtime", "pylib", "student")]
     worker = [python, "-I", "-S", "-c", BOOTSTRAP.format(paths=paths), *args, "--readable", *paths]
     return MODES[mode].prefix(layout, python) + worker
 
 
-def worker_paths(mode: str, layout: Layout) -> tuple[str, str]:
-    """(the input folder, the TMPDIR) as the worker in ``mode`` sees them."""
+def worker_folders(mode: str, layout: Layout) -> dict[str, str]:
+    """The worker's folders as it sees them in ``mode``: {"runtime", "pylib", "student", "input",
+    "tmp": path}."""
     if MODES[mode].own_view:
-        return f"{SANDBOX_ROOT}/input", "/tmp"
-    return str(layout.input_dir), str(layout.tmp_dir)
+        return {**{name: f"{SANDBOX_ROOT}/{name}" for name in ("runtime", "pylib", "student",
+                                                             "input")}, "tmp": "/tmp"}
+    return {name: str(getattr(layout, f"{name}_dir"))
+            for name in ("runtime", "pylib", "student", "input", "tmp")}
 
 
 def worker_environment(mode: str, layout: Layout) -> dict[str, str]:
     """A small, fixed environment: nothing of the grader's leaks into the worker."""
-    tmp = worker_paths(mode, layout)[1]
+    tmp = worker_folders(mode, layout)["tmp"]
     return {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8",
             "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

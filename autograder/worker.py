@@ -130,7 +130,8 @@ def confine(readable: list[str], writable: list[str], children: bool = True) -> 
     ``readable``; write only ``writable``, which the judge gives only where it is a size-capped
     private tmpfs, so no worker can fill a disk another grading shares), then the seccomp filter
     (``autograder.seccomp``; with ``children=False`` it also refuses new processes). Returns
-    {"landlock": ABI applied, "seccomp": 1 if installed}, 0 for a layer this kernel lacks."""
+    {"landlock": ABI applied, "seccomp": 1 if installed}, 0 for a layer this kernel lacks (for
+    seccomp also on an architecture it has no table for: ``seccomp.unsupported`` says so)."""
     numpy_dir = Path(np.__file__).resolve().parent
     abi = landlock.restrict(
         [*SYSTEM_READABLE, os.path.realpath(sys.base_prefix), os.path.realpath(sys.executable),

@@ -108,6 +108,26 @@ def test_sandbox_commands_run_from_the_path_they_were_found_at(tmp_path, monkeyp
 
 
 @rubric("Sandbox layers")
+def test_each_mode_tells_the_worker_the_folders_it_sees(tmp_path):
+    """A mode with its own view mounts every folder the worker is told about where it says (and
+    gives a private /tmp); any other mode hands the worker the host's folders of the layout."""
+    layout = sandbox_modes.Layout(*(tmp_path / name for name in ("rt", "pylib", "st", "in", "tmp")))
+    for name, mode in sandbox_modes.MODES.items():
+        folders = sandbox_modes.worker_folders(name, layout)
+        command = sandbox_modes.worker_command(name, layout, sys.executable, [])
+        assert [folders[key] for key in ("runtime", "pylib", "student")] == command[-3:], name
+        if not mode.own_view:
+            assert folders == {key: str(getattr(layout, f"{key}_dir"))
+                               for key in ("runtime", "pylib", "student", "input", "tmp")}, name
+            continue
+        mounted = {command[i + 2] for i, arg in enumerate(command) if arg == "--ro-bind"}
+        assert {folders[key] for key in ("runtime", "student", "input")} <= mounted, (name, command)
+        assert f"{folders['pylib']}/numpy" in mounted, (name, command)
+        assert any(command[i:i + 2] == ["--tmpfs", folders["tmp"]] for i in range(len(command))), (
+            name, command)
+
+
+@rubric("Sandbox layers")
 def test_each_grading_gets_a_fresh_uid_of_its_own():
     code = "from autograder import sandbox_modes; print(sandbox_modes.grading_uid())"
     environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
