@@ -237,9 +237,10 @@ def prepare_sandbox(handin: Extraction, work: Path) -> sandbox_modes.Layout | No
         return None
     root = work / "sandbox"
     layout = sandbox_modes.Layout(runtime_dir=root / "runtime", pylib_dir=root / "pylib",
-                            student_dir=root / "student", input_dir=root / "input",
-                            tmp_dir=root / "tmp", hidden_dirs=(AUTOGRADE_ROOT, work / "handin"),
-                            readonly_dir=AUTOGRADE_ROOT.parent)
+                                  student_dir=root / "student", input_dir=root / "input",
+                                  tmp_dir=root / "tmp",
+                                  hidden_dirs=(AUTOGRADE_ROOT, work / "handin"),
+                                  readonly_dir=AUTOGRADE_ROOT.parent)
     for name, path in sources.items():
         target = layout.student_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -272,8 +273,9 @@ def link_numpy(folder: Path) -> None:
             (folder / source.name).symlink_to(source)
 
 
-def grade_mytorch_category(category: str, layout: sandbox_modes.Layout, mode: str, timeout: float,
-                           report: dict, failed: frozenset[str] = frozenset()) -> float:
+def grade_mytorch_category(category: str, layout: sandbox_modes.Layout, mode: str,
+                           timeout: float, report: dict,
+                           failed: frozenset[str] = frozenset()) -> float:
     """Judge one category's hidden tests (``failed``: the categories graded before that lost
     points); print each test's outcome; return the points."""
     points = rubric.MYTORCH_RUBRIC[category]
@@ -406,8 +408,8 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
                "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
                "--work", str(work / "lm"), "--out", str(result_path), *compare]
     run = processes.run_process(command, cwd=AUTOGRADE_ROOT,
-                              env=child_environment(work, [AUTOGRADE_ROOT]), timeout=timeout,
-                              limits=model_limits())
+                                env=child_environment(work, [AUTOGRADE_ROOT]), timeout=timeout,
+                                limits=model_limits())
     print(indent(run.output))
     if run.timed_out:
         message = f"evaluating the model took more than the {timeout:.0f} s limit"

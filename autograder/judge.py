@@ -80,7 +80,8 @@ class CategoryRun:
 
 
 def grade_category(category: str, layout: sandbox_modes.Layout, mode: str, timeout: float,
-                   seed: int | None = None, failed: frozenset[str] = frozenset()) -> CategoryRun:
+                   seed: int | None = None,
+                   failed: frozenset[str] = frozenset()) -> CategoryRun:
     """Run every hidden test of ``category`` against the student's mytorch in ``mode``, with
     inputs drawn from ``seed`` (default: a fresh random one, which is what grading uses);
     ``failed``: the categories that lost points already (the hints point to those this one

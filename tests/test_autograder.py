@@ -614,7 +614,8 @@ def test_documented_timeouts_cover_the_judges_worst_case():
     assert worst == (rubric.MODEL_TIMEOUT_S + len(rubric.MYTORCH_RUBRIC) * rubric.MYTORCH_TIMEOUT_S
                      + rubric.JUDGE_OVERHEAD_S)
     own_work_s = 60  # draining outputs, extraction, truths: seconds in practice
-    assert len(sandbox_modes.MODES) * sandbox.PROBE_TIMEOUT_S + own_work_s <= rubric.JUDGE_OVERHEAD_S
+    probes_s = len(sandbox_modes.MODES) * sandbox.PROBE_TIMEOUT_S
+    assert probes_s + own_work_s <= rubric.JUDGE_OVERHEAD_S
     readme = (REPO_ROOT / "autograder/README.md").read_text()
     autolab = int(re.search(r"autograding timeout to at\s+least (\d+) s", readme).group(1))
     assert autolab >= worst, f"README asks Autolab for {autolab} s, the worst case is {worst} s"
@@ -887,8 +888,8 @@ def test_what_make_handin_packs_the_grader_extracts_whole(tmp_path):
 
 def python_child(code: str, tmp_path: Path, timeout: float,
                  limits: dict | None = None) -> processes.Run:
-    return processes.run_process([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ),
-                               timeout=timeout, limits=limits or {})
+    return processes.run_process([sys.executable, "-c", code], cwd=tmp_path,
+                                 env=dict(os.environ), timeout=timeout, limits=limits or {})
 
 
 @rubric_category("Child processes")
@@ -1473,7 +1474,7 @@ def worker_layout(folder: Path, mytorch: Path | None = None) -> sandbox_modes.La
     from autograder import grade
 
     layout = sandbox_modes.Layout(folder / "runtime", folder / "pylib", folder / "student",
-                            folder / "input", folder / "tmp")
+                                  folder / "input", folder / "tmp")
     (layout.runtime_dir / "autograder").mkdir(parents=True)
     for name in grade.RUNTIME_FILES:
         shutil.copy(REPO_ROOT / "autograder" / name, layout.runtime_dir / "autograder" / name)

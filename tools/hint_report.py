@@ -65,8 +65,8 @@ def judge_tree(mytorch: Path, seed: int, every_category: bool = False,
         with tempfile.TemporaryDirectory(prefix="hw4p1-hints-") as scratch:
             root = Path(scratch)
             layout = sandbox_modes.Layout(runtime_dir=root / "runtime", pylib_dir=root / "pylib",
-                                    student_dir=root / "student", input_dir=root / "input",
-                                    tmp_dir=root / "tmp")
+                                          student_dir=root / "student", input_dir=root / "input",
+                                          tmp_dir=root / "tmp")
             shutil.copytree(mytorch, layout.student_dir / "mytorch")
             (layout.runtime_dir / "autograder").mkdir(parents=True)
             for name in grade.RUNTIME_FILES:
