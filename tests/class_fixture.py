@@ -63,7 +63,7 @@ class Student:
 def inputs_digest() -> str:
     """sha256 of what the fixture is made from."""
     digest = hashlib.sha256()
-    paths = [Path(__file__), REPO / "tests/test_similarity.py", REPO / "tools/make_handout.py",
+    paths = [Path(__file__), REPO / "tests/test_similarity.py", REPO / "tools/handout_regions.py",
              REPO / "configs/default.yaml", REPO / "configs/tiny.yaml",
              REPO / "hw4_data/hw4p1_data/DATA_CARD.md",
              *sorted((REPO / "mytorch").rglob("*.py")), *sorted((REPO / "hw4lib").rglob("*.py"))]
@@ -139,7 +139,7 @@ def archive(members: dict[str, bytes], kind: str = "tar") -> bytes:
 
 def stubs() -> dict[str, str]:
     """The handout's mytorch: every region stubbed out."""
-    from tools.make_handout import file_regions, stub_out
+    from tools.handout_regions import file_regions, stub_out
 
     return {path: "".join(stub_out(text.splitlines(keepends=True), file_regions(path, text)))
             for path, text in reference_mytorch().items()}

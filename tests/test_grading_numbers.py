@@ -31,7 +31,7 @@ from pathlib import Path
 from autograder import rubric
 from datagen.build_data import Provenance, Utterance, data_card
 from tools import make_autograde
-from tools.make_handout import student_readme
+from tools.handout_readme import student_readme
 splits = {name: [Utterance(f"1-{i}-0", "A TINY SPLIT")]
           for i, name in enumerate(("train", "val", "test"))}
 print(json.dumps({
