@@ -41,7 +41,7 @@ from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
-from hw4lib.handin import BEST_CHECKPOINT
+from hw4lib.handin import BEST_CHECKPOINT_PATH
 from tests import platform_profiles
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -1203,7 +1203,7 @@ def make_run_folder(root: Path, state_dict: dict, reported_ppl: float,
                "perplexity_char": reported_ppl, "num_chars": sum(len(t) for t in test_lines)}
     (run / "test_metrics.json").write_text(json.dumps(metrics))
     (run / "test_generated_results.json").write_text(json.dumps({"greedy": []}))
-    torch.save({"model_state_dict": state_dict, "epoch": 1}, run / BEST_CHECKPOINT)
+    torch.save({"model_state_dict": state_dict, "epoch": 1}, run / BEST_CHECKPOINT_PATH)
 
 
 def reported_perplexity(lines: list[str]) -> float:
