@@ -69,7 +69,7 @@ def generator_for_model(model, tokenizer, max_length: int, device: str | torch.d
     return SequenceGenerator(model.score, tokenizer, max_length, device)
 
 
-# The interface's name for it (docs/design.md). Set here, not in sequence_generator.py: this module
+# The name the course's interface gives it. Set here, not in sequence_generator.py: this module
 # imports that one, and an import back would close a circle. Importing any hw4lib.decoding module
 # runs the package's __init__, which imports this one, so the name is always there.
 SequenceGenerator.for_model = staticmethod(generator_for_model)
