@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from datagen import build_data
-from datagen.corpus import ALPHABET, MAX_CHARS, generate_chapters, generate_split, number_words
+from datagen.corpus import ALPHABET, MAX_CHARS, generate_chapters, generate_split
+from datagen.numbers import number_words
 from datagen.ngram import EOS, NUM_PREDICTED, CharNgramLM
 from hw4lib.data.lm_dataset import load_transcript
 from tests.testing_framework import rubric, run_module

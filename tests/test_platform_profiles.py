@@ -27,11 +27,12 @@ import pytest
 from autograder import gradescope, landlock, rubric
 from tests import platform_profiles
 from tests.platform_profiles import PROFILES
-from tests.test_autograder import (FULL_LINE, MYTORCH_ZERO, UTF7_SOURCE, ZERO_LINEAR_NN, ZEROS_NN,
-                                   attack_handin, blob_mytorch, built_autograder,
-                                   deep_mytorch_member, honest_scores, long_name_members,
-                                   open_folder, pack_folder, read_hidden_lines,
-                                   replay_handin, run_grader, write_tar, zip_directory_bomb)
+from tests.autograder_helpers import (ZEROS_NN, attack_handin, built_autograder, honest_scores,
+                                      open_folder, pack_folder, run_grader, write_tar)
+from tests.test_autograder_e2e import FULL_LINE, MYTORCH_ZERO, read_hidden_lines, replay_handin
+from tests.test_handin_extraction import deep_mytorch_member, long_name_members, zip_directory_bomb
+from tests.test_runtime_code import UTF7_SOURCE, blob_mytorch
+from tests.test_worker_scoring import ZERO_LINEAR_NN
 from tests.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
                                    unpack_root)
 from tests.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT

@@ -18,8 +18,9 @@ import pytest
 
 from autograder import regrade, rubric
 from autograder.hidden_tests import mytorch_hidden
-from tests.test_autograder import (MYTORCH_ZERO, TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
-                                   attack_handin, built_autograder, honest_scores, session_folder)
+from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
+                                      built_autograder, honest_scores, session_folder)
+from tests.test_autograder_e2e import MYTORCH_ZERO
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Regrade": 0}
