@@ -27,7 +27,7 @@ from autograder import rubric, sandbox
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
-from hw4lib.handin import BEST_CHECKPOINT
+from hw4lib.handin import BEST_CHECKPOINT_PATH
 from tests import platform_profiles
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +104,7 @@ def make_run_folder(root: Path, state_dict: dict, reported_ppl: float,
                "perplexity_char": reported_ppl, "num_chars": sum(len(t) for t in test_lines)}
     (run / "test_metrics.json").write_text(json.dumps(metrics))
     (run / "test_generated_results.json").write_text(json.dumps({"greedy": []}))
-    torch.save({"model_state_dict": state_dict, "epoch": 1}, run / BEST_CHECKPOINT)
+    torch.save({"model_state_dict": state_dict, "epoch": 1}, run / BEST_CHECKPOINT_PATH)
 
 
 def alias_bomb_config() -> str:

@@ -98,18 +98,18 @@ def packed(work: Path, run_folder: Path, mytorch: dict[str, str | bytes], nudge:
     import torch
 
     from hw4lib.handin import pack
-    from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
+    from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_PATH
 
     root = work / "packs" / name
     shutil.rmtree(root, ignore_errors=True)
     run = root / "expts" / run_folder.name
     shutil.copytree(run_folder, run, ignore=shutil.ignore_patterns("checkpoint-last*"))
     if nudge:
-        checkpoint = torch.load(run / BEST_CHECKPOINT, weights_only=False)
+        checkpoint = torch.load(run / BEST_CHECKPOINT_PATH, weights_only=False)
         state = checkpoint["model_state_dict"]
         first = next(key for key, value in state.items() if value.is_floating_point())
         state[first].view(-1)[0] += nudge
-        torch.save(checkpoint, run / BEST_CHECKPOINT)
+        torch.save(checkpoint, run / BEST_CHECKPOINT_PATH)
     for path, text in mytorch.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(text if isinstance(text, bytes) else text.encode())

@@ -143,8 +143,8 @@ MEASURED = {"state_dict_sha256": "a" * 64, "config_sha256": "c" * 64,
 
 @rubric_category("Integrity flags")
 def test_honest_handins_are_never_flagged(tmp_path):
-    # A data.subset 0.1 run: 7.5149 reported on its tenth of the test split, and measured there.
-    # The whole split would give 7.7493 (the case the issue measured); it is no longer compared.
+    # A data.subset 0.1 run: 7.5149 reported on its tenth of the test split, and measured there
+    # (the whole split, a different set, would give another value: it is not what is compared).
     assert grade.integrity_flags(extraction(tmp_path, CARD, 7.5149), MEASURED) == []
     # The set could not be compared (other data, an older make handin): a note, never a flag
     not_compared = {**MEASURED, "compared_perplexity_char": None,
