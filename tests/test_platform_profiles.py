@@ -340,7 +340,7 @@ ATTACKS = {  # the review's table, by row
         lambda folder: attack_handin(folder, FILL_THE_DISK, None), HONEST),
     "12 a Linear of zeros in the right dtype": Attack(
         lambda folder: attack_handin(folder, "", ZERO_LINEAR_NN), MYTORCH_0),
-    # Issue 33: the grader trusts nothing computed, parsed or sized from inside the handin.
+    # The grader trusts nothing computed, parsed or sized from inside the handin.
     "14 mytorch source under a utf-7 coding declaration": Attack(utf7_handin, MYTORCH_0),
     "15 mytorch files that exec zlib blobs of themselves": Attack(blob_handin, MYTORCH_0),
     "16 470 members with 60,000-character names": Attack(
