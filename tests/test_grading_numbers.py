@@ -52,7 +52,7 @@ def stated(tree: Path) -> dict:
     return json.loads(process.stdout.splitlines()[-1])
 
 
-@pytest.mark.slow  # two fresh interpreters import torch: about 10 s
+@pytest.mark.slow  # two fresh interpreters import torch
 @rubric("Grading numbers")
 def test_a_one_line_edit_of_the_pass_mark_reaches_the_handout_the_data_card_and_the_grader(
         tmp_path):
