@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from autograder import regrade, rubric
-from tests.test_autograder import (MYTORCH_ZERO, TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
-                                   attack_handin, built_autograder, honest_scores, session_folder)
+from autograder.hidden_tests import mytorch_hidden
+from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
+                                      built_autograder, honest_scores, session_folder)
+from tests.test_autograder_e2e import MYTORCH_ZERO
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Regrade": 0}
@@ -437,6 +439,16 @@ def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[s
         wrong.append(f"{role}.flags: {got_flags}, wanted each to hold one of {flags}, each of "
                      f"which in one")
     cell("likely_causes", row["likely_causes"].split(), causes)
+    for category in rubric.MYTORCH_RUBRIC:  # each answered test's seconds, within its category's
+        seconds = {test.name: row.get(f"test_seconds:{test.name}")
+                   for test in mytorch_hidden.tests_of(category) if f"test:{test.name}" in row}
+        known = [value for value in seconds.values() if value is not None]
+        if (any(not isinstance(value, float) or value < 0 for value in known)
+                or any(value is None and float(row[f"test:{name}"]) > 0  # answered, so timed
+                       for name, value in seconds.items())
+                or sum(known) > float(row.get(f"seconds:{category}", 0)) + 0.01):
+            wrong.append(f"{role}.test_seconds of {category}: {seconds}, the category's "
+                         f"{row.get(f'seconds:{category}')}")
     return wrong
 
 

@@ -1,6 +1,6 @@
 # hw4p1: instructor-only
-"""Sandbox hardening that the attack table of issue 25 asks for (autograder/sandbox.py and the
-modules it runs the worker with: processes, cgroups, sandbox_modes): process scans that survive
+"""Sandbox hardening that the sandbox review's attack table asks for (autograder/sandbox.py and
+the modules it runs the worker with: processes, cgroups, sandbox_modes): process scans that survive
 any process name, no root worker inside a user namespace, sandbox commands run by the absolute
 path they were found at, a fresh uid for every grading, the worker's own layers, and a cgroup
 that caps the worker tree."""
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from autograder import cgroups, processes, sandbox, sandbox_modes
-from tests.test_autograder import (MYTORCH_ZERO, attack_handin, honest_scores, run_grader,
-                                   session_folder)
+from tests.autograder_helpers import attack_handin, honest_scores, run_grader, session_folder
+from tests.test_autograder_e2e import MYTORCH_ZERO
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Sandbox layers": 0}
