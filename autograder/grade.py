@@ -402,7 +402,7 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     compare, compare_note = compare_arguments(reported, card)
     command = [sys.executable, "-m", "autograder.grade_model",
                "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
-               "--work", str(work / "lm"), "--out", str(result_path), *compare]
+               "--out", str(result_path), *compare]
     run = sandbox.run_process(command, cwd=AUTOGRADE_ROOT,
                               env=child_environment(work, [AUTOGRADE_ROOT]), timeout=timeout,
                               limits=model_limits())

@@ -39,6 +39,7 @@ from autograder import (grade_model, grading_run, landlock, rubric, safe_tar, sa
 from autograder.safe_tar import HandinError, extract_handin
 from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
+from hw4lib.data.lm_dataset import load_transcript
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.handin import BEST_CHECKPOINT
@@ -683,9 +684,13 @@ def make_model_handin(folder: Path, token_type: str = "char",
     return model
 
 
-def make_hidden_set(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / grade_model.HIDDEN_TEXT_FILE).write_text("\n".join(HIDDEN_LINES) + "\n")
+def make_hidden_set(folder: Path, lines: list[str] = HIDDEN_LINES) -> Path:
+    """A data root whose partition grade_model.PARTITION holds ``lines``, in their order, as
+    ``make autograde`` ships the hidden set."""
+    from autograder.hidden_data import hidden_utterances
+    from datagen.build_data import write_split
+
+    write_split(folder / grade_model.PARTITION, hidden_utterances(lines))
     return folder
 
 
@@ -710,8 +715,7 @@ def test_grade_model_measures_the_handed_in_weights(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
     for token_type in ("char", "1k"):
         model = make_model_handin(tmp_path / token_type, token_type)
-        result = grade_model.evaluate_handin(tmp_path / token_type, hidden,
-                                             tmp_path / f"work-{token_type}")
+        result = grade_model.evaluate_handin(tmp_path / token_type, hidden)
         tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, token_type)
         expected = direct_perplexity_char(model, tokenizer, HIDDEN_LINES)
         assert result["perplexity_char"] == pytest.approx(expected, rel=1e-5), token_type
@@ -753,22 +757,22 @@ def test_grade_model_refuses_broken_configs(tmp_path):
     for config, message in cases:
         (tmp_path / "h/config.yaml").write_text(yaml.safe_dump(config))
         with pytest.raises(grade_model.GradingError, match=message):
-            grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+            grade_model.evaluate_handin(tmp_path / "h", hidden)
     for bomb in (alias_bomb_config(), alias_bomb_config().replace("token_type: char",
                                                                   "token_type: *a8")):
         (tmp_path / "h/config.yaml").write_text(bomb)
         start = time.monotonic()
         with pytest.raises(grade_model.GradingError, match="must be one of|valid integer") as error:
-            grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+            grade_model.evaluate_handin(tmp_path / "h", hidden)
         assert len(str(error.value)) < 500 and time.monotonic() - start < 10, (
             f"an alias bomb must give a short error quickly, got {len(str(error.value))} "
             f"characters after {time.monotonic() - start:.1f} s")
     (tmp_path / "h/config.yaml").write_text("model: [unclosed\n")
     with pytest.raises(grade_model.GradingError, match="not valid YAML"):
-        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+        grade_model.evaluate_handin(tmp_path / "h", hidden)
     make_model_handin(tmp_path / "short", model_config={**TINY_MODEL, "max_len": 20})
     with pytest.raises(grade_model.GradingError, match="max_len is 20"):
-        grade_model.evaluate_handin(tmp_path / "short", hidden, tmp_path / "work")
+        grade_model.evaluate_handin(tmp_path / "short", hidden)
 
 
 @rubric_category("Model grading")
@@ -802,16 +806,16 @@ def test_grade_model_refuses_broken_state_dicts(tmp_path):
     for payload, message in cases:
         torch.save(payload, weights)
         with pytest.raises(grade_model.GradingError, match=message):
-            grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+            grade_model.evaluate_handin(tmp_path / "h", hidden)
     assert not (tmp_path / "pickle_ran_code").exists()
     weights.write_bytes(b"not a torch file")
     with pytest.raises(grade_model.GradingError, match="not the zip file torch.save writes"):
-        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+        grade_model.evaluate_handin(tmp_path / "h", hidden)
     # torch.save's zip with its entries deflated: refused before anything is inflated
     torch.save(state, weights)
     deflate_zip(weights)
     with pytest.raises(grade_model.GradingError, match="compressed entries"):
-        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+        grade_model.evaluate_handin(tmp_path / "h", hidden)
 
 
 def deflate_zip(path: Path) -> None:
@@ -1058,7 +1062,7 @@ def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
 # see the score follow the measured perplexity (the default line gives such a model 0).
 TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL = 2.0, 1000.0
 TEST_HIDDEN_CHARS = 20_000  # a quarter of the default: the test measures the model twice
-HIDDEN_SET_MEMBER = "autograde/autograder/hidden_set/test.txt"
+HIDDEN_PARTITION_MEMBER = "autograde/autograder/hidden_set/test"
 
 
 def build_autograder(out: Path) -> dict:
@@ -1114,8 +1118,12 @@ def import_without_site_packages(folder: Path, modules: tuple[str, ...]) -> dict
 
 
 def read_hidden_lines(autograde_tar: Path) -> list[str]:
-    with tarfile.open(autograde_tar) as tar:
-        return tar.extractfile(HIDDEN_SET_MEMBER).read().decode("utf-8").splitlines()
+    """The hidden transcripts ``autograde_tar`` ships, in the order LMDataset reads them."""
+    with tarfile.open(autograde_tar) as tar, tempfile.TemporaryDirectory() as scratch:
+        members = [m for m in tar.getmembers() if m.name.startswith(HIDDEN_PARTITION_MEMBER + "/")]
+        tar.extractall(scratch, members=members, filter="data")
+        return [load_transcript(path)
+                for path in sorted((Path(scratch) / HIDDEN_PARTITION_MEMBER).glob("*.npy"))]
 
 
 def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
@@ -1906,9 +1914,10 @@ def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
                    "autograde/hw4lib/numeric_truths.py",
                    "autograde/hw4lib/data/tokenizer_jsons/tokenizer_char.json",
                    "autograde/autograder/hidden_tests/mytorch_hidden.py",
-                   "autograde/build_info.json", HIDDEN_SET_MEMBER):
+                   "autograde/build_info.json"):
         assert needed in names, needed
     lines = read_hidden_lines(first)
+    assert handin_format.transcripts_sha256(lines) == infos[0]["hidden_set_sha256"]
     assert sum(map(len, lines)) == infos[0]["hidden_chars"] >= TEST_HIDDEN_CHARS
     assert infos[0]["lm_thresholds"] == {"full_marks_ppl": TEST_FULL_MARKS_PPL,
                                          "zero_marks_ppl": TEST_ZERO_MARKS_PPL}
