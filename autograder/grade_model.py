@@ -36,10 +36,10 @@ from autograder.sandbox import MAX_ERROR_CHARS
 from hw4lib.config import ConfigError, short_repr, validate_untrusted, vocab_size_of
 from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.file_io import write_json
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest, transcripts_sha256
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
-from hw4lib.trainers.base_trainer import write_json
 from hw4lib.trainers.metrics import evaluate_language_model
 
 PARTITION = "test"  # the partition of the --hidden-set and --public-set data roots

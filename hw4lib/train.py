@@ -36,10 +36,11 @@ from torch.utils.data import DataLoader
 
 from hw4lib.config import Config, ConfigError, load_config, validate_config
 from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
+from hw4lib.file_io import write_json
 from hw4lib.handin_format import TIMING_FILE
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers import LMTrainer, NonFiniteLossError, RunFolderExistsError, TrainingInterrupted
-from hw4lib.trainers.base_trainer import CHECKPOINT_BEST, write_json
+from hw4lib.trainers.base_trainer import CHECKPOINT_BEST
 from hw4lib.utils import create_optimizer, create_scheduler, plot_lr_schedule
 
 __all__ = ["ConfigError", "load_config", "validate_config", "set_seed", "build_tokenizer",

@@ -34,6 +34,7 @@ from autograder.hidden_data import (HIDDEN_NUM_CHARS, build_hidden_transcripts, 
                                     public_utterances)
 from datagen.build_data import Utterance, write_split
 from hw4lib.data.tokenizer import TOKENIZER_DIR, TOKENIZER_FILES
+from hw4lib.file_io import json_text
 from hw4lib.handin_format import HANDIN_TAR, transcripts_sha256
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +70,7 @@ PUBLIC_PARTITION = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.PARTITION}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/rubric.py", "autograder/gradescope.py",
                       "autograder/grading_run.py", "autograder/sandbox.py",
-                      "hw4lib/__init__.py", "hw4lib/grading_numbers.py",
+                      "hw4lib/__init__.py", "hw4lib/file_io.py", "hw4lib/grading_numbers.py",
                       "hw4lib/handin_format.py")  # standard library only
 GRADESCOPE_SETUP = """\
 #!/usr/bin/env bash
@@ -128,7 +129,7 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
     members.update(partition_members(HIDDEN_PARTITION, hidden_utterances(transcripts)))
     # the files `make data` writes for the test split, which test_metrics.json reports on
     members.update(partition_members(PUBLIC_PARTITION, public_utterances(public_seed)["test"]))
-    members[grade.BUILD_INFO.name] = (json.dumps(info, indent=2) + "\n").encode("utf-8")
+    members[grade.BUILD_INFO.name] = json_text(info).encode("utf-8")
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_tar(out_dir / "autograde.tar",
