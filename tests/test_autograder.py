@@ -1063,6 +1063,7 @@ def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
 TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL = 2.0, 1000.0
 TEST_HIDDEN_CHARS = 20_000  # a quarter of the default: the test measures the model twice
 HIDDEN_PARTITION_MEMBER = "autograde/autograder/hidden_set/test"
+PUBLIC_PARTITION_MEMBER = "autograde/autograder/public_test/test"
 
 
 def build_autograder(out: Path) -> dict:
@@ -1922,6 +1923,15 @@ def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
     assert infos[0]["lm_thresholds"] == {"full_marks_ppl": TEST_FULL_MARKS_PPL,
                                          "zero_marks_ppl": TEST_ZERO_MARKS_PPL}
     assert not set(lines) & hidden_data.public_transcripts(infos[0]["public_seed"])
+    # The public test split ships as the very files `make data` writes for it
+    from datagen import build_data
+
+    build_data.build(tmp_path / "data", seed=infos[0]["public_seed"])
+    with tarfile.open(first) as tar:
+        shipped = {Path(m.name).name: tar.extractfile(m).read() for m in tar.getmembers()
+                   if m.name.startswith(PUBLIC_PARTITION_MEMBER + "/")}
+    made = {path.name: path.read_bytes() for path in (tmp_path / "data/test").glob("*.npy")}
+    assert shipped == made, f"{len(shipped)} files shipped, {len(made)} written by make data"
 
 
 if __name__ == "__main__":
