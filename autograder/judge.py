@@ -14,9 +14,11 @@ handin's mytorch files).
 """
 from __future__ import annotations
 
+import bisect
 import builtins
 import codecs
 import json
+import math
 import re
 import secrets
 import sys
@@ -58,6 +60,7 @@ class TestResult:
     message: str  # empty when it passed; what differed otherwise (no hidden inputs)
     hint: str = ""  # the likely bug, when the category's failures point to one (diagnosis.py)
     family: str = ""  # that bug's family, for the staff (the regrade's counts, the hint report)
+    seconds: float | None = None  # its share of the worker's time (answer_seconds); None: unknown
 
     @property
     def passed(self) -> bool:
@@ -99,11 +102,14 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
     # The first test without a result is the one that was running when the time ran out.
     running = (next((test.name for test in tests if test.name not in records), None)
                if run.timed_out else None)
+    seconds = answer_seconds(records, run, running)
     judged = [judge_test(test, records.get(test.name), checks[test.name], note,
                          programs[test.name].steps, files,
                          timed_out=f"after {timeout:.0f} s" if test.name == running else "")
               for test in tests]
     results = [result for result, _ in judged]
+    for result in results:
+        result.seconds = seconds.get(result.name)
     hints = diagnosis.hints(category, {result.name: failure for result, failure in judged},
                             failed)
     for result in results:
@@ -111,6 +117,26 @@ def grade_category(category: str, layout: sandbox.Layout, mode: str, timeout: fl
             result.hint, result.family = hints[result.name].text, hints[result.name].family
     return CategoryRun(results, run.output, run.seconds, note, run.timed_out,
                        {result.name: failure for result, failure in judged if failure})
+
+
+def answer_seconds(records: dict[str, wire.Record], run: sandbox.Run,
+                   running: str | None) -> dict[str, float]:
+    """{test: seconds} by the judge's clock: from the arrival of the answer before it (the
+    worker's start, for the first: so it holds the worker's start-up and mytorch's import) to the
+    arrival of its own; the test running at the time limit, up to the limit. Tests whose answers'
+    arrival is unknown are left out."""
+    seconds: dict[str, float] = {}
+    previous = 0.0
+    for name, record in sorted(records.items(), key=lambda item: item[1].end):
+        index = bisect.bisect_left(run.result_arrivals, (record.end, -math.inf))
+        if index == len(run.result_arrivals):
+            break
+        arrived = run.result_arrivals[index][1]
+        seconds[name] = round(max(arrived - previous, 0.0), 3)
+        previous = max(previous, arrived)
+    if running is not None:
+        seconds[running] = round(max(run.seconds - previous, 0.0), 3)
+    return seconds
 
 
 def build_programs(tests: list[HiddenTest], seed: int) -> tuple[dict[str, wire.Program], dict]:

@@ -29,12 +29,13 @@ folder or in reading its output, it becomes that student's row (``crashed``, wit
 
 ``OUT`` receives ``grades.csv`` (one row per student, rewritten atomically after each grading, so
 an interrupted run leaves a valid file): status, the points of each category, the points of each
-hidden test (``test:<name>``) and the seconds of each category (``seconds:<category>``), the
-likely causes of failed tests, and ``flags`` for the staff: the judge's integrity notes, weights
-byte-identical to another student's (``shares its weights with ...``) and a mytorch that builds
-code at run time (``autograder/similarity.py``'s check). Also ``feedback/<student>.txt`` (the
-report Autolab shows), ``summary.txt`` (counts, and every timeout, invalid, crashed and flagged
-student by name) and ``summary.png`` (the histogram of totals).
+hidden test (``test:<name>``) and its seconds (``test_seconds:<name>``: from the worker's previous
+answer, or its start, to this one, by the judge's clock), the seconds of each category
+(``seconds:<category>``), the likely causes of failed tests, and ``flags`` for the staff: the
+judge's integrity notes, weights byte-identical to another student's (``shares its weights with
+...``) and a mytorch that builds code at run time (``autograder/similarity.py``'s check). Also
+``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, and every timeout,
+invalid, crashed and flagged student by name) and ``summary.png`` (the histogram of totals).
 
 A rerun skips the rows whose handin and grader are unchanged (their sha256 are in the CSV), except
 a timeout, which is graded once more (the host may have been the cause; ``notes`` says so).
@@ -107,6 +108,8 @@ def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grad
             "likely_causes": " ".join(likely_causes(graded.details)),
             "notes": "; ".join(notes), "integrity_flags": "; ".join(integrity),
             **{f"test:{test['name']}": test["points"] for test in tests},
+            **{f"test_seconds:{test['name']}": test["seconds"] for test in tests
+               if isinstance(test.get("seconds"), (int, float))},
             **{f"seconds:{category}": value for category, value in seconds.items()
                if category in rubric.RUBRIC and isinstance(value, (int, float))},
             "handin_sha256": handin_sha, "grader_sha256": grader_sha}
@@ -152,11 +155,16 @@ def row_key(row: dict) -> str:
 
 
 def columns_of(rows: dict[str, dict]) -> list[str]:
-    """COLUMNS, then each hidden test's points and each category's seconds, in rubric order."""
+    """COLUMNS, then each hidden test's points and seconds, then each category's seconds in
+    rubric order."""
     order = {category: index for index, category in enumerate(rubric.RUBRIC)}
-    tests = {key for row in rows.values() for key in row if key.startswith("test:")}
+    tests = sorted({key.split(":", 1)[1] for row in rows.values() for key in row
+                    if key.startswith(("test:", "test_seconds:"))})
     seconds = {key for row in rows.values() for key in row if key.startswith("seconds:")}
-    return [*COLUMNS, *sorted(tests),
+    present = {key for row in rows.values() for key in row}
+    return [*COLUMNS,
+            *[key for name in tests for key in (f"test:{name}", f"test_seconds:{name}")
+              if key in present],
             *sorted(seconds, key=lambda key: order.get(key.split(":", 1)[1], len(order)))]
 
 

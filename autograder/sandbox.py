@@ -58,6 +58,7 @@ MAX_OPEN_FILES = 256
 MAX_PROCESSES = 64
 MAX_TREE_MEMORY = 4 * 2**30  # the whole worker tree, where a cgroup can cap it
 MAX_RESULT_BYTES = 64 * 2**20  # the worker's result stream; beyond it the rest is dropped
+MAX_ARRIVALS = 4096  # when parts of the result stream came; a category has a few dozen tests
 OUTPUT_HEAD_BYTES = 4_000
 OUTPUT_TAIL_BYTES = 8_000
 MAX_ERROR_CHARS = 2000  # an error message a child reports (the model grading's)
@@ -90,6 +91,9 @@ class Run:
     output: str
     result: bytes = b""
     result_overflow: bool = False
+    # (bytes of the result received so far, seconds since the start) after each read: when each
+    # answer arrived, by the judge's clock.
+    result_arrivals: tuple[tuple[int, float], ...] = ()
 
     @property
     def timed_out(self) -> bool:
@@ -492,7 +496,8 @@ def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: flo
     readers = [threading.Thread(target=output.read_all, daemon=True)]
     result = None
     if result_pipe:
-        result = BoundedCapture(os.fdopen(result_pipe[0], "rb"), MAX_RESULT_BYTES, 0)
+        result = BoundedCapture(os.fdopen(result_pipe[0], "rb"), MAX_RESULT_BYTES, 0,
+                                clock_start=start)
         readers.append(threading.Thread(target=result.read_all, daemon=True))
     for reader in readers:
         reader.start()
@@ -510,20 +515,29 @@ def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: flo
     for reader in readers:
         reader.join(timeout=5)
     return Run(returncode, seconds, output.text(), result.data() if result else b"",
-               bool(result and result.omitted))
+               bool(result and result.omitted), tuple(result.arrivals) if result else ())
 
 
 class BoundedCapture:
-    """Keep the head and the tail of a byte stream; count the bytes dropped in between."""
+    """Keep the head and the tail of a byte stream; count the bytes dropped in between. With
+    ``clock_start`` (a ``time.monotonic()``), also note when the bytes came: ``arrivals``, at most
+    MAX_ARRIVALS of them, so that a writer of one-byte chunks sizes nothing."""
 
-    def __init__(self, stream, head_bytes: int, tail_bytes: int) -> None:
+    def __init__(self, stream, head_bytes: int, tail_bytes: int,
+                 clock_start: float | None = None) -> None:
         self.stream, self.head_bytes, self.tail_bytes = stream, head_bytes, tail_bytes
         self.head, self.tail = bytearray(), bytearray()
         self.omitted = 0
+        self.clock_start = clock_start
+        self.received = 0
+        self.arrivals: list[tuple[int, float]] = []
 
     def read_all(self) -> None:
         with self.stream:
             while chunk := self.stream.read1(65536):
+                self.received += len(chunk)
+                if self.clock_start is not None and len(self.arrivals) < MAX_ARRIVALS:
+                    self.arrivals.append((self.received, time.monotonic() - self.clock_start))
                 room = self.head_bytes - len(self.head)
                 if room > 0:
                     self.head += chunk[:room]

@@ -147,11 +147,13 @@ def encode_record(test: str, error: dict | None, values: dict[str, np.ndarray | 
 class Record:
     """One test's outcome as decoded by the judge. ``error`` holds the failure's fields that have
     the type :data:`ERROR_FIELDS` gives them; ``values`` holds only valid arrays or None;
-    ``problems`` says, per name, why its value was refused (the test fails if it reads it)."""
+    ``problems`` says, per name, why its value was refused (the test fails if it reads it);
+    ``end``: the offset in the stream just past the record (when it came: ``Run.result_arrivals``)."""
 
     error: dict | None
     values: dict[str, np.ndarray | None]
     problems: dict[str, str]
+    end: int = 0
 
 
 def decode_records(stream: bytes, expected: dict[str, list[str]]) -> tuple[dict[str, Record], str]:
@@ -212,7 +214,7 @@ def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
             problems[name] = NOT_AN_ARRAY
     if test not in expected:
         return None, position
-    return (test, Record(error_fields(header["error"]), values, problems)), position
+    return (test, Record(error_fields(header["error"]), values, problems, position)), position
 
 
 def error_fields(error) -> dict | None:

@@ -20,7 +20,7 @@ from bench.timing import interleaved_medians
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REPEATS = 3
-# The course's module for each component, timed the same way on 2 cores (issue 34).
+# The course's module for each component, timed the same way on 2 cores.
 AIMS = {
     "tests.test_mytorch": 2.2,
     "tests.test_mask_causal": 2.1,

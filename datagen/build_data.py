@@ -42,8 +42,10 @@ from typing import Sequence
 import numpy as np
 from tqdm import tqdm
 
-from datagen.corpus import ALPHABET, LEXICON_DIR, MAX_CHARS, generate_chapters, number_words
+from datagen.corpus import ALPHABET, GENERATOR_MODULES, MAX_CHARS, generate_chapters
 from datagen.ngram import CharNgramLM
+from datagen.numbers import number_words
+from datagen.vocabulary import LEXICON_DIR
 from hw4lib.grading_numbers import FULL_MARKS_PPL
 
 SPLITS = ("train", "val", "test")
@@ -358,11 +360,11 @@ def data_card(splits: dict[str, list[Utterance]], provenance: Provenance,
 
 
 def generator_fingerprint() -> str:
-    """sha256 of the sources that decide the generated text: ``corpus.py``, this file (splits,
-    ids, sizes) and the lexicon files. Generated data with another fingerprint is stale."""
+    """sha256 of the sources that decide the generated text: the generator's modules
+    (``corpus.GENERATOR_MODULES``), this file (splits, ids, sizes) and the lexicon files. Generated
+    data with another fingerprint is stale."""
     digest = hashlib.sha256()
-    for path in (Path(__file__).with_name("corpus.py"), Path(__file__),
-                 *sorted(LEXICON_DIR.glob("*.ini"))):
+    for path in (*GENERATOR_MODULES, Path(__file__), *sorted(LEXICON_DIR.glob("*.ini"))):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 

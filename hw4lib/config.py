@@ -125,8 +125,7 @@ class Training(Section):
     gradient_accumulation_steps: PositiveInt = 1          # batches per optimizer update
     grad_clip_norm: NonNegativeFloat = 1.0               # 0 disables clipping
     label_smoothing: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    precision: Literal[PRECISIONS] | None = None         # validated: never None (see below)
-    use_amp: bool | None = None                          # the old name: true = auto, false = fp32
+    precision: Literal[PRECISIONS] = "auto"
     samples_every: NonNegativeInt = 0                    # greedy validation samples every N epochs
     bucket_by_length: bool = True                        # batches of similar lengths
     progress_bar: bool = True
@@ -136,17 +135,6 @@ class Training(Section):
     device: Name = "auto"                                # auto | cpu | cuda | cuda:1 ...
     num_threads: NonNegativeInt = 0                      # torch threads; 0 keeps torch's default
     resume_from: Name | None = None                      # a checkpoint to continue from
-
-    @model_validator(mode="after")
-    def _precision_replaces_use_amp(self) -> "Training":
-        """``precision``, else what ``use_amp`` (its old name) implies, else ``auto``."""
-        if None not in (self.precision, self.use_amp) and (self.precision != "fp32") != self.use_amp:
-            raise ValueError(f"training.use_amp={self.use_amp} contradicts training.precision="
-                             f"{self.precision!r}: remove use_amp (it is the old name of precision)")
-        if self.precision is None:
-            self.precision = "fp32" if self.use_amp is False else "auto"
-        self.use_amp = None  # resolved into precision; the dump leaves it out
-        return self
 
 
 class ParamGroup(Section):
@@ -334,7 +322,7 @@ class Config(Section):
         return self
 
     def dump(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json", exclude={"generation": True, "training": {"use_amp"}}),
+        return {**self.model_dump(mode="json", exclude={"generation": True}),
                 "generation": self.generation.dump()}
 
 

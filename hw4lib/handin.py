@@ -47,7 +47,7 @@ from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HAN
                                   config_digest, is_mytorch_source, size_limit,
                                   transcripts_sha256)
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes, count_elements
-from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
+from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_PATH
 
 EXPTS_DIR = Training.model_fields["expts_dir"].default  # where runs are, unless a config moved them
 REQUIRED_METRICS = ("ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char")
@@ -60,7 +60,7 @@ class HandinError(Exception):
 def missing_files(folder: Path) -> list[str]:
     """The files of a finished run that ``folder`` lacks: a run interrupted, or still training
     (training removes the test results it would make stale), lacks its test results."""
-    return [name for name in (*RUN_FILES, BEST_CHECKPOINT) if not (folder / name).is_file()]
+    return [name for name in (*RUN_FILES, BEST_CHECKPOINT_PATH) if not (folder / name).is_file()]
 
 
 def find_run(expts: Path, run: str | None = None) -> Path:
@@ -168,9 +168,9 @@ def run_card(folder: Path, config: dict, state_dict: bytes, checkpoint: dict,
     except ConfigError:
         trained = None
     if trained is not None and config_digest(trained) != config_digest(config):
-        raise HandinError(f"{folder / BEST_CHECKPOINT} was trained with another model or tokenizer "
-                          f"than {folder / CONFIG_FILE} says: the grader would build the wrong "
-                          f"model. Pack the run whose config.yaml trained these weights.")
+        raise HandinError(f"{folder / BEST_CHECKPOINT_PATH} was trained with another model or "
+                          f"tokenizer than {folder / CONFIG_FILE} says: the grader would build the "
+                          f"wrong model. Pack the run whose config.yaml trained these weights.")
     metrics = read_json(folder / METRICS_FILE)
     timing_path = folder / TIMING_FILE
     timing = read_json(timing_path) if timing_path.is_file() else {}
@@ -261,8 +261,8 @@ def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tu
         (path.relative_to(root).as_posix(), path.read_bytes()) for path in mytorch_files(root)
     ]
     members += [(name, (folder / name).read_bytes()) for name in RUN_FILES]
-    state_dict, checkpoint = extract_state_dict(folder / BEST_CHECKPOINT, config)
-    check_size(folder / BEST_CHECKPOINT, STATE_DICT_FILE, len(state_dict))
+    state_dict, checkpoint = extract_state_dict(folder / BEST_CHECKPOINT_PATH, config)
+    check_size(folder / BEST_CHECKPOINT_PATH, STATE_DICT_FILE, len(state_dict))
     members.append((STATE_DICT_FILE, state_dict))
     card = run_card(folder, config, state_dict, checkpoint, root)
     members.append((RUN_CARD_FILE, json.dumps(card, indent=1, default=str).encode()))

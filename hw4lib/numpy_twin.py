@@ -26,7 +26,7 @@ import yaml
 
 from hw4lib.config import Config, Model, Optimizer, parse_section, validate_config
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE
-from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
+from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_PATH
 from hw4lib.trainers.metrics import language_model_metrics
 from hw4lib.utils.create_lr_scheduler import scheduler_interval, simulate_lr_schedule
 from hw4lib.utils.create_optimizer import build_param_groups, create_optimizer
@@ -63,7 +63,7 @@ def load_numpy_model(path: str | Path, dtype=np.float32) -> tuple[DecoderOnlyTra
     """
     path = Path(path)
     folder = path.parent if path.is_file() else path
-    checkpoint = folder / BEST_CHECKPOINT
+    checkpoint = folder / BEST_CHECKPOINT_PATH
     if path.is_file():
         state_dict = torch.load(path, map_location="cpu", weights_only=True)
     elif (folder / STATE_DICT_FILE).is_file():
@@ -72,7 +72,7 @@ def load_numpy_model(path: str | Path, dtype=np.float32) -> tuple[DecoderOnlyTra
         # The trainer's checkpoints also hold RNG states and the config: not tensors only.
         state_dict = torch.load(checkpoint, map_location="cpu", weights_only=False)["model_state_dict"]
     else:
-        raise FileNotFoundError(f"{path}: expected a run folder with {BEST_CHECKPOINT}, "
+        raise FileNotFoundError(f"{path}: expected a run folder with {BEST_CHECKPOINT_PATH}, "
                                 f"a handin folder with {STATE_DICT_FILE}, or a {STATE_DICT_FILE} file")
     config_file = folder / CONFIG_FILE
     if not config_file.is_file():

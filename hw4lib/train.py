@@ -40,7 +40,7 @@ from hw4lib.file_io import write_json
 from hw4lib.handin_format import TIMING_FILE
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers import LMTrainer, NonFiniteLossError, RunFolderExistsError, TrainingInterrupted
-from hw4lib.trainers.base_trainer import CHECKPOINT_BEST
+from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_NAME
 from hw4lib.utils import create_optimizer, create_scheduler, plot_lr_schedule
 
 __all__ = ["ConfigError", "load_config", "validate_config", "set_seed", "build_tokenizer",
@@ -128,7 +128,7 @@ def build_trainer(config: Config, model, tokenizer, train_loader, run_name: str,
 
 def load_best_weights(trainer: LMTrainer) -> Path | None:
     """Load the model weights of the best-validation checkpoint (the RNG and counters stay)."""
-    path = trainer.checkpoint_dir / CHECKPOINT_BEST
+    path = trainer.checkpoint_dir / BEST_CHECKPOINT_NAME
     if not path.is_file():
         return None
     checkpoint = torch.load(path, map_location=trainer.device, weights_only=False)

@@ -63,7 +63,7 @@ class Student:
 def inputs_digest() -> str:
     """sha256 of what the fixture is made from."""
     digest = hashlib.sha256()
-    paths = [Path(__file__), REPO / "tests/test_similarity.py", REPO / "tools/make_handout.py",
+    paths = [Path(__file__), REPO / "tests/test_similarity.py", REPO / "tools/handout_regions.py",
              REPO / "configs/default.yaml", REPO / "configs/tiny.yaml",
              REPO / "hw4_data/hw4p1_data/DATA_CARD.md",
              *sorted((REPO / "mytorch").rglob("*.py")), *sorted((REPO / "hw4lib").rglob("*.py"))]
@@ -98,18 +98,18 @@ def packed(work: Path, run_folder: Path, mytorch: dict[str, str | bytes], nudge:
     import torch
 
     from hw4lib.handin import pack
-    from hw4lib.trainers.base_trainer import BEST_CHECKPOINT
+    from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_PATH
 
     root = work / "packs" / name
     shutil.rmtree(root, ignore_errors=True)
     run = root / "expts" / run_folder.name
     shutil.copytree(run_folder, run, ignore=shutil.ignore_patterns("checkpoint-last*"))
     if nudge:
-        checkpoint = torch.load(run / BEST_CHECKPOINT, weights_only=False)
+        checkpoint = torch.load(run / BEST_CHECKPOINT_PATH, weights_only=False)
         state = checkpoint["model_state_dict"]
         first = next(key for key, value in state.items() if value.is_floating_point())
         state[first].view(-1)[0] += nudge
-        torch.save(checkpoint, run / BEST_CHECKPOINT)
+        torch.save(checkpoint, run / BEST_CHECKPOINT_PATH)
     for path, text in mytorch.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -139,7 +139,7 @@ def archive(members: dict[str, bytes], kind: str = "tar") -> bytes:
 
 def stubs() -> dict[str, str]:
     """The handout's mytorch: every region stubbed out."""
-    from tools.make_handout import file_regions, stub_out
+    from tools.handout_regions import file_regions, stub_out
 
     return {path: "".join(stub_out(text.splitlines(keepends=True), file_regions(path, text)))
             for path, text in reference_mytorch().items()}

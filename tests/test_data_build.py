@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from datagen import build_data
-from datagen.corpus import ALPHABET, MAX_CHARS, generate_chapters, generate_split, number_words
+from datagen.corpus import ALPHABET, MAX_CHARS, generate_chapters, generate_split
+from datagen.numbers import number_words
 from datagen.ngram import EOS, NUM_PREDICTED, CharNgramLM
 from hw4lib.data.lm_dataset import load_transcript
 from tests.testing_framework import rubric, run_module
@@ -27,10 +28,8 @@ RUBRIC = {"Corpus": 0, "Default build": 0, "Real text": 0, "N-gram baselines": 0
 ID_PATTERN = re.compile(r"\d+-\d+-\d+")
 SMALL_SIZES = {"train": 20_000, "val": 4_000, "test": 4_000}
 
-# What the generator writes, recorded when it moved from hw4lib/data/ to datagen/ (the .npy digests
-# before the move, at commit 110d434; the data card after it, as the card names the modules). Each
-# digest is tree_digest() of the .npy files of build(out, seed, sizes); "card" is the sha256 of
-# DATA_CARD.md. A change to the generator or the lexicon changes them: then rebuild the data and the
+# What the generator writes: each digest is tree_digest() of the .npy files of build(out, seed,
+# sizes); "card" is the sha256 of DATA_CARD.md. A change to the generator or the lexicon changes them: then rebuild the data and the
 # tokenizers (make data tokenizers), draw the hidden set again, and record the new digests here.
 RECORDED_SMALL = {  # SMALL_SIZES
     0: {"npy": "7c2b49f43e2d748f873b60d690758d803cd9255ce9bda6be39c2cc70111b8083",

@@ -21,10 +21,11 @@ import pytest
 
 from autograder import gradescope, rubric
 from tests import platform_profiles
-from tests.test_autograder import (ATTACKS, MYTORCH_ZERO, TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
-                                   attack_handin, built_autograder, copy_reference_mytorch,
-                                   honest_scores, import_without_site_packages, make_model_handin,
-                                   pack_folder, remove_session_folders, run_grader)
+from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
+                                      built_autograder, copy_reference_mytorch, honest_scores,
+                                      make_model_handin, pack_folder, remove_session_folders,
+                                      run_grader)
+from tests.test_autograder_e2e import ATTACKS, MYTORCH_ZERO, import_without_site_packages
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Packaging": 0, "Results": 0}
@@ -231,7 +232,8 @@ def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tm
     Gradescope's containers give): it finds nothing and keeps full marks; what it prints reaches
     neither results.json nor the feedback; source/autograde.tar is gone after grading."""
     from autograder import sandbox
-    from tests.test_autograder import read_hidden_lines, session_folder
+    from tests.autograder_helpers import session_folder
+    from tests.test_autograder_e2e import read_hidden_lines
 
     hidden = read_hidden_lines(built_autograder() / "autograde.tar")
     modes = [""] + (["--sandbox setpriv"] if os.geteuid() == 0 and "setpriv" in sandbox.MODES

@@ -31,7 +31,7 @@ from pathlib import Path
 from autograder import rubric
 from datagen.build_data import Provenance, Utterance, data_card
 from tools import make_autograde
-from tools.make_handout import student_readme
+from tools.handout_readme import student_readme
 splits = {name: [Utterance(f"1-{i}-0", "A TINY SPLIT")]
           for i, name in enumerate(("train", "val", "test"))}
 print(json.dumps({
@@ -52,7 +52,7 @@ def stated(tree: Path) -> dict:
     return json.loads(process.stdout.splitlines()[-1])
 
 
-@pytest.mark.slow  # two fresh interpreters import torch: about 10 s
+@pytest.mark.slow  # two fresh interpreters import torch
 @rubric("Grading numbers")
 def test_a_one_line_edit_of_the_pass_mark_reaches_the_handout_the_data_card_and_the_grader(
         tmp_path):

@@ -20,7 +20,7 @@ from hw4lib import handin_format
 from hw4lib.config import vocab_size_of
 from hw4lib.model.state_dict_contract import expected_entries, load_manifest
 from hw4lib import handin
-from hw4lib.handin import BEST_CHECKPOINT, HandinError, main, pack
+from hw4lib.handin import BEST_CHECKPOINT_PATH, HandinError, main, pack
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Handin packing": 0, "Handin refusals": 0}
@@ -80,7 +80,7 @@ def make_run(root: Path, name: str, state: dict | None = None, **overrides) -> P
         if content is not None:
             (folder / file).write_text(content)
     if checkpoint is not None:
-        torch.save(checkpoint, folder / BEST_CHECKPOINT)
+        torch.save(checkpoint, folder / BEST_CHECKPOINT_PATH)
     return folder
 
 
@@ -109,7 +109,7 @@ def test_handin_packs_run_and_mytorch_sources(tmp_path):
         assert state[key].untyped_storage().data_ptr() == state[first].untyped_storage().data_ptr()
     # the full checkpoint itself would not load that way: the extraction is what makes it safe
     with pytest.raises(Exception):
-        torch.load(tmp_path / "expts" / "run-a" / BEST_CHECKPOINT, weights_only=True)
+        torch.load(tmp_path / "expts" / "run-a" / BEST_CHECKPOINT_PATH, weights_only=True)
 
 
 @rubric("Handin packing")

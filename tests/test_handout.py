@@ -28,13 +28,14 @@ import pytest
 
 from tests.testing_framework import OWN_WORK, collect, rubric, run_module
 from tools.handout_leaks import find_leaks
-from tools.make_handout import (BONUS_FIRST, EXCLUDED_DIRS, EXCLUDED_FILES, GRADING_MARKER,
-                                INSTRUCTOR_ONLY, LEAK_SUFFIXES, MAKEFILE_BEGIN, REPO_ROOT,
-                                TASK_ORDER, TASKS_MARKER, Handout, HandoutError, build,
-                                check_imports, check_tree, code_units, file_regions, find_regions,
-                                grading_section, main, replace_units, restore, restore_text,
-                                strip_instructor_targets, strip_markers, student_readme, stub_out,
-                                write_tarball)
+from tools.handout_files import (EXCLUDED_DIRS, EXCLUDED_FILES, INSTRUCTOR_ONLY, MAKEFILE_BEGIN,
+                                 strip_instructor_targets)
+from tools.handout_readme import (BONUS_FIRST, GRADING_MARKER, TASK_ORDER, TASKS_MARKER,
+                                  grading_section, student_readme)
+from tools.handout_regions import (HandoutError, code_units, file_regions, find_regions,
+                                   replace_units, restore, restore_text, strip_markers, stub_out)
+from tools.make_handout import (LEAK_SUFFIXES, REPO_ROOT, Handout, build, check_imports,
+                                check_tree, main, write_tarball)
 
 RUBRIC = {"Solution regions": 0, "Handout tree": 0, "Handout behaviour": 0}
 # The sections every README that make handout reads must have (it fills them in).

@@ -20,7 +20,8 @@ from autograder.lm_diagnosis import VAL_TEST_GAP, lm_hint
 from hw4lib.numeric_truths import difference_features
 from autograder.hidden_tests import mytorch_hidden
 from tests.testing_framework import rubric as rubric_category, run_module
-from tests.test_autograder import make_hidden_set, make_model_handin
+from tests.autograder_helpers import make_model_handin
+from tests.test_grade_model import make_hidden_set
 from tools import hint_report
 from tools.mutants import Mutant
 

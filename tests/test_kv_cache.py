@@ -1,5 +1,6 @@
 # hw4p1: instructor-only
-"""The key/value cache of ``generator_for_model`` (``hw4lib.model.kv_cache``).
+"""The key/value cache of ``generator_for_model`` and ``SequenceGenerator.for_model``
+(``hw4lib.model.kv_cache``).
 
 The truth is the model itself: ``SequenceGenerator(model.score, ...)`` recomputes every prefix from
 scratch, so the cached generator must return the same tokens and the same scores (to float
@@ -63,10 +64,12 @@ def assert_same(name: str, uncached, cached) -> None:
         f"{name}: scores differ; expected {scores.tolist()}, got {cached_scores.tolist()}")
 
 
-def compare_searches(model, vocab_size: int, max_length: int, searches) -> list[torch.Tensor]:
-    """Run each (name, search) on both generators; return the uncached sequences."""
+def compare_searches(model, vocab_size: int, max_length: int, searches,
+                     build=generator_for_model) -> list[torch.Tensor]:
+    """Run each (name, search) on ``SequenceGenerator(model.score, ...)`` and on
+    ``build(model, ...)``; return the former's sequences."""
     uncached = SequenceGenerator(model.score, tokenizer(vocab_size), max_length, "cpu")
-    cached = generator_for_model(model, tokenizer(vocab_size), max_length, "cpu")
+    cached = build(model, tokenizer(vocab_size), max_length, "cpu")
     outputs = []
     with torch.no_grad():
         for name, search in searches:
@@ -128,6 +131,26 @@ def test_sampling_same_tokens_and_scores():
                              x, t, k, p, generator=torch.Generator().manual_seed(7))))
     outputs = compare_searches(model, 40, max_length, searches)
     assert any(ends_mid_way(seqs, 1)[0] for seqs in outputs), "no sample ended mid-way: EOS is never tested"
+
+
+@rubric("Same results as model.score")
+def test_for_model_builds_the_cached_generator():
+    """``SequenceGenerator.for_model``, the interface's name, gives ``generator_for_model``'s
+    generator: the cached one, with the given settings and model.score's results."""
+    max_length = 24
+    model = random_model(0, eos_bias=4.6)
+    built = SequenceGenerator.for_model(model, tokenizer(40), max_length, "cpu")
+    expected = generator_for_model(model, tokenizer(40), max_length, "cpu")
+    assert type(built) is type(expected), (
+        f"for_model returned a {type(built).__name__}, expected generator_for_model's "
+        f"{type(expected).__name__}")
+    assert (built.max_length, built.device) == (max_length, torch.device("cpu")), (
+        f"for_model's generator has max_length={built.max_length}, device={built.device}; "
+        f"expected {max_length}, cpu")
+    x = prompts(1, 6, 1, 40)  # some sequences end mid-way (test_greedy_same_tokens_and_scores)
+    compare_searches(model, 40, max_length, [("for_model greedy", lambda g: g.generate_greedy(x)),
+                                             ("for_model beam(width 3)", lambda g: g.generate_beam(x, 3))],
+                     build=SequenceGenerator.for_model)
 
 
 def train_tiny_model(steps: int = 100) -> DecoderOnlyTransformer:

@@ -10,7 +10,7 @@ the grader measures the packed weights on exactly those transcripts
 work packed by make handin cannot show (``autograder.grade.integrity_flags``). Truths here are
 independent of the code under test: the transcripts' digest is recomputed from the files, the
 perplexity of the compared set line by line without the library's metric
-(``tests.test_autograder.direct_perplexity_char``).
+(``tests.autograder_helpers.direct_perplexity_char``).
 """
 import contextlib
 import io
@@ -31,8 +31,8 @@ from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin import measured_test_set
 from hw4lib.handin_format import (METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE,
                                   transcripts_sha256)
-from tests.test_autograder import (HIDDEN_LINES, TINY_MODEL, direct_perplexity_char,
-                                   make_hidden_set, make_model_handin)
+from tests.autograder_helpers import TINY_MODEL, direct_perplexity_char, make_model_handin
+from tests.test_grade_model import HIDDEN_LINES, make_hidden_set
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Run card": 0, "Integrity flags": 0, "Language-model feedback": 0}
@@ -150,8 +150,8 @@ MEASURED = {"state_dict_sha256": "a" * 64, "config_sha256": "c" * 64,
 
 @rubric_category("Integrity flags")
 def test_honest_handins_are_never_flagged(tmp_path):
-    # A data.subset 0.1 run: 7.5149 reported on its tenth of the test split, and measured there.
-    # The whole split would give 7.7493 (the case the issue measured); it is no longer compared.
+    # A data.subset 0.1 run: 7.5149 reported on its tenth of the test split, and measured there
+    # (the whole split, a different set, would give another value: it is not what is compared).
     assert grade.integrity_flags(extraction(tmp_path, CARD, 7.5149), MEASURED) == []
     # The set could not be compared (other data, an older make handin): a note, never a flag
     not_compared = {**MEASURED, "compared_perplexity_char": None,

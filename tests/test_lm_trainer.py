@@ -263,7 +263,7 @@ def test_one_training_step_matches_autograd_through_the_scaler(tmp_path):
 @rubric("LMTrainer")
 def test_train_validates_on_the_validation_loader_and_writes_run_folder(tmp_path):
     from hw4lib.trainers import evaluate_language_model
-    from hw4lib.trainers.base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST
+    from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_NAME, LAST_CHECKPOINT_NAME
 
     torch.manual_seed(0)
     trainer = _trainer(tmp_path, TableLM(), samples_every=1)
@@ -288,11 +288,11 @@ def test_train_validates_on_the_validation_loader_and_writes_run_folder(tmp_path
     )
     for name in ("config.yaml", "model_arch.txt", "metrics/epoch_003.json", "metrics/loss.png",
                  "metrics/perplexity.png", "attn/train_last_layer_epoch003.png",
-                 "text/val_greedy_epoch003.json", f"checkpoints/{CHECKPOINT_BEST}",
-                 f"checkpoints/{CHECKPOINT_LAST}"):
+                 "text/val_greedy_epoch003.json", f"checkpoints/{BEST_CHECKPOINT_NAME}",
+                 f"checkpoints/{LAST_CHECKPOINT_NAME}"):
         assert (root / name).is_file(), f"expected the run folder to hold {name}; it does not"
     assert not list(root.rglob("*.tmp")), "checkpoints are written through a temporary file"
-    checkpoint = torch.load(root / "checkpoints" / CHECKPOINT_LAST, weights_only=False)
+    checkpoint = torch.load(root / "checkpoints" / LAST_CHECKPOINT_NAME, weights_only=False)
     for key in ("model_state_dict", "optimizer_state_dict", "scheduler_state_dict", "epoch", "step",
                 "best_metric", "config", "rng_states"):
         assert key in checkpoint, f"the checkpoint must hold {key!r}; it has {sorted(checkpoint)}"
@@ -304,7 +304,7 @@ def test_train_validates_on_the_validation_loader_and_writes_run_folder(tmp_path
 
 @rubric("LMTrainer")
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
-    from hw4lib.trainers.base_trainer import CHECKPOINT_LAST
+    from hw4lib.trainers.base_trainer import LAST_CHECKPOINT_NAME
 
     def fresh(run_name, seed, **training):
         torch.manual_seed(seed)
@@ -316,7 +316,7 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     first = fresh("interrupted", 0)
     first.train(_loader(), _loader(shuffle=False), epochs=1)
     torch.manual_seed(123)  # whatever happens between the runs must not matter
-    last = tmp_path / "expts" / "interrupted" / "checkpoints" / CHECKPOINT_LAST
+    last = tmp_path / "expts" / "interrupted" / "checkpoints" / LAST_CHECKPOINT_NAME
     resumed = fresh("interrupted", 99, resume_from=str(last))  # continues in the same run folder
     resumed.load_checkpoint(last)
     resumed.train(_loader(), _loader(shuffle=False), epochs=2)
@@ -337,14 +337,16 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
 @rubric("LMTrainer")
 def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(tmp_path):
     from hw4lib.trainers import NonFiniteLossError
-    from hw4lib.trainers.base_trainer import CHECKPOINT_LAST
+    from hw4lib.trainers.base_trainer import LAST_CHECKPOINT_NAME
 
     torch.manual_seed(0)
     trainer = _trainer(tmp_path, TableLM(nan_after=4))   # 3 batches per epoch: NaN in epoch 2
     with pytest.raises(NonFiniteLossError, match="epoch 2") as error:
         trainer.train(_loader(), _loader(shuffle=False), epochs=3)
-    assert CHECKPOINT_LAST in str(error.value), f"the error must name {CHECKPOINT_LAST}: {error.value}"
-    checkpoint = torch.load(tmp_path / "expts" / "run" / "checkpoints" / CHECKPOINT_LAST, weights_only=False)
+    assert LAST_CHECKPOINT_NAME in str(error.value), (
+        f"the error must name {LAST_CHECKPOINT_NAME}: {error.value}")
+    checkpoint = torch.load(tmp_path / "expts" / "run" / "checkpoints" / LAST_CHECKPOINT_NAME,
+                            weights_only=False)
     assert checkpoint["epoch"] == 1, f"the last good checkpoint is epoch 1's; got epoch {checkpoint['epoch']}"
     assert all(torch.isfinite(v).all() for v in checkpoint["model_state_dict"].values()), (
         "the kept checkpoint must hold finite weights"

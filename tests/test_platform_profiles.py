@@ -27,11 +27,12 @@ import pytest
 from autograder import gradescope, landlock, rubric
 from tests import platform_profiles
 from tests.platform_profiles import PROFILES
-from tests.test_autograder import (FULL_LINE, MYTORCH_ZERO, UTF7_SOURCE, ZERO_LINEAR_NN, ZEROS_NN,
-                                   attack_handin, blob_mytorch, built_autograder,
-                                   deep_mytorch_member, honest_scores, long_name_members,
-                                   open_folder, pack_folder, read_hidden_lines,
-                                   replay_handin, run_grader, write_tar, zip_directory_bomb)
+from tests.autograder_helpers import (ZEROS_NN, attack_handin, built_autograder, honest_scores,
+                                      open_folder, pack_folder, run_grader, write_tar)
+from tests.test_autograder_e2e import FULL_LINE, MYTORCH_ZERO, read_hidden_lines, replay_handin
+from tests.test_handin_extraction import deep_mytorch_member, long_name_members, zip_directory_bomb
+from tests.test_runtime_code import UTF7_SOURCE, blob_mytorch
+from tests.test_worker_scoring import ZERO_LINEAR_NN
 from tests.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
                                    unpack_root)
 from tests.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
@@ -339,7 +340,7 @@ ATTACKS = {  # the review's table, by row
         lambda folder: attack_handin(folder, FILL_THE_DISK, None), HONEST),
     "12 a Linear of zeros in the right dtype": Attack(
         lambda folder: attack_handin(folder, "", ZERO_LINEAR_NN), MYTORCH_0),
-    # Issue 33: the grader trusts nothing computed, parsed or sized from inside the handin.
+    # The grader trusts nothing computed, parsed or sized from inside the handin.
     "14 mytorch source under a utf-7 coding declaration": Attack(utf7_handin, MYTORCH_0),
     "15 mytorch files that exec zlib blobs of themselves": Attack(blob_handin, MYTORCH_0),
     "16 470 members with 60,000-character names": Attack(

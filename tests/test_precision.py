@@ -3,7 +3,7 @@
 
 * ``resolve_precision`` picks bf16 only where the hardware has it (the CPU and CUDA capability
   checks are patched, so both CUDA branches are checked on a CPU-only machine), refuses fp16 off
-  CUDA, and ``use_amp`` still works as the old name of ``precision``.
+  CUDA; ``training.precision`` defaults to ``auto`` and takes only the names it knows.
 * A bf16 training step stays close to the float32 one (autograd in float32 is the truth); the
   trainer's autocast really computes the layers in bf16, and the logits in float32.
 * ``attention_weights_off`` changes neither outputs nor gradients, and the trainer asks for the
@@ -62,11 +62,8 @@ def test_auto_picks_16_bits_only_where_native():
 
 
 @rubric("Precision choice")
-def test_use_amp_is_an_alias_of_precision():
-    cases = [({}, "auto"), ({"use_amp": True}, "auto"), ({"use_amp": False}, "fp32"),
-             ({"precision": "bf16"}, "bf16"), ({"precision": "bf16", "use_amp": True}, "bf16"),
-             ({"precision": "fp32", "use_amp": False}, "fp32")]
-    for training, expected in cases:
+def test_precision_setting_defaults_to_auto_and_refuses_unknown_names():
+    for training, expected in (({}, "auto"), ({"precision": "fp32"}, "fp32"), ({"precision": "bf16"}, "bf16")):
         config = tiny_yaml()
         config["training"].pop("precision", None)  # tiny.yaml inherits default.yaml's: auto
         config["training"].update(training)
@@ -74,13 +71,8 @@ def test_use_amp_is_an_alias_of_precision():
         assert checked.training.precision == expected, (
             f"training section {training}: expected precision {expected!r}, "
             f"got {checked.training.precision!r}")
-        assert "use_amp" not in checked.dump()["training"], "use_amp is resolved into precision"
-
+        assert checked.dump()["training"]["precision"] == expected, "the dump must keep the precision"
     config = tiny_yaml()
-    config["training"]["use_amp"] = False
-    config["training"]["precision"] = "bf16"
-    expect_error(ConfigError, ["training.precision", "use_amp"], lambda: validate_config(config))
-    config["training"].pop("use_amp")
     config["training"]["precision"] = "half"
     expect_error(ConfigError, ["training.precision"], lambda: validate_config(config))
 

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from autograder import regrade, rubric
-from tests.test_autograder import (MYTORCH_ZERO, TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
-                                   attack_handin, built_autograder, honest_scores, session_folder)
+from autograder.hidden_tests import mytorch_hidden
+from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
+                                      built_autograder, honest_scores, session_folder)
+from tests.test_autograder_e2e import MYTORCH_ZERO
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Regrade": 0}
@@ -117,7 +119,8 @@ def fake_grader(tmp_path: Path) -> Path:
 def judge_details(total_linear: float, status: str = "ok", weights: str = "") -> dict:
     return {"status": status, "flags": [],
             "tests": [{"name": "linear_forward", "category": "Linear", "points": total_linear,
-                       "max_points": 2, "family": "" if total_linear == 2 else "linear-bias"}],
+                       "max_points": 2, "family": "" if total_linear == 2 else "linear-bias",
+                       "seconds": 0.25}],
             "seconds": {"Linear": 1.5, "LanguageModel": 9.25},
             "lm": {"perplexity_char": 3.5, "state_dict_sha256": weights}}
 
@@ -166,6 +169,8 @@ def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monk
     assert {"test:linear_forward", "seconds:Linear", "seconds:LanguageModel", "name", "email",
             "sid", "submitted_at", "version", "versions_graded"} <= set(header), header
     assert header.index("seconds:Linear") < header.index("seconds:LanguageModel")
+    assert rows["ann"]["test_seconds:linear_forward"] == 0.25
+    assert header.index("test_seconds:linear_forward") == header.index("test:linear_forward") + 1
 
     graded.clear()
     capsys.readouterr()
@@ -434,6 +439,16 @@ def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[s
         wrong.append(f"{role}.flags: {got_flags}, wanted each to hold one of {flags}, each of "
                      f"which in one")
     cell("likely_causes", row["likely_causes"].split(), causes)
+    for category in rubric.MYTORCH_RUBRIC:  # each answered test's seconds, within its category's
+        seconds = {test.name: row.get(f"test_seconds:{test.name}")
+                   for test in mytorch_hidden.tests_of(category) if f"test:{test.name}" in row}
+        known = [value for value in seconds.values() if value is not None]
+        if (any(not isinstance(value, float) or value < 0 for value in known)
+                or any(value is None and float(row[f"test:{name}"]) > 0  # answered, so timed
+                       for name, value in seconds.items())
+                or sum(known) > float(row.get(f"seconds:{category}", 0)) + 0.01):
+            wrong.append(f"{role}.test_seconds of {category}: {seconds}, the category's "
+                         f"{row.get(f'seconds:{category}')}")
     return wrong
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from autograder import sandbox
-from tests.test_autograder import (MYTORCH_ZERO, attack_handin, honest_scores, run_grader,
-                                   session_folder)
+from tests.autograder_helpers import attack_handin, honest_scores, run_grader, session_folder
+from tests.test_autograder_e2e import MYTORCH_ZERO
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Sandbox layers": 0}

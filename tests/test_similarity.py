@@ -18,7 +18,7 @@ import pytest
 
 from autograder import similarity
 from tests.testing_framework import rubric, run_module
-from tools.make_handout import file_regions, restore, stub_out
+from tools.handout_regions import file_regions, restore, stub_out
 
 pytest.importorskip("copydetect")
 RUBRIC = {"Similarity": 0}

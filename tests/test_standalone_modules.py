@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.testing_framework import rubric, run_module
-from tools.make_handout import exclusion_reason
+from tools.handout_files import exclusion_reason
 
 RUBRIC = {"Standalone runner": 0}
 REPO = Path(__file__).resolve().parents[1]

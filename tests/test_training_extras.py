@@ -82,13 +82,13 @@ def _train(trainer, loaders, epochs=2) -> tuple[str, str]:
 
 
 def _assert_run_finished(trainer, epochs=2) -> None:
-    from hw4lib.trainers.base_trainer import CHECKPOINT_LAST
+    from hw4lib.trainers.base_trainer import LAST_CHECKPOINT_NAME
 
     root = trainer.expt_root
     history = json.loads((root / "metrics" / "history.json").read_text())
     assert [record["epoch"] for record in history] == list(range(1, epochs + 1)), \
         f"expected metrics of epochs 1..{epochs}, got epochs {[r['epoch'] for r in history]}"
-    checkpoint = torch.load(root / "checkpoints" / CHECKPOINT_LAST, weights_only=False)
+    checkpoint = torch.load(root / "checkpoints" / LAST_CHECKPOINT_NAME, weights_only=False)
     assert checkpoint["epoch"] == epochs, f"expected the last checkpoint at epoch {epochs}, got {checkpoint['epoch']}"
 
 
@@ -296,7 +296,7 @@ def test_checking_a_loader_leaves_every_random_state_as_it_found_it(tmp_path):
 def test_a_run_folder_that_holds_a_run_is_refused_unless_resumed(tmp_path):
     from hw4lib.train import default_run_name
     from hw4lib.trainers import RunFolderExistsError
-    from hw4lib.trainers.base_trainer import CHECKPOINT_LAST
+    from hw4lib.trainers.base_trainer import LAST_CHECKPOINT_NAME
 
     trainer, loaders = _trainer(tmp_path, TRAIN_TEXTS, samples_every=0)
     _train(trainer, loaders, epochs=1)
@@ -304,7 +304,7 @@ def test_a_run_folder_that_holds_a_run_is_refused_unless_resumed(tmp_path):
     with pytest.raises(RunFolderExistsError, match=r"already holds a run.*--resume .*checkpoint-last"):
         _trainer(tmp_path / "again", TRAIN_TEXTS, expts_dir=str(tmp_path / "expts"))
     assert (trainer.expt_root / "config.yaml").read_bytes() == config_yaml, "the old run was written into"
-    last = trainer.expt_root / "checkpoints" / CHECKPOINT_LAST
+    last = trainer.expt_root / "checkpoints" / LAST_CHECKPOINT_NAME
     resumed, loaders = _trainer(tmp_path / "resumed", TRAIN_TEXTS, samples_every=0,
                                 expts_dir=str(tmp_path / "expts"), resume_from=str(last))
     resumed.load_checkpoint(last)
@@ -320,7 +320,7 @@ def test_a_run_folder_that_holds_a_run_is_refused_unless_resumed(tmp_path):
 def test_ctrl_c_keeps_the_last_complete_epoch_and_says_how_to_resume(tmp_path):
     from hw4lib.handin_format import METRICS_FILE
     from hw4lib.trainers import TrainingInterrupted
-    from hw4lib.trainers.base_trainer import CHECKPOINT_LAST
+    from hw4lib.trainers.base_trainer import LAST_CHECKPOINT_NAME
 
     trainer, loaders = _trainer(tmp_path, TRAIN_TEXTS, samples_every=0)
     (trainer.expt_root / METRICS_FILE).write_text("{}")  # results of earlier weights go stale
@@ -333,7 +333,7 @@ def test_ctrl_c_keeps_the_last_complete_epoch_and_says_how_to_resume(tmp_path):
         return validate(loader)
 
     trainer._validate_epoch = interrupted_in_epoch_2
-    last = trainer.expt_root / "checkpoints" / CHECKPOINT_LAST
+    last = trainer.expt_root / "checkpoints" / LAST_CHECKPOINT_NAME
     with pytest.raises(TrainingInterrupted) as stop:
         _train(trainer, loaders, epochs=3)
     message = str(stop.value)

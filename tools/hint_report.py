@@ -31,7 +31,7 @@ from typing import Callable
 
 from autograder import grade, judge, rubric, sandbox
 from autograder.hidden_tests.diagnosis import describe
-from tools import make_handout, mutants as catalogue
+from tools import handout_regions, mutants as catalogue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AIM = 0.9  # the share of graded mutants whose hint must name their family
@@ -177,10 +177,10 @@ def stubs(tree: Path) -> list[str]:
     """Every solution region replaced by the handout's stub: not written yet, at a stub's line."""
     for path in sorted(tree.rglob("*.py")):
         text = path.read_text()
-        regions = make_handout.file_regions(path.name, text)
+        regions = handout_regions.file_regions(path.name, text)
         if regions:
-            path.write_text("".join(make_handout.stub_out(text.splitlines(keepends=True),
-                                                          regions)))
+            path.write_text("".join(handout_regions.stub_out(text.splitlines(keepends=True),
+                                                             regions)))
     linear = tree / "nn" / "linear.py"
     first = line_of(linear, "raise NotImplementedError", after="def forward")
     return ["not written yet", f"mytorch/nn/linear.py:{first}, in forward"]

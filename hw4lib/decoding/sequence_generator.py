@@ -19,8 +19,8 @@ The score_fn contract
 number of prompts. Beam search therefore scores its N x B hypotheses with one call per beam slot
 (B calls of N rows) rather than one flattened call. A scorer may thus depend on the row: a
 sequence-to-sequence model's score_fn can close over one encoder output per prompt.
-``hw4lib.decoding.generator_for_model`` runs the same searches on a key/value cache, with the same
-tokens and scores as ``SequenceGenerator(model.score, ...)``.
+``SequenceGenerator.for_model(model, ...)`` runs the same searches on a key/value cache, with the
+same tokens and scores as ``SequenceGenerator(model.score, ...)``.
 """
 from __future__ import annotations
 
@@ -47,6 +47,11 @@ class SequenceGenerator(Sampling):
             ``H4Tokenizer`` in practice).
         max_length: the total length (prompt + generated tokens) at which generation stops.
         device: where the sequences live; prompts are moved there.
+
+    ``SequenceGenerator.for_model(model, tokenizer, max_length, device)`` gives the fastest
+    generator for a model, with ``model.score``'s results: it is ``generator_for_model``, which
+    ``cached_generator.py`` attaches here (that module subclasses this class, so this one cannot
+    import it).
     """
 
     def __init__(self, score_fn: ScoreFn, tokenizer, max_length: int, device: str | torch.device):

@@ -5,8 +5,8 @@
 them forces the unfused path: the scores are materialised, softmaxed and kept for backward. With
 ``need_weights=False`` it calls ``F.scaled_dot_product_attention`` instead, which is faster and
 uses less memory, and returns None for the weights. Training and evaluation steps never read the
-weights, so they run inside ``attention_weights_off(model)``; outside it, the forward's contract
-(weights in the returned dict) holds as before.
+weights, so they run inside ``attention_weights_off(model)``; outside it, the forward keeps its
+contract (the weights in the returned dict).
 """
 from __future__ import annotations
 

@@ -42,10 +42,11 @@ from ._checks import (TrainingInterrupted, check_finite_loss, check_run_folder_i
                       interruption_message)
 from .precision import logits_in_float32, precision_name, resolve_precision
 
-CHECKPOINT_BEST = "checkpoint-best-metric-model.pth"
-CHECKPOINT_LAST = "checkpoint-last-epoch-model.pth"
-CHECKPOINT_DIR = "checkpoints"                          # inside the run folder
-BEST_CHECKPOINT = f"{CHECKPOINT_DIR}/{CHECKPOINT_BEST}"  # relative to the run folder (make handin)
+# *_NAME: file names inside CHECKPOINT_DIR; *_PATH: relative to the run folder (make handin).
+BEST_CHECKPOINT_NAME = "checkpoint-best-metric-model.pth"
+LAST_CHECKPOINT_NAME = "checkpoint-last-epoch-model.pth"
+CHECKPOINT_DIR = "checkpoints"  # inside the run folder
+BEST_CHECKPOINT_PATH = f"{CHECKPOINT_DIR}/{BEST_CHECKPOINT_NAME}"
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -127,7 +128,7 @@ class BaseTrainer(ABC):
         self.expt_root = Path(self.config.training.expts_dir) / run_name
         self.checkpoint_dir = self.expt_root / CHECKPOINT_DIR
         check_run_folder_is_free(self.expt_root, self.config.training.resume_from,
-                                 self.checkpoint_dir / CHECKPOINT_LAST)
+                                 self.checkpoint_dir / LAST_CHECKPOINT_NAME)
         self.metrics_dir = self.expt_root / "metrics"
         self.attn_dir = self.expt_root / "attn"
         self.text_dir = self.expt_root / "text"
@@ -185,7 +186,8 @@ class BaseTrainer(ABC):
 
     def _check_finite(self, loss: torch.Tensor, where: str) -> None:
         """Stop training on a NaN/inf loss, naming the last good checkpoint (see _checks.py)."""
-        check_finite_loss(loss, where, self.current_epoch, self.checkpoint_dir / CHECKPOINT_LAST)
+        check_finite_loss(loss, where, self.current_epoch,
+                          self.checkpoint_dir / LAST_CHECKPOINT_NAME)
 
     @contextmanager
     def interruptible(self, what: str) -> Iterator[None]:
@@ -197,7 +199,8 @@ class BaseTrainer(ABC):
             raise
         except KeyboardInterrupt:
             raise TrainingInterrupted(interruption_message(
-                what, self.expt_root, self.checkpoint_dir / CHECKPOINT_LAST, self.saved_epoch)) from None
+                what, self.expt_root, self.checkpoint_dir / LAST_CHECKPOINT_NAME,
+                self.saved_epoch)) from None
 
     def _forget_test_results(self) -> None:
         """Remove the run folder's test results: once training goes on they describe other
@@ -312,7 +315,7 @@ class BaseTrainer(ABC):
             "rng_states": capture_rng_states(),
         }
         atomic_write_bytes(path, lambda tmp: torch.save(state, tmp))
-        if filename == CHECKPOINT_LAST:
+        if filename == LAST_CHECKPOINT_NAME:
             self.saved_epoch = self.current_epoch
         return path
 

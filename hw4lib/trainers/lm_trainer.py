@@ -19,7 +19,7 @@ from hw4lib.file_io import write_json
 from hw4lib.handin_format import GENERATIONS_FILE, METRICS_FILE
 
 from ._checks import check_ready_to_train
-from .base_trainer import CHECKPOINT_BEST, CHECKPOINT_LAST, BaseTrainer
+from .base_trainer import BEST_CHECKPOINT_NAME, LAST_CHECKPOINT_NAME, BaseTrainer
 from .generation_settings import epoch_sample_settings
 from .metrics import evaluate_language_model, language_model_metrics, safe_exp
 
@@ -179,8 +179,8 @@ class LMTrainer(BaseTrainer):
                                         f"val_greedy_epoch{epoch:03d}"))
                 if val_metrics["perplexity_char"] < self.best_metric:
                     self.best_metric = val_metrics["perplexity_char"]
-                    self.save_checkpoint(CHECKPOINT_BEST)
-                self.save_checkpoint(CHECKPOINT_LAST)
+                    self.save_checkpoint(BEST_CHECKPOINT_NAME)
+                self.save_checkpoint(LAST_CHECKPOINT_NAME)
                 print(f"epoch {epoch}/{epochs} ({elapsed:.0f}s): "
                       f"train ce/char {train_metrics['ce_loss_char']:.4f}  "
                       f"val ppl/char {val_metrics['perplexity_char']:.4f}  "

@@ -14,8 +14,7 @@ One layer stays in float32 under autocast: the output projection ``final_linear`
 every token's loss and gradient cost the default model more test perplexity than the float32
 projection costs in step time (the course's measurements compare both).
 
-``auto`` picks the fastest format the device supports natively, fp32 otherwise. The legacy key
-``training.use_amp`` stays accepted: true means ``auto``, false means ``fp32``. Evaluation always
+``auto`` picks the fastest format the device supports natively, fp32 otherwise. Evaluation always
 runs in float32 (``evaluate_language_model``), so the reported perplexity does not depend on it.
 """
 from __future__ import annotations

@@ -40,7 +40,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     """The error function, elementwise, in x's float dtype (numpy has none, and scipy is not used).
 
     float64 (and any non-float input): the C library's ``erf`` (what PyTorch uses for float64),
-    correct to the last bit or so, evaluated one element at a time (about 0.2 us each).
+    correct to the last bit or so, evaluated one element at a time (a Python call each: slow).
     float32 and float16: a vectorised approximation (A&S 7.1.26) in float32 blocks, with an
     absolute error below 4e-7 (1.5e-7 from the formula, the rest float32 rounding); torch's own
     float32 GELU is about 1e-6 from the exact one.
