@@ -344,17 +344,21 @@ def test_snooping_and_writing_outside_the_sandbox_change_nothing():
                Path("autograde/resource.py"), Path("../autograde/resource.py")]
     snoop = f"""
 import os, time
+import numpy as np
 start = time.time()
 for top in ("/", os.path.expanduser("~"), {str(grading)!r}, "/proc/1/root", "..", "../.."):
     for folder, _, files in os.walk(top):
         if time.time() - start > 3:
             break
         for name in files:
-            if name in ("mytorch_hidden.py", "test.txt", "grade.py", "build_info.json"):
-                try:
-                    print(open(os.path.join(folder, name)).read()[:3000])
-                except OSError:
-                    pass
+            path = os.path.join(folder, name)
+            try:
+                if name in ("mytorch_hidden.py", "grade.py", "build_info.json"):
+                    print(open(path).read()[:3000])
+                elif name.endswith(".npy") and "hidden_set" in folder:  # a hidden transcript
+                    print("".join(np.load(path).tolist()))
+            except (OSError, ValueError):
+                pass
 for target in {[str(t) for t in targets]!r}:
     try:
         with open(target, "a") as out:
