@@ -64,7 +64,7 @@ BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
 REPORTED_TOLERANCE = 0.02
 # What the worker imports.
 RUNTIME_FILES = ("__init__.py", "landlock.py", "sandbox.py", "seccomp.py", "wire.py", "worker.py")
-MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy files, no more
+MODEL_FILE_BYTES = 2**20  # the model child writes only its result JSON
 # Every channel (Autolab's feedback, --results-json, Gradescope's results.json, the regrade's
 # feedback files) shows the handin notes through summarised(): the first MAX_NOTES, each cut to
 # MAX_NOTE_CHARS, then a count, so that no handin, however many odd members it holds, makes a
