@@ -46,6 +46,7 @@ from pathlib import Path
 from autograder import file_trees, judge, processes, rubric, sandbox, sandbox_modes
 from autograder.lm_diagnosis import lm_hint
 from autograder.safe_tar import Extraction, HandinError, extract_handin
+from hw4lib.file_io import read_untrusted_json, write_json
 from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, HANDIN_TAR, METRICS_FILE, MYTORCH_DIR,
                                   RUN_CARD_FILE, STATE_DICT_FILE, is_mytorch_source)
 
@@ -63,7 +64,7 @@ BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
 REPORTED_TOLERANCE = 0.02
 # What the worker imports.
 RUNTIME_FILES = ("__init__.py", "landlock.py", "seccomp.py", "wire.py", "worker.py")
-MODEL_FILE_BYTES = 64 * 2**20  # the model child writes the hidden set as .npy files, no more
+MODEL_FILE_BYTES = 2**20  # the model child writes only its result JSON
 # Every channel (Autolab's feedback, --results-json, Gradescope's results.json, the regrade's
 # feedback files) shows the handin notes through summarised(): the first MAX_NOTES, each cut to
 # MAX_NOTE_CHARS, then a count, so that no handin, however many odd members it holds, makes a
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> None:
     """Fill ``scores`` category by category (it stays valid if this stops half-way)."""
-    build_info = read_json(BUILD_INFO)
+    build_info = read_untrusted_json(BUILD_INFO)
     if not isinstance(build_info, dict):
         print(f"{BUILD_INFO} not found: this is not a built autograder. Run `make autograde` and "
               f"grade with dist/autograde.tar and dist/autograde-Makefile.")
@@ -406,7 +407,7 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     compare, compare_note = compare_arguments(reported, card)
     command = [sys.executable, "-m", "autograder.grade_model",
                "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
-               "--work", str(work / "lm"), "--out", str(result_path), *compare]
+               "--out", str(result_path), *compare]
     run = processes.run_process(command, cwd=AUTOGRADE_ROOT,
                                 env=child_environment(work, [AUTOGRADE_ROOT]), timeout=timeout,
                                 limits=model_limits())
@@ -415,7 +416,7 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
         message = f"evaluating the model took more than the {timeout:.0f} s limit"
         print(f"  {message}. 0 points")
         return 0, {"message": message, "timed_out": True}
-    result = read_json(result_path)
+    result = read_untrusted_json(result_path)
     perplexity = result.get("perplexity_char") if isinstance(result, dict) else None
     if run.returncode != 0 or not isinstance(perplexity, float):
         error = result.get("error") if isinstance(result, dict) else None
@@ -481,13 +482,13 @@ def model_limits() -> dict[int, int]:
 def read_card(handin: Extraction):
     """The parsed run_card.json of the handin, or None."""
     path = handin.files.get(RUN_CARD_FILE)
-    return read_json(path) if path is not None else None
+    return read_untrusted_json(path) if path is not None else None
 
 
 def self_reported_perplexity(handin: Extraction) -> float | None:
     """The perplexity_char of the handin's own test_metrics.json, when usable."""
     path = handin.files.get(METRICS_FILE)
-    reported = read_json(path) if path is not None else None
+    reported = read_untrusted_json(path) if path is not None else None
     value = reported.get("perplexity_char") if isinstance(reported, dict) else None
     return finite_number(value)
 
@@ -583,18 +584,10 @@ def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
         autograde_tar.unlink()
 
 
-def read_json(path: Path):
-    """Parsed JSON from ``path``, or None when it is missing, not JSON, or absurdly nested."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-
-
 def write_results(path: Path, scores: dict[str, float], report: dict) -> None:
     """Every test's outcome, the model's and the scores, as JSON (for the Gradescope adapter)."""
     try:
-        path.write_text(json.dumps({"scores": scores, **report}, indent=1), encoding="utf-8")
+        write_json(path, {"scores": scores, **report})
     except (OSError, TypeError, ValueError) as error:
         print(f"could not write {path}: {error}")
 

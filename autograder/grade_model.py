@@ -3,16 +3,17 @@
 Run by ``autograder.grade`` as a child process, from the extracted autograder (so ``hw4lib`` is the
 reference copy shipped in autograde.tar, never the student's)::
 
-    python -m autograder.grade_model --handin DIR --hidden-set DIR --work DIR --out result.json \
+    python -m autograder.grade_model --handin DIR --hidden-set DIR --out result.json \
         [--public-set DIR --compare TRANSCRIPTS SHA256]
 
 Nothing the student wrote runs here: ``config.yaml`` is read with ``yaml.safe_load`` and checked
 by ``hw4lib.config.validate_untrusted`` (exact types, the limits of ``hw4lib.handin_format``, the
 parameter count on the meta device, all before anything is allocated), ``model_state_dict.pt`` is
 read with ``torch.load(weights_only=True)`` (tensors only, no pickled code) and loaded strictly into
-the reference ``DecoderOnlyTransformer``. The hidden transcripts are written as ``.npy`` files under
-``--work`` and read back by the reference ``LMDataset``, batched by ``hw4lib.train.batch_loader``
-as in training; ``evaluate_language_model`` (the trainer's own metric) gives the perplexity.
+the reference ``DecoderOnlyTransformer``. The hidden set and the public test split are data roots
+holding the partition ``test/`` as ``make data`` writes it (one ``.npy`` file per transcript), read
+by the reference ``LMDataset`` and batched by ``hw4lib.data.batch_loader`` as in training;
+``evaluate_language_model`` (the trainer's own metric) gives the perplexity.
 
 Writes ``{"perplexity_char": ..., ...}`` to ``--out`` and exits 0, or ``{"error": "<what went wrong
 and how to fix it>"}`` and exits 1.
@@ -26,7 +27,6 @@ import time
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import torch
 import yaml
 from torch.utils.data import DataLoader
@@ -34,17 +34,15 @@ from torch.utils.data import DataLoader
 from autograder.lm_diagnosis import tokenizer_hint
 from autograder.processes import MAX_ERROR_CHARS
 from hw4lib.config import ConfigError, short_repr, validate_untrusted, vocab_size_of
-from hw4lib.data import H4Tokenizer, LMDataset
+from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.file_io import write_json
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest, transcripts_sha256
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
-from hw4lib.train import batch_loader
-from hw4lib.trainers.base_trainer import write_json
 from hw4lib.trainers.metrics import evaluate_language_model
 
-HIDDEN_TEXT_FILE = "test.txt"  # inside the hidden-set folder: one transcript per line
-HIDDEN_PARTITION = "test"
+PARTITION = "test"  # the partition of the --hidden-set and --public-set data roots
 MAX_BATCH_SIZE = 32
 # The largest activation of one batch stays under this many elements: the attention weights (batch
 # x heads x T x T) and the widest per-position tensor (batch x T x max(d_ff, d_model, vocab)), so a
@@ -61,14 +59,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--handin", type=Path, required=True,
                         help=f"folder with {CONFIG_FILE} and {STATE_DICT_FILE}")
     parser.add_argument("--hidden-set", type=Path, required=True,
-                        help=f"folder with {HIDDEN_TEXT_FILE}")
+                        help=f"data root whose partition {PARTITION}/ holds the hidden set")
     parser.add_argument("--public-set", type=Path,
-                        help=f"folder with the public test split's {HIDDEN_TEXT_FILE}")
+                        help=f"data root whose partition {PARTITION}/ holds the public test split")
     parser.add_argument("--compare", nargs=2, metavar=("TRANSCRIPTS", "SHA256"),
                         help="also measure the model on the first TRANSCRIPTS transcripts of "
                              "--public-set if their transcripts_sha256 is SHA256 (the test set "
                              "the handin's test_metrics.json measured, as its run card names it)")
-    parser.add_argument("--work", type=Path, required=True, help="scratch folder for .npy files")
     parser.add_argument("--out", type=Path, required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     compare = (args.public_set, int(args.compare[0]), args.compare[1]) if args.compare else None
     start = time.monotonic()
     try:
-        result = evaluate_handin(args.handin, args.hidden_set, args.work, compare)
+        result = evaluate_handin(args.handin, args.hidden_set, compare)
     except GradingError as error:
         message = str(error)[:MAX_ERROR_CHARS]
         print(message)
@@ -90,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.out, result)
 
 
-def evaluate_handin(handin: Path, hidden_set: Path, work: Path,
+def evaluate_handin(handin: Path, hidden_set: Path,
                     compare: tuple[Path, int, str] | None = None) -> dict:
     """Rebuild the model of ``handin``; return evaluate_language_model's metrics on the hidden set.
 
@@ -128,14 +125,13 @@ def evaluate_handin(handin: Path, hidden_set: Path, work: Path,
             f"config.yaml of the run the weights come from (`make handin`)") from error
 
     loaded = time.monotonic()
-    metrics, num_utterances = measure(model, model_config, tokenizer,
-                                      read_transcripts(hidden_set), work / "hidden")
+    metrics, num_utterances = measure(model, model_config, read_partition(hidden_set, tokenizer))
     measured = time.monotonic()
     if not math.isfinite(metrics["perplexity_char"]):
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
                            f"infinite weights or logits)")
     if compare is not None:
-        metrics.update(compare_with_report(model, model_config, tokenizer, *compare, work))
+        metrics.update(compare_with_report(model, model_config, tokenizer, *compare))
     # what each step cost (bench/bench_regrade.py reports them)
     phases = {"load": loaded - started, "hidden": measured - loaded,
               "compare": time.monotonic() - measured}
@@ -196,50 +192,49 @@ def check_stored_zip(path: Path) -> None:
 
 
 def compare_with_report(model: DecoderOnlyTransformer, model_config: dict, tokenizer: H4Tokenizer,
-                        public_set: Path, count: int, digest: str, work: Path) -> dict:
+                        public_set: Path, count: int, digest: str) -> dict:
     """``{"compared_perplexity_char": ...}`` on the first ``count`` public test transcripts when
     they are the set the run card names (``digest``), else ``{"compare_note": why not}``. Only
     that set is measured: the comparison costs what the handin's own evaluation did."""
-    public = read_transcripts(public_set)
-    if not 0 < count <= len(public) or transcripts_sha256(public[:count]) != digest:
+    public = read_partition(public_set, tokenizer)
+    if not 0 < count <= len(public) or transcripts_sha256(public.transcripts[:count]) != digest:
         return {"compare_note": f"the test set the run card names ({count} transcripts) is not the "
                                 f"start of the public test split: it was measured on other data "
                                 f"(data built by another `make data SEED=...`, or from other text?)"}
+    if count < len(public):
+        public = first_transcripts(public, count)
     try:
-        compared, _ = measure(model, model_config, tokenizer, public[:count], work / "compare")
+        compared, _ = measure(model, model_config, public)
     except GradingError:
         return {"compare_note": "a transcript of that test set is longer than the model's max_len"}
     return {"compared_perplexity_char": compared["perplexity_char"]}
 
 
-def read_transcripts(text_set: Path) -> list[str]:
-    """The transcripts of ``text_set/HIDDEN_TEXT_FILE``, one a line."""
-    return (text_set / HIDDEN_TEXT_FILE).read_text(encoding="utf-8").splitlines()
+def read_partition(root: Path, tokenizer: H4Tokenizer) -> LMDataset:
+    """The reference LMDataset of the partition ``root/PARTITION``, as the trainer reads its test
+    split."""
+    return LMDataset(PARTITION, {"root": str(root), "subset": 1.0}, tokenizer)
 
 
-def measure(model: DecoderOnlyTransformer, model_config: dict, tokenizer: H4Tokenizer,
-            transcripts: list[str], work: Path) -> tuple[dict, int]:
-    """(evaluate_language_model's metrics, transcripts) of ``model`` on ``transcripts``;
-    GradingError when one is longer than the model's max_len."""
-    data_config = {"root": str(write_hidden_set(transcripts, work)), "subset": 1.0}
-    dataset = LMDataset(HIDDEN_PARTITION, data_config, tokenizer)
+def first_transcripts(dataset: LMDataset, count: int) -> LMDataset:
+    """The LMDataset of the first ``count`` (at most ``len(dataset)``) transcripts of
+    ``dataset``'s partition. LMDataset keeps the first ``int(subset * files)`` files: half a file
+    of margin keeps exactly ``count`` whatever the rounding of ``subset``."""
+    subset = min(1.0, (count + 0.5) / len(dataset))
+    return LMDataset(dataset.partition, {**dataset.config, "subset": subset}, dataset.tokenizer)
+
+
+def measure(model: DecoderOnlyTransformer, model_config: dict,
+            dataset: LMDataset) -> tuple[dict, int]:
+    """(evaluate_language_model's metrics, transcripts) of ``model`` on ``dataset``;
+    GradingError when one transcript is longer than the model's max_len."""
     if dataset.text_max_len > model.max_len:  # its length is the hidden set's: never shown
         raise GradingError(f"the model's max_len is {model.max_len}, shorter than some hidden test "
-                           f"transcripts with the {tokenizer.token_type} tokenizer: train with a "
-                           f"larger model.max_len (the default config's is enough)")
-    width = max(model_config["d_ff"], model_config["d_model"], tokenizer.vocab_size)
+                           f"transcripts with the {dataset.tokenizer.token_type} tokenizer: train "
+                           f"with a larger model.max_len (the default config's is enough)")
+    width = max(model_config["d_ff"], model_config["d_model"], dataset.tokenizer.vocab_size)
     loader = evaluation_loader(dataset, model_config["num_heads"], width)
     return evaluate_language_model(model, loader, torch.device("cpu")), len(dataset)
-
-
-def write_hidden_set(lines: list[str], work: Path) -> Path:
-    """Write each transcript as ``<work>/data/test/hidden-NNNNN.npy`` (so that LMDataset reads
-    them in this order); return the root."""
-    partition = work / "data" / HIDDEN_PARTITION
-    partition.mkdir(parents=True, exist_ok=True)
-    for index, text in enumerate(lines):
-        np.save(partition / f"hidden-{index:05d}.npy", np.array(list(text), dtype="<U1"))
-    return work / "data"
 
 
 def evaluation_loader(dataset: LMDataset, num_heads: int, width: int) -> DataLoader:

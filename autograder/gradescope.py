@@ -25,13 +25,13 @@ submission runs in a fresh container; a second run in the same container says it
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
 
 from autograder import grading_run, rubric
-from hw4lib.handin_format import HANDIN_TAR
+from hw4lib.file_io import write_json
+from hw4lib.handin_format import HANDIN_ARCHIVE_SUFFIXES, HANDIN_TAR
 
 HIDDEN_SOURCE = grading_run.AUTOGRADE_TAR  # deleted from source/ once copied: the hidden material
 MAX_OUTPUT_CHARS = 60_000  # the summary shown to the student; Gradescope truncates long outputs
@@ -102,7 +102,7 @@ def find_handin(submission: Path) -> Path | None:
     if not submission.is_dir():
         return None
     candidates = [p for p in submission.glob("*") if p.is_file()
-                  and p.name.endswith((".tar", ".tar.gz", ".tgz", ".zip"))]
+                  and p.name.endswith(HANDIN_ARCHIVE_SUFFIXES)]
     return candidates[0] if len(candidates) == 1 else None
 
 
@@ -169,13 +169,6 @@ def failure_results(message: str) -> dict:
                        "max_score": float(points), "status": "failed", "output": message,
                        "tags": [category], "visibility": "visible"}
                       for number, (category, points) in enumerate(rubric.RUBRIC.items(), 1)]}
-
-
-def write_json(path: Path, payload: dict) -> None:
-    """Write atomically, so Gradescope never reads a half-written file."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(payload, indent=1), encoding="utf-8")
-    partial.replace(path)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from autograder import file_trees, rubric
+from hw4lib.file_io import read_untrusted_json
 from hw4lib.handin_format import HANDIN_TAR
 
 AUTOGRADE_TAR, MAKEFILE = "autograde.tar", "autograde-Makefile"
@@ -117,10 +118,7 @@ def stop(process: subprocess.Popen, grace: float = 10.0) -> None:
 
 
 def read_details(path: Path) -> dict:
-    try:
-        details = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    details = read_untrusted_json(path)
     return details if isinstance(details, dict) else {}
 
 

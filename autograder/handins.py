@@ -10,14 +10,16 @@ from datetime import datetime
 from pathlib import Path
 
 from autograder.gradescope import find_handin
+from hw4lib.handin_format import HANDIN_ARCHIVE_SUFFIXES
 
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 GRADESCOPE_METADATA = "submission_metadata.yml"
 VERSION_CHOICES = ("latest", "all")
+_SUFFIX = "(?P<suffix>" + "|".join(map(re.escape, sorted(HANDIN_ARCHIVE_SUFFIXES, key=len,
+                                                           reverse=True))) + ")"
 # An Autolab download member: <student>_<version>_<file name>, maybe with a browser's " (1)".
 AUTOLAB_NAME = re.compile(r"(?P<student>.+)_(?P<version>\d+)_(?P<file>[^_]+?)(?: ?\(\d+\))?"
-                          r"(?P<suffix>\.tar\.gz|\.tgz|\.tar|\.zip)")
-PLAIN_NAME = re.compile(r"(?P<student>.+?)(?: ?\(\d+\))?(?P<suffix>\.tar\.gz|\.tgz|\.tar|\.zip)")
+                          + _SUFFIX)
+PLAIN_NAME = re.compile(r"(?P<student>.+?)(?: ?\(\d+\))?" + _SUFFIX)
 @dataclass
 class Handin:
     """One handin to grade, and who handed it in."""
@@ -88,7 +90,7 @@ def find_handins(folder: Path, versions: str = "latest") -> dict[str, Handin]:
             handin = Handin(safe_name(who), found, **facts)
             if path.name not in metadata and metadata:
                 handin.note = f"{GRADESCOPE_METADATA} does not list {path.name}/"
-        elif path.name.endswith(ARCHIVE_SUFFIXES):
+        elif path.name.endswith(HANDIN_ARCHIVE_SUFFIXES):
             match = AUTOLAB_NAME.fullmatch(path.name) or PLAIN_NAME.fullmatch(path.name)
             handin = Handin(safe_name(match["student"]), path,
                             version=match.groupdict().get("version") or "")

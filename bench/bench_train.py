@@ -18,7 +18,6 @@
 """
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from contextlib import nullcontext
@@ -30,6 +29,7 @@ import torch
 
 from bench.timing import interleaved_medians
 from hw4lib.data import LMDataset
+from hw4lib.file_io import read_json
 from hw4lib.grading_numbers import FULL_MARKS_PPL
 from hw4lib.handin_format import METRICS_FILE, TIMING_FILE
 from hw4lib.train import build_loader, build_model, build_tokenizer, load_config, set_seed
@@ -165,7 +165,7 @@ def latest_run_summary(expts: Path = Path("expts"), prefix: str = "default") -> 
         return (f"no finished '{prefix}' run under {expts}/: run `make train` first, then this "
                 "benchmark reports the time to reach the pass mark")
     run = runs[-1]
-    history = json.loads((run / "metrics" / "history.json").read_text())
+    history = read_json(run / "metrics" / "history.json")
     lines = [f"latest run: {run}"]
     elapsed, reached = 0.0, None
     for record in history:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from hw4lib.file_io import read_json
 
 NEEDED = {"numpy": "numpy>=2", "yaml": "pyyaml", "pydantic": "pydantic", "tokenizers": "tokenizers",
           "tqdm": "tqdm", "matplotlib": "matplotlib"}
@@ -77,7 +78,7 @@ def train_tiny(folder: Path, device) -> tuple[Path, dict]:
     overrides = {"training.epochs": 1, "training.precision": "auto", "training.device": str(device),
                  "training.progress_bar": False, "training.expts_dir": str(folder / "expts")}
     run_folder = run(CONFIG, run_name="gpu-check", overrides=overrides)
-    epoch = json.loads((run_folder / "metrics" / "history.json").read_text())[-1]
+    epoch = read_json(run_folder / "metrics" / "history.json")[-1]
     stats = {"epoch_seconds": epoch["epoch_seconds"], "train_tokens": epoch["train"]["num_tokens"],
              "peak_gpu_memory_mib": (torch.cuda.max_memory_allocated(device) / 2**20
                                      if device.type == "cuda" else None)}

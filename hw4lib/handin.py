@@ -39,6 +39,7 @@ import yaml
 from hw4lib.config import ConfigError, Training, validate_untrusted, vocab_size_of
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.file_io import read_json, read_untrusted_json
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_MYTORCH_DEPTH, METRICS_FILE,
                                   MYTORCH_DIR,
@@ -101,8 +102,8 @@ def check_run(folder: Path) -> dict:
     for name in RUN_FILES:
         check_size(folder / name, name, (folder / name).stat().st_size)
     try:
-        metrics = json.loads((folder / METRICS_FILE).read_text())
-        json.loads((folder / GENERATIONS_FILE).read_text())
+        metrics = read_json(folder / METRICS_FILE)
+        read_json(folder / GENERATIONS_FILE)
     except json.JSONDecodeError as error:
         raise HandinError(f"{folder}: a test_*.json file is not valid JSON: {error}") from error
     absent = [key for key in REQUIRED_METRICS if key not in metrics]
@@ -170,9 +171,9 @@ def run_card(folder: Path, config: dict, state_dict: bytes, checkpoint: dict,
         raise HandinError(f"{folder / BEST_CHECKPOINT_PATH} was trained with another model or "
                           f"tokenizer than {folder / CONFIG_FILE} says: the grader would build the "
                           f"wrong model. Pack the run whose config.yaml trained these weights.")
-    metrics = json.loads((folder / METRICS_FILE).read_text())
+    metrics = read_json(folder / METRICS_FILE)
     timing_path = folder / TIMING_FILE
-    timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {}
+    timing = read_json(timing_path) if timing_path.is_file() else {}
     raw = yaml.safe_load((folder / CONFIG_FILE).read_text())
     return {"state_dict_sha256": hashlib.sha256(state_dict).hexdigest(),
             "config_sha256": config_digest(config),
@@ -216,10 +217,7 @@ def measured_test_set(raw_config, metrics: dict, root: Path) -> dict | None:
               f"set of config.yaml now holds {dataset.total_chars} (was the data rebuilt?); the "
               f"grader will not compare test_metrics.json with the packed weights")
         return None
-    try:  # what `make data` built the folder from (datagen.build_data.MARKER)
-        built = json.loads((data_root / ".complete").read_text())
-    except (OSError, ValueError):
-        built = None
+    built = read_untrusted_json(data_root / ".complete")  # what `make data` built it from
     return {"split": split, "subset": subset,
             "data_seed": built.get("seed") if isinstance(built, dict) else None,
             "transcripts": len(dataset.transcripts), "characters": dataset.total_chars,

@@ -14,6 +14,8 @@ import re
 from typing import Iterable
 
 HANDIN_TAR = "handin.tar"                         # what students upload
+# The names a handed-in archive may end with (the grader reads each kind by its content)
+HANDIN_ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 HANDIN_DIR = "handin"                             # every member lies under handin/
 MYTORCH_DIR = "mytorch"                           # the student's package, its .py files only
 CONFIG_FILE = "config.yaml"                       # the run's config: the grader rebuilds the model

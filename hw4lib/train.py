@@ -35,17 +35,18 @@ import torch
 from torch.utils.data import DataLoader
 
 from hw4lib.config import Config, ConfigError, load_config, validate_config
-from hw4lib.data import H4Tokenizer, LengthBucketBatchSampler, LMDataset
+from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
+from hw4lib.file_io import write_json
 from hw4lib.handin_format import TIMING_FILE
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers import LMTrainer, NonFiniteLossError, RunFolderExistsError, TrainingInterrupted
-from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_NAME, write_json
+from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_NAME
 from hw4lib.utils import create_optimizer, create_scheduler, plot_lr_schedule
 
-__all__ = ["ConfigError", "LengthBucketBatchSampler", "load_config", "validate_config", "set_seed",
-           "build_tokenizer", "build_datasets", "check_generation_settings", "batch_loader", "build_loader",
-           "build_loaders", "max_sequence_length", "build_model", "build_trainer",
-           "load_best_weights", "default_run_name", "run", "main"]
+__all__ = ["ConfigError", "load_config", "validate_config", "set_seed", "build_tokenizer",
+           "build_datasets", "check_generation_settings", "build_loader", "build_loaders",
+           "max_sequence_length", "build_model", "build_trainer", "load_best_weights",
+           "default_run_name", "run", "main"]
 
 
 # ---------------------------------------------------------------------------------- the steps
@@ -84,25 +85,8 @@ def check_generation_settings(config: Config, test_set) -> None:
                               f"(checked before training): {error}") from error
 
 
-def batch_loader(dataset, batch_size: int, shuffle: bool, bucket_by_length: bool = True,
-                 num_workers: int = 0) -> DataLoader:
-    """A DataLoader over ``dataset`` in batches of ``batch_size`` transcripts.
-
-    With ``bucket_by_length`` the batches group transcripts of similar length (see
-    LengthBucketBatchSampler); the metrics do not depend on how batches are formed. The shuffle
-    order is drawn from torch's global RNG, which checkpoints save and restore, so a resumed run
-    sees the same batches as an uninterrupted one.
-    """
-    common = dict(collate_fn=dataset.collate_fn, num_workers=num_workers)
-    if bucket_by_length:
-        lengths = [len(golden) for golden in dataset.transcripts_golden]
-        sampler = LengthBucketBatchSampler(lengths, batch_size, shuffle=shuffle)
-        return DataLoader(dataset, batch_sampler=sampler, **common)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, **common)
-
-
 def build_loader(config: Config, dataset, shuffle: bool) -> DataLoader:
-    """:func:`batch_loader` with the config's ``data.batch_size``, ``data.NUM_WORKERS`` and
+    """``hw4lib.data.batch_loader`` with the config's ``data.batch_size``, ``data.NUM_WORKERS`` and
     ``training.bucket_by_length``."""
     return batch_loader(dataset, config.data.batch_size, shuffle, config.training.bucket_by_length,
                         config.data.NUM_WORKERS)

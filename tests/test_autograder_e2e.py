@@ -27,7 +27,9 @@ import numpy as np
 
 from autograder import landlock, rubric, sandbox, sandbox_modes, wire
 from hw4lib.data import H4Tokenizer
+from hw4lib.data.lm_dataset import load_transcript
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.handin_format import transcripts_sha256
 from hw4lib.model import DecoderOnlyTransformer
 from tests.autograder_helpers import (REPO_ROOT, TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS,
                                       TEST_ZERO_MARKS_PPL, TINY_MODEL, ZEROS_NN, alias_bomb_config,
@@ -45,7 +47,8 @@ RUBRIC = {"End to end": 0}
 # End to end: make in a grading folder, as Autolab does
 # ------------------------------------------------------------------------------------------------
 
-HIDDEN_SET_MEMBER = "autograde/autograder/hidden_set/test.txt"
+HIDDEN_PARTITION_MEMBER = "autograde/autograder/hidden_set/test"
+PUBLIC_PARTITION_MEMBER = "autograde/autograder/public_test/test"
 
 
 def import_without_site_packages(folder: Path, modules: tuple[str, ...]) -> dict[str, str]:
@@ -67,8 +70,12 @@ def import_without_site_packages(folder: Path, modules: tuple[str, ...]) -> dict
 
 
 def read_hidden_lines(autograde_tar: Path) -> list[str]:
-    with tarfile.open(autograde_tar) as tar:
-        return tar.extractfile(HIDDEN_SET_MEMBER).read().decode("utf-8").splitlines()
+    """The hidden transcripts ``autograde_tar`` ships, in the order LMDataset reads them."""
+    with tarfile.open(autograde_tar) as tar, tempfile.TemporaryDirectory() as scratch:
+        members = [m for m in tar.getmembers() if m.name.startswith(HIDDEN_PARTITION_MEMBER + "/")]
+        tar.extractall(scratch, members=members, filter="data")
+        return [load_transcript(path)
+                for path in sorted((Path(scratch) / HIDDEN_PARTITION_MEMBER).glob("*.npy"))]
 
 
 def reported_perplexity(lines: list[str]) -> float:
@@ -337,17 +344,21 @@ def test_snooping_and_writing_outside_the_sandbox_change_nothing():
                Path("autograde/resource.py"), Path("../autograde/resource.py")]
     snoop = f"""
 import os, time
+import numpy as np
 start = time.time()
 for top in ("/", os.path.expanduser("~"), {str(grading)!r}, "/proc/1/root", "..", "../.."):
     for folder, _, files in os.walk(top):
         if time.time() - start > 3:
             break
         for name in files:
-            if name in ("mytorch_hidden.py", "test.txt", "grade.py", "build_info.json"):
-                try:
-                    print(open(os.path.join(folder, name)).read()[:3000])
-                except OSError:
-                    pass
+            path = os.path.join(folder, name)
+            try:
+                if name in ("mytorch_hidden.py", "grade.py", "build_info.json"):
+                    print(open(path).read()[:3000])
+                elif name.endswith(".npy") and "hidden_set" in folder:  # a hidden transcript
+                    print("".join(np.load(path).tolist()))
+            except (OSError, ValueError):
+                pass
 for target in {[str(t) for t in targets]!r}:
     try:
         with open(target, "a") as out:
@@ -583,13 +594,23 @@ def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
                    "autograde/hw4lib/numeric_truths.py",
                    "autograde/hw4lib/data/tokenizer_jsons/tokenizer_char.json",
                    "autograde/autograder/hidden_tests/mytorch_hidden.py",
-                   "autograde/build_info.json", HIDDEN_SET_MEMBER):
+                   "autograde/build_info.json"):
         assert needed in names, needed
     lines = read_hidden_lines(first)
+    assert transcripts_sha256(lines) == infos[0]["hidden_set_sha256"]
     assert sum(map(len, lines)) == infos[0]["hidden_chars"] >= TEST_HIDDEN_CHARS
     assert infos[0]["lm_thresholds"] == {"full_marks_ppl": TEST_FULL_MARKS_PPL,
                                          "zero_marks_ppl": TEST_ZERO_MARKS_PPL}
     assert not set(lines) & hidden_data.public_transcripts(infos[0]["public_seed"])
+    # The public test split ships as the very files `make data` writes for it
+    from datagen import build_data
+
+    build_data.build(tmp_path / "data", seed=infos[0]["public_seed"])
+    with tarfile.open(first) as tar:
+        shipped = {Path(m.name).name: tar.extractfile(m).read() for m in tar.getmembers()
+                   if m.name.startswith(PUBLIC_PARTITION_MEMBER + "/")}
+    made = {path.name: path.read_bytes() for path in (tmp_path / "data/test").glob("*.npy")}
+    assert shipped == made, f"{len(shipped)} files shipped, {len(made)} written by make data"
 
 
 if __name__ == "__main__":

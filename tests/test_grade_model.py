@@ -34,9 +34,13 @@ HIDDEN_LINES = ["THE CAPTAIN HOISTED THE SAIL", "IT'S A FINE DAY SAID THE MATE",
                 "A GULL CRIED OVERHEAD"] * 4
 
 
-def make_hidden_set(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / grade_model.HIDDEN_TEXT_FILE).write_text("\n".join(HIDDEN_LINES) + "\n")
+def make_hidden_set(folder: Path, lines: list[str] = HIDDEN_LINES) -> Path:
+    """A data root whose partition grade_model.PARTITION holds ``lines``, in their order, as
+    ``make autograde`` ships the hidden set."""
+    from autograder.hidden_data import hidden_utterances
+    from datagen.build_data import write_split
+
+    write_split(folder / grade_model.PARTITION, hidden_utterances(lines))
     return folder
 
 
@@ -45,8 +49,7 @@ def test_grade_model_measures_the_handed_in_weights(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
     for token_type in ("char", "1k"):
         model = make_model_handin(tmp_path / token_type, token_type)
-        result = grade_model.evaluate_handin(tmp_path / token_type, hidden,
-                                             tmp_path / f"work-{token_type}")
+        result = grade_model.evaluate_handin(tmp_path / token_type, hidden)
         tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, token_type)
         expected = direct_perplexity_char(model, tokenizer, HIDDEN_LINES)
         assert result["perplexity_char"] == pytest.approx(expected, rel=1e-5), token_type
@@ -79,22 +82,22 @@ def test_grade_model_refuses_broken_configs(tmp_path):
     for config, message in cases:
         (tmp_path / "h/config.yaml").write_text(yaml.safe_dump(config))
         with pytest.raises(grade_model.GradingError, match=message):
-            grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+            grade_model.evaluate_handin(tmp_path / "h", hidden)
     for bomb in (alias_bomb_config(), alias_bomb_config().replace("token_type: char",
                                                                   "token_type: *a8")):
         (tmp_path / "h/config.yaml").write_text(bomb)
         start = time.monotonic()
         with pytest.raises(grade_model.GradingError, match="must be one of|valid integer") as error:
-            grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+            grade_model.evaluate_handin(tmp_path / "h", hidden)
         assert len(str(error.value)) < 500 and time.monotonic() - start < 10, (
             f"an alias bomb must give a short error quickly, got {len(str(error.value))} "
             f"characters after {time.monotonic() - start:.1f} s")
     (tmp_path / "h/config.yaml").write_text("model: [unclosed\n")
     with pytest.raises(grade_model.GradingError, match="not valid YAML"):
-        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+        grade_model.evaluate_handin(tmp_path / "h", hidden)
     make_model_handin(tmp_path / "short", model_config={**TINY_MODEL, "max_len": 20})
     with pytest.raises(grade_model.GradingError, match="max_len is 20"):
-        grade_model.evaluate_handin(tmp_path / "short", hidden, tmp_path / "work")
+        grade_model.evaluate_handin(tmp_path / "short", hidden)
 
 
 @rubric_category("Model grading")
@@ -128,16 +131,16 @@ def test_grade_model_refuses_broken_state_dicts(tmp_path):
     for payload, message in cases:
         torch.save(payload, weights)
         with pytest.raises(grade_model.GradingError, match=message):
-            grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+            grade_model.evaluate_handin(tmp_path / "h", hidden)
     assert not (tmp_path / "pickle_ran_code").exists()
     weights.write_bytes(b"not a torch file")
     with pytest.raises(grade_model.GradingError, match="not the zip file torch.save writes"):
-        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+        grade_model.evaluate_handin(tmp_path / "h", hidden)
     # torch.save's zip with its entries deflated: refused before anything is inflated
     torch.save(state, weights)
     deflate_zip(weights)
     with pytest.raises(grade_model.GradingError, match="compressed entries"):
-        grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work")
+        grade_model.evaluate_handin(tmp_path / "h", hidden)
 
 
 @rubric_category("Model grading")

@@ -206,7 +206,8 @@ def test_a_failed_hidden_test_shows_the_likely_cause_on_both_platforms(tmp_path)
 # Reads every copy of the hidden material it can find; if any, prints it and breaks mytorch.
 SNOOP_INIT = """
 import glob
-_paths = [SOURCE_TAR] + [path for pattern in ("autograde.tar", "autograde/autograder/hidden_set/*",
+_paths = [SOURCE_TAR] + [path for pattern in ("autograde.tar",
+                                               "autograde/autograder/hidden_set/*/*",
                                                "autograde/autograder/hidden_tests/*.py")
                          for path in glob.glob("/tmp/hw4p1-grading-*/" + pattern)]
 _found = []

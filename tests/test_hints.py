@@ -241,8 +241,7 @@ def test_weights_of_another_tokenizer_are_named_in_the_refusal(tmp_path):
     (tmp_path / "handin" / "config.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(grade_model.GradingError, match="the weights fit the char tokenizer, but "
                        "config.yaml's tokenization.token_type is 1k"):
-        grade_model.evaluate_handin(tmp_path / "handin", make_hidden_set(tmp_path / "hidden"),
-                                    tmp_path / "work")
+        grade_model.evaluate_handin(tmp_path / "handin", make_hidden_set(tmp_path / "hidden"))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ LAYERS = ("mytorch", "hw4lib", "datagen", "autograder", "bench", "tools")
 # Inside hw4lib, bottom to top: a module may import its own line's rooms and those below, never a
 # line above (the factories in utils sit below the trainers; the entry points on top use them all).
 HW4LIB_ROOMS = (("hw4lib.grading_numbers", "hw4lib.versions", "hw4lib.handin_format",
-                 "hw4lib.numeric_truths"),
+                 "hw4lib.numeric_truths", "hw4lib.file_io"),
                 ("hw4lib.data",), ("hw4lib.model",), ("hw4lib.config",), ("hw4lib.decoding",),
                 ("hw4lib.utils",), ("hw4lib.trainers",),
                 ("hw4lib.train", "hw4lib.handin", "hw4lib.numpy_twin", "hw4lib.gpu_check"))
@@ -136,6 +136,22 @@ def test_every_hw4lib_module_sits_in_a_room_and_imports_none_above_it():
     assert not found, f"imports of a higher room of hw4lib: {found}"
 
 
+def entry_point_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``"<module> imports <target>"`` for each autograder module importing an entry point of
+    hw4lib (the top line of HW4LIB_ROOMS)."""
+    return [f"{module} imports {target}" for module, targets in sorted(graph.items())
+            if module.startswith("autograder.") for target in sorted(targets)
+            if level(target) == len(HW4LIB_ROOMS) - 1]
+
+
+@rubric("Import layers")
+def test_the_autograder_imports_no_entry_point_of_hw4lib():
+    # The grader measures with hw4lib's rooms (data, model, metric); an entry point (training,
+    # packing) would pull every room above them into the grading processes.
+    found = entry_point_imports(import_graph())
+    assert not found, f"the autograder imports hw4lib's entry points: {found}"
+
+
 @rubric("Import layers")
 def test_the_checks_see_a_planted_circle_and_an_upward_import():
     graph = {"hw4lib.a": {"hw4lib.b"}, "hw4lib.b": {"hw4lib.c"}, "hw4lib.c": {"hw4lib.a"},
@@ -146,6 +162,8 @@ def test_the_checks_see_a_planted_circle_and_an_upward_import():
                                      "mytorch.e imports hw4lib.d"]
     assert upward_rooms({"hw4lib.utils.x": {"hw4lib.trainers.y", "hw4lib.config"}}) == [
         "hw4lib.utils.x imports hw4lib.trainers.y"]
+    assert entry_point_imports({"autograder.g": {"hw4lib.train", "hw4lib.data"}}) == [
+        "autograder.g imports hw4lib.train"]
 
 
 if __name__ == "__main__":

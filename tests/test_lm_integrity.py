@@ -19,13 +19,13 @@ import math
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from autograder import grade, grade_model, gradescope, rubric
 from autograder.lm_diagnosis import lm_hint
 from autograder.safe_tar import Extraction
+from datagen.build_data import Utterance, write_split
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin import measured_test_set
@@ -44,9 +44,8 @@ TOLERANCE = grade.REPORTED_TOLERANCE
 
 def write_test_partition(root: Path, lines: list[str]) -> Path:
     """``root/test/<id>.npy`` as make data writes them (ids sort in the order of ``lines``)."""
-    (root / "test").mkdir(parents=True)
-    for index, text in enumerate(lines):
-        np.save(root / "test" / f"7000-{index:06d}-0000.npy", np.array(list(text), dtype="<U1"))
+    write_split(root / "test", [Utterance(f"7000-{index:06d}-0000", text)
+                                for index, text in enumerate(lines)])
     (root / ".complete").write_text(json.dumps({"source": "generator", "seed": 3}))
     return root
 
@@ -79,17 +78,26 @@ def test_the_run_card_names_the_test_set_that_was_measured(tmp_path):
 
 
 @rubric_category("Run card")
+def test_the_grader_reads_exactly_the_first_transcripts_the_card_counts(tmp_path):
+    # Every count of 49 files: count / 49 * 49 falls short of count for some (1 / 49 * 49 < 1),
+    # so a subset of count / 49 would keep one file too few
+    lines = [f"LINE {chr(ord('A') + index % 26)}" * (1 + index % 3) for index in range(49)]
+    public = write_test_partition(tmp_path / "public", lines)
+    dataset = grade_model.read_partition(public, H4Tokenizer(DEFAULT_TOKEN_MAP, "char"))
+    assert dataset.transcripts == lines
+    for count in range(1, len(lines) + 1):
+        assert grade_model.first_transcripts(dataset, count).transcripts == lines[:count], count
+
+
+@rubric_category("Run card")
 def test_the_grader_measures_exactly_the_set_the_card_names(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
-    public = tmp_path / "public"
-    public.mkdir()
-    (public / grade_model.HIDDEN_TEXT_FILE).write_text("\n".join(PUBLIC_LINES) + "\n")
+    public = write_test_partition(tmp_path / "public", PUBLIC_LINES)
     model = make_model_handin(tmp_path / "h")
     tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, "char")
     for kept in (2, 20):
         result = grade_model.evaluate_handin(
-            tmp_path / "h", hidden, tmp_path / f"work{kept}",
-            (public, kept, transcripts_sha256(PUBLIC_LINES[:kept])))
+            tmp_path / "h", hidden, (public, kept, transcripts_sha256(PUBLIC_LINES[:kept])))
         expected = direct_perplexity_char(model, tokenizer, PUBLIC_LINES[:kept])
         assert result["compared_perplexity_char"] == pytest.approx(expected, rel=1e-5), kept
         assert "compare_note" not in result
@@ -97,8 +105,7 @@ def test_the_grader_measures_exactly_the_set_the_card_names(tmp_path):
     # nothing is measured, and the note says why
     for kept, digest in ((2, transcripts_sha256(PUBLIC_LINES[1:3])), (0, transcripts_sha256([])),
                          (21, transcripts_sha256(PUBLIC_LINES))):
-        result = grade_model.evaluate_handin(tmp_path / "h", hidden, tmp_path / "work-other",
-                                             (public, kept, digest))
+        result = grade_model.evaluate_handin(tmp_path / "h", hidden, (public, kept, digest))
         assert "compared_perplexity_char" not in result
         assert "not the start of the public test split" in result["compare_note"]
 
@@ -253,7 +260,7 @@ def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, 
     # A too small max_len: what to fix, not how long the hidden transcripts are
     make_model_handin(tmp_path / "short", model_config={**TINY_MODEL, "max_len": 8})
     with pytest.raises(grade_model.GradingError) as error:
-        grade_model.evaluate_handin(tmp_path / "short", hidden, tmp_path / "work-short")
+        grade_model.evaluate_handin(tmp_path / "short", hidden)
     assert "max_len is 8" in str(error.value) and "larger model.max_len" in str(error.value)
     assert leaks(str(error.value), model, HIDDEN_LINES) == [], str(error.value)
     assert math.isfinite(points)

@@ -148,8 +148,8 @@ for _command in (["/usr/bin/unshare", "--map-root-user", "true"], ["/usr/bin/uns
 """
 SNOOP_HIDDEN = """
 import glob, os
-_patterns = ["autograde.tar", "*/autograde.tar", "autograde/autograder/hidden_set/*",
-             "*/autograde/autograder/hidden_set/*", "autograde/autograder/hidden_tests/*.py",
+_patterns = ["autograde.tar", "*/autograde.tar", "autograde/autograder/hidden_set/*/*",
+             "*/autograde/autograder/hidden_set/*/*", "autograde/autograder/hidden_tests/*.py",
              "*/autograde/autograder/hidden_tests/*.py", "*/source/autograde.tar"]
 _paths = [p for pattern in _patterns for p in glob.glob("/tmp/hw4p1-*/" + pattern)]
 _pid = os.getpid()

@@ -4,9 +4,10 @@ Writes two files in Autolab's convention, and one for Gradescope:
 
 * ``dist/autograde.tar``: one folder ``autograde/`` holding the grading driver (``autograder/``),
   the judge, sandbox and worker, the hidden mytorch tests, the hidden test set of the language model
-  (drawn here, see ``autograder/hidden_data.py``), the reference ``hw4lib`` with its tokenizer
-  JSONs (and ``numeric_truths.py``, the truths the hidden tests share with the students' tests)
-  and ``build_info.json``;
+  (drawn here, see ``autograder/hidden_data.py``) and the public test split, both as the ``.npy``
+  partitions ``make data`` writes, the reference ``hw4lib`` with its tokenizer JSONs (and
+  ``numeric_truths.py``, the truths the hidden tests share with the students' tests) and
+  ``build_info.json``;
 * ``dist/autograde-Makefile``: upload it as the assessment's Makefile. In a folder holding it (as
   ``Makefile``), ``autograde.tar`` and a student's ``handin.tar``, ``make`` grades the handin and
   the last line it prints is ``{"scores": {...}}``;
@@ -20,18 +21,21 @@ the same bytes. The hidden set's seed stays out of the archive; only its transcr
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import subprocess
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
 from autograder import grade, grade_model, rubric
-from autograder.hidden_data import HIDDEN_NUM_CHARS, build_hidden_transcripts, public_splits
+from autograder.hidden_data import (HIDDEN_NUM_CHARS, build_hidden_transcripts, hidden_utterances,
+                                    public_utterances)
+from datagen.build_data import Utterance, write_split
 from hw4lib.data.tokenizer import TOKENIZER_DIR, TOKENIZER_FILES
-from hw4lib.handin_format import HANDIN_TAR
+from hw4lib.file_io import json_text
+from hw4lib.handin_format import HANDIN_TAR, transcripts_sha256
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE_ROOT = "autograde"
@@ -63,13 +67,14 @@ SHIPPED_FILES = (
     "autograder/hidden_tests/mytorch_hidden.py",
 )
 HW4LIB_SUFFIXES = (".py", ".json")
-# Where the grading driver looks for the hidden set, and the file the model grading reads in it.
-HIDDEN_SET_FILE = f"autograder/{grade.HIDDEN_SET.name}/{grade_model.HIDDEN_TEXT_FILE}"
-PUBLIC_TEST_FILE = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.HIDDEN_TEXT_FILE}"
+# Where the grading driver looks for the hidden set and the public test split: each a data root
+# holding the partition the model grading reads, as `make data` writes it.
+HIDDEN_PARTITION = f"autograder/{grade.HIDDEN_SET.name}/{grade_model.PARTITION}"
+PUBLIC_PARTITION = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.PARTITION}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/rubric.py", "autograder/gradescope.py",
                       "autograder/grading_run.py", "autograder/file_trees.py",
-                      "hw4lib/__init__.py", "hw4lib/grading_numbers.py",
+                      "hw4lib/__init__.py", "hw4lib/file_io.py", "hw4lib/grading_numbers.py",
                       "hw4lib/handin_format.py")  # standard library only
 GRADESCOPE_SETUP = """\
 #!/usr/bin/env bash
@@ -114,22 +119,21 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
     """
     rubric.lm_score(full_marks_ppl, full_marks_ppl, zero_marks_ppl)  # raises on a bad pair
     transcripts = build_hidden_transcripts(public_seed=public_seed, num_chars=hidden_chars)
-    hidden_text = ("\n".join(transcripts) + "\n").encode("utf-8")
     info = {
         "git_commit": git_commit(repo),
         "public_seed": public_seed,
         "hidden_utterances": len(transcripts),
         "hidden_chars": sum(len(t) for t in transcripts),
-        "hidden_set_sha256": hashlib.sha256(hidden_text).hexdigest(),
+        "hidden_set_sha256": transcripts_sha256(transcripts),
         "rubric": rubric.RUBRIC,
         "lm_thresholds": {"full_marks_ppl": full_marks_ppl, "zero_marks_ppl": zero_marks_ppl},
     }
     members = {path: (repo / path).read_bytes() for path in SHIPPED_FILES}
     members.update({path: (repo / path).read_bytes() for path in hw4lib_files(repo)})
-    members[HIDDEN_SET_FILE] = hidden_text
-    public_test = public_splits(public_seed)["test"]  # what test_metrics.json reports on
-    members[PUBLIC_TEST_FILE] = ("\n".join(public_test) + "\n").encode("utf-8")
-    members[grade.BUILD_INFO.name] = (json.dumps(info, indent=2) + "\n").encode("utf-8")
+    members.update(partition_members(HIDDEN_PARTITION, hidden_utterances(transcripts)))
+    # the files `make data` writes for the test split, which test_metrics.json reports on
+    members.update(partition_members(PUBLIC_PARTITION, public_utterances(public_seed)["test"]))
+    members[grade.BUILD_INFO.name] = json_text(info).encode("utf-8")
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_tar(out_dir / "autograde.tar",
@@ -149,6 +153,15 @@ def hw4lib_files(repo: Path) -> list[str]:
         raise AutogradeBuildError(f"{folder}/ lacks the tokenizer JSONs {missing}, which the "
                                   f"grader needs: run `make tokenizers`")
     return [p.relative_to(repo).as_posix() for p in paths]
+
+
+def partition_members(folder: str, utterances: list[Utterance]) -> dict[str, bytes]:
+    """{``folder/<utterance-id>.npy``: bytes}: the partition ``make data``'s writer
+    (``datagen.build_data.write_split``) makes of ``utterances``, which ``LMDataset`` reads."""
+    with tempfile.TemporaryDirectory() as scratch:
+        partition = Path(scratch) / "partition"
+        write_split(partition, utterances)
+        return {f"{folder}/{path.name}": path.read_bytes() for path in sorted(partition.iterdir())}
 
 
 def git_commit(repo: Path) -> str:

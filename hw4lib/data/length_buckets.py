@@ -1,10 +1,11 @@
-"""LengthBucketBatchSampler: batches of transcripts of similar length."""
+"""Batches of transcripts of similar length: LengthBucketBatchSampler, and batch_loader, the
+DataLoader the trainer and the grader share."""
 from __future__ import annotations
 
 import math
 
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 
 class LengthBucketBatchSampler(Sampler[list[int]]):
@@ -44,3 +45,20 @@ class LengthBucketBatchSampler(Sampler[list[int]]):
         if self.shuffle:
             batches = [batches[i] for i in torch.randperm(len(batches)).tolist()]
         return iter(batches)
+
+
+def batch_loader(dataset, batch_size: int, shuffle: bool, bucket_by_length: bool = True,
+                 num_workers: int = 0) -> DataLoader:
+    """A DataLoader over ``dataset`` in batches of ``batch_size`` transcripts.
+
+    With ``bucket_by_length`` the batches group transcripts of similar length (see
+    LengthBucketBatchSampler); the metrics do not depend on how batches are formed. The shuffle
+    order is drawn from torch's global RNG, which checkpoints save and restore, so a resumed run
+    sees the same batches as an uninterrupted one.
+    """
+    common = dict(collate_fn=dataset.collate_fn, num_workers=num_workers)
+    if bucket_by_length:
+        lengths = [len(golden) for golden in dataset.transcripts_golden]
+        sampler = LengthBucketBatchSampler(lengths, batch_size, shuffle=shuffle)
+        return DataLoader(dataset, batch_sampler=sampler, **common)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, **common)

@@ -13,12 +13,13 @@ Standard library only, so the grader can run it before it imports torch.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from hw4lib.file_io import read_json
 
 MANIFEST_FILE = Path(__file__).with_name("state_dict_manifest.json")
 LAYER_INDEX = "{i}"  # stands for 0 .. num_layers-1 in a manifest key
@@ -43,7 +44,7 @@ class StateDictMismatch(ValueError):
 @lru_cache(maxsize=1)
 def load_manifest() -> dict[str, Any]:
     """The parsed ``state_dict_manifest.json``."""
-    return json.loads(MANIFEST_FILE.read_text(encoding="utf-8"))
+    return read_json(MANIFEST_FILE)
 
 
 def dimension(expression: str | int, sizes: Mapping[str, int]) -> int:

@@ -19,7 +19,6 @@ checkpoints are not extras: a failure to write them ends the run.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -34,6 +33,7 @@ from torch import nn
 
 from hw4lib.config import Config, validate_config
 from hw4lib.data.random_state import capture_rng_states, restore_rng_states
+from hw4lib.file_io import atomic_write_bytes, write_json
 from hw4lib.handin_format import CONFIG_FILE, GENERATIONS_FILE, METRICS_FILE, MODEL_ARCH_FILE
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
@@ -76,22 +76,6 @@ def describe_model(model: nn.Module) -> str:
         lines.append(f"  {child_name:<24s} {count:>12,d}")
     lines += [f"  {'total':<24s} {total:>12,d}", f"  {'trainable':<24s} {trainable:>12,d}"]
     return "\n".join(lines) + "\n"
-
-
-def atomic_write_bytes(path: Path, write) -> None:
-    """Call ``write(tmp_path)`` then rename the file onto ``path``.
-
-    ``os.replace`` is atomic on one file system, so a crash mid-write leaves the previous file
-    intact rather than a truncated one.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
-def write_json(path: Path, payload: Any) -> None:
-    """Write ``payload`` as indented JSON, atomically."""
-    atomic_write_bytes(path, lambda tmp: tmp.write_text(json.dumps(payload, indent=2) + "\n"))
 
 
 def pyplot():

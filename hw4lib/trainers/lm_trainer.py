@@ -15,10 +15,11 @@ from tqdm.auto import tqdm
 
 from hw4lib.config import Config, GenerationSettings, decoding_settings
 from hw4lib.decoding import SequenceGenerator, generator_for_model
+from hw4lib.file_io import write_json
 from hw4lib.handin_format import GENERATIONS_FILE, METRICS_FILE
 
 from ._checks import check_ready_to_train
-from .base_trainer import BEST_CHECKPOINT_NAME, LAST_CHECKPOINT_NAME, BaseTrainer, write_json
+from .base_trainer import BEST_CHECKPOINT_NAME, LAST_CHECKPOINT_NAME, BaseTrainer
 from .generation_settings import epoch_sample_settings
 from .metrics import evaluate_language_model, language_model_metrics, safe_exp
 
