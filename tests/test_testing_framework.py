@@ -228,6 +228,19 @@ def test_mutant_runner_matches_whole_lines_at_any_indentation():
                 catalogue(Path(tmp), bad)
 
 
+@rubric("Framework")
+def test_every_catalogue_entry_still_applies_to_the_tree():
+    """A change that moves or rewrites a mutant's find text fails here, naming the entry, instead
+    of only at the end of make mutants."""
+    from tools.mutants import CATALOGUE_DIR, applicability_problem, load_catalogue
+
+    mutants = load_catalogue(sorted(CATALOGUE_DIR.glob("*.yaml")))
+    stale = {mutant.id: problem for mutant in mutants
+             if (problem := applicability_problem(mutant)) is not None}
+    assert mutants and not stale, (f"update these entries of tools/mutant_catalogue/ to the code "
+                                   f"they mutate: {stale}")
+
+
 if __name__ == "__main__":
     from tests.testing_framework import run_module
 
