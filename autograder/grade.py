@@ -346,7 +346,7 @@ def gradable_problem(handin: Extraction) -> str:
     skipped = sum("; skipped" in note for note in handin.notes)
     found = (f"{len(handin.files)} files the grader uses ({', '.join(sorted(handin.files)[:5])}"
              f"{', ...' if len(handin.files) > 5 else ''})" if handin.files else "no file the "
-             f"grader uses")
+             "grader uses")
     if skipped:
         found += f" and {skipped} it skipped (see the notes above)"
     return (f"Not a complete handin: it has no {', no '.join(missing)}; it holds {found}. Run "

@@ -20,6 +20,8 @@ _SUFFIX = "(?P<suffix>" + "|".join(map(re.escape, sorted(HANDIN_ARCHIVE_SUFFIXES
 AUTOLAB_NAME = re.compile(r"(?P<student>.+)_(?P<version>\d+)_(?P<file>[^_]+?)(?: ?\(\d+\))?"
                           + _SUFFIX)
 PLAIN_NAME = re.compile(r"(?P<student>.+?)(?: ?\(\d+\))?" + _SUFFIX)
+
+
 @dataclass
 class Handin:
     """One handin to grade, and who handed it in."""

@@ -21,7 +21,7 @@ HIDDEN_NUM_CHARS = 80_000
 def public_utterances(public_seed: int) -> dict[str, list[build_data.Utterance]]:
     """{split: utterances} of the public train, val and test splits that
     ``make data SEED=public_seed`` writes from the embedded corpus, with the same ids
-    (regenerated: about a second)."""
+    (regenerated, not read from disk)."""
     provenance = build_data.Provenance(source="the public splits, regenerated")
     return build_data.generated_splits(public_seed, build_data.DEFAULT_SIZES, provenance)
 

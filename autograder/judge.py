@@ -127,14 +127,14 @@ def answer_seconds(records: dict[str, wire.Record], run: processes.Run,
     arrival of its own; the test running at the time limit, up to the limit. Tests whose answers'
     arrival is unknown are left out."""
     seconds: dict[str, float] = {}
-    previous = 0.0
+    previous = 0.0  # in stream order, each answer arrived no earlier than the one before it
     for name, record in sorted(records.items(), key=lambda item: item[1].end):
         index = bisect.bisect_left(run.result_arrivals, (record.end, -math.inf))
         if index == len(run.result_arrivals):
             break
         arrived = run.result_arrivals[index][1]
-        seconds[name] = round(max(arrived - previous, 0.0), 3)
-        previous = max(previous, arrived)
+        seconds[name] = round(arrived - previous, 3)
+        previous = arrived
     if running is not None:
         seconds[running] = round(max(run.seconds - previous, 0.0), 3)
     return seconds

@@ -119,7 +119,6 @@ def _reap() -> None:
             return
 
 
-
 def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: float,
                 limits: dict[int, int], cgroup: WorkerCgroup | None = None,
                 result_pipe: tuple[int, int] | None = None) -> Run:

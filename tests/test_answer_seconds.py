@@ -5,7 +5,6 @@ pipe, less when the answer before it arrived (``judge.answer_seconds``).
     .venv/bin/python -m pytest -q tests/test_answer_seconds.py
 """
 import shutil
-from pathlib import Path
 
 from autograder import judge, processes, wire
 from autograder.hidden_tests import mytorch_hidden

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from hw4lib import gpu_check
 from tests.testing_framework import rubric, run_module
