@@ -33,7 +33,9 @@ hidden test (``test:<name>``) and its seconds (``test_seconds:<name>``: from the
 answer, or its start, to this one, by the judge's clock), the seconds of each category
 (``seconds:<category>``), the likely causes of failed tests, and ``flags`` for the staff: the
 judge's integrity notes, weights byte-identical to another student's (``shares its weights with
-...``) and a mytorch that builds code at run time (``autograder/similarity.py``'s check). Also
+...``), a mytorch that builds code at run time (``autograder/similarity.py``'s check) and what
+``inspect_handin`` found (a file or handin that could not be inspected, a graded file that defines
+no graded class of its own; with the judge's notes in ``integrity_flags``). Also
 ``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, and every timeout,
 invalid, crashed and flagged student by name) and ``summary.png`` (the histogram of totals).
 
@@ -70,19 +72,28 @@ COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "vers
 RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
 
 
-def inspect_handin(archive: Path) -> tuple[str, list[str]]:
-    """(sha256 of the handin's state dict or '', the ways its mytorch builds code at run time),
-    read by the grader's own extractor (``safe_tar``), never run."""
+def inspect_handin(archive: Path) -> tuple[str, list[str], list[str]]:
+    """(sha256 of the handin's state dict or '', the ways its mytorch builds code at run time, its
+    findings for the staff's flags), read by the grader's own extractor (``safe_tar``), never run.
+    The state dict is hashed first, from its bytes alone; the mytorch is inspected under one guard
+    (``autograder/handin_guard.py``), so whatever a file does (a codec that raises, nesting that
+    ends ``ast.parse``) is a finding: "... could not be inspected (...)", or a graded file that
+    defines no graded class of its own. An archive the grader refuses has neither."""
+    from autograder.handin_guard import guarded
     from autograder.safe_tar import HandinError, extract_handin
 
     work = Path(tempfile.mkdtemp(prefix="hw4p1-regrade-inspect-"))
     try:
-        extraction = extract_handin(archive.resolve(), work / "handin")
+        try:
+            extraction = extract_handin(archive.resolve(), work / "handin")
+        except HandinError:
+            return "", [], []
         weights = extraction.files.get(STATE_DICT_FILE)
-        return (sha256(weights) if weights is not None else "",
-                similarity.runtime_code(similarity.mytorch_sources(extraction.files)))
-    except HandinError:
-        return "", []
+        digest = sha256(weights) if weights is not None else ""
+        inspection, finding = guarded("its mytorch", similarity.inspect_mytorch, extraction.files)
+        if finding:
+            return digest, [], [finding]
+        return digest, inspection.runtime, inspection.findings
     finally:
         file_trees.remove_tree(work)
 
@@ -248,18 +259,15 @@ def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader_sha: str,
 
 def grade_one(handin: Handin, source: Path, grader_flags: str, threads: int,
               processes: dict[int, object], stopping: threading.Event
-              ) -> tuple[grading_run.GradingRun, str, list[str], str]:
+              ) -> tuple[grading_run.GradingRun, str, list[str], list[str]]:
     """One grading, whatever happens: its GradingRun (``error`` says what failed), the state
-    dict's sha256 and run-time code of the handin, and why those are missing ('' if they are
-    not)."""
+    dict's sha256, run-time code and findings of the handin (``inspect_handin``)."""
     start = time.monotonic()
-    inspected = ""
     try:
-        weights, runtime = inspect_handin(handin.path)
+        weights, runtime, findings = inspect_handin(handin.path)
     except Exception as error:  # noqa: BLE001 - an unreadable handin is graded all the same
         weights, runtime = "", []
-        inspected = (f"its weights and mytorch could not be inspected for flags "
-                     f"({type(error).__name__})")
+        findings = [f"its handin could not be inspected for flags ({type(error).__name__})"]
     if stopping.is_set():
         raise InterruptedError
     ident = threading.get_ident()
@@ -282,7 +290,7 @@ def grade_one(handin: Handin, source: Path, grader_flags: str, threads: int,
         processes.pop(ident, None)
     if graded.status == "crashed" and not graded.error:
         graded.error = f"the judge failed: {last_exception(graded.output)} (see its feedback)"
-    return graded, weights, runtime, inspected
+    return graded, weights, runtime, findings
 
 
 def last_exception(output: str) -> str:
@@ -322,7 +330,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
 
     def record(future, key: str, handin: Handin, digest: str, note: str) -> None:
         try:
-            graded, weights, runtime, inspected = future.result()
+            graded, weights, runtime, findings = future.result()
         except InterruptedError:
             return
         try:
@@ -335,7 +343,8 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
                 error=f"its result could not be read: {type(error).__name__}: {str(error)[:200]}")
             row = row_of(handin, graded, digest, grader_sha, versions)
         row["weights_sha256"], row["runtime_code"] = weights, ", ".join(runtime)
-        row["notes"] = "; ".join(filter(None, [note, row["notes"], inspected]))
+        row["notes"] = "; ".join(filter(None, [note, row["notes"]]))
+        row["integrity_flags"] = "; ".join(filter(None, [row["integrity_flags"], *findings]))
         rows[key] = row
         write_rows(csv_path, rows)
         bar.update(1)

@@ -8,20 +8,30 @@ normalised away), the handout's own code given as boilerplate so the skeleton ne
 
 ``HANDINS`` is a bulk download in either layout ``autograder.regrade`` reads, read as it reads
 them (the handin each student's row is graded from; a symlinked archive is read through its
-link). Each student's handed-in mytorch files of one part become one document: ``graded`` (the
-default) the files the hidden tests grade, ``bonus`` the bonus track's (compared on its own: the
-bonus's given code, the same for everyone, would make every pair look alike). Files are extracted
-by the grader's own ``safe_tar`` (never run) and decoded as Python decodes them (a PEP 263 coding
+link). Each student's code of one part becomes one document: ``graded`` (the default) the classes
+the hidden tests grade, ``bonus`` the bonus track's (compared on its own: the bonus's given code,
+the same for everyone, would make every pair look alike). A class is taken where the handin's
+package defines it, traced statically as Python binds ``mytorch.nn.<class>`` at import (``from
+.impl import *``, ``from .x import A as B``, re-exports in ``__init__``, ``A = B``; never run), with
+every definition of the handin it uses, so a copy moved into modules of other names, its methods
+reordered and its names changed, is compared as the code it is. Files are extracted by the
+grader's own ``safe_tar`` (never run) and decoded as Python decodes them (a PEP 263 coding
 declaration is honoured). ``--past`` names a folder of past semesters' handins (in either layout):
 each current student is compared with them too (past pairs among themselves are not).
+
+Each handin is read under its own guard (``autograder/handin_guard.py``): a file or handin that
+cannot be read, decoded or parsed (a codec that raises, nesting deep enough to end ``ast.parse``, a
+file over ``MAX_PY_FILE_BYTES``) is a finding of that student, and the run goes on.
 
 ``OUT`` receives ``pairs.csv`` (every pair, most similar first: the share of each student's own
 code, the code outside the handout, found in the other's, the overlapping tokens, and ``flagged``
 at or above ``--threshold``), ``runtime_code.csv`` (each student whose mytorch builds code at run
 time, and how: ``exec``, ``eval``, ``compile``, ``marshal``, ``zlib`` or ``base64`` decoding, an
-importlib loader, an encoded blob: such code hides from a comparison of the source) and
-``report.html`` (small: the ``--top`` flagged pairs, labelled by student, each file by its path in
-the handin, only the matching regions and a few lines around them). Similarity is a reason to read
+importlib loader, an encoded blob: such code hides from a comparison of the source),
+``findings.csv`` (each student's findings: what could not be inspected, and each graded file that
+defines no graded class of its own, naming where its classes are) and ``report.html`` (small: the
+``--top`` flagged pairs, labelled by student, each file by its path in the handin, only the
+matching regions and a few lines around them; then the findings). Similarity is a reason to read
 two handins, never a verdict.
 """
 from __future__ import annotations
@@ -34,12 +44,15 @@ import io
 import re
 import tempfile
 import tokenize
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from autograder import file_trees, rubric
+from autograder.handin_guard import guarded, read_bounded
 from autograder.handins import find_handins
 from autograder.safe_tar import HandinError, extract_handin
-from hw4lib.handin_format import is_mytorch_source
+from hw4lib.handin_format import MAX_PY_FILE_BYTES, is_mytorch_source
 
 THRESHOLD = 0.5  # the share of a student's own code found in another's that flags the pair
 NOISE_TOKENS = 25  # copydetect's k: matches shorter than this (in normalised characters) are noise
@@ -50,19 +63,26 @@ PAST = "past:"  # the name prefix of a past semester's student
 COLUMNS = ["student_a", "student_b", "similarity", "share_of_a", "share_of_b", "tokens", "flagged"]
 
 
-def in_part(path: str, part: str) -> bool:
-    """Whether the mytorch file ``path`` is in ``part``: ``graded``, the modules that define the
-    classes the hidden tests grade (rubric.MYTORCH_RUBRIC's); ``bonus``, every other one."""
+def part_targets(part: str) -> dict[str, str]:
+    """{qualified name: the path of the reference module that defines it} of ``part``: ``graded``,
+    ``mytorch.nn.<class>`` of each class rubric.MYTORCH_RUBRIC grades (as the grader imports it);
+    ``bonus``, every other name ``mytorch.nn`` and ``mytorch.optim`` export."""
     import mytorch.nn
+    import mytorch.optim
 
-    graded = {getattr(mytorch.nn, name).__module__.replace(".", "/") + ".py"
-              for name in rubric.MYTORCH_RUBRIC}
-    return (path in graded) == (part == "graded")
+    if part == "graded":
+        names = [(mytorch.nn, name) for name in rubric.MYTORCH_RUBRIC]
+    else:
+        names = [(package, name) for package in (mytorch.nn, mytorch.optim)
+                 for name in package.__all__
+                 if not (package is mytorch.nn and name in rubric.MYTORCH_RUBRIC)]
+    return {f"{package.__name__}.{name}":
+            getattr(package, name).__module__.replace(".", "/") + ".py" for package, name in names}
 
 
 def python_text(data: bytes) -> str:
     """Source bytes decoded as Python decodes them: a BOM or a PEP 263 coding declaration, else
-    UTF-8 (undecodable bytes replaced)."""
+    UTF-8 (undecodable bytes replaced). A codec that fails even so (``idna``) raises."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         return data.decode(encoding, errors="replace")
@@ -70,16 +90,289 @@ def python_text(data: bytes) -> str:
         return data.decode("utf-8", errors="replace")
 
 
-def mytorch_sources(files: dict[str, Path]) -> dict[str, str]:
-    """{path: decoded text} of the handed-in mytorch .py files of an extraction's ``files``."""
-    return {name: python_text(files[name].read_bytes()) for name in sorted(files)
-            if is_mytorch_source(name)}
+def mytorch_sources(files: dict[str, Path]) -> tuple[dict[str, str], list[str]]:
+    """({path: decoded text} of the handed-in mytorch .py files of an extraction's ``files``, the
+    findings of those that could not be read: over MAX_PY_FILE_BYTES, or not decodable)."""
+    sources, findings = {}, []
+    for name in sorted(files):
+        if is_mytorch_source(name):
+            text, finding = guarded(name, lambda path: python_text(
+                read_bounded(path, MAX_PY_FILE_BYTES)), files[name])
+            if finding:
+                findings.append(finding)
+            else:
+                sources[name] = text
+    return sources, findings
 
 
-def mytorch_document(sources: dict[str, str], part: str = "graded") -> str:
-    """A student's mytorch files of ``part`` in one text, in path order, each under its path."""
-    return "".join(f"# file: {name}\n{sources[name]}\n" for name in sorted(sources)
-                   if in_part(name, part))
+def parse_module(text: str) -> ast.Module | None:
+    """The module's syntax tree, or None when Python could not import it either (a SyntaxError, a
+    null byte): the grader scores such a file, it is no finding. Whatever else ``ast.parse`` raises
+    (RecursionError or MemoryError on deep nesting, which Python's own compiler may accept) goes
+    to the caller's guard."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A module-level statement that binds a name: a class, a function or an assignment."""
+
+    path: str
+    node: ast.stmt
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return self.path, self.node.lineno, self.node.col_offset
+
+
+MAX_IMPORT_DEPTH = 50  # imports and aliases followed from one name
+MAX_STEPS = 20_000  # name look-ups in one handin (each reads one module's statements at most)
+MAX_DEFINITIONS = 500  # definitions a part's document holds
+
+
+class Resolver:
+    """Where each name of a handin's mytorch is defined, read from its sources as Python would bind
+    it at import time (never run): ``from .x import *``, ``from .x import A as B``, ``import a.b as
+    m`` then ``m.A``, ``A = B``; the last binding of a module wins. What is built by calls
+    (``A = type(...)``, ``globals()[...]``) is its assignment, not followed further."""
+
+    def __init__(self, sources: dict[str, str]):
+        self.sources = sources
+        self.findings: list[str] = []
+        self.steps = 0
+        self._statements: dict[str, list[ast.stmt] | None] = {}
+        self._resolved: dict[tuple[str, str], Definition | None] = {}
+
+    def module_path(self, module: str) -> str | None:
+        """The handed-in file of ``module`` (a package's __init__.py first, as Python looks)."""
+        base = module.replace(".", "/")
+        return next((path for path in (f"{base}/__init__.py", f"{base}.py")
+                     if path in self.sources), None)
+
+    def statements(self, path: str) -> list[ast.stmt] | None:
+        """The module's statements run at import, those under if, try and with included, in order;
+        None when it does not parse (a guarded failure is a finding)."""
+        if path not in self._statements:
+            tree, finding = guarded(path, parse_module, self.sources[path])
+            if finding:
+                self.findings.append(finding)
+            self._statements[path] = None if tree is None else list(top_level(tree.body))
+        return self._statements[path]
+
+    def resolve(self, module: str, name: str, before: int | None = None,
+                depth: int = 0) -> Definition | None:
+        """The definition ``module.name`` is bound to, by the statements before ``before`` (all of
+        them when None); None when it is not in the handin (numpy's, a module, not found)."""
+        if before is None and (module, name) in self._resolved:
+            return self._resolved[module, name]
+        self.steps += 1
+        if depth > MAX_IMPORT_DEPTH or self.steps > MAX_STEPS:
+            return None
+        path = self.module_path(module)
+        statements = self.statements(path) if path else None
+        found = None
+        for index in reversed(range(len(statements or []) if before is None else before)):
+            bound, found = self.binding(module, path, statements, index, name, depth)
+            if bound:
+                break
+        if before is None:
+            self._resolved[module, name] = found
+        return found
+
+    def binding(self, module: str, path: str, statements: list[ast.stmt], index: int, name: str,
+                depth: int) -> tuple[bool, Definition | None]:
+        """(whether statement ``index`` binds ``name``, what it binds it to)."""
+        node = statements[index]
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node.name == name, Definition(path, node)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not any(isinstance(target, ast.Name) and target.id == name for target in targets):
+                return False, None
+            dotted = dotted_name(node.value) if node.value is not None else None
+            if dotted and "." not in dotted:
+                return True, self.resolve(module, dotted, index, depth + 1)
+            if dotted:
+                base, _, attribute = dotted.rpartition(".")
+                source = self.module_of(module, path, statements, index, base, depth + 1)
+                return True, source and self.resolve(source, attribute, depth=depth + 1)
+            return True, Definition(path, node)
+        if isinstance(node, ast.ImportFrom):
+            source = absolute_module(module, path, node.level, node.module)
+            for alias in reversed(node.names):
+                if alias.name == "*" and not name.startswith("_"):
+                    found = self.resolve(source, name, depth=depth + 1)
+                    if found:
+                        return True, found
+                elif (alias.asname or alias.name) == name:
+                    return True, self.resolve(source, alias.name, depth=depth + 1)
+            return False, None
+        if isinstance(node, ast.Import):
+            return any((alias.asname or alias.name.partition(".")[0]) == name
+                       for alias in node.names), None
+        return False, None
+
+    def module_of(self, module: str, path: str, statements: list[ast.stmt], before: int,
+                  dotted: str, depth: int) -> str | None:
+        """The module the dotted name ``dotted`` (``m``, ``m.sub``) of ``module`` names, by its
+        imports before statement ``before``; None when it names no module of the handin."""
+        head, _, rest = dotted.partition(".")
+        for node in reversed(statements[:before]):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname == head:
+                        found = alias.name
+                    elif alias.asname is None and alias.name.partition(".")[0] == head:
+                        found = head
+                    else:
+                        continue
+                    full = f"{found}.{rest}" if rest else found
+                    return full if self.module_path(full) else None
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == head:
+                        found = f"{absolute_module(module, path, node.level, node.module)}." \
+                                f"{alias.name}"
+                        full = f"{found}.{rest}" if rest else found
+                        return full if self.module_path(full) else None
+        return None
+
+    def closure(self, roots: list[Definition], stop: set[tuple[str, int, int]]
+                ) -> list[Definition]:
+        """``roots`` and, breadth first, every definition of the handin they use by name (a base
+        class, a helper, a given check), once each, none of ``stop``; at most MAX_DEFINITIONS."""
+        found: dict[tuple[str, int, int], Definition] = {}
+        queue = list(roots)
+        while queue and len(found) < MAX_DEFINITIONS:
+            definition = queue.pop(0)
+            if definition.key in found:
+                continue
+            found[definition.key] = definition
+            module = module_name(definition.path)
+            for name in dict.fromkeys(node.id for node in ast.walk(definition.node)
+                                      if isinstance(node, ast.Name)
+                                      and isinstance(node.ctx, ast.Load)):
+                used = self.resolve(module, name)
+                if used and used.key not in stop and used.key not in found:
+                    queue.append(used)
+        return list(found.values())
+
+
+def top_level(body: list[ast.stmt]):
+    """The statements of ``body`` Python runs when it imports the module, those under if, try and
+    with included (any branch may bind), in source order."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.TryStar, ast.With)):
+            for block in ("body", "orelse", "finalbody"):
+                yield from top_level(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                yield from top_level(handler.body)
+
+
+def dotted_name(node: ast.expr) -> str | None:
+    """``a.b.c`` for a name or a chain of attributes of a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def absolute_module(module: str, path: str, level: int, target: str | None) -> str:
+    """The module ``from <level dots><target> import ...`` names when written in ``module``."""
+    if not level:
+        return target or ""
+    package = module if path.endswith("/__init__.py") else module.rpartition(".")[0]
+    for _ in range(level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{target}" if target else package
+
+
+def module_name(path: str) -> str:
+    """``mytorch.nn.linear`` of ``mytorch/nn/linear.py``, ``mytorch.nn`` of its __init__.py."""
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def source_of(text: str, node: ast.stmt) -> str:
+    """The lines of ``node`` (its decorators included) in ``text``."""
+    first = min([node.lineno, *(item.lineno for item in getattr(node, "decorator_list", []))])
+    return "".join(text.splitlines(keepends=True)[first - 1:node.end_lineno])
+
+
+@dataclass
+class Inspection:
+    """What the class tools read in one handin's mytorch: the document of one part (the code of
+    its classes wherever they live, each under its file's path), where it builds code at run time,
+    and its findings (files that could not be inspected, graded files that define no graded class
+    of their own)."""
+
+    document: str = ""
+    runtime: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+
+
+def inspect_mytorch(files: dict[str, Path], part: str = "graded") -> Inspection:
+    """The Inspection of the mytorch .py files among an extraction's ``files`` (never run)."""
+    sources, findings = mytorch_sources(files)
+    runtime = []
+    for path in sorted(sources):  # one file at a time: one that cannot be parsed is its finding
+        found, finding = guarded(path, runtime_code, {path: sources[path]})
+        runtime += found or []
+        findings += [finding] if finding else []
+    resolver = Resolver(sources)
+    document = part_document(resolver, part)
+    return Inspection(document, runtime, findings + resolver.findings + moved_classes(resolver))
+
+
+def part_document(resolver: Resolver, part: str) -> str:
+    """The code of ``part`` in a handin, as one text: each of its classes where the package's
+    imports say it is defined, and every definition of the handin it uses, each under its file's
+    path (the other part's classes left out); a class that cannot be traced is its reference file,
+    when handed in (the file the grader would fail to import)."""
+    other = part_targets("bonus" if part == "graded" else "graded")
+    stop = {found.key for name in other if (found := resolve_qualified(resolver, name))}
+    roots, files = [], []
+    for name, reference in part_targets(part).items():
+        found = resolve_qualified(resolver, name)
+        if found:
+            roots.append(found)
+        elif reference in resolver.sources:
+            files.append(reference)
+    definitions = resolver.closure(roots, stop)
+    return ("".join(f"# file: {found.path}\n{source_of(resolver.sources[found.path], found.node)}\n"
+                    for found in definitions)
+            + "".join(f"# file: {path}\n{resolver.sources[path]}\n" for path in dict.fromkeys(files)))
+
+
+def resolve_qualified(resolver: Resolver, qualified: str) -> Definition | None:
+    module, _, name = qualified.rpartition(".")
+    return resolver.resolve(module, name)
+
+
+def moved_classes(resolver: Resolver) -> list[str]:
+    """A finding for each graded file (where the reference defines graded classes) whose graded
+    classes all come from elsewhere, or cannot be traced, while the file is handed in and parses
+    (one that does not parse fails the grader's import on its own)."""
+    by_file: dict[str, list[str]] = {}
+    for qualified, reference in part_targets("graded").items():
+        by_file.setdefault(reference, []).append(qualified)
+    findings = []
+    for reference, names in by_file.items():
+        if reference not in resolver.sources or resolver.statements(reference) is None:
+            continue
+        found = {name.rpartition(".")[2]: resolve_qualified(resolver, name) for name in names}
+        if any(definition and definition.path == reference for definition in found.values()):
+            continue
+        where = ", ".join(f"{name} is defined in {definition.path}" if definition
+                          else f"{name} cannot be traced" for name, definition in found.items())
+        findings.append(f"{reference} defines no graded class of its own ({where})")
+    return findings
 
 
 RUNTIME_CALLS = {"exec", "eval", "compile", "__import__"}
@@ -142,21 +435,23 @@ def runtime_name(target: str) -> str | None:
 
 
 def handout_document(handout: Path, part: str = "graded") -> str:
-    """The handout's mytorch files of ``part`` (the skeleton students start from), as one text."""
+    """The handout's code of ``part`` (the skeleton students start from), as one text, read as a
+    handin's is."""
     package = handout / "mytorch"
     if not package.is_dir():
         raise SystemExit(f"{package} not found: run `make handout` (or give --handout the folder "
                          f"holding the students' mytorch/)")
-    return mytorch_document({path.relative_to(handout).as_posix(): path.read_text(encoding="utf-8")
-                             for path in package.rglob("*.py")}, part)
+    return inspect_mytorch({path.relative_to(handout).as_posix(): path
+                            for path in package.rglob("*.py")}, part).document
 
 
 def compare(documents: dict[str, str], boilerplate: str, out: Path,
             threshold: float = THRESHOLD, past: dict[str, str] | None = None,
-            top: int = TOP_PAIRS) -> list[dict]:
+            top: int = TOP_PAIRS, findings: dict[str, list[str]] | None = None) -> list[dict]:
     """Every pair of ``documents`` ({student: text}), and each student with each of ``past``
     (past semesters' documents, named ``past:<student>``), most similar first; writes pairs.csv
-    and report.html (the ``top`` flagged pairs) in ``out``."""
+    and report.html (the ``top`` flagged pairs, then ``findings``: {student: what the inspection
+    of their handin found}) in ``out``."""
     from copydetect import CopyDetector
 
     out.mkdir(parents=True, exist_ok=True)
@@ -193,7 +488,7 @@ def compare(documents: dict[str, str], boilerplate: str, out: Path,
         shown = [row for row in rows if row["flagged"]][:top]
         write_report(out / "report.html", shown, len(rows), threshold,
                      [matching_regions(detector, *regions[row["student_a"], row["student_b"]])
-                      for row in shown])
+                      for row in shown], findings or {})
     finally:
         file_trees.remove_tree(work)
     with open(out / "pairs.csv", "w", newline="", encoding="utf-8") as file:
@@ -205,22 +500,49 @@ def compare(documents: dict[str, str], boilerplate: str, out: Path,
 
 def matching_regions(detector, file_a: str, file_b: str) -> tuple[str, str]:
     """Both documents of a pair as HTML: the matching regions highlighted, a few lines of context
-    around them, the rest left out."""
+    around them and the ``# file:`` line each region is under, the rest left out."""
     from copydetect.utils import highlight_overlap
 
     if (file_a, file_b) in detector.slice_matrix:
         slices_a, slices_b = detector.slice_matrix[file_a, file_b]
     else:
         slices_b, slices_a = detector.slice_matrix[file_b, file_a]
-    return tuple(highlight_overlap(detector.file_data[name].raw_code, slices, "<mark>", "</mark>",
-                                   truncate=CONTEXT_LINES, escape_html=True)[0]
+    return tuple(around_marks(highlight_overlap(detector.file_data[name].raw_code, slices,
+                                                "<mark>", "</mark>", escape_html=True)[0])
                  for name, slices in ((file_a, slices_a), (file_b, slices_b)))
 
 
+def around_marks(marked: str) -> str:
+    """The lines of ``marked`` (HTML, regions in <mark>) within CONTEXT_LINES of a highlighted
+    line, each run of them under the last ``# file:`` line before it; "..." where lines are left
+    out."""
+    lines = marked.split("\n")
+    highlighted, inside = [], False
+    for line in lines:
+        highlighted.append(inside or "<mark>" in line)
+        inside = line.rfind("<mark>") > line.rfind("</mark>") or (inside and "</mark>" not in line)
+    near = [any(highlighted[max(0, index - CONTEXT_LINES):index + CONTEXT_LINES + 1])
+            for index in range(len(lines))]
+    kept, header, shown = [], None, None
+    for index, line in enumerate(lines):
+        if line.startswith("# file: "):
+            header = index
+        if not near[index]:
+            continue
+        if kept and not near[index - 1]:
+            kept.append("...")
+        if header is not None and header not in (shown, index):
+            kept.append(lines[header])
+        shown = header
+        kept.append(line)
+    return "\n".join(kept)
+
+
 def write_report(path: Path, rows: list[dict], pairs: int, threshold: float,
-                 regions: list[tuple[str, str]]) -> None:
+                 regions: list[tuple[str, str]], findings: dict[str, list[str]]) -> None:
     """report.html: each of ``rows`` (the pairs shown) with its students, scores and matching
-    regions (``# file:`` lines give each region's path in the handin)."""
+    regions (``# file:`` lines give each region's path in the handin), then each student's
+    ``findings``."""
     parts = [f"<!doctype html><meta charset='utf-8'><title>mytorch similarity</title>"
              f"<style>pre{{background:#f6f6f6;padding:6px;overflow-x:auto;font-size:12px}}"
              f"mark{{background:#ffd27a}}td{{vertical-align:top;width:50%}}</style>"
@@ -237,37 +559,63 @@ def write_report(path: Path, rows: list[dict], pairs: int, threshold: float,
                      f"{row['share_of_b']:.2f} in {a}'s; {row['tokens']} tokens in common.</p>"
                      f"<table><tr><th>{a}</th><th>{b}</th></tr><tr><td><pre>{code_a}</pre></td>"
                      f"<td><pre>{code_b}</pre></td></tr></table>")
+    if findings:
+        parts.append("<h2>Findings</h2><p>Handins (or files of them) that could not be inspected, "
+                     "and graded files that define no graded class of their own (their classes, "
+                     "wherever they live, are what was compared).</p><ul>")
+        parts += [f"<li>{html.escape(student)}: {html.escape(finding)}</li>"
+                  for student, found in sorted(findings.items()) for finding in found]
+        parts.append("</ul>")
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
 
 
-def class_documents(handins_dir: Path, part: str = "graded") -> tuple[dict[str, str],
-                                                                       dict[str, list[str]]]:
-    """({student: their mytorch files of ``part`` as one text}, {student: where their mytorch
-    builds code at run time}) for a bulk download, each student's handin as the regrade picks it;
-    handins that cannot be read, or hold no such file, are named and left out."""
-    documents, runtime = {}, {}
+class ClassInspection(NamedTuple):
+    """A bulk download read for a comparison: {student: their document of the part}, {student:
+    where their mytorch builds code at run time}, {student: their findings}."""
+
+    documents: dict[str, str]
+    runtime: dict[str, list[str]]
+    findings: dict[str, list[str]]
+
+
+def class_documents(handins_dir: Path, part: str = "graded") -> ClassInspection:
+    """The ClassInspection of a bulk download, each student's handin as the regrade picks it, each
+    under its own guard: a handin that cannot be inspected is its finding and left out, as are
+    those that cannot be read as archives or hold no code of ``part`` (both named)."""
+    documents, runtime, findings = {}, {}, {}
     work = Path(tempfile.mkdtemp(prefix="hw4p1-similarity-extract-"))
     try:
         for index, (student, handin) in enumerate(sorted(find_handins(handins_dir).items())):
-            try:
-                extraction = extract_handin(handin.path.resolve(), work / str(index))
-            except HandinError as error:
-                print(f"left out {student}: {error}")
+            inspection, finding = guarded("its handin", inspect_archive, handin.path,
+                                          work / str(index), part)
+            if finding:
+                findings[student] = [finding]
+                print(f"left out {student}: {finding}")
                 continue
-            except Exception as error:  # noqa: BLE001 - one handin never ends a class's report
-                print(f"left out {student}: it could not be read ({type(error).__name__})")
+            if isinstance(inspection, str):
+                print(f"left out {student}: {inspection}")
                 continue
-            sources = mytorch_sources(extraction.files)
-            if runtime_code(sources):
-                runtime[student] = runtime_code(sources)
-            text = mytorch_document(sources, part)
-            if text:
-                documents[student] = text
+            if inspection.runtime:
+                runtime[student] = inspection.runtime
+            if inspection.findings:
+                findings[student] = inspection.findings
+            if inspection.document:
+                documents[student] = inspection.document
             else:
-                print(f"left out {student}: no {part} mytorch/ .py files")
+                print(f"left out {student}: no {part} mytorch code")
     finally:
         file_trees.remove_tree(work)
-    return documents, runtime
+    return ClassInspection(documents, runtime, findings)
+
+
+def inspect_archive(archive: Path, work: Path, part: str) -> Inspection | str:
+    """The Inspection of a handin archive, extracted into ``work`` by the grader's own checks, or
+    why the archive cannot be read (the grader refuses it too)."""
+    try:
+        extraction = extract_handin(archive.resolve(), work)
+    except HandinError as error:
+        return str(error)
+    return inspect_mytorch(extraction.files, part)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -291,14 +639,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--top", type=int, default=TOP_PAIRS,
                         help="flagged pairs shown in report.html (pairs.csv holds every pair)")
     args = parser.parse_args(argv)
-    documents, runtime = class_documents(args.handins, args.part)
-    past = class_documents(args.past, args.part)[0] if args.past else None
+    documents, runtime, findings = class_documents(args.handins, args.part)
+    past = class_documents(args.past, args.part).documents if args.past else None
     rows = compare(documents, handout_document(args.handout, args.part), args.out,
-                   args.threshold, past, args.top)
+                   args.threshold, past, args.top, findings)
     with open(args.out / "runtime_code.csv", "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
         writer.writerow(["student", "builds_code_at_run_time"])
         writer.writerows((student, "; ".join(found)) for student, found in sorted(runtime.items()))
+    with open(args.out / "findings.csv", "w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["student", "finding"])
+        writer.writerows((student, finding) for student, found in sorted(findings.items())
+                         for finding in found)
     flagged = [row for row in rows if row["flagged"]]
     print(f"{len(rows)} pairs, {len(flagged)} flagged (>= {args.threshold}); "
           f"{args.out / 'pairs.csv'}, {args.out / 'report.html'}")
@@ -306,6 +659,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {row['similarity']:.2f}  {row['student_a']}  {row['student_b']}")
     for student, found in sorted(runtime.items()):
         print(f"  {student}: its mytorch builds code at run time ({'; '.join(found)})")
+    for student, found in sorted(findings.items()):
+        for finding in found:
+            print(f"  {student}: {finding}")
 
 
 if __name__ == "__main__":

@@ -515,7 +515,7 @@ def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
                for role in CLASS_TABLE), imported
     assert imported["Nobody"]["HW4P1"] == ""
 
-    documents, runtime = similarity.class_documents(fixture / "autolab")
+    documents, runtime, _ = similarity.class_documents(fixture / "autolab")
     assert {student.split("@")[0] for student in runtime} == {"runtime-code"}, runtime
     pairs = similarity.compare(documents, similarity.handout_document(handout_tree(tmp_path)),
                                tmp_path / "similarity")

@@ -234,8 +234,8 @@ def test_planted_copies_rank_above_every_independent_pair(tmp_path):
     for path, text in student_tree(tmp_path, None).items():
         (handout / path).parent.mkdir(parents=True, exist_ok=True)
         (handout / path).write_text(text)
-    documents, runtime = similarity.class_documents(handins)
-    assert runtime == {}, runtime
+    documents, runtime, findings = similarity.class_documents(handins)
+    assert runtime == {} and findings == {}, (runtime, findings)
     rows = similarity.compare(documents, similarity.handout_document(handout), tmp_path / "out")
 
     pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
@@ -293,7 +293,7 @@ def test_a_copy_in_another_source_encoding_is_still_a_copy(tmp_path):
     assert similarity.python_text(copy[FILES[0]]).endswith(original[FILES[0]])
     handins = class_folder(tmp_path, {"einsum": original, "verbose": student_tree(
         tmp_path, STYLES["verbose"]), "utf7-copy": copy})
-    documents, _ = similarity.class_documents(handins)
+    documents = similarity.class_documents(handins).documents
     rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
                               tmp_path / "out")
     pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
@@ -306,16 +306,18 @@ def test_the_bonus_is_compared_on_its_own(tmp_path):
     """Two independent graded parts and one shared bonus: not flagged by default (only the graded
     files are compared); flagged with part='bonus'."""
     bonus = "mytorch/nn/gelu.py"
-    assert similarity.in_part(bonus, "bonus") and not similarity.in_part(bonus, "graded")
-    assert all(similarity.in_part(path, "graded") for path in FILES)
-    assert similarity.in_part("mytorch/nn/multi_head_attention.py", "graded")
+    assert similarity.part_targets("graded") == {
+        "mytorch.nn.Linear": FILES[0], "mytorch.nn.Softmax": FILES[1],
+        "mytorch.nn.ScaledDotProductAttention": FILES[2],
+        "mytorch.nn.MultiHeadAttention": "mytorch/nn/multi_head_attention.py"}
+    assert similarity.part_targets("bonus")["mytorch.nn.GELU"] == bonus
     shared = (REPO / bonus).read_text()
     trees = {name: {**student_tree(tmp_path, STYLES[name]), bonus: shared}
              for name in ("einsum", "loops")}
     handins = class_folder(tmp_path, trees)
     handout = handout_folder(tmp_path)
     for part, flagged in (("graded", False), ("bonus", True)):
-        documents, _ = similarity.class_documents(handins, part)
+        documents = similarity.class_documents(handins, part).documents
         rows = similarity.compare(documents, similarity.handout_document(handout, part),
                                   tmp_path / part)
         assert [row["flagged"] for row in rows] == [flagged], (part, rows)
@@ -334,10 +336,10 @@ def test_symlinked_handins_and_past_semesters(tmp_path):
     past = class_folder(tmp_path / "past", {"old-copy": disguised(trees["loops"], {}, False),
                                             "old-verbose": student_tree(tmp_path,
                                                                         STYLES["verbose"])})
-    documents, _ = similarity.class_documents(handins)
+    documents = similarity.class_documents(handins).documents
     assert sorted(documents) == ["einsum", "loops"]
     rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
-                              tmp_path / "out", past=similarity.class_documents(past)[0])
+                              tmp_path / "out", past=similarity.class_documents(past).documents)
     pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
     assert frozenset(("past:old-copy", "past:old-verbose")) not in pairs, sorted(map(sorted, pairs))
     assert len(pairs) == 5, sorted(map(sorted, pairs))
