@@ -327,7 +327,10 @@ def inspect_mytorch(files: dict[str, Path], part: str = "graded") -> Inspection:
         findings += [finding] if finding else []
     resolver = Resolver(sources)
     document = part_document(resolver, part)
-    return Inspection(document, runtime, findings + resolver.findings + moved_classes(resolver))
+    findings += resolver.findings + moved_classes(resolver)
+    if resolver.steps > MAX_STEPS:
+        findings.append(f"its mytorch's imports could not be traced within {MAX_STEPS} look-ups")
+    return Inspection(document, runtime, list(dict.fromkeys(findings)))
 
 
 def part_document(resolver: Resolver, part: str) -> str:

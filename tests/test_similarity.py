@@ -9,8 +9,11 @@ whitespace changed), and a student who handed in the untouched skeleton.
 import ast
 import csv
 import dataclasses
+import json
 import re
 import shutil
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -344,6 +347,184 @@ def test_symlinked_handins_and_past_semesters(tmp_path):
     assert frozenset(("past:old-copy", "past:old-verbose")) not in pairs, sorted(map(sorted, pairs))
     assert len(pairs) == 5, sorted(map(sorted, pairs))
     assert [sorted(p) for p in pairs if pairs[p]["flagged"]] == [["loops", "past:old-copy"]], rows
+
+
+GRADED_FILES = (*FILES, "mytorch/nn/multi_head_attention.py")
+GRADED_IMPORT = re.compile(r"^from \.(linear|activation|scaled_dot_product_attention|"
+                           r"multi_head_attention) import .*\n", re.M)
+
+
+def moved(tree: dict[str, str], target: str, graded_file, renamed: dict[str, str] | None = None,
+          init: str | None = None) -> dict[str, str]:
+    """A copy whose graded classes all live in ``target`` (one module of another name, their
+    imports of each other dropped, ``renamed`` applied to it), each graded file replaced by
+    ``graded_file(path)`` (a one-line import), and ``init`` (if given) as mytorch/nn/__init__.py."""
+    combined = "from __future__ import annotations\n" + "".join(
+        GRADED_IMPORT.sub("", tree[path]).replace("from __future__ import annotations\n", "")
+        for path in GRADED_FILES)
+    if target.count("/") > 2:  # a subpackage: the given checks are one level up
+        combined = combined.replace("from ._checks", "from .._checks")
+        tree = {**tree, target.rsplit("/", 1)[0] + "/__init__.py": ""}
+    out = {**tree, target: disguised({target: combined}, renamed or {}, reorder=True)[target],
+           **{path: graded_file(path) for path in GRADED_FILES}}
+    if init is not None:
+        out["mytorch/nn/__init__.py"] = init
+    return out
+
+
+def python_binds(trees: dict[str, dict[str, str]], tmp_path: Path) -> dict[str, dict[str, str]]:
+    """{name: {graded class: the path of the module Python's own import of ``mytorch.nn`` takes it
+    from}} for each mytorch of ``trees``: the truth the static tracing must agree with."""
+    for name, tree in trees.items():
+        for path, text in tree.items():
+            (tmp_path / "python" / name / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "python" / name / path).write_text(text)
+    script = ("import importlib, json, sys\nfound = {}\n"
+              f"for name in {sorted(trees)!r}:\n"
+              f"    sys.path.insert(0, {str(tmp_path / 'python')!r} + '/' + name)\n"
+              "    nn = importlib.import_module('mytorch.nn')\n"
+              f"    found[name] = {{cls: getattr(nn, cls).__module__.replace('.', '/') + '.py'"
+              f" for cls in {list(similarity.rubric.MYTORCH_RUBRIC)!r}}}\n"
+              "    sys.path.pop(0)\n"
+              "    for module in [m for m in sys.modules if m.split('.')[0] == 'mytorch']:\n"
+              "        del sys.modules[module]\n"
+              "print(json.dumps(found))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=tmp_path, check=True)
+    return json.loads(result.stdout)
+
+
+def moved_class(tmp_path: Path) -> dict[str, dict[str, str]]:
+    """Three independent students, the skeleton, and a copy of each independent one moved by
+    another route (renamed, methods reordered): a star import from a module of another name; a
+    module attribute of a renamed class in a subpackage; the package's __init__ re-exporting from
+    another module, each graded file a star import of it."""
+    trees = {name: student_tree(tmp_path, style) for name, style in STYLES.items()}
+    trees["skeleton"] = student_tree(tmp_path, None)
+    trees["star-copy"] = moved(trees["einsum"], "mytorch/nn/impl_x.py",
+                               lambda path: "from .impl_x import *\n",
+                               {"flat": "rows", "shifted": "centered", "logits": "scores"})
+    classes = {name: f"_{name}Impl" for name in similarity.rubric.MYTORCH_RUBRIC}
+    trees["alias-copy"] = moved(
+        trees["verbose"], "mytorch/nn/parts/work.py",
+        lambda path: "from .parts import work\n" + "".join(
+            f"{name} = work.{impl}\n" for name, impl in classes.items()),
+        {**classes, "matrix": "m", "upstream": "up"})
+    init = student_tree(tmp_path, None)["mytorch/nn/__init__.py"]
+    for module in ("linear", "activation", "scaled_dot_product_attention",
+                   "multi_head_attention"):
+        init = init.replace(f"from .{module} import", "from .blocks import")
+    trees["init-copy"] = moved(trees["loops"], "mytorch/nn/blocks.py",
+                               lambda path: "from mytorch.nn.blocks import *\n",
+                               {"top": "peak", "scale": "factor"}, init=init)
+    return trees
+
+
+COPIES = {"star-copy": "einsum", "alias-copy": "verbose", "init-copy": "loops"}
+
+
+@rubric("Similarity")
+def test_graded_classes_moved_into_other_modules_are_traced_and_rank_first(tmp_path):
+    """Each moved copy is traced to where Python's own import finds its classes, ranks above every
+    independent pair (and is flagged), and its four graded files are findings; honest students
+    have none, and no independent pair is flagged."""
+    trees = moved_class(tmp_path)
+    truth = python_binds({name: trees[name] for name in (*COPIES, "einsum")}, tmp_path)
+    assert truth["star-copy"]["Linear"] == "mytorch/nn/impl_x.py", truth
+    assert truth["alias-copy"]["Softmax"] == "mytorch/nn/parts/work.py", truth
+    assert truth["init-copy"]["MultiHeadAttention"] == "mytorch/nn/blocks.py", truth
+    for name, classes in truth.items():
+        resolver = similarity.Resolver(trees[name])
+        traced = {cls: similarity.resolve_qualified(resolver, f"mytorch.nn.{cls}")
+                  for cls in classes}
+        assert {cls: found.path for cls, found in traced.items()} == classes, (name, traced)
+
+    documents, runtime, findings = similarity.class_documents(class_folder(tmp_path, trees))
+    assert runtime == {}, runtime
+    assert sorted(findings) == sorted(COPIES), findings
+    for name in COPIES:
+        assert [finding.split(" (")[0] for finding in findings[name]] == [
+            f"{path} defines no graded class of its own" for path in GRADED_FILES], findings[name]
+    assert "Linear is defined in mytorch/nn/impl_x.py" in findings["star-copy"][0]
+    rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
+                              tmp_path / "out", findings=findings)
+    pairs = {frozenset((row["student_a"], row["student_b"])): row["similarity"] for row in rows}
+    copies = [frozenset(pair) for pair in COPIES.items()]
+    # A copy and the other copies are not independent work; every other pair is.
+    independent = [pair for pair in pairs if not pair & set(COPIES)]
+    assert min(pairs[pair] for pair in copies) > max(pairs[pair] for pair in independent), pairs
+    assert {frozenset((row["student_a"], row["student_b"])) for row in rows[:3]} == set(copies)
+    assert all(row["flagged"] for row in rows[:3]), rows[:3]
+    assert not any(row["flagged"] for row in rows
+                   if frozenset((row["student_a"], row["student_b"])) in independent), rows
+    report = (tmp_path / "out/report.html").read_text()
+    assert "# file: mytorch/nn/impl_x.py" in report and "defines no graded class" in report
+
+
+@rubric("Similarity")
+def test_a_moved_bonus_class_is_compared_where_it_lives(tmp_path):
+    """--part bonus traces the bonus's classes too: GELU written once and moved, by its copier,
+    into a module of another name (gelu.py a star import of it) is flagged; the graded part of the
+    same two students (independent) is not."""
+    bonus = "mytorch/nn/gelu.py"
+    own = (REPO / bonus).read_text()
+    trees = {"einsum": {**student_tree(tmp_path, STYLES["einsum"]), bonus: own},
+             "loops": {**student_tree(tmp_path, STYLES["loops"]),
+                       "mytorch/nn/act_helpers.py": disguised({bonus: own}, {}, True)[bonus],
+                       bonus: "from .act_helpers import *\n"}}
+    handins = class_folder(tmp_path, trees)
+    handout = handout_folder(tmp_path)
+    for part, flagged in (("graded", False), ("bonus", True)):
+        documents = similarity.class_documents(handins, part).documents
+        if part == "bonus":
+            assert "# file: mytorch/nn/act_helpers.py\nclass GELU" in documents["loops"]
+        rows = similarity.compare(documents, similarity.handout_document(handout, part),
+                                  tmp_path / part)
+        assert [row["flagged"] for row in rows] == [flagged], (part, rows)
+
+
+POISON = {  # never-imported files Python would refuse or that end ast.parse, each a finding
+    "mytorch/nn/notes.py": b"# coding: idna\nx = '\xff'\n",
+    "mytorch/nn/deep.py": b"x = " + b"1+" * 100_000 + b"1\n",
+    "mytorch/nn/unary.py": b"x = " + b"-" * 100_000 + b"1\n",
+}
+
+
+@rubric("Similarity")
+def test_a_poisoned_class_finishes_through_the_real_entry_point(tmp_path):
+    """``python -m autograder.similarity`` on a class holding a moved copy that also carries files
+    that end the decoding or the parsing, and a student whose graded file cannot be decoded:
+    every file is written, the moved copy ranks first, each poisoned file is its student's
+    finding."""
+    trees = {name: student_tree(tmp_path, STYLES[name]) for name in ("einsum", "verbose")}
+    trees["moved-copy"] = {**moved(trees["einsum"], "mytorch/nn/impl_x.py",
+                                   lambda path: "from .impl_x import *\n", {"flat": "rows"}),
+                           **POISON}
+    trees["poisoned"] = {**student_tree(tmp_path, STYLES["loops"]),
+                         FILES[0]: POISON["mytorch/nn/notes.py"]}
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "autograder.similarity",
+                             str(class_folder(tmp_path, trees)), "--handout",
+                             str(handout_folder(tmp_path)), "--out", str(out)],
+                            capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(path.name for path in out.iterdir()) == [
+        "findings.csv", "pairs.csv", "report.html", "runtime_code.csv"]
+    with open(out / "pairs.csv", newline="") as file:
+        first = next(csv.DictReader(file))
+    assert {first["student_a"], first["student_b"]} == {"einsum", "moved-copy"}, first
+    assert first["flagged"] == "True", first
+    with open(out / "findings.csv", newline="") as file:
+        findings = [(row["student"], row["finding"]) for row in csv.DictReader(file)]
+    named = {(student, finding.split(" ")[0]) for student, finding in findings}
+    assert {("moved-copy", path) for path in (*POISON, *GRADED_FILES)} <= named, findings
+    assert ("poisoned", FILES[0]) in named, findings
+    assert {student for student, _ in findings} == {"moved-copy", "poisoned"}, findings
+    why = dict(((student, finding.split(" ")[0]), finding) for student, finding in findings)
+    assert "(UnicodeError" in why["moved-copy", "mytorch/nn/notes.py"], why
+    assert "(RecursionError" in why["moved-copy", "mytorch/nn/deep.py"], why
+    assert "(MemoryError" in why["moved-copy", "mytorch/nn/unary.py"], why
+    assert "moved-copy: mytorch/nn/deep.py could not be inspected" in result.stdout
 
 
 RUNTIME_CASES = {  # source: what runtime_code must name (hand-written truth)
