@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import functools
 import html
 import io
 import re
@@ -63,10 +64,11 @@ PAST = "past:"  # the name prefix of a past semester's student
 COLUMNS = ["student_a", "student_b", "similarity", "share_of_a", "share_of_b", "tokens", "flagged"]
 
 
+@functools.cache
 def part_targets(part: str) -> dict[str, str]:
     """{qualified name: the path of the reference module that defines it} of ``part``: ``graded``,
     ``mytorch.nn.<class>`` of each class rubric.MYTORCH_RUBRIC grades (as the grader imports it);
-    ``bonus``, every other name ``mytorch.nn`` and ``mytorch.optim`` export."""
+    ``bonus``, every other name ``mytorch.nn`` and ``mytorch.optim`` export. Not to be changed."""
     import mytorch.nn
     import mytorch.optim
 
@@ -347,10 +349,10 @@ def part_document(resolver: Resolver, part: str) -> str:
             roots.append(found)
         elif reference in resolver.sources:
             files.append(reference)
-    definitions = resolver.closure(roots, stop)
-    return ("".join(f"# file: {found.path}\n{source_of(resolver.sources[found.path], found.node)}\n"
-                    for found in definitions)
-            + "".join(f"# file: {path}\n{resolver.sources[path]}\n" for path in dict.fromkeys(files)))
+    texts = [(found.path, source_of(resolver.sources[found.path], found.node))
+             for found in resolver.closure(roots, stop)]
+    texts += [(path, resolver.sources[path]) for path in dict.fromkeys(files)]
+    return "".join(f"# file: {path}\n{text}\n" for path, text in texts)
 
 
 def resolve_qualified(resolver: Resolver, qualified: str) -> Definition | None:

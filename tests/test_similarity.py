@@ -423,6 +423,7 @@ def moved_class(tmp_path: Path) -> dict[str, dict[str, str]]:
 COPIES = {"star-copy": "einsum", "alias-copy": "verbose", "init-copy": "loops"}
 
 
+@pytest.mark.slow
 @rubric("Similarity")
 def test_graded_classes_moved_into_other_modules_are_traced_and_rank_first(tmp_path):
     """Each moved copy is traced to where Python's own import finds its classes, ranks above every
@@ -490,6 +491,7 @@ POISON = {  # never-imported files Python would refuse or that end ast.parse, ea
 }
 
 
+@pytest.mark.slow
 @rubric("Similarity")
 def test_a_poisoned_class_finishes_through_the_real_entry_point(tmp_path):
     """``python -m autograder.similarity`` on a class holding a moved copy that also carries files
