@@ -519,8 +519,7 @@ def matching_regions(detector, file_a: str, file_b: str) -> tuple[str, str]:
 
 def around_marks(marked: str) -> str:
     """The lines of ``marked`` (HTML, regions in <mark>) within CONTEXT_LINES of a highlighted
-    line, each run of them under the last ``# file:`` line before it; "..." where lines are left
-    out."""
+    line, "..." where lines are left out, each run of lines under the ``# file:`` line it is in."""
     lines = marked.split("\n")
     highlighted, inside = [], False
     for line in lines:
@@ -530,12 +529,13 @@ def around_marks(marked: str) -> str:
             for index in range(len(lines))]
     kept, header, shown = [], None, None
     for index, line in enumerate(lines):
-        if line.startswith("# file: "):
+        if re.sub("</?mark>", "", line).startswith("# file: "):
             header = index
         if not near[index]:
             continue
         if kept and not near[index - 1]:
             kept.append("...")
+            shown = None
         if header is not None and header not in (shown, index):
             kept.append(lines[header])
         shown = header

@@ -529,6 +529,20 @@ def test_a_poisoned_class_finishes_through_the_real_entry_point(tmp_path):
     assert "moved-copy: mytorch/nn/deep.py could not be inspected" in result.stdout
 
 
+@rubric("Similarity")
+def test_each_region_of_the_report_is_under_its_file():
+    """A hand-made marked document (two files, CONTEXT_LINES of 3): the lines near a match,
+    "...", where lines are left out, and each run of lines under its file's line."""
+    assert similarity.CONTEXT_LINES == 3
+    marked = "\n".join(["# file: a.py", "a1", "a2", "a3", "a4", "<mark>x", "y</mark>", "a5", "a6",
+                        "a7", "a8", "<mark># file: b.py</mark>", *(f"b{i}" for i in range(1, 9)),
+                        "<mark>z</mark>"])
+    assert similarity.around_marks(marked).split("\n") == [
+        "# file: a.py", "a2", "a3", "a4", "<mark>x", "y</mark>", "a5", "a6", "a7", "a8",
+        "<mark># file: b.py</mark>", "b1", "b2", "b3", "...",
+        "<mark># file: b.py</mark>", "b6", "b7", "b8", "<mark>z</mark>"]
+
+
 RUNTIME_CASES = {  # source: what runtime_code must name (hand-written truth)
     "exec(open('x').read())\n": ["exec"],
     "f = eval\n": ["eval"],
