@@ -38,10 +38,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import bisect
 import csv
 import functools
 import html
 import io
+import operator
 import re
 import tempfile
 import tokenize
@@ -68,7 +70,7 @@ COLUMNS = ["student_a", "student_b", "similarity", "share_of_a", "share_of_b", "
 def part_targets(part: str) -> dict[str, str]:
     """{qualified name: the path of the reference module that defines it} of ``part``: ``graded``,
     ``mytorch.nn.<class>`` of each class rubric.MYTORCH_RUBRIC grades (as the grader imports it);
-    ``bonus``, every other name ``mytorch.nn`` and ``mytorch.optim`` export. Not to be changed."""
+    ``bonus``, every other name ``mytorch.nn`` and ``mytorch.optim`` export (cached: read only)."""
     import mytorch.nn
     import mytorch.optim
 
@@ -108,10 +110,9 @@ def mytorch_sources(files: dict[str, Path]) -> tuple[dict[str, str], list[str]]:
 
 
 def parse_module(text: str) -> ast.Module | None:
-    """The module's syntax tree, or None when Python could not import it either (a SyntaxError, a
-    null byte): the grader scores such a file, it is no finding. Whatever else ``ast.parse`` raises
-    (RecursionError or MemoryError on deep nesting, which Python's own compiler may accept) goes
-    to the caller's guard."""
+    """The module's syntax tree, or None on a SyntaxError or a null byte: an ordinary mistake that
+    fails the grader's import too (scored there), no finding. Whatever else ``ast.parse`` raises
+    (RecursionError or MemoryError on nesting no honest code has) goes to the caller's guard."""
     try:
         return ast.parse(text)
     except (SyntaxError, ValueError):
@@ -135,17 +136,65 @@ MAX_STEPS = 20_000  # name look-ups in one handin (each reads one module's state
 MAX_DEFINITIONS = 500  # definitions a part's document holds
 
 
+class Binding(NamedTuple):
+    """A statement of a module that binds a name: its index, the import alias that binds it (None
+    for a class, a function or an assignment), and whether an assignment binds the bare name
+    (``A = ...``, not ``A, B = ...``)."""
+
+    index: int
+    alias: ast.alias | None
+    bare: bool
+
+
+INDEX = operator.attrgetter("index")
+
+
+class Module(NamedTuple):
+    """A parsed module: its statements run at import, and where each name is bound, in order."""
+
+    statements: list[ast.stmt]
+    bindings: dict[str, list[Binding]]  # name -> its bindings, by index
+    stars: list[Binding]  # ``from x import *``, by index
+
+
+def indexed(tree: ast.Module) -> Module:
+    """The Module of ``tree``: each name's bindings found once, so that a look-up costs the
+    bindings it passes, never a scan of the module."""
+    statements = list(top_level(tree.body))
+    bindings: dict[str, list[Binding]] = {}
+    stars = []
+    for index, node in enumerate(statements):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            bindings.setdefault(node.name, []).append(Binding(index, None, True))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bare = {target.id for target in targets if isinstance(target, ast.Name)}
+            for name in dict.fromkeys(child.id for target in targets for child in ast.walk(target)
+                                      if isinstance(child, ast.Name)):
+                bindings.setdefault(name, []).append(Binding(index, None, name in bare))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    stars.append(Binding(index, alias, False))
+                else:
+                    bound = alias.asname or (alias.name if isinstance(node, ast.ImportFrom)
+                                             else alias.name.partition(".")[0])
+                    bindings.setdefault(bound, []).append(Binding(index, alias, False))
+    return Module(statements, bindings, stars)
+
+
 class Resolver:
     """Where each name of a handin's mytorch is defined, read from its sources as Python would bind
     it at import time (never run): ``from .x import *``, ``from .x import A as B``, ``import a.b as
     m`` then ``m.A``, ``A = B``; the last binding of a module wins. What is built by calls
-    (``A = type(...)``, ``globals()[...]``) is its assignment, not followed further."""
+    (``A = type(...)``, ``globals()[...]``) is its assignment, not followed further. The work is
+    bounded: MAX_STEPS look-ups in all, MAX_IMPORT_DEPTH deep."""
 
     def __init__(self, sources: dict[str, str]):
         self.sources = sources
         self.findings: list[str] = []
         self.steps = 0
-        self._statements: dict[str, list[ast.stmt] | None] = {}
+        self._modules: dict[str, Module | None] = {}
         self._resolved: dict[tuple[str, str], Definition | None] = {}
 
     def module_path(self, module: str) -> str | None:
@@ -154,93 +203,75 @@ class Resolver:
         return next((path for path in (f"{base}/__init__.py", f"{base}.py")
                      if path in self.sources), None)
 
-    def statements(self, path: str) -> list[ast.stmt] | None:
-        """The module's statements run at import, those under if, try and with included, in order;
-        None when it does not parse (a guarded failure is a finding)."""
-        if path not in self._statements:
+    def module(self, path: str) -> Module | None:
+        """The parsed module of ``path``, those statements under if, try and with included; None
+        when it does not parse (a guarded failure is a finding)."""
+        if path not in self._modules:
             tree, finding = guarded(path, parse_module, self.sources[path])
             if finding:
                 self.findings.append(finding)
-            self._statements[path] = None if tree is None else list(top_level(tree.body))
-        return self._statements[path]
+            self._modules[path] = None if tree is None else indexed(tree)
+        return self._modules[path]
 
     def resolve(self, module: str, name: str, before: int | None = None,
                 depth: int = 0) -> Definition | None:
         """The definition ``module.name`` is bound to, by the statements before ``before`` (all of
         them when None); None when it is not in the handin (numpy's, a module, not found)."""
+        self.steps += 1
         if before is None and (module, name) in self._resolved:
             return self._resolved[module, name]
-        self.steps += 1
         if depth > MAX_IMPORT_DEPTH or self.steps > MAX_STEPS:
             return None
         path = self.module_path(module)
-        statements = self.statements(path) if path else None
+        parsed = self.module(path) if path else None
         found = None
-        for index in reversed(range(len(statements or []) if before is None else before)):
-            bound, found = self.binding(module, path, statements, index, name, depth)
-            if bound:
-                break
+        if parsed is not None:
+            for binding in last_first(parsed.bindings.get(name, []), parsed.stars, before):
+                bound, found = self.bound_to(module, path, parsed, binding, name, depth)
+                if bound or self.steps > MAX_STEPS:
+                    break
         if before is None:
             self._resolved[module, name] = found
         return found
 
-    def binding(self, module: str, path: str, statements: list[ast.stmt], index: int, name: str,
-                depth: int) -> tuple[bool, Definition | None]:
-        """(whether statement ``index`` binds ``name``, what it binds it to)."""
-        node = statements[index]
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            return node.name == name, Definition(path, node)
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if not any(isinstance(target, ast.Name) and target.id == name for target in targets):
-                return False, None
-            dotted = dotted_name(node.value) if node.value is not None else None
-            if dotted and "." not in dotted:
-                return True, self.resolve(module, dotted, index, depth + 1)
-            if dotted:
-                base, _, attribute = dotted.rpartition(".")
-                source = self.module_of(module, path, statements, index, base, depth + 1)
-                return True, source and self.resolve(source, attribute, depth=depth + 1)
-            return True, Definition(path, node)
+    def bound_to(self, module: str, path: str, parsed: Module, binding: Binding, name: str,
+                 depth: int) -> tuple[bool, Definition | None]:
+        """(whether ``binding`` binds ``name``: a star import may not, what it binds it to)."""
+        node = parsed.statements[binding.index]
         if isinstance(node, ast.ImportFrom):
             source = absolute_module(module, path, node.level, node.module)
-            for alias in reversed(node.names):
-                if alias.name == "*" and not name.startswith("_"):
-                    found = self.resolve(source, name, depth=depth + 1)
-                    if found:
-                        return True, found
-                elif (alias.asname or alias.name) == name:
-                    return True, self.resolve(source, alias.name, depth=depth + 1)
-            return False, None
+            if binding.alias.name != "*":
+                return True, self.resolve(source, binding.alias.name, depth=depth + 1)
+            found = None if name.startswith("_") else self.resolve(source, name, depth=depth + 1)
+            return found is not None, found
         if isinstance(node, ast.Import):
-            return any((alias.asname or alias.name.partition(".")[0]) == name
-                       for alias in node.names), None
-        return False, None
+            return True, None
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and binding.bare and node.value:
+            dotted = dotted_name(node.value)
+            if dotted and "." not in dotted:
+                return True, self.resolve(module, dotted, binding.index, depth + 1)
+            if dotted:
+                base, _, attribute = dotted.rpartition(".")
+                source = self.module_of(module, path, parsed, binding.index, base)
+                return True, source and self.resolve(source, attribute, depth=depth + 1)
+        return True, Definition(path, node)
 
-    def module_of(self, module: str, path: str, statements: list[ast.stmt], before: int,
-                  dotted: str, depth: int) -> str | None:
-        """The module the dotted name ``dotted`` (``m``, ``m.sub``) of ``module`` names, by its
-        imports before statement ``before``; None when it names no module of the handin."""
+    def module_of(self, module: str, path: str, parsed: Module, before: int,
+                  dotted: str) -> str | None:
+        """The module of the handin the dotted name ``dotted`` (``m``, ``m.sub``) of ``module``
+        names by its last binding before statement ``before`` (an import), else None."""
         head, _, rest = dotted.partition(".")
-        for node in reversed(statements[:before]):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname == head:
-                        found = alias.name
-                    elif alias.asname is None and alias.name.partition(".")[0] == head:
-                        found = head
-                    else:
-                        continue
-                    full = f"{found}.{rest}" if rest else found
-                    return full if self.module_path(full) else None
-            elif isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if (alias.asname or alias.name) == head:
-                        found = f"{absolute_module(module, path, node.level, node.module)}." \
-                                f"{alias.name}"
-                        full = f"{found}.{rest}" if rest else found
-                        return full if self.module_path(full) else None
-        return None
+        self.steps += 1
+        binding = next(last_first(parsed.bindings.get(head, []), [], before), None)
+        if binding is None or binding.alias is None:
+            return None
+        node = parsed.statements[binding.index]
+        if isinstance(node, ast.ImportFrom):
+            found = f"{absolute_module(module, path, node.level, node.module)}.{binding.alias.name}"
+        else:
+            found = binding.alias.name if binding.alias.asname else head
+        full = f"{found}.{rest}" if rest else found
+        return full if self.module_path(full) else None
 
     def closure(self, roots: list[Definition], stop: set[tuple[str, int, int]]
                 ) -> list[Definition]:
@@ -261,6 +292,22 @@ class Resolver:
                 if used and used.key not in stop and used.key not in found:
                     queue.append(used)
         return list(found.values())
+
+
+def last_first(own: list[Binding], stars: list[Binding], before: int | None):
+    """The bindings of ``own`` and ``stars`` (each by index) before statement ``before`` (all when
+    None), the last first."""
+    end = len(own) if before is None else bisect.bisect_left(own, before, key=INDEX)
+    star_end = (len(stars) if before is None
+                else bisect.bisect_left(stars, before, key=INDEX))
+    i, j = end - 1, star_end - 1
+    while i >= 0 or j >= 0:
+        if j < 0 or (i >= 0 and own[i].index > stars[j].index):
+            yield own[i]
+            i -= 1
+        else:
+            yield stars[j]
+            j -= 1
 
 
 def top_level(body: list[ast.stmt]):
@@ -369,7 +416,7 @@ def moved_classes(resolver: Resolver) -> list[str]:
         by_file.setdefault(reference, []).append(qualified)
     findings = []
     for reference, names in by_file.items():
-        if reference not in resolver.sources or resolver.statements(reference) is None:
+        if reference not in resolver.sources or resolver.module(reference) is None:
             continue
         found = {name.rpartition(".")[2]: resolve_qualified(resolver, name) for name in names}
         if any(definition and definition.path == reference for definition in found.values()):

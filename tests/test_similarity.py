@@ -543,6 +543,32 @@ def test_each_region_of_the_report_is_under_its_file():
         "<mark># file: b.py</mark>", "b6", "b7", "b8", "<mark>z</mark>"]
 
 
+@rubric("Similarity")
+def test_the_tracing_of_a_hostile_package_is_bounded():
+    """Two modules star-importing each other thousands of times, an alias chain deeper than
+    MAX_IMPORT_DEPTH: each is traced within the bounds and is a finding (an alias chain within
+    the depth is traced to its class, as Python binds it)."""
+    reference = {path.relative_to(REPO).as_posix(): path.read_text()
+                 for path in (REPO / "mytorch").rglob("*.py") if "__pycache__" not in path.parts}
+    depth = similarity.MAX_IMPORT_DEPTH
+    chain = "class L0:\n    pass\n" + "".join(f"L{i + 1} = L{i}\n" for i in range(depth + 10))
+    cases = {  # linear.py's text: where Linear is traced (None: it cannot be)
+        "from .a import *\n" * 3000: None,
+        chain + f"Linear = L{depth + 10}\n": None,
+        chain + "Linear = L9\n": 1,
+    }
+    for text, line in cases.items():
+        sources = {**reference, FILES[0]: text, "mytorch/nn/a.py": "from .linear import *\n" * 3000}
+        resolver = similarity.Resolver(sources)
+        found = similarity.resolve_qualified(resolver, "mytorch.nn.Linear")
+        assert (found and found.node.lineno) == line, (text[:40], found)
+        assert resolver.steps <= similarity.MAX_STEPS + 1, resolver.steps
+        moved = similarity.moved_classes(resolver)
+        assert (moved == []) == (line is not None), moved
+        assert line or moved[0] == f"{FILES[0]} defines no graded class of its own (Linear " \
+                                   f"cannot be traced)", moved
+
+
 RUNTIME_CASES = {  # source: what runtime_code must name (hand-written truth)
     "exec(open('x').read())\n": ["exec"],
     "f = eval\n": ["eval"],
