@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import ast
 import bisect
+import collections
 import csv
 import functools
 import html
@@ -278,9 +279,9 @@ class Resolver:
         """``roots`` and, breadth first, every definition of the handin they use by name (a base
         class, a helper, a given check), once each, none of ``stop``; at most MAX_DEFINITIONS."""
         found: dict[tuple[str, int, int], Definition] = {}
-        queue = list(roots)
+        queue = collections.deque(roots)
         while queue and len(found) < MAX_DEFINITIONS:
-            definition = queue.pop(0)
+            definition = queue.popleft()
             if definition.key in found:
                 continue
             found[definition.key] = definition

@@ -3,7 +3,7 @@
 inspection under it (autograder/regrade.py::inspect_handin): a handin whose files end the decoding
 or the parsing is a flag in grades.csv, its weights still hashed, the other rows untouched.
 
-    python -m tests.test_handin_guard   (or: .venv/bin/python -m pytest -q tests/test_handin_guard.py)
+    python -m tests.test_handin_guard      (or: pytest -q tests/test_handin_guard.py)
 """
 import csv
 import hashlib
