@@ -400,10 +400,11 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
     graded = [row for row in result.rows if row["status"] not in (NO_HANDIN, CONFLICT)]
     late = [row for row in graded if row["late_deduction"] not in ("", 0, 0.0)]
     unknown = [row for row in graded if row["late_rule"].startswith("time unknown")]
-    lines = [f"{len(result.rows)} roster rows: {len(graded)} graded, {len(imported)} with a score "
-             f"to import; {len(result.conflicts)} conflicts, {len(result.unmatched)} grade "
-             f"members with no roster row, {len(result.no_handin)} with no handin, "
-             f"{len(result.crashed)} crashed"]
+    lines = [f"{len(result.rows)} roster rows: {len(graded)} reached by one grade row, "
+             f"{len(imported)} with a score to import; {len(result.conflicts)} conflicts "
+             f"(imported for neither), {len(result.no_handin)} with no handin, "
+             f"{len(result.crashed)} crashed; {len(result.unmatched)} grade members reach no "
+             f"roster row"]
     if policy.due is not None:
         lines.append(f"lateness from {policy.due.isoformat()} ({len(policy.extensions)} "
                      f"extensions, {policy.grace_minutes:g}-minute grace): {len(late)} late with "
