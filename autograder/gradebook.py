@@ -70,6 +70,7 @@ from pathlib import Path
 
 from autograder import rubric, spreadsheet
 from autograder.handins import members_of
+from autograder.regrade import row_key
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 REPORT_COLUMNS = (*CANVAS_COLUMNS, "handin", "matched_by", "status", "total", "submitted_at",
@@ -169,19 +170,15 @@ def latest_versions(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     highest: dict[str, dict] = {}
     for row in rows:
         if row.get("versions_graded") == "all" and row.get("version", "").isdigit():
-            kept = highest.get(row["student"])
-            if kept is None or int(row["version"]) > int(kept["version"]):
+            best = highest.get(row["student"])
+            if best is None or int(row["version"]) > int(best["version"]):
                 highest[row["student"]] = row
-    kept = [row for row in rows if row.get("versions_graded") != "all"
-            or highest.get(row["student"], row) is row]
-    return kept, [row for row in rows if not any(row is other for other in kept)]
-
-
-def grade_key(row: dict) -> str:
-    """A grades.csv row's name in the reports (its student, with the version when every version
-    was graded)."""
-    return (f"{row['student']}#{row['version']}" if row.get("versions_graded") == "all"
-            and row.get("version") else row["student"])
+    kept, left = [], []
+    for row in rows:
+        imported = (row.get("versions_graded") != "all"
+                    or highest.get(row["student"], row) is row)
+        (kept if imported else left).append(row)
+    return kept, left
 
 
 def parse_time(text: str, timezone: tzinfo | None, what: str) -> datetime:
@@ -215,10 +212,11 @@ def time_zone(name: str | None) -> tzinfo | None:
                          f"tzdata package)") from None
 
 
-def read_extensions(path: Path, roster: list[dict], due: datetime | None,
+def read_extensions(path: Path, roster: list[dict], due: datetime,
                     timezone: tzinfo | None) -> dict[int, datetime]:
-    """{roster position: its deadline} from an extensions CSV (``student``; ``due`` or
-    ``hours``); a row that names no single roster student, or gives neither or both, is refused."""
+    """{roster position: its deadline} from an extensions CSV (``student``; ``due`` or ``hours``
+    after ``due``); a row that names no single roster student, or gives neither or both, is
+    refused."""
     columns, rows = spreadsheet.read_csv(path)
     if "student" not in columns or not {"due", "hours"} & set(columns):
         raise SystemExit(f"{path}: an extensions file has the columns student and due or hours "
@@ -237,12 +235,10 @@ def read_extensions(path: Path, roster: list[dict], due: datetime | None,
         if bool(new_due) == bool(hours):
             raise SystemExit(f"{where}: give either due (a new deadline) or hours (added to "
                              f"--due), not {'both' if new_due else 'neither'}")
-        if hours and due is None:
-            raise SystemExit(f"{where}: hours are added to --due; give --due")
         try:
             deadline = (parse_time(new_due, timezone, f"{where}: due") if new_due
                         else due + timedelta(hours=float(hours)))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise SystemExit(f"{where}: hours {hours!r} is not a number") from None
         position = hits.pop()
         if position in deadlines:
@@ -289,10 +285,11 @@ def lateness(submitted_at: str, deadline: datetime | None, extended: bool, total
     if policy.per_day <= 0:
         rule = "no --late-penalty-per-day: no deduction"
     elif days > policy.max_days:
-        rule = f"more than {policy.max_days:g} days: scores 0"
+        rule = f"more than {policy.max_days:g} days late: scores 0"
     else:
         rule = f"{days} x {policy.per_day:g}% of the total"
-    return hours, deduction, f"{hours:.2f} h late ({days} started days, {due}): {rule}"
+    started = f"{days} started day{'s' if days > 1 else ''}"
+    return hours, deduction, f"{hours:.2f} h late ({started}, {due}): {rule}"
 
 
 @dataclass
@@ -326,10 +323,12 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
         reached = list(claims.get(position, {}).values())
         if len(reached) != 1:
             status = CONFLICT if reached else NO_HANDIN
-            (result.conflicts.append((roster_row, reached)) if reached
-             else result.no_handin.append(roster_row))
+            if reached:
+                result.conflicts.append((roster_row, reached))
+            else:
+                result.no_handin.append(roster_row)
             result.rows.append({**entry, "status": status,
-                                "handin": ", ".join(grade_key(row) for row, _ in reached),
+                                "handin": ", ".join(row_key(row) for row, _ in reached),
                                 "matched_by": ", ".join(rule for _, rule in reached),
                                 "score": 0 if status == NO_HANDIN and missing == "zero" else ""})
             continue
@@ -341,7 +340,7 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
         scored = row["status"] in SCORED_STATUSES
         if not scored:
             result.crashed.append((roster_row, row))
-        result.rows.append({**entry, "handin": grade_key(row), "matched_by": rule,
+        result.rows.append({**entry, "handin": row_key(row), "matched_by": rule,
                             "status": row["status"], "total": row["total"],
                             "submitted_at": row.get("submitted_at", ""),
                             "due": deadline.isoformat() if deadline else "",
@@ -362,13 +361,13 @@ def unmatched_text(result: Join, missing: str) -> str:
     lines = [f"roster rows reached by two or more grade rows: imported for neither "
              f"({len(result.conflicts)}):",
              *(f"  {roster_name(roster_row)}: "
-               + "; ".join(f"{grade_key(row)} by {rule}" for row, rule in reached)
+               + "; ".join(f"{row_key(row)} by {rule}" for row, rule in reached)
                for roster_row, reached in result.conflicts),
              *(["  next: decide which handin counts (a student in a group's submission and in "
                 "their own, two addresses of one student) and enter that grade in Canvas by "
                 "hand, or fix the submissions and export again"] if result.conflicts else []),
              f"graded, but no roster row matches ({len(result.unmatched)}):",
-             *(f"  {member['email'] or member['sid'] or member['name'] or '?'} ({grade_key(row)}"
+             *(f"  {member['email'] or member['sid'] or member['name'] or '?'} ({row_key(row)}"
                + (f", {member['name']}" if member["name"] else "") + f"): {rule}"
                for row, member, rule in result.unmatched),
              *(["  next: auditors and dropped students need nothing; a student of the course "
@@ -381,7 +380,7 @@ def unmatched_text(result: Join, missing: str) -> str:
                                     "blank, which Canvas leaves unchanged (--missing zero "
                                     "imports 0)")] if result.no_handin else []),
              f"graded but left blank, the grading crashed ({len(result.crashed)}):",
-             *(f"  {roster_name(roster_row)}: {grade_key(row)}"
+             *(f"  {roster_name(roster_row)}: {row_key(row)}"
                for roster_row, row in result.crashed),
              *(["  next: read the row's notes in grades.csv, then grade them again with "
                 "make regrade HANDINS=... ARGS='--only " + " ".join(
@@ -390,7 +389,7 @@ def unmatched_text(result: Join, missing: str) -> str:
     if result.not_imported:
         lines += [f"earlier versions, not imported (grades.csv holds every version; each "
                   f"student's highest is imported) ({len(result.not_imported)}):",
-                  *(f"  {grade_key(row)}" for row in result.not_imported)]
+                  *(f"  {row_key(row)}" for row in result.not_imported)]
     return "\n".join(lines) + "\n"
 
 

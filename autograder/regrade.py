@@ -14,7 +14,9 @@
 - Gradescope ("Export Submissions"): one folder per submission, ``submission_<id>/`` holding
   ``handin.tar`` (or the only tar or zip in it), and ``submission_metadata.yml`` beside them; each
   row is named by the submitter's email (else SID) and carries their name, email, SID and
-  submission time. A folder the metadata does not list is named by the folder.
+  submission time; a group's row carries every member's, joined by "; ", and is named by its first
+  member. Of several submissions by the same members the latest submitted is graded. A folder the
+  metadata does not list is named by the folder.
 
 ``--versions latest`` (the default) grades the highest version of each student; ``all`` grades
 every version, one row each. The choice is in the CSV (``versions_graded``), beside the version

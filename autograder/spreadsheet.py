@@ -2,8 +2,8 @@
 pairs.csv, runtime_code.csv). Standard library only.
 
 Names and emails come from students (Gradescope's metadata, archive names, a Canvas roster), and a
-spreadsheet runs a cell that starts with ``=``, ``+``, ``-`` or ``@`` (or a tab or carriage return
-before one) as a formula. :func:`safe_cell` writes such a cell with a leading apostrophe, which
+spreadsheet may run a cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
+as a formula. :func:`safe_cell` writes such a cell with a leading apostrophe, which
 spreadsheets show as text and do not display; a cell that is a number (``-3.5``, ``+1e3``) is
 written as it is. :func:`read_csv` removes that apostrophe again, so what the tools read back from
 their own files has the same keys and joins as what they wrote: ``restored_cell(safe_cell(x)) ==

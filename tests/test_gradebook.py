@@ -121,7 +121,7 @@ def test_a_group_fills_every_member_and_a_contested_roster_row_imports_neither(t
     assert scores == {"Lee, Ann": ("ok", 60.0), "Chen, Bo": ("conflict", ""),
                       "Diaz, Cy": ("ok", 60.0), "Ng, Di": ("conflict", ""),
                       "Ono, Ed": ("no handin", "")}
-    conflicts = {roster_row["Student"]: sorted(gradebook.grade_key(row) for row, _ in reached)
+    conflicts = {roster_row["Student"]: sorted(regrade.row_key(row) for row, _ in reached)
                  for roster_row, reached in result.conflicts}
     assert conflicts == {"Chen, Bo": ["bo-alone", "bo-group"], "Ng, Di": ["DI@X.EDU", "di@x.edu"]}
     assert [(row["student"], member["sid"]) for row, member, _ in result.unmatched] == [
@@ -139,7 +139,7 @@ def test_every_version_graded_imports_the_highest(tmp_path):
     roster, _ = write_inputs(tmp_path)
     result = gradebook.join(gradebook.read_roster(roster)[0], rows)
     assert result.rows[0]["score"] == 80.0 and result.rows[0]["handin"] == "ann@x.edu#10"
-    assert sorted(gradebook.grade_key(row) for row in result.not_imported) == [
+    assert sorted(regrade.row_key(row) for row in result.not_imported) == [
         "ann@x.edu#2", "ann@x.edu#9"]
 
 
@@ -156,10 +156,10 @@ def test_the_late_policy_is_applied_only_when_given(tmp_path):
     assert report["Lee, Ann"]["late_rule"] == f"on time (due {DUE})"
     assert (report["Chen, Bo"]["late_hours"], report["Chen, Bo"]["late_deduction"],
             report["Chen, Bo"]["score"]) == ("0.5", "8.0", "72.0")
-    assert report["Chen, Bo"]["late_rule"] == (f"0.50 h late (1 started days, due {DUE}): "
+    assert report["Chen, Bo"]["late_rule"] == (f"0.50 h late (1 started day, due {DUE}): "
                                                f"1 x 10% of the total")
     assert report["Diaz, Cy"]["late_hours"] == "36.0"
-    assert report["Diaz, Cy"]["late_rule"].endswith("more than 1 days: scores 0")
+    assert report["Diaz, Cy"]["late_rule"].endswith("more than 1 days late: scores 0")
     assert report["Ng, Di"]["late_rule"].startswith("time unknown: the download has no "
                                                     "submission time (an Autolab one")
     assert "Autolab's gradebook" in (tmp_path / "late/summary.txt").read_text()

@@ -182,7 +182,7 @@ def test_the_gradebook_of_a_realistic_class_matches_its_table_cell_by_cell(tmp_p
         "Kowalski, Piotr": "", "Zhao, Mei": ""}
     assert report["=Dubois, Marc"]["late_rule"] == (
         "0.10 h late, within the 10-minute grace period: on time (due 2026-12-04T23:59:00-05:00)")
-    assert report["Fujita, Ren"]["late_rule"] == ("13.02 h late (1 started days, due "
+    assert report["Fujita, Ren"]["late_rule"] == ("13.02 h late (1 started day, due "
                                                   "2026-12-04T23:59:00-05:00): 1 x 10% of the "
                                                   "total")
     assert report["Garcia, Inés"]["due"] == "2026-12-06T23:59:00-05:00"
