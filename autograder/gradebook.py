@@ -37,7 +37,8 @@ is. ``--extensions FILE`` is a CSV with the columns ``student`` (a SIS User ID, 
 email of the roster), and ``due`` (a new deadline) or ``hours`` (hours added to ``--due``), one of
 the two per row. A handin submitted at most ``--grace-minutes`` after its deadline is on time;
 otherwise it is late by the hours since the deadline, and with ``--late-penalty-per-day`` loses
-that percentage of its total for each started day late, everything after ``--late-max-days``.
+that percentage of its total for each started day late; after ``--late-max-days`` days it scores 0
+(with or without a daily penalty).
 A group's lateness is counted for each member against that member's own deadline. Only handins
 with a submission time (Gradescope's metadata) can be late: an Autolab download carries none
 (Autolab keeps lateness in its own gradebook), so such rows say "time unknown", are imported
@@ -48,7 +49,9 @@ without a deduction, and the summary says what to do.
 - ``canvas_import.csv``: ``Student, ID, SIS User ID, SIS Login ID, Section`` copied from the roster
   and one column for this assignment, ``--assignment`` (give it as Canvas names it, ``Name (id)``,
   to fill the existing assignment; a name alone makes Canvas create one). Canvas takes every other
-  column for an assignment, so nothing else is in this file. Canvas matches its rows by ``ID``.
+  column for an assignment, so nothing else is in this file. Canvas matches its rows by ``ID``,
+  so a name or login written with a leading apostrophe (``spreadsheet.py``) still reaches its
+  student.
 - ``gradebook.csv``: the same students with what the import leaves out: the grade rows that
   reached each (``handin``), the rule that matched (``matched_by``), the regrade's status and total,
   the submission time, the deadline applied, ``late_hours``, the late deduction, the lateness rule
@@ -249,13 +252,13 @@ def read_extensions(path: Path, roster: list[dict], due: datetime,
 
 def late_deduction(total: float, hours: float | None, per_day: float, max_days: float) -> float:
     """Points the late policy takes from ``total``: ``per_day`` percent per started day late,
-    everything after ``max_days`` days."""
-    if hours is None or hours <= 0 or per_day <= 0:
+    everything after ``max_days`` days (with or without a daily penalty)."""
+    if hours is None or hours <= 0:
         return 0.0
     days = math.ceil(hours / 24)
     if days > max_days:
         return total
-    return round(min(total, total * per_day / 100 * days), 2)
+    return round(min(total, total * per_day / 100 * days), 2) if per_day > 0 else 0.0
 
 
 def lateness(submitted_at: str, deadline: datetime | None, extended: bool, total: float,
@@ -282,10 +285,10 @@ def lateness(submitted_at: str, deadline: datetime | None, extended: bool, total
                             f"grace period: on time ({due})")
     days = math.ceil(hours / 24)
     deduction = late_deduction(total, hours, policy.per_day, policy.max_days)
-    if policy.per_day <= 0:
-        rule = "no --late-penalty-per-day: no deduction"
-    elif days > policy.max_days:
+    if days > policy.max_days:
         rule = f"more than {policy.max_days:g} days late: scores 0"
+    elif policy.per_day <= 0:
+        rule = "no --late-penalty-per-day: no deduction"
     else:
         rule = f"{days} x {policy.per_day:g}% of the total"
     started = f"{days} started day{'s' if days > 1 else ''}"
@@ -466,9 +469,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--late-max-days", type=float, default=math.inf,
                         help="days late after which the score is 0 (needs --due)")
     args = parser.parse_args(argv)
-    if args.due is None and (args.late_penalty_per_day or args.grace_minutes or args.extensions):
-        raise SystemExit("--late-penalty-per-day, --grace-minutes and --extensions need --due "
-                         "(the deadline they count from)")
+    if args.due is None and (args.late_penalty_per_day or args.grace_minutes or args.extensions
+                             or args.late_max_days != math.inf):
+        raise SystemExit("--late-penalty-per-day, --late-max-days, --grace-minutes and "
+                         "--extensions need --due (the deadline they count from)")
     timezone = time_zone(args.timezone)
     roster, points_row = read_roster(args.roster)
     due = parse_time(args.due, timezone, "--due") if args.due is not None else None

@@ -165,14 +165,18 @@ def test_the_late_policy_is_applied_only_when_given(tmp_path):
     assert "Autolab's gradebook" in (tmp_path / "late/summary.txt").read_text()
     assert gradebook.late_deduction(50, 49, 10, 3) == 15.0  # 3 started days
     assert gradebook.late_deduction(50, 73, 10, 3) == 50  # past the last day
+    assert gradebook.late_deduction(50, 73, 0, 3) == 50  # a cut-off without a daily penalty
+    assert gradebook.late_deduction(50, 71, 0, 3) == 0.0
     hours, deduction, rule = gradebook.lateness("2026-11-21T00:00:00", gradebook.parse_time(
         DUE, None, "--due"), False, 50, gradebook.Lateness())
     assert (hours, deduction) == (None, 0.0) and "has no UTC offset" in rule
     gradebook.main([str(roster), "--grades", str(grades), "--out", str(tmp_path / "plain"),
                     "--due", DUE, "--domain", "x.edu"])
     assert report_of(tmp_path / "plain")["Chen, Bo"]["score"] == "80.0"
-    with pytest.raises(SystemExit, match="need --due"):
-        gradebook.main([str(roster), "--grades", str(grades), "--late-penalty-per-day", "5"])
+    for flags in (["--late-penalty-per-day", "5"], ["--late-max-days", "2"],
+                  ["--grace-minutes", "5"], ["--extensions", "x.csv"]):
+        with pytest.raises(SystemExit, match="need --due"):
+            gradebook.main([str(roster), "--grades", str(grades), *flags])
 
 
 @rubric("Gradebook")
