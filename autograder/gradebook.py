@@ -72,7 +72,7 @@ from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 
 from autograder import rubric, spreadsheet
-from autograder.handins import members_of
+from autograder.handins import members_of, submitted_time
 from autograder.regrade import row_key
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -270,14 +270,11 @@ def lateness(submitted_at: str, deadline: datetime | None, extended: bool, total
     if not submitted_at:
         return None, 0.0, ("time unknown: the download has no submission time (an Autolab one "
                            "carries none); imported without a late deduction")
-    try:
-        submitted = datetime.fromisoformat(submitted_at)
-    except ValueError:
-        submitted = None
-    if submitted is None or submitted.tzinfo is None:
-        return None, 0.0, (f"time unknown: submitted_at {submitted_at!r} has no UTC offset; "
-                           f"imported without a late deduction")
-    hours = max(0.0, (submitted - deadline).total_seconds() / 3600)
+    submitted = submitted_time(submitted_at)
+    if submitted is None:
+        return None, 0.0, (f"time unknown: submitted_at {submitted_at!r} is not a time with a "
+                           f"UTC offset; imported without a late deduction")
+    hours = max(0.0, (submitted - deadline.timestamp()) / 3600)
     if hours == 0:
         return 0.0, 0.0, f"on time ({due})"
     if hours * 60 <= policy.grace_minutes:

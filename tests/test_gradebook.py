@@ -169,7 +169,7 @@ def test_the_late_policy_is_applied_only_when_given(tmp_path):
     assert gradebook.late_deduction(50, 71, 0, 3) == 0.0
     hours, deduction, rule = gradebook.lateness("2026-11-21T00:00:00", gradebook.parse_time(
         DUE, None, "--due"), False, 50, gradebook.Lateness())
-    assert (hours, deduction) == (None, 0.0) and "has no UTC offset" in rule
+    assert (hours, deduction) == (None, 0.0) and "is not a time with a UTC offset" in rule
     gradebook.main([str(roster), "--grades", str(grades), "--out", str(tmp_path / "plain"),
                     "--due", DUE, "--domain", "x.edu"])
     assert report_of(tmp_path / "plain")["Chen, Bo"]["score"] == "80.0"
