@@ -399,6 +399,7 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
     graded = [row for row in result.rows if row["status"] not in (NO_HANDIN, CONFLICT)]
     late = [row for row in graded if row["late_deduction"] not in ("", 0, 0.0)]
     unknown = [row for row in graded if row["late_rule"].startswith("time unknown")]
+    untimed = [row for row in graded if not row["submitted_at"]]
     lines = [f"{len(result.rows)} roster rows: {len(graded)} reached by one grade row, "
              f"{len(imported)} with a score to import; {len(result.conflicts)} conflicts "
              f"(imported for neither), {len(result.no_handin)} with no handin, "
@@ -407,9 +408,12 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
     if policy.due is not None:
         lines.append(f"lateness from {policy.due.isoformat()} ({len(policy.extensions)} "
                      f"extensions, {policy.grace_minutes:g}-minute grace): {len(late)} late with "
-                     f"a deduction, {len(unknown)} with no submission time")
-    if unknown:
-        lines.append(f"  {len(unknown)} handins have no submission time: an Autolab download "
+                     f"a deduction, {len(unknown)} whose lateness is unknown")
+    else:
+        lines.append("lateness not checked (no --due): every total is imported unchanged")
+    if untimed:
+        lines.append(f"  {len(untimed)} handin{' has' if len(untimed) == 1 else 's have'} no "
+                     f"submission time: an Autolab download "
                      f"carries none (Autolab records lateness, and applies its own late policy "
                      f"and grace days, only in its own gradebook), so they are imported without "
                      f"a late deduction. next: look up the late ones in Autolab's gradebook for "

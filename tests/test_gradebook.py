@@ -81,7 +81,9 @@ def test_the_import_file_is_canvas_format_and_every_student_is_accounted_for(tmp
     assert "with no handin (1):\n  Ono, Ed (SIS User ID 0046" in unmatched
     assert "crashed (1):\n  Ng, Di (SIS User ID 0045, SIS Login ID di@x.edu): di@x.edu" in unmatched
     assert "ARGS='--only di@x.edu'" in unmatched
-    assert "then: check" in (tmp_path / "out/summary.txt").read_text()
+    summary = (tmp_path / "out/summary.txt").read_text()
+    assert "lateness not checked (no --due)" in summary and "then: check" in summary
+    assert "  1 handin has no submission time: an Autolab download carries none" in summary
 
 
 @rubric("Gradebook")

@@ -205,7 +205,7 @@ def test_the_gradebook_of_a_realistic_class_matches_its_table_cell_by_cell(tmp_p
     assert summary.startswith("12 roster rows: 8 reached by one grade row, 8 with a score to "
                               "import; 2 conflicts (imported for neither), 2 with no handin, 0 "
                               "crashed; 2 grade members reach no roster row\n"), summary
-    assert "(1 extensions, 10-minute grace): 1 late with a deduction, 0 with no submission time" \
+    assert "(1 extensions, 10-minute grace): 1 late with a deduction, 0 whose lateness is unknown" \
         in summary
 
 
