@@ -227,6 +227,22 @@ def test_extensions_and_a_grace_period(tmp_path):
 
 
 @rubric("Gradebook")
+def test_a_groups_lateness_is_each_members_own(tmp_path):
+    """Ann and Cy hand in together 10 hours late; Cy has 24 more hours: Ann loses 10% of 60,
+    Cy nothing."""
+    roster, _ = write_inputs(tmp_path)
+    students = gradebook.read_roster(roster)[0]
+    due = gradebook.parse_time(DUE, None, "--due")
+    policy = gradebook.Lateness(due, {2: gradebook.parse_time("2026-11-22T00:00:00-05:00", None,
+                                                              "due")}, per_day=10)
+    group = {"student": "ann@x.edu", "email": "ann@x.edu; cy@x.edu", "sid": "; ",
+             "status": "ok", "total": "60", "submitted_at": "2026-11-21T10:00:00-05:00"}
+    rows = {row["Student"]: row for row in gradebook.join(students, [group], (), policy).rows}
+    assert (rows["Lee, Ann"]["score"], rows["Diaz, Cy"]["score"]) == (54.0, 60.0)
+    assert rows["Diaz, Cy"]["late_rule"] == "on time (due 2026-11-22T00:00:00-05:00 (extension))"
+
+
+@rubric("Gradebook")
 def test_a_roster_that_is_not_a_canvas_export_is_refused(tmp_path):
     (tmp_path / "roster.csv").write_text("name,email\nAnn,ann@x.edu\n")
     with pytest.raises(SystemExit, match="no Student, ID, SIS User ID, SIS Login ID, Section"):
