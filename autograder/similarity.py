@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import csv
 import html
 import io
 import re
@@ -36,7 +35,7 @@ import tempfile
 import tokenize
 from pathlib import Path
 
-from autograder import file_trees, rubric
+from autograder import file_trees, rubric, spreadsheet
 from autograder.handins import find_handins
 from autograder.safe_tar import HandinError, extract_handin
 from hw4lib.handin_format import is_mytorch_source
@@ -196,10 +195,7 @@ def compare(documents: dict[str, str], boilerplate: str, out: Path,
                       for row in shown])
     finally:
         file_trees.remove_tree(work)
-    with open(out / "pairs.csv", "w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    spreadsheet.write_csv(out / "pairs.csv", COLUMNS, rows)
     return rows
 
 
@@ -295,10 +291,8 @@ def main(argv: list[str] | None = None) -> None:
     past = class_documents(args.past, args.part)[0] if args.past else None
     rows = compare(documents, handout_document(args.handout, args.part), args.out,
                    args.threshold, past, args.top)
-    with open(args.out / "runtime_code.csv", "w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(["student", "builds_code_at_run_time"])
-        writer.writerows((student, "; ".join(found)) for student, found in sorted(runtime.items()))
+    spreadsheet.write_csv(args.out / "runtime_code.csv", ["student", "builds_code_at_run_time"],
+                          ((student, "; ".join(found)) for student, found in sorted(runtime.items())))
     flagged = [row for row in rows if row["flagged"]]
     print(f"{len(rows)} pairs, {len(flagged)} flagged (>= {args.threshold}); "
           f"{args.out / 'pairs.csv'}, {args.out / 'report.html'}")
