@@ -73,7 +73,7 @@ similarity: $(STAMP) ## compare every pair of students' mytorch: HANDINS=folder 
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
 	$(PY) -m autograder.similarity $(HANDINS) --out $(or $(OUT),similarity) $(ARGS)
 
-gradebook: $(STAMP) ## grades.csv + a Canvas roster export -> Canvas import CSV: ROSTER=file [GRADES=regrade/grades.csv] [OUT=gradebook] [ARGS=...]
+gradebook: $(STAMP) ## grades.csv + a Canvas roster export -> Canvas import CSV: ROSTER=file [GRADES=regrade/grades.csv] [OUT=gradebook] [ARGS='--domain D --due T --extensions F ...']
 	$(if $(ROSTER),,$(error give ROSTER=<Canvas's Gradebook export, a CSV>))
 	$(PY) -m autograder.gradebook $(ROSTER) --grades $(or $(GRADES),regrade/grades.csv) --out $(or $(OUT),gradebook) $(ARGS)
 

@@ -14,7 +14,9 @@
 - Gradescope ("Export Submissions"): one folder per submission, ``submission_<id>/`` holding
   ``handin.tar`` (or the only tar or zip in it), and ``submission_metadata.yml`` beside them; each
   row is named by the submitter's email (else SID) and carries their name, email, SID and
-  submission time. A folder the metadata does not list is named by the folder.
+  submission time; a group's row carries every member's, joined by "; ", and is named by its first
+  member. Of several submissions by the same members the latest submitted is graded. A folder the
+  metadata does not list is named by the folder.
 
 ``--versions latest`` (the default) grades the highest version of each student; ``all`` grades
 every version, one row each. The choice is in the CSV (``versions_graded``), beside the version
@@ -48,7 +50,6 @@ twice: the running gradings are stopped and their folders removed; every finishe
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import re
 import sys
@@ -60,7 +61,7 @@ from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from autograder import file_trees, grading_run, rubric, similarity
+from autograder import file_trees, grading_run, rubric, similarity, spreadsheet
 from autograder.handins import VERSION_CHOICES, Handin, find_handins, sha256
 from hw4lib.handin_format import STATE_DICT_FILE
 
@@ -154,10 +155,10 @@ def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
 
 
 def read_rows(path: Path) -> dict[str, dict]:
+    """{row key: row} of a grades.csv this module wrote ({} without one), cells as written."""
     if not path.is_file():
         return {}
-    with open(path, newline="", encoding="utf-8") as file:
-        return {row_key(row): row for row in csv.DictReader(file) if row.get("student")}
+    return {row_key(row): row for row in spreadsheet.read_csv(path)[1] if row.get("student")}
 
 
 def row_key(row: dict) -> str:
@@ -182,14 +183,7 @@ def columns_of(rows: dict[str, dict]) -> list[str]:
 def write_rows(path: Path, rows: dict[str, dict]) -> None:
     """The CSV, replaced atomically: a reader (or an interrupted run) never sees half a file."""
     with_flags(rows)
-    columns = columns_of(rows)
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=columns)
-        writer.writeheader()
-        for key in sorted(rows):
-            writer.writerow({column: rows[key].get(column, "") for column in columns})
-    partial.replace(path)
+    spreadsheet.write_csv(path, columns_of(rows), (rows[key] for key in sorted(rows)))
 
 
 def summarize(rows: dict[str, dict], out: Path) -> str:

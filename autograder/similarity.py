@@ -40,7 +40,6 @@ import argparse
 import ast
 import bisect
 import collections
-import csv
 import functools
 import html
 import io
@@ -52,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from autograder import file_trees, rubric
+from autograder import file_trees, rubric, spreadsheet
 from autograder.handin_guard import guarded, read_bounded
 from autograder.handins import find_handins
 from autograder.safe_tar import HandinError, extract_handin
@@ -544,10 +543,7 @@ def compare(documents: dict[str, str], boilerplate: str, out: Path,
                       for row in shown], findings or {})
     finally:
         file_trees.remove_tree(work)
-    with open(out / "pairs.csv", "w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    spreadsheet.write_csv(out / "pairs.csv", COLUMNS, rows)
     return rows
 
 
@@ -696,15 +692,11 @@ def main(argv: list[str] | None = None) -> None:
     past = class_documents(args.past, args.part).documents if args.past else None
     rows = compare(documents, handout_document(args.handout, args.part), args.out,
                    args.threshold, past, args.top, findings)
-    with open(args.out / "runtime_code.csv", "w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(["student", "builds_code_at_run_time"])
-        writer.writerows((student, "; ".join(found)) for student, found in sorted(runtime.items()))
-    with open(args.out / "findings.csv", "w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(["student", "finding"])
-        writer.writerows((student, finding) for student, found in sorted(findings.items())
-                         for finding in found)
+    spreadsheet.write_csv(args.out / "runtime_code.csv", ["student", "builds_code_at_run_time"],
+                          ((student, "; ".join(found)) for student, found in sorted(runtime.items())))
+    spreadsheet.write_csv(args.out / "findings.csv", ["student", "finding"],
+                          ((student, finding) for student, found in sorted(findings.items())
+                           for finding in found))
     flagged = [row for row in rows if row["flagged"]]
     print(f"{len(rows)} pairs, {len(flagged)} flagged (>= {args.threshold}); "
           f"{args.out / 'pairs.csv'}, {args.out / 'report.html'}")
