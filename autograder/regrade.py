@@ -313,10 +313,10 @@ def feedback_path(out: Path, key: str) -> Path:
     return out / "feedback" / f"{key.replace('#', '_v')}.txt"
 
 
-def apply_rescore(rows: dict[str, dict], keys: set[str], grader: rescore.Grader,
-                  out: Path) -> str:
+def apply_rescore(rows: dict[str, dict], keys: set[str], grader: rescore.Grader, out: Path,
+                  shown: int = 20) -> str:
     """Rescore ``rows[key]`` for each of ``keys`` under ``grader``'s scoring line; note it at the
-    top of each changed row's feedback; write rescore.txt; return its text."""
+    top of each changed row's feedback; write rescore.txt; return its first ``shown`` changes."""
     changed, why = [], set()
     for key in sorted(keys):
         old = json.loads(rows[key]["scoring"])
@@ -339,7 +339,10 @@ def apply_rescore(rows: dict[str, dict], keys: set[str], grader: rescore.Grader,
             f"points, {len(keys) - len(changed)} kept them\n" + "".join(f"  {line}\n"
                                                                       for line in changed))
     (out / "rescore.txt").write_text(text, encoding="utf-8")
-    return text
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:shown + 1]) + (f"  ... and {len(lines) - shown - 1} more in "
+                                         f"{out / 'rescore.txt'}\n" if len(lines) > shown + 1
+                                         else "")
 
 
 def rescore_class(out: Path, source: Path) -> dict[str, dict]:
