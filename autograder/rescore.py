@@ -38,10 +38,11 @@ from pathlib import Path
 
 from autograder import rubric
 from autograder.handins import sha256
+from hw4lib import grading_numbers
 
 BUILD_INFO_NAME = "build_info.json"
 # Archive members that hold only the scoring line's numbers: not part of the grader's identity.
-NUMBERS_MODULE = "hw4lib/grading_numbers.py"
+NUMBERS_MODULE = f"{grading_numbers.__name__.replace('.', '/')}.py"
 HIDDEN_TESTS_DIR = "autograder/hidden_tests/"
 DECORATOR_POINTS = re.compile(rb"(@hidden_test\([^,()]+,)[^()]*\)")
 # The keys of build_info.json that make the scoring line.

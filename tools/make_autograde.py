@@ -241,6 +241,28 @@ all:
 """
 
 
+def handout_disagreement(handout: Path, full_marks_ppl: float, zero_marks_ppl: float) -> str:
+    """Why a grader with these thresholds would award what the handout built in ``handout`` (else,
+    what ``make handout`` states now) does not tell students, or '' when they agree."""
+    from tools.handout_readme import stated_numbers
+
+    built = handout / rescore.NUMBERS_MODULE
+    source = built if built.is_file() else REPO_ROOT / rescore.NUMBERS_MODULE
+    stated = stated_numbers(source.read_text(encoding="utf-8"))
+    grader = {"rubric": rubric.RUBRIC, "full_marks_ppl": full_marks_ppl,
+              "zero_marks_ppl": zero_marks_ppl}
+    if stated == grader:
+        return ""
+    told = (f"the handout in {handout} states" if built.is_file()
+            else f"{rescore.NUMBERS_MODULE} (what `make handout` writes) gives")
+    differ = "; ".join(f"{key} {stated[key]} there, {grader[key]} here" for key in grader
+                       if stated[key] != grader[key])
+    return (f"{told} other numbers than this grader would award ({differ}): students would "
+            f"be graded by numbers they were not told. Build both with the same ones: `make "
+            f"handout autograde ARGS='--full-marks-ppl {full_marks_ppl} --zero-marks-ppl "
+            f"{zero_marks_ppl}'` (the points come from {rescore.NUMBERS_MODULE})")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Build dist/autograde.tar and "
                                                  "dist/autograde-Makefile.")
@@ -257,6 +279,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--zero-marks-ppl", type=float, default=rubric.ZERO_MARKS_PPL,
                         help="per-character perplexity at or above which it earns nothing")
     args = parser.parse_args(argv)
+    refusal = handout_disagreement(args.out / "handout", args.full_marks_ppl, args.zero_marks_ppl)
+    if refusal:
+        raise SystemExit(f"make autograde: {refusal}")
     try:
         info = build(args.out, args.seed, args.hidden_chars, args.full_marks_ppl,
                      args.zero_marks_ppl)
