@@ -241,7 +241,7 @@ def next_steps(rows: dict[str, dict], out: Path) -> list[str]:
         steps.append(f"invalid ({len(named('invalid'))}): not a handin the grader can read; its "
                      f"{feedback} says what the archive held. Ask each student to run `make "
                      f"handin` after training and hand in the handin.tar it writes, unchanged; "
-                     f"`make regrade` then grades the new handins alone")
+                     f"`make regrade` on a new download then grades the new handins alone")
     if named("crashed"):
         steps.append(f"crashed ({len(named('crashed'))}): the grader failed, not the student: "
                      f"the error is in the notes column of {out / 'grades.csv'}, the whole output "
