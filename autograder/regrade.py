@@ -34,8 +34,9 @@ answer, or its start, to this one, by the judge's clock), the seconds of each ca
 (``seconds:<category>``), the likely causes of failed tests, and ``flags`` for the staff: the
 judge's integrity notes, weights byte-identical to another student's (``shares its weights with
 ...``) and a mytorch that builds code at run time (``autograder/similarity.py``'s check). Also
-``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, and every timeout,
-invalid, crashed and flagged student by name) and ``summary.png`` (the histogram of totals).
+``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, every timeout,
+invalid, crashed and flagged student by name, and the next step for each kind of problem present,
+then the gradebook's) and ``summary.png`` (the histogram of totals).
 
 A rerun grades again only what changed, and says why for each handin: a handin not graded yet,
 or whose file (``handin_sha256``) or grader (``grader_sha256``: its code and hidden set) changed,
@@ -43,9 +44,10 @@ is graded; a row whose grader is the same but whose scoring line (``scoring``: t
 language model's thresholds) changed is rescored from its recorded results in a moment
 (``autograder/rescore.py``, which ``make rescore`` runs alone); the others are kept, except a
 timeout, which is graded once more (the host may have been the cause; ``notes`` says so).
-``--force`` grades again whatever was graded; ``--only`` grades those students alone (other rows
-are kept). ``rescore.txt`` lists the rows a rescore changed, and how. Ctrl-C once: no new grading starts, those under way finish and are written. Ctrl-C
-twice: the running gradings are stopped and their folders removed; every finished row is kept.
+``rescore.txt`` lists the rows a rescore changed, and how. ``--force`` grades again whatever was
+graded; ``--only`` grades those students alone (other rows are kept). Ctrl-C once: no new grading
+starts, those under way finish and are written. Ctrl-C twice: the running gradings are stopped and
+their folders removed; every finished row is kept.
 """
 from __future__ import annotations
 

@@ -13,15 +13,15 @@ in each grades.csv row it writes:
 - ``scoring``, its scoring line (JSON): the points of each hidden test, of each category, and the
   language model's two thresholds, which turn those outcomes into points.
 
-When a grader with a row's identity has another scoring line (``make autograde ARGS='--full-marks-ppl
-3.2'``, or points moved in ``hw4lib/grading_numbers.py`` and the decorators), the row's points are
-computed again from its recorded results with the grader's own functions: ``rubric.lm_score`` on
-the recorded perplexity, ``rubric.added`` over the points of the tests it passed (a hidden test
-earns all its points or none). That takes seconds for a class, where grading it again takes an
-hour. A row is rescored only when its recorded results give back its recorded points under its own
-scoring line; otherwise it is graded again and the log says why. ``make regrade`` does this by
-itself (it grades only what changed otherwise); ``make rescore`` rescores grades.csv without the
-handins and lists the rows only a regrade can update.
+When a grader with a row's identity has another scoring line (``make autograde
+ARGS='--full-marks-ppl 3.2'``, or points moved in ``hw4lib/grading_numbers.py`` and the
+decorators), the row's points are computed again from its recorded results with the grader's own
+functions: ``rubric.lm_score`` on the recorded perplexity, ``rubric.added`` over the points of the
+tests it passed (a hidden test earns all its points or none). That takes seconds for a class, where
+grading it again takes an hour. A row is rescored only when its recorded results give back its
+recorded points under its own scoring line; otherwise it is graded again and the log says why.
+``make regrade`` does this by itself (it grades only what changed otherwise); ``make rescore``
+rescores grades.csv without the handins and lists the rows only a regrade can update.
 
 A rescore changes grades.csv, summary.txt and the top of each changed feedback file, not what
 Autolab or Gradescope show: import grades.csv with ``make gradebook``.

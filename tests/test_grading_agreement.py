@@ -77,7 +77,8 @@ def test_a_handout_and_a_grader_built_with_other_thresholds_agree(tmp_path, caps
     assert f"at most {rubric.FULL_MARKS_PPL} (" not in readme
     assert make_handout.stale_grader(dist / "handout") == ""
     (dist / "handout" / rescore.NUMBERS_MODULE).write_text(NUMBERS)  # as a default build states
-    assert f"--full-marks-ppl {rubric.FULL_MARKS_PPL}" in make_handout.stale_grader(dist / "handout")
+    stale = make_handout.stale_grader(dist / "handout")
+    assert f"--full-marks-ppl {rubric.FULL_MARKS_PPL}" in stale, stale
 
 
 if __name__ == "__main__":

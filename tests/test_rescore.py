@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
-"""Tests of the rescore (autograder/rescore.py and its use by autograder/regrade.py): a change of the
-scoring line alone is a rescore of the recorded results, by the grader's own functions, equal to a
-full regrade; anything else is graded again, and the log says why.
+"""Tests of the rescore (autograder/rescore.py and its use by autograder/regrade.py): a change of
+the scoring line alone is a rescore of the recorded results, by the grader's own functions, equal
+to a full regrade; anything else is graded again, and the log says why.
 
     python -m tests.test_rescore     (or: .venv/bin/python -m pytest -q tests/test_rescore.py)
 """
@@ -43,7 +43,8 @@ def recorded_row(**cells) -> dict:
     first test passed, its second failed, Softmax passed, SDPA failed, MHA not run, perplexity
     3.75 (LM: (4.5 - 3.75) / (4.5 - 3.5) = 3/4 of its points)."""
     row = {"student": "ann", "status": "ok",
-           **dict(zip(CATEGORIES, ("2.0", "5.0", "0.0", "0.0"))), rubric.LM_CATEGORY: str(0.75 * rubric.LM_POINTS),
+           **dict(zip(CATEGORIES, ("2.0", "5.0", "0.0", "0.0"))),
+           rubric.LM_CATEGORY: str(0.75 * rubric.LM_POINTS),
            "total": str(7 + 0.75 * rubric.LM_POINTS), "perplexity_recomputed": "3.75",
            "test:t0_0": "2.0", "test:t0_1": "0.0", "test:t1_0": "5.0", "test:t2_0": "0.0",
            "handin_sha256": "h", "grader_sha256": "g", "scoring": rescore.scoring_text(OLD)}

@@ -2,7 +2,8 @@
 task list (every stub, by file in :data:`TASK_ORDER`, with each file's test command) and the
 grading (the points and the pass mark of ``hw4lib/grading_numbers.py``, or the thresholds
 ``make handout`` is given, which its copy of that module then states too: see
-:func:`with_thresholds`; ``make autograde`` checks a grader against them, :func:`stated_numbers`)."""
+:func:`with_thresholds`; ``make autograde`` checks a grader against them:
+:func:`stated_numbers`)."""
 from __future__ import annotations
 
 import ast
