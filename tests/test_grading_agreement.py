@@ -7,6 +7,7 @@ command that rebuilds both.
     python -m tests.test_grading_agreement
 """
 import json
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -57,6 +58,18 @@ def test_make_autograde_refuses_what_the_handout_does_not_state(tmp_path):
     with pytest.raises(SystemExit, match="make handout autograde"):
         make_autograde.main(["--out", str(tmp_path / "dist"), "--hidden-chars", "1000"])
     assert not (tmp_path / "dist" / "autograde.tar").exists()
+
+
+@rubric_category("Grading agreement")
+def test_make_passes_args_to_both_builders():
+    """``make handout autograde ARGS=...`` (the command the refusal names) gives both builders the
+    thresholds: ARGS is not dropped."""
+    args = "--full-marks-ppl 7.0 --zero-marks-ppl 9.0"
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "handout", "autograde",
+                          f"ARGS={args}"], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout
+    for tool in ("make_handout", "make_autograde"):
+        assert f"-m tools.{tool} {args}\n" in dry, dry
 
 
 @pytest.mark.slow  # builds the handout of the repository and a small grader
