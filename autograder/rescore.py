@@ -41,7 +41,8 @@ from autograder.handins import sha256
 from hw4lib import grading_numbers
 
 BUILD_INFO_NAME = "build_info.json"
-# Archive members that hold only the scoring line's numbers: not part of the grader's identity.
+# What holds only the scoring line's numbers, left out of the grader's identity: the archive's
+# hw4lib/grading_numbers.py, and the points of each decorator in the hidden tests' modules.
 NUMBERS_MODULE = f"{grading_numbers.__name__.replace('.', '/')}.py"
 HIDDEN_TESTS_DIR = "autograder/hidden_tests/"
 DECORATOR_POINTS = re.compile(rb"(@hidden_test\([^,()]+,)[^()]*\)")
