@@ -16,7 +16,7 @@ DATA_DIR  ?= hw4_data/hw4p1_data
 PYTEST_WORKERS ?= 2
 
 .PHONY: help install test test-fast train data data-if-stale tokenizers handin gpu-check handout autograde figures \
-	bench mutants test-class test-platforms regrade similarity gradebook class-fixture clean
+	bench mutants test-class test-platforms regrade rescore similarity gradebook class-fixture clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
@@ -59,15 +59,18 @@ gpu-check: $(if $(PYTHON),,$(STAMP)) ## one tiny epoch, generation, masks and th
 	$(or $(PYTHON),$(PY)) -m hw4lib.gpu_check
 
 # BEGIN INSTRUCTOR TARGETS
-handout: $(STAMP) ## write dist/handout/ and dist/handout.tar.gz for students
-	$(PY) -m tools.make_handout
+handout: $(STAMP) ## write dist/handout/ and dist/handout.tar.gz for students [ARGS='--full-marks-ppl X --zero-marks-ppl Y']
+	$(PY) -m tools.make_handout $(ARGS)
 
-autograde: $(STAMP) ## write dist/autograde.tar + dist/autograde-Makefile (Autolab), dist/gradescope.zip
-	$(PY) -m tools.make_autograde
+autograde: $(STAMP) ## write dist/autograde.tar + dist/autograde-Makefile (Autolab), dist/gradescope.zip [ARGS=...]
+	$(PY) -m tools.make_autograde $(ARGS)
 
 regrade: $(STAMP) ## grade every handin of a bulk download: HANDINS=folder [JOBS=2] [OUT=regrade] [ARGS=...]
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
 	$(PY) -m autograder.regrade $(HANDINS) --jobs $(or $(JOBS),1) --out $(or $(OUT),regrade) $(ARGS)
+
+rescore: $(STAMP) ## recompute grades.csv's points under dist/'s scoring line, grading nothing: [OUT=regrade] [ARGS=...]
+	$(PY) -m autograder.rescore --out $(or $(OUT),regrade) $(ARGS)
 
 similarity: $(STAMP) ## compare every pair of students' mytorch: HANDINS=folder [OUT=similarity] [ARGS=...]
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))

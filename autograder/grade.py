@@ -296,7 +296,7 @@ def grade_mytorch_category(category: str, layout: sandbox_modes.Layout, mode: st
     if run.output.strip():  # never echoed: it could carry whatever the worker could read
         print(f"  (your code printed {len(run.output)} characters; output is not shown, run the "
               f"public tests to see it)")
-    earned = round(sum(result.points for result in run.results), 2)
+    earned = rubric.added(result.points for result in run.results)
     reason = f" ({run.note})" if run.note else ""
     print(f"  => {category}: {earned:g}/{points}{reason}   [{run.seconds:.1f} s]")
     return earned

@@ -38,18 +38,25 @@ judge's integrity notes, weights byte-identical to another student's (``shares i
 ...``), a mytorch that builds code at run time (``autograder/similarity.py``'s check) and what
 ``inspect_handin`` found (a file or handin that could not be inspected, a graded file that defines
 no graded class of its own; with the judge's notes in ``integrity_flags``). Also
-``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, and every timeout,
-invalid, crashed and flagged student by name) and ``summary.png`` (the histogram of totals).
+``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, every timeout,
+invalid, crashed and flagged student by name, and the next step for each kind of problem present,
+then the gradebook's) and ``summary.png`` (the histogram of totals).
 
-A rerun skips the rows whose handin and grader are unchanged (their sha256 are in the CSV), except
-a timeout, which is graded once more (the host may have been the cause; ``notes`` says so).
-``--force`` grades again whatever was graded; ``--only`` grades those students alone (other rows
-are kept). Ctrl-C once: no new grading starts, those under way finish and are written. Ctrl-C
-twice: the running gradings are stopped and their folders removed; every finished row is kept.
+A rerun grades again only what changed, and says why for each handin: a handin not graded yet,
+or whose file (``handin_sha256``) or grader (``grader_sha256``: its code and hidden set) changed,
+is graded; a row whose grader is the same but whose scoring line (``scoring``: the points and the
+language model's thresholds) changed is rescored from its recorded results in a moment
+(``autograder/rescore.py``, which ``make rescore`` runs alone); the others are kept, except a
+timeout, which is graded once more (the host may have been the cause; ``notes`` says so).
+``rescore.txt`` lists the rows a rescore changed, and how. ``--force`` grades again whatever was
+graded; ``--only`` grades those students alone (other rows are kept). Ctrl-C once: no new grading
+starts, those under way finish and are written. Ctrl-C twice: the running gradings are stopped and
+their folders removed; every finished row is kept.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -61,7 +68,7 @@ from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from autograder import file_trees, grading_run, rubric, similarity, spreadsheet
+from autograder import file_trees, grading_run, rescore, rubric, similarity, spreadsheet
 from autograder.handins import VERSION_CHOICES, Handin, find_handins, sha256
 from hw4lib.handin_format import STATE_DICT_FILE
 
@@ -69,7 +76,7 @@ COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "vers
            "submitted_at", "status", *rubric.RUBRIC, "total", "perplexity_recomputed",
            "perplexity_reported", "parameters", "tokenizer", "seconds", "likely_causes", "flags",
            "notes", "integrity_flags", "runtime_code", "weights_sha256", "handin_sha256",
-           "grader_sha256"]
+           "grader_sha256", "scoring"]
 RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
 
 
@@ -208,6 +215,7 @@ def summarize(rows: dict[str, dict], out: Path) -> str:
     flagged = sorted(key for key, row in rows.items() if row.get("flags"))
     if flagged:
         lines.append(f"flagged (see the flags column): {', '.join(flagged)}")
+    lines += next_steps(rows, out)
     text = "\n".join(lines) + "\n"
     (out / "summary.txt").write_text(text, encoding="utf-8")
     import matplotlib
@@ -228,27 +236,155 @@ def summarize(rows: dict[str, dict], out: Path) -> str:
     return text
 
 
-def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader_sha: str, force: bool,
-             only: list[str] | None) -> dict[str, tuple[Handin, str, str]]:
-    """{key: (handin, its sha256, note)} of the handins this run grades."""
+def next_steps(rows: dict[str, dict], out: Path) -> list[str]:
+    """The summary's last lines: what to do about each kind of problem present, then the
+    gradebook."""
+    def named(status: str) -> list[str]:
+        return sorted(key for key, row in rows.items() if row["status"] == status)
+
+    feedback = f"{out / 'feedback'}/<student>.txt"
+    steps = []
+    if named("invalid"):
+        steps.append(f"invalid ({len(named('invalid'))}): not a handin the grader can read; its "
+                     f"{feedback} says what the archive held. Ask each student to run `make "
+                     f"handin` after training and hand in the handin.tar it writes, unchanged; "
+                     f"`make regrade` on a new download then grades the new handins alone")
+    if named("crashed"):
+        steps.append(f"crashed ({len(named('crashed'))}): the grader failed, not the student: "
+                     f"the error is in the notes column of {out / 'grades.csv'}, the whole output "
+                     f"in {feedback}. Fix the cause, then `make regrade ... ARGS='--only "
+                     f"<student>'`; `make gradebook` leaves their cell blank until then")
+    timeouts = named("timeout")
+    if timeouts:
+        again = [key for key in timeouts if RETRIED_NOTE not in rows[key].get("notes", "")]
+        steps.append(f"timeout ({len(timeouts)}): " + (
+            f"{len(again)} not yet graded twice: run `make regrade` again, which grades each "
+            f"timeout once more (the host may have been the cause); " if again else "")
+            + f"one that times out twice is the handin's: its {feedback} names the part that "
+              f"hit its time limit")
+    flagged = sorted(key for key, row in rows.items() if row.get("flags"))
+    if flagged:
+        steps.append(f"flagged ({len(flagged)}): for the staff, not a score: read the flags "
+                     f"column of {out / 'grades.csv'} (each flag states both numbers) and `make "
+                     f"similarity HANDINS=...`'s pairs before the grades are final")
+    steps.append(f"then: `make gradebook ROSTER=<Canvas's Gradebook export> GRADES="
+                 f"{out / 'grades.csv'}`, and read gradebook/unmatched.txt (graded students no "
+                 f"roster row matches, roster rows with no handin) before importing "
+                 f"gradebook/canvas_import.csv")
+    return ["next steps:", *(f"- {step}" for step in steps)]
+
+
+def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader: rescore.Grader,
+             force: bool, only: list[str] | None
+             ) -> tuple[dict[str, tuple[Handin, str, str]], set[str], dict[str, str]]:
+    """({key: (handin, its sha256, note)} of the handins this run grades, the keys of the rows it
+    rescores, {key: why it is graded, rescored or kept} for every handin)."""
     if only:
         unknown = sorted(set(only) - {h.student for h in handins.values()} - set(handins))
         if unknown:
             raise SystemExit(f"--only: no handin of {', '.join(unknown)} in this download "
                              f"(students: {', '.join(sorted({h.student for h in handins.values()}))})")
-    todo = {}
+    todo, rescoring, reasons = {}, set(), {}
     for key, handin in handins.items():
         if only and key not in only and handin.student not in only:
+            reasons[key] = "not named by --only: kept"
             continue
         digest = sha256(handin.path)
         row = rows.get(key, {})
-        unchanged = (row.get("handin_sha256") == digest
-                     and row.get("grader_sha256") == grader_sha)
-        if unchanged and row.get("status") == "timeout" and RETRIED_NOTE not in row.get("notes", ""):
-            todo[key] = (handin, digest, RETRIED_NOTE)
-        elif force or not unchanged:
-            todo[key] = (handin, digest, "")
-    return todo
+        action, reasons[key] = rescore.decide(row, digest, grader, force)
+        if (action != rescore.GRADE and row.get("status") == "timeout"
+                and RETRIED_NOTE not in row.get("notes", "")):
+            action, reasons[key] = rescore.GRADE, RETRIED_NOTE
+        if action == rescore.GRADE:
+            todo[key] = (handin, digest, reasons[key] if reasons[key] == RETRIED_NOTE else "")
+        elif action == rescore.RESCORE:
+            rescoring.add(key)
+    return todo, rescoring, reasons
+
+
+def why_lines(reasons: dict[str, str], shown: int = 20) -> list[str]:
+    """One line per reason: how many handins, and which (all but the unchanged, the first
+    ``shown``)."""
+    groups: dict[str, list[str]] = {}
+    for key in sorted(reasons):
+        groups.setdefault(reasons[key], []).append(key)
+    lines = []
+    for reason, keys in sorted(groups.items(), key=lambda item: -len(item[1])):
+        names = "" if reason == rescore.UNCHANGED else ": " + ", ".join(keys[:shown]) + (
+            f" and {len(keys) - shown} more" if len(keys) > shown else "")
+        lines.append(f"  {len(keys)} {reason}{names}")
+    return lines
+
+
+def feedback_path(out: Path, key: str) -> Path:
+    return out / "feedback" / f"{key.replace('#', '_v')}.txt"
+
+
+def apply_rescore(rows: dict[str, dict], keys: set[str], grader: rescore.Grader, out: Path,
+                  shown: int = 20) -> str:
+    """Rescore ``rows[key]`` for each of ``keys`` under ``grader``'s scoring line; note it at the
+    top of each changed row's feedback; write rescore.txt; return its first ``shown`` changes."""
+    changed, why = [], set()
+    for key in sorted(keys):
+        old = json.loads(rows[key]["scoring"])
+        why.add(rescore.changes(old, grader.scoring))
+        before = rows[key]["total"]
+        differences = rescore.apply(rows[key], old, grader.scoring)
+        if not differences:
+            continue
+        changed.append(f"{key}: {', '.join(differences)}")
+        feedback = feedback_path(out, key)
+        if feedback.is_file():
+            feedback.write_text(
+                f"Rescored after this grading, which was not run again: the scoring line changed "
+                f"({rescore.changes(old, grader.scoring)}). This handin now earns "
+                f"{', '.join(differences)} (total was {before}); the points below are those "
+                f"of the old line.\n\n" + feedback.read_text(encoding="utf-8", errors="replace"),
+                encoding="utf-8")
+    text = (f"{len(keys)} rows rescored from their recorded results, none graded again "
+            f"(the scoring line changed: {' | '.join(sorted(why))}); {len(changed)} changed "
+            f"points, {len(keys) - len(changed)} kept them\n" + "".join(f"  {line}\n"
+                                                                      for line in changed))
+    (out / "rescore.txt").write_text(text, encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:shown + 1]) + (f"  ... and {len(lines) - shown - 1} more in "
+                                         f"{out / 'rescore.txt'}\n" if len(lines) > shown + 1
+                                         else "")
+
+
+def rescore_class(out: Path, source: Path) -> dict[str, dict]:
+    """``make rescore``: rescore the rows of ``out/grades.csv`` under the scoring line of the
+    grader in ``source``, without the handins; list the rows only a regrade can update."""
+    grader = grader_in(source)
+    rescore.check_points(grader, source / grading_run.AUTOGRADE_TAR)
+    csv_path = out / "grades.csv"
+    rows = read_rows(csv_path)
+    if not rows:
+        raise SystemExit(f"{csv_path} holds no graded row: run `make regrade` first")
+    decided = {key: rescore.decide(row, None, grader) for key, row in rows.items()}
+    print(f"{len(rows)} rows in {csv_path}:", file=sys.stderr)
+    print("\n".join(why_lines({key: why for key, (_, why) in decided.items()})), file=sys.stderr)
+    keys = {key for key, (action, _) in decided.items() if action == rescore.RESCORE}
+    if keys:
+        print(apply_rescore(rows, keys, grader, out), end="", file=sys.stderr)
+        write_rows(csv_path, rows)
+    stale = sum(action == rescore.GRADE for action, _ in decided.values())
+    if stale:
+        print(f"{stale} rows can only be updated by grading them again: `make regrade "
+              f"HANDINS=<the download> OUT={out}` grades those alone", file=sys.stderr)
+    print(summarize(rows, out), end="", file=sys.stderr)
+    return rows
+
+
+def grader_in(source: Path) -> rescore.Grader:
+    """The grader of ``source``'s autograde.tar and autograde-Makefile (SystemExit naming the fix
+    when either is missing)."""
+    for name in (grading_run.AUTOGRADE_TAR, grading_run.MAKEFILE):
+        if not (source / name).is_file():
+            raise SystemExit(f"{source / name} not found: run `make autograde` first (or give "
+                             f"--autograder the folder holding {grading_run.AUTOGRADE_TAR} and "
+                             f"{grading_run.MAKEFILE})")
+    return rescore.grader_of(source / grading_run.AUTOGRADE_TAR, source / grading_run.MAKEFILE)
 
 
 def grade_one(handin: Handin, source: Path, grader_flags: str, threads: int,
@@ -299,21 +435,21 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
             only: list[str] | None = None, force: bool = False) -> dict[str, dict]:
     """Grade the handins under ``handins_dir`` this grader has not graded (see the module
     docstring); return every row."""
-    for name in (grading_run.AUTOGRADE_TAR, grading_run.MAKEFILE):
-        if not (source / name).is_file():
-            raise SystemExit(f"{source / name} not found: run `make autograde` first (or give "
-                             f"--autograder the folder holding {grading_run.AUTOGRADE_TAR} and "
-                             f"{grading_run.MAKEFILE})")
+    grader = grader_in(source)
     if jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {jobs}")
     handins = find_handins(handins_dir, versions)
     (out / "feedback").mkdir(parents=True, exist_ok=True)
     csv_path = out / "grades.csv"
-    grader_sha = sha256(source / grading_run.AUTOGRADE_TAR, source / grading_run.MAKEFILE)
     rows = {key: row for key, row in read_rows(csv_path).items() if key in handins}
-    todo = to_grade(handins, rows, grader_sha, force, only)
+    todo, rescoring, reasons = to_grade(handins, rows, grader, force, only)
     print(f"{len(handins)} handins, {len(handins) - len(todo)} already graded by this grader, "
-          f"{len(todo)} to grade with --jobs {jobs}", file=sys.stderr)
+          f"{len(todo)} to grade with --jobs {jobs}:", file=sys.stderr)
+    print("\n".join(why_lines(reasons)), file=sys.stderr)
+    if rescoring:
+        rescore.check_points(grader, source / grading_run.AUTOGRADE_TAR)
+        print(apply_rescore(rows, rescoring, grader, out), end="", file=sys.stderr)
+        write_rows(csv_path, rows)
     from tqdm import tqdm
 
     bar = tqdm(total=len(todo), unit="handin", disable=not progress, file=sys.stderr)
@@ -328,14 +464,14 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
         except InterruptedError:
             return
         try:
-            feedback = out / "feedback" / f"{key.replace('#', '_v')}.txt"
-            feedback.write_text(graded.output, encoding="utf-8", errors="replace")
-            row = row_of(handin, graded, digest, grader_sha, versions)
+            feedback_path(out, key).write_text(graded.output, encoding="utf-8", errors="replace")
+            row = row_of(handin, graded, digest, grader.identity, versions)
         except Exception as error:  # noqa: BLE001 - an unreadable result is a crashed row
             graded = grading_run.GradingRun(
                 rubric.zero_scores(), {}, "", graded.seconds, False,
                 error=f"its result could not be read: {type(error).__name__}: {str(error)[:200]}")
-            row = row_of(handin, graded, digest, grader_sha, versions)
+            row = row_of(handin, graded, digest, grader.identity, versions)
+        row["scoring"] = grader.scoring_text
         row["weights_sha256"], row["runtime_code"] = weights, ", ".join(runtime)
         row["notes"] = "; ".join(filter(None, [note, row["notes"]]))
         row["integrity_flags"] = "; ".join(filter(None, [row["integrity_flags"], *findings]))

@@ -71,6 +71,12 @@ def scoreboard(lm: dict | None) -> list | None:
     return [round(lm["perplexity_char"], 2), lm.get("num_parameters"), lm.get("token_type")]
 
 
+def added(points) -> float:
+    """Points added up as the grader adds them (a category's tests, a handin's categories): the
+    sum, rounded to 2 decimals."""
+    return round(sum(points), 2)
+
+
 def zero_scores() -> dict[str, float]:
     """Every category at 0: what a handin that cannot be graded at all earns."""
     return {category: 0 for category in RUBRIC}

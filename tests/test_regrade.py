@@ -177,6 +177,9 @@ def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monk
     rows = regrade.regrade(handins, out, fake_grader(tmp_path), progress=False)
     assert sorted(graded) == ["cy"], graded  # the timeout, once more
     assert rows["cy"]["notes"].startswith(regrade.RETRIED_NOTE)
+    log = capsys.readouterr().err  # why each handin is graded or not
+    assert f"  1 {regrade.RETRIED_NOTE}: cy\n" in log and "  3 unchanged: the same handin, " \
+        "grader and scoring line\n" in log, log
     graded.clear()
     regrade.regrade(handins, out, fake_grader(tmp_path), progress=False)
     assert graded == []
@@ -186,6 +189,32 @@ def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monk
     assert len(regrade.read_rows(out / "grades.csv")) == 4
     with pytest.raises(SystemExit, match="--only: no handin of zed"):
         regrade.regrade(handins, out, fake_grader(tmp_path), progress=False, only=["zed"])
+
+
+@rubric_category("Regrade")
+def test_the_summary_ends_with_the_next_step_of_each_problem_present(tmp_path):
+    rows = {student: {"student": student, "status": status, "total": "0", "flags": flags,
+                      "notes": notes}
+            for student, status, flags, notes in (
+                ("ann", "ok", "", ""), ("bo", "invalid", "", ""), ("cy", "crashed", "", ""),
+                ("di", "timeout", "", ""), ("ed", "timeout", "", regrade.RETRIED_NOTE),
+                ("fay", "ok", "shares its weights with ann", ""))}
+    steps = regrade.summarize(rows, tmp_path).split("next steps:\n")[1].splitlines()
+    assert [step.split()[1] for step in steps] == ["invalid", "crashed", "timeout", "flagged",
+                                                   "then:"], steps
+    invalid, crashed, timeout, flagged, then = steps
+    assert "`make handin`" in invalid and f"{tmp_path}/feedback/<student>.txt" in invalid
+    assert "notes column" in crashed and "--only <student>" in crashed
+    assert "1 not yet graded twice: run `make regrade` again" in timeout
+    assert "flags column" in flagged and "unmatched.txt" in then
+    alone = regrade.summarize({"ann": rows["ann"], "ed": rows["ed"]}, tmp_path)
+    assert alone.endswith("next steps:\n- timeout (1): one that times out twice is the handin's: "
+                          f"its {tmp_path}/feedback/<student>.txt names the part that hit its "
+                          f"time limit\n- then: `make gradebook ROSTER=<Canvas's Gradebook "
+                          f"export> GRADES={tmp_path}/grades.csv`, and read "
+                          f"gradebook/unmatched.txt (graded students no roster row matches, "
+                          f"roster rows with no handin) before importing "
+                          f"gradebook/canvas_import.csv\n"), alone
 
 
 @rubric_category("Regrade")

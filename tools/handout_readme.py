@@ -1,8 +1,15 @@
 """The sections of the handout's README that ``tools/make_handout.py`` generates: the students'
 task list (every stub, by file in :data:`TASK_ORDER`, with each file's test command) and the
-grading (the points and the pass mark of ``hw4lib/grading_numbers.py``)."""
+grading (the points and the pass mark of ``hw4lib/grading_numbers.py``, or the thresholds
+``make handout`` is given, which its copy of that module then states too: see
+:func:`with_thresholds`; ``make autograde`` checks a grader against them:
+:func:`stated_numbers`)."""
 from __future__ import annotations
 
+import ast
+import re
+
+from autograder.rescore import NUMBERS_MODULE
 from hw4lib.grading_numbers import (FULL_MARKS_PPL, LM_CATEGORY, LM_POINTS, MYTORCH_RUBRIC,
                                     ZERO_MARKS_PPL)
 from hw4lib.handin_format import HANDIN_TAR
@@ -77,9 +84,10 @@ def task_section(regions: list[Region], handout_tests: set[str]) -> str:
     return "".join(out)
 
 
-def grading_section() -> str:
-    """The students' README section on what the autograder awards, from
-    ``hw4lib/grading_numbers.py``."""
+def grading_section(full_marks_ppl: float = FULL_MARKS_PPL,
+                    zero_marks_ppl: float = ZERO_MARKS_PPL) -> str:
+    """The students' README section on what the autograder awards: the points of
+    ``hw4lib/grading_numbers.py`` and the language model's two thresholds."""
     rows = "".join(f"| `{category}` (mytorch) | {points} |\n"
                    for category, points in MYTORCH_RUBRIC.items())
     total = sum(MYTORCH_RUBRIC.values()) + LM_POINTS
@@ -90,7 +98,7 @@ def grading_section() -> str:
         "Hidden tests like those of `tests/test_mytorch.py`, with other shapes, grade each mytorch "
         "class; each\nhidden test carries a share of its class's points. The language model "
         f"earns all {LM_POINTS} points at a\nper-character perplexity on hidden text of at most "
-        f"{FULL_MARKS_PPL} (the pass mark), none at {ZERO_MARKS_PPL} or more, and a\nstraight line "
+        f"{full_marks_ppl} (the pass mark), none at {zero_marks_ppl} or more, and a\nstraight line "
         "in between. The bonus earns no points. These numbers are in\n"
         "`hw4lib/grading_numbers.py`.\n"
     )
@@ -114,9 +122,50 @@ def replace_section(readme: str, marker: str, section: str) -> str:
     return "".join(lines[:start]) + section + ("\n" + after if after else "")
 
 
-def student_readme(readme: str, regions: list[Region], handout_tests: set[str]) -> str:
+def student_readme(readme: str, regions: list[Region], handout_tests: set[str],
+                   full_marks_ppl: float = FULL_MARKS_PPL,
+                   zero_marks_ppl: float = ZERO_MARKS_PPL) -> str:
     """The handout README: the repo's README with the sections that hold :data:`TASKS_MARKER`
     and :data:`GRADING_MARKER` replaced by :func:`task_section` and :func:`grading_section`. What
     those sections say in the repo is for instructors only."""
     with_tasks = replace_section(readme, TASKS_MARKER, task_section(regions, handout_tests))
-    return replace_section(with_tasks, GRADING_MARKER, grading_section())
+    return replace_section(with_tasks, GRADING_MARKER,
+                           grading_section(full_marks_ppl, zero_marks_ppl))
+
+
+# The names of hw4lib/grading_numbers.py that the Grading section states.
+THRESHOLD_NAMES = {"full_marks_ppl": "FULL_MARKS_PPL", "zero_marks_ppl": "ZERO_MARKS_PPL"}
+
+
+def with_thresholds(module: str, full_marks_ppl: float, zero_marks_ppl: float) -> str:
+    """The text of ``hw4lib/grading_numbers.py`` (``module``) with the two thresholds set to these
+    values (the handout's copy states what its README does); unchanged where they are already."""
+    for key, value in (("full_marks_ppl", full_marks_ppl), ("zero_marks_ppl", zero_marks_ppl)):
+        name = THRESHOLD_NAMES[key]
+        if stated_numbers(module)[key] == value:
+            continue
+        module, found = re.subn(rf"^{name} = .*$", f"{name} = {float(value)!r}", module,
+                                flags=re.MULTILINE)
+        if found != 1:
+            raise HandoutError(f"{NUMBERS_MODULE} must set {name} on one line `{name} = <number>` "
+                               f"for make handout to state another value; found {found}")
+    return module
+
+
+def stated_numbers(module: str) -> dict:
+    """What a ``hw4lib/grading_numbers.py`` text (``module``) states, as build_info.json records
+    a grader's: ``rubric`` {category: points}, ``full_marks_ppl``, ``zero_marks_ppl``; read, never
+    run."""
+    values = {}
+    for node in ast.parse(module).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    try:
+        return {"rubric": {**values["MYTORCH_RUBRIC"], values["LM_CATEGORY"]: values["LM_POINTS"]},
+                **{key: values[name] for key, name in THRESHOLD_NAMES.items()}}
+    except KeyError as missing:
+        raise HandoutError(f"{NUMBERS_MODULE} does not set {missing}") from None

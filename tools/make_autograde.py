@@ -29,9 +29,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from autograder import grade, grade_model, rubric
+from autograder import grade, grade_model, rescore, rubric
 from autograder.hidden_data import (HIDDEN_NUM_CHARS, build_hidden_transcripts, hidden_utterances,
                                     public_utterances)
+from autograder.hidden_tests.mytorch_hidden import tests_of
 from datagen.build_data import Utterance, write_split
 from hw4lib.data.tokenizer import TOKENIZER_DIR, TOKENIZER_FILES
 from hw4lib.file_io import json_text
@@ -125,14 +126,16 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
         "hidden_utterances": len(transcripts),
         "hidden_chars": sum(len(t) for t in transcripts),
         "hidden_set_sha256": transcripts_sha256(transcripts),
-        "rubric": rubric.RUBRIC,
-        "lm_thresholds": {"full_marks_ppl": full_marks_ppl, "zero_marks_ppl": zero_marks_ppl},
+        **rescore.scoring_line(rubric.RUBRIC, test_points(), full_marks_ppl, zero_marks_ppl),
     }
     members = {path: (repo / path).read_bytes() for path in SHIPPED_FILES}
     members.update({path: (repo / path).read_bytes() for path in hw4lib_files(repo)})
     members.update(partition_members(HIDDEN_PARTITION, hidden_utterances(transcripts)))
     # the files `make data` writes for the test split, which test_metrics.json reports on
     members.update(partition_members(PUBLIC_PARTITION, public_utterances(public_seed)["test"]))
+    # apart from the scoring line, so that the class tools rescore rather than regrade when only
+    # the scoring line changes (autograder/rescore.py)
+    info["grader_sha256"] = rescore.grader_identity(members, makefile_text())
     members[grade.BUILD_INFO.name] = json_text(info).encode("utf-8")
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -141,6 +144,12 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
     (out_dir / "autograde-Makefile").write_text(makefile_text(), encoding="utf-8")
     write_gradescope_zip(out_dir / "gradescope.zip", out_dir, repo)
     return info
+
+
+def test_points() -> dict[str, dict[str, float]]:
+    """{mytorch category: {hidden test: its points}}, in the order the judge runs them."""
+    return {category: {test.name: float(test.points) for test in tests_of(category)}
+            for category in rubric.MYTORCH_RUBRIC}
 
 
 def hw4lib_files(repo: Path) -> list[str]:
@@ -232,6 +241,28 @@ all:
 """
 
 
+def handout_disagreement(handout: Path, full_marks_ppl: float, zero_marks_ppl: float) -> str:
+    """Why a grader with these thresholds would award what the handout built in ``handout`` (else,
+    what ``make handout`` states now) does not tell students, or '' when they agree."""
+    from tools.handout_readme import stated_numbers
+
+    built = handout / rescore.NUMBERS_MODULE
+    source = built if built.is_file() else REPO_ROOT / rescore.NUMBERS_MODULE
+    stated = stated_numbers(source.read_text(encoding="utf-8"))
+    grader = {"rubric": rubric.RUBRIC, "full_marks_ppl": full_marks_ppl,
+              "zero_marks_ppl": zero_marks_ppl}
+    if stated == grader:
+        return ""
+    told = (f"the handout in {handout} states" if built.is_file()
+            else f"{rescore.NUMBERS_MODULE} (what `make handout` writes) gives")
+    differ = "; ".join(f"{key} {stated[key]} there, {grader[key]} here" for key in grader
+                       if stated[key] != grader[key])
+    return (f"{told} other numbers than this grader would award ({differ}): students would "
+            f"be graded by numbers they were not told. Build both with the same ones: `make "
+            f"handout autograde ARGS='--full-marks-ppl {full_marks_ppl} --zero-marks-ppl "
+            f"{zero_marks_ppl}'` (the points come from {rescore.NUMBERS_MODULE})")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Build dist/autograde.tar and "
                                                  "dist/autograde-Makefile.")
@@ -248,6 +279,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--zero-marks-ppl", type=float, default=rubric.ZERO_MARKS_PPL,
                         help="per-character perplexity at or above which it earns nothing")
     args = parser.parse_args(argv)
+    refusal = handout_disagreement(args.out / "handout", args.full_marks_ppl, args.zero_marks_ppl)
+    if refusal:
+        raise SystemExit(f"make autograde: {refusal}")
     try:
         info = build(args.out, args.seed, args.hidden_chars, args.full_marks_ppl,
                      args.zero_marks_ppl)

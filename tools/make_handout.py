@@ -10,6 +10,8 @@ Writes ``dist/handout/`` and ``dist/handout.tar.gz`` from the git-tracked files 
   (:mod:`tools.handout_files`), notebooks lose their outputs, README.md's task-list section is
   filled with the students' task list, generated from the regions found, and its grading section
   with the points and the pass mark of ``hw4lib/grading_numbers.py`` (:mod:`tools.handout_readme`);
+  ``--full-marks-ppl`` / ``--zero-marks-ppl`` state other thresholds there and in the handout's
+  copy of that module (``make autograde`` refuses a grader the built handout does not describe);
 * the result is checked: no marker survives, no region's code appears anywhere else in it
   (:mod:`tools.handout_leaks`), every ``.py`` file and notebook cell compiles, and every module of
   ``mytorch`` and ``hw4lib`` imports in a fresh interpreter started in the handout.
@@ -37,7 +39,9 @@ from pathlib import Path
 from tools.handout_files import (EXCLUDED_DIRS, MAKEFILE_BEGIN, MAKEFILE_END, exclusion_reason,
                                  instructor_targets, strip_instructor_targets, tracked_files)
 from tools.handout_leaks import find_leaks
-from tools.handout_readme import student_readme
+from autograder import rubric
+from autograder.rescore import NUMBERS_MODULE
+from tools.handout_readme import stated_numbers, student_readme, with_thresholds
 from tools.handout_regions import (HandoutError, Region, code_units, file_regions, is_marker_like,
                                    replace_units, stub_out)
 
@@ -60,8 +64,10 @@ class Handout:
     instructor_targets: frozenset[str] = frozenset()  # Makefile targets students do not get
 
 
-def build(repo: Path, out: Path) -> Handout:
-    """Write the handout tree of ``repo`` into the empty or missing directory ``out``."""
+def build(repo: Path, out: Path, full_marks_ppl: float = rubric.FULL_MARKS_PPL,
+          zero_marks_ppl: float = rubric.ZERO_MARKS_PPL) -> Handout:
+    """Write the handout tree of ``repo`` into the empty or missing directory ``out``; its README
+    and its grading numbers state the two perplexity thresholds given."""
     if out.exists() and any(out.iterdir()):
         raise HandoutError(f"{out} is not empty; remove it or pick another --out")
     files, excluded, regions = [], {}, []
@@ -84,8 +90,10 @@ def build(repo: Path, out: Path) -> Handout:
             units = code_units(path, text)
             for cell in units:
                 units[cell] = stub_out(units[cell], [r for r in found if r.cell == cell])
-            target.write_text(replace_units(path, text, units, clear_outputs=True),
-                              encoding="utf-8")
+            text = replace_units(path, text, units, clear_outputs=True)
+            if path == NUMBERS_MODULE:
+                text = with_thresholds(text, full_marks_ppl, zero_marks_ppl)
+            target.write_text(text, encoding="utf-8")
             shutil.copymode(source, target)
             regions.extend(found)
         elif path == "Makefile":
@@ -98,7 +106,7 @@ def build(repo: Path, out: Path) -> Handout:
         files.append(path)
     if "README.md" in kept:
         readme = student_readme((repo / "README.md").read_text(encoding="utf-8"), regions,
-                                handout_tests)
+                                handout_tests, full_marks_ppl, zero_marks_ppl)
         (out / "README.md").write_text(readme, encoding="utf-8")
         files.append("README.md")
     makefile = repo / "Makefile"
@@ -226,14 +234,22 @@ def main(argv: list[str] | None = None) -> Handout:
     parser.add_argument("--no-tar", action="store_true", help="skip <out>.tar.gz")
     parser.add_argument("--no-import-check", action="store_true",
                         help="skip importing every module of the handout (saves a few seconds)")
+    parser.add_argument("--full-marks-ppl", type=float, default=rubric.FULL_MARKS_PPL,
+                        help="the pass mark the handout states (give make autograde the same)")
+    parser.add_argument("--zero-marks-ppl", type=float, default=rubric.ZERO_MARKS_PPL,
+                        help="the perplexity of no points the handout states (likewise)")
     args = parser.parse_args(argv)
+    try:
+        rubric.lm_score(args.full_marks_ppl, args.full_marks_ppl, args.zero_marks_ppl)
+    except ValueError as error:
+        sys.exit(f"make_handout: {error}")
     repo = args.repo.resolve()
     out = (args.out or repo / "dist" / "handout").resolve()
     if args.out is None and out.exists():
         shutil.rmtree(out)
     try:
         check_manifest(repo)
-        handout = build(repo, out)
+        handout = build(repo, out, args.full_marks_ppl, args.zero_marks_ppl)
         check_tree(handout)
         if not args.no_import_check:
             check_imports(out)
@@ -257,7 +273,28 @@ def main(argv: list[str] | None = None) -> Handout:
         tarball = out.with_name(out.name + ".tar.gz")
         write_tarball(handout, tarball)
         print(f"wrote {tarball} ({_size(tarball.stat().st_size)})")
+    stale = stale_grader(out)
+    if stale:
+        print(f"note: {stale}")
     return handout
+
+
+def stale_grader(handout: Path) -> str:
+    """Why the grader built beside ``handout`` (``dist/autograde.tar`` beside ``dist/handout``)
+    awards other points or thresholds than the handout states, or ''."""
+    from autograder.rescore import read_build_info
+
+    tar, numbers = handout.parent / "autograde.tar", handout / NUMBERS_MODULE
+    info = read_build_info(tar) if tar.is_file() else None
+    if info is None or not numbers.is_file():
+        return ""
+    stated = stated_numbers(numbers.read_text(encoding="utf-8"))
+    built = {"rubric": info.get("rubric"), **(info.get("lm_thresholds") or {})}
+    if built == stated:
+        return ""
+    return (f"{tar} awards {built}, not what this handout states ({stated}): rebuild it "
+            f"with `make autograde ARGS='--full-marks-ppl {stated['full_marks_ppl']} "
+            f"--zero-marks-ppl {stated['zero_marks_ppl']}'` before grading")
 
 
 if __name__ == "__main__":
