@@ -16,14 +16,14 @@ DATA_DIR  ?= hw4_data/hw4p1_data
 PYTEST_WORKERS ?= 2
 
 .PHONY: help install test test-fast train data data-if-stale tokenizers handin gpu-check handout autograde figures \
-	bench mutants test-class test-platforms regrade rescore similarity gradebook class-fixture clean
+	bench lint mutants test-class test-platforms regrade rescore similarity gradebook class-fixture clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
 
 install: $(STAMP) ## create .venv and install requirements.txt (idempotent)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-grader.txt
 	test -x $(PY) || $(PYTHON_SYSTEM) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
@@ -97,6 +97,9 @@ test-platforms: $(STAMP) ## the grader's attacks in emulated Gradescope, Autolab
 	HW4P1_PROFILE_TABLE=$(CURDIR)/dist/platform-table $(PY) -m pytest -n $(PYTEST_WORKERS) \
 		-m platforms tests; status=$$?; $(PY) tests/platform_profiles.py --table dist/platform-table; \
 		exit $$status
+
+lint: $(STAMP) ## ruff with pyproject.toml's rules (CI runs it)
+	$(PY) -m ruff check .
 
 mutants: $(STAMP) ## check that the tests reject every bug in tools/mutant_catalogue/ and the grader's hints name it (ONLY=glob)
 	status=0; $(PY) -m tools.mutants $(if $(ONLY),--only '$(ONLY)') || status=1; \

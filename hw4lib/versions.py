@@ -28,9 +28,13 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 def pinned(requirements: Path) -> dict[str, str]:
-    """{package: version} of the ``name==version`` lines of ``requirements``."""
+    """{package: version} of the ``name==version`` lines of ``requirements`` and of the files its
+    ``-r other.txt`` lines include (relative to it)."""
     pins = {}
     for line in requirements.read_text(encoding="utf-8").splitlines():
+        included = re.match(r"\s*-r\s+(\S+)", line)
+        if included:
+            pins.update(pinned(requirements.parent / included.group(1)))
         match = re.match(r"\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s;#]+)", line)
         if match:
             pins[match.group(1).lower()] = match.group(2)

@@ -92,13 +92,14 @@ def test_zip_holds_gradescopes_entry_points_and_the_judge():
         infos = {info.filename: info for info in archive.infolist()}
         setup = archive.read("setup.sh").decode()
         run = archive.read("run_autograder").decode()
-    for name in ("setup.sh", "run_autograder", "requirements.txt", "autograde.tar",
+    for name in ("setup.sh", "run_autograder", "requirements-grader.txt", "autograde.tar",
                  "autograde-Makefile", "autograder/gradescope.py", "autograder/rubric.py",
                  "hw4lib/handin_format.py"):
         assert name in infos, f"{name} missing from gradescope.zip: {sorted(infos)}"
     for name in ("setup.sh", "run_autograder"):
         assert infos[name].external_attr >> 16 & 0o111, f"{name} is not executable"
-    assert "bubblewrap" in setup and "requirements.txt" in setup
+    assert "bubblewrap" in setup and "-r /autograder/source/requirements-grader.txt" in setup
+    assert "requirements.txt" not in infos, "the grading image installs grading's packages only"
     assert "AUTOGRADER_ROOT" in run and "results.json" in run
 
 

@@ -23,6 +23,14 @@ def test_the_pins_are_read_from_requirements(tmp_path):
 
 
 @rubric("Set-up")
+def test_pins_of_an_included_file_are_read(tmp_path):
+    (tmp_path / "grader.txt").write_text("torch==2.13.0\nnumpy==2.4.6\n")
+    (tmp_path / "requirements.txt").write_text("-r grader.txt\nmatplotlib==3.11.2\n")
+    assert versions.pinned(tmp_path / "requirements.txt") == {
+        "torch": "2.13.0", "numpy": "2.4.6", "matplotlib": "3.11.2"}
+
+
+@rubric("Set-up")
 def test_this_environment_passes_without_notes():
     """`make install` builds exactly the pins: nothing to note."""
     assert versions.check_versions(REQUIREMENTS) == []

@@ -40,6 +40,8 @@ from hw4lib.handin_format import HANDIN_TAR, transcripts_sha256
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE_ROOT = "autograde"
+# What the grading image installs (setup.sh, autograder/Dockerfile): grading's own packages only.
+GRADER_REQUIREMENTS = "requirements-grader.txt"
 # Repository files shipped as they are (the hw4lib tree is added separately).
 SHIPPED_FILES = (
     "autograder/__init__.py",
@@ -88,7 +90,7 @@ apt-get install -y --no-install-recommends python3 python3-venv python3-pip bubb
 python3 -m venv /autograder/venv
 # CPU wheels of torch: the grader never uses a GPU.
 /autograder/venv/bin/pip install --no-cache-dir \\
-    --extra-index-url https://download.pytorch.org/whl/cpu -r /autograder/source/requirements.txt
+    --extra-index-url https://download.pytorch.org/whl/cpu -r /autograder/source/requirements-grader.txt
 """
 GRADESCOPE_RUN = """\
 #!/usr/bin/env bash
@@ -205,7 +207,7 @@ def write_gradescope_zip(path: Path, out_dir: Path, repo: Path) -> None:
     judge's report into results.json (``autograder/gradescope.py``)."""
     files = {"setup.sh": (GRADESCOPE_SETUP.encode(), True),
              "run_autograder": (GRADESCOPE_RUN.encode(), True),
-             "requirements.txt": ((repo / "requirements.txt").read_bytes(), False),
+             GRADER_REQUIREMENTS: ((repo / GRADER_REQUIREMENTS).read_bytes(), False),
              "autograde.tar": ((out_dir / "autograde.tar").read_bytes(), False),
              "autograde-Makefile": ((out_dir / "autograde-Makefile").read_bytes(), False)}
     for name in GRADESCOPE_ADAPTER:
