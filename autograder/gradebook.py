@@ -68,7 +68,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 
 from autograder import rubric, spreadsheet
@@ -78,6 +78,7 @@ from autograder.regrade import row_key
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 REPORT_COLUMNS = (*CANVAS_COLUMNS, "handin", "matched_by", "status", "total", "submitted_at",
                   "due", "late_hours", "late_deduction", "late_rule", "score")
+GRADES_COLUMNS = ("student", "status", "total")  # of grades.csv, read here
 POINTS_POSSIBLE = "Points Possible"
 DEFAULT_ASSIGNMENT = "HW4P1"
 SCORED_STATUSES = ("ok", "invalid", "timeout")  # crashed: the grader's fault, left blank
@@ -109,6 +110,25 @@ def read_roster(path: Path) -> tuple[list[dict], dict | None]:
     students = [row for row in rows if row["Student"].strip() != POINTS_POSSIBLE
                 and (row["ID"].strip() or row["SIS User ID"].strip())]
     return students, points
+
+
+def read_grades(path: Path) -> list[dict]:
+    """The rows of a regrade's grades.csv; another file (the platform's own score export), or a
+    total that is not a number, is refused naming the fix."""
+    columns, rows = spreadsheet.read_csv(path)
+    missing = [column for column in GRADES_COLUMNS if column not in columns]
+    if missing:
+        raise SystemExit(f"{path} has no {', '.join(missing)} column: give --grades the "
+                         f"grades.csv that `make regrade` writes (not the platform's own export)")
+    for line, row in enumerate(rows, start=2):
+        try:
+            float(row["total"])
+        except ValueError:
+            if row["student"]:
+                raise SystemExit(f"{path} line {line}: total {row['total']!r} of "
+                                 f"{row['student']} is not a number: grade it again with `make "
+                                 f"regrade ... ARGS='--only {row['student']}'`") from None
+    return [row for row in rows if row["student"]]
 
 
 def domain_of(email: str) -> str:
@@ -148,7 +168,7 @@ def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[st
     rule tried and why it did not match)."""
     sid, email = member["sid"].strip(), member["email"].strip().lower()
     login = email.split("@")[0] if domain_of(email) in domains else ""
-    tried = []
+    tried, found = [], None
     for rule, value, key in (("SID", sid, f"sid:{sid.lower()}"), ("email", email, f"email:{email}"),
                              ("login", login, f"login:{login}")):
         if rule == "login" and email and not login:
@@ -160,11 +180,19 @@ def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[st
             continue
         hits = index.get(key, [])
         shown = f"{rule} {value}" + (f" ({domain_of(email)})" if rule == "login" else "")
-        if len(hits) == 1:
-            return hits[0], shown
-        tried.append(f"{shown} is on {len(hits)} roster rows" if hits else
-                     f"{shown} is not on the roster")
-    return None, "; ".join(tried)
+        if found is not None:
+            # a later rule that reaches only other students contradicts the first (a SID typed
+            # for someone else): the grade is nobody's until the platform's roster is corrected
+            if hits and found[0] not in hits:
+                return None, (f"{found[1]} and {shown} reach different roster rows: imported "
+                              f"for neither; correct the SID or email on the platform (or enter "
+                              f"the grade by hand)")
+        elif len(hits) == 1:
+            found = hits[0], shown
+        else:
+            tried.append(f"{shown} is on {len(hits)} roster rows" if hits else
+                         f"{shown} is not on the roster")
+    return found or (None, "; ".join(tried))
 
 
 def latest_versions(rows: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -239,8 +267,10 @@ def read_extensions(path: Path, roster: list[dict], due: datetime,
             raise SystemExit(f"{where}: give either due (a new deadline) or hours (added to "
                              f"--due), not {'both' if new_due else 'neither'}")
         try:
+            # added in UTC: hours are elapsed hours, across a change of daylight saving time too
             deadline = (parse_time(new_due, timezone, f"{where}: due") if new_due
-                        else due + timedelta(hours=float(hours)))
+                        else (due.astimezone(UTC) + timedelta(hours=float(hours))
+                              ).astimezone(due.tzinfo))
         except (ValueError, OverflowError):
             raise SystemExit(f"{where}: hours {hours!r} is not a number") from None
         position = hits.pop()
@@ -481,7 +511,7 @@ def main(argv: list[str] | None = None) -> None:
                       if args.extensions else {}, args.grace_minutes,
                       args.late_penalty_per_day, args.late_max_days)
     domains = tuple(domain.strip().lower().lstrip("@") for domain in args.domain)
-    grades = [row for row in spreadsheet.read_csv(args.grades)[1] if row.get("student")]
+    grades = read_grades(args.grades)
     result = join(roster, grades, domains, policy, args.missing)
     print(write_outputs(args.out, result, args.assignment, points_row, args.missing, policy),
           end="")
