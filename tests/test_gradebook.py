@@ -375,5 +375,23 @@ def test_gradescope_groups_keep_every_member_and_a_resubmission_grades_the_lates
     assert "graded the latest submitted, submission_303/" in found["cy@x.edu"].note
 
 
+@rubric("Gradebook")
+def test_a_group_resubmission_listing_its_members_in_another_order_is_one_row(tmp_path):
+    """Bo resubmits the group's handin that Ann first submitted, and Gradescope lists him first
+    this time: still one group's resubmission (the later graded), not two rows that make both
+    members a conflict."""
+    entry = ("submission_{}:\n  :submitters:\n{}  :created_at: 2026-11-20 {}:00:00 -05:00\n")
+    ann = "  - :name: Ann\n    :sid: '1'\n    :email: ann@x.edu\n"
+    bo = "  - :name: Bo\n    :sid: '2'\n    :email: Bo@x.edu\n"
+    (tmp_path / "submission_metadata.yml").write_text(entry.format(1, ann + bo, 10)
+                                                      + entry.format(2, bo + ann, 12))
+    for folder in ("submission_1", "submission_2"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "handin.tar").write_bytes(folder.encode())
+    [(key, handin)] = handins.find_handins(tmp_path).items()
+    assert handin.path.parent.name == "submission_2", (key, handin)
+    assert "graded the latest submitted, submission_2/" in handin.note
+
+
 if __name__ == "__main__":
     run_module(__name__)
