@@ -23,9 +23,11 @@ student) is matched to a roster row by the first of these rules that finds exact
 
 A roster row reached by one grade row gets that row's score, in every member's row for a group.
 A roster row reached by two different grade rows (a student in a group's submission and in their
-own, or two addresses of one student) is imported for neither and listed with both. Every grade
-member no rule matches (auditors, dropped students) and every roster row with no handin is listed
-with the rules tried. A roster row with no handin is left blank (Canvas leaves a blank unchanged),
+own, or two addresses of one student) is imported for neither and listed with both; so are the
+roster rows of a member whose later rules reach another student than the first did (a SID typed
+for someone else: the grade is nobody's until that is settled). Every grade member no rule
+matches (auditors, dropped students) and every roster row with no handin is listed with the rules
+tried. A roster row with no handin is left blank (Canvas leaves a blank unchanged),
 or 0 with ``--missing zero``; a crashed grading (a fault of the grader, not the student's: regrade
 them) is always left blank. With ``versions_graded`` = all, each student's highest version is
 imported and the others are listed.
@@ -163,9 +165,10 @@ def roster_index(roster: list[dict], domains: tuple[str, ...]) -> dict[str, list
 
 
 def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[str, ...]
-          ) -> tuple[int | None, str]:
-    """(the roster position of a grade row's member, the rule that reached it) or (None, every
-    rule tried and why it did not match)."""
+          ) -> tuple[list[int], str]:
+    """([the roster position of a grade row's member], the rule that reached it), ([], every
+    rule tried and why it did not match), or (every position reached, why) when its rules reach
+    different roster rows (a SID typed for someone else): imported for none of them."""
     sid, email = member["sid"].strip(), member["email"].strip().lower()
     login = email.split("@")[0] if domain_of(email) in domains else ""
     tried, found = [], None
@@ -184,15 +187,15 @@ def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[st
             # a later rule that reaches only other students contradicts the first (a SID typed
             # for someone else): the grade is nobody's until the platform's roster is corrected
             if hits and found[0] not in hits:
-                return None, (f"{found[1]} and {shown} reach different roster rows: imported "
-                              f"for neither; correct the SID or email on the platform (or enter "
-                              f"the grade by hand)")
+                return sorted({found[0], *hits}), (
+                    f"{found[1]} and {shown} reach different roster rows (correct the SID or "
+                    f"email on the platform)")
         elif len(hits) == 1:
             found = hits[0], shown
         else:
             tried.append(f"{shown} is on {len(hits)} roster rows" if hits else
                          f"{shown} is not on the roster")
-    return found or (None, "; ".join(tried))
+    return ([found[0]], found[1]) if found else ([], "; ".join(tried))
 
 
 def latest_versions(rows: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -339,19 +342,21 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
     grades, not_imported = latest_versions(grades)
     index = roster_index(roster, domains)
     claims: dict[int, dict[int, tuple[dict, str]]] = {}  # position -> {id(grade row): claim}
-    unmatched = []
+    unmatched, contested = [], set()  # contested: reached by a member whose rules disagree
     for row in grades:
         for member in members_of(row):
-            position, rule = match(member, index, domains)
-            if position is None:
+            positions, rule = match(member, index, domains)
+            if not positions:
                 unmatched.append((row, member, rule))
-            else:
+            for position in positions:
                 claims.setdefault(position, {}).setdefault(id(row), (row, rule))
+            if len(positions) > 1:
+                contested.update(positions)
     result = Join([], [], unmatched, [], [], not_imported)
     for position, roster_row in enumerate(roster):
         entry = {column: roster_row.get(column, "") for column in CANVAS_COLUMNS}
         reached = list(claims.get(position, {}).values())
-        if len(reached) != 1:
+        if len(reached) != 1 or position in contested:
             status = CONFLICT if reached else NO_HANDIN
             if reached:
                 result.conflicts.append((roster_row, reached))
@@ -388,8 +393,8 @@ def roster_name(roster_row: dict) -> str:
 
 def unmatched_text(result: Join, missing: str) -> str:
     """unmatched.txt: every case not imported as it is, with the rule and the next step."""
-    lines = [f"roster rows reached by two or more grade rows: imported for neither "
-             f"({len(result.conflicts)}):",
+    lines = [f"roster rows reached by two or more grade rows, or by a member whose SID and "
+             f"email reach different rows: imported for none ({len(result.conflicts)}):",
              *(f"  {roster_name(roster_row)}: "
                + "; ".join(f"{row_key(row)} by {rule}" for row, rule in reached)
                for roster_row, reached in result.conflicts),

@@ -252,13 +252,17 @@ def test_a_roster_that_is_not_a_canvas_export_is_refused(tmp_path):
 @rubric("Gradebook")
 def test_a_member_whose_sid_and_email_reach_different_students_is_imported_for_neither(tmp_path):
     """Cy's submission carries Ann's SID (a typo in the platform's roster): SID and email reach
-    two roster rows, so neither cell gets Cy's grade; the member is listed with both rules."""
+    two roster rows, so neither cell gets Cy's grade, nor a 0 with --missing zero; both rows
+    are conflicts, listed with both rules."""
     roster, grades = write_inputs(tmp_path, [("cy@x.edu", "cy@x.edu", "0042", "ok", "80", "")])
-    result = gradebook.join(gradebook.read_roster(roster)[0], spreadsheet.read_csv(grades)[1])
+    result = gradebook.join(gradebook.read_roster(roster)[0], spreadsheet.read_csv(grades)[1],
+                            missing="zero")
     scores = {row["Student"]: (row["status"], row["score"]) for row in result.rows}
-    assert scores["Lee, Ann"] == ("no handin", "") and scores["Diaz, Cy"] == ("no handin", "")
-    [(_, member, rule)] = result.unmatched
-    assert member["email"] == "cy@x.edu"
+    assert scores["Lee, Ann"] == scores["Diaz, Cy"] == ("conflict", "")
+    assert scores["Chen, Bo"] == ("no handin", 0) and result.unmatched == []
+    assert [roster_row["Student"] for roster_row, _ in result.conflicts] == ["Lee, Ann",
+                                                                           "Diaz, Cy"]
+    [(_, rule)] = result.conflicts[0][1]
     assert "SID 0042 and email cy@x.edu reach different roster rows" in rule, rule
 
 
