@@ -23,9 +23,11 @@ student) is matched to a roster row by the first of these rules that finds exact
 
 A roster row reached by one grade row gets that row's score, in every member's row for a group.
 A roster row reached by two different grade rows (a student in a group's submission and in their
-own, or two addresses of one student) is imported for neither and listed with both. Every grade
-member no rule matches (auditors, dropped students) and every roster row with no handin is listed
-with the rules tried. A roster row with no handin is left blank (Canvas leaves a blank unchanged),
+own, or two addresses of one student) is imported for neither and listed with both; so are the
+roster rows of a member whose later rules reach another student than the first did (a SID typed
+for someone else: the grade is nobody's until that is settled). Every grade member no rule
+matches (auditors, dropped students) and every roster row with no handin is listed with the rules
+tried. A roster row with no handin is left blank (Canvas leaves a blank unchanged),
 or 0 with ``--missing zero``; a crashed grading (a fault of the grader, not the student's: regrade
 them) is always left blank. With ``versions_graded`` = all, each student's highest version is
 imported and the others are listed.
@@ -68,7 +70,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 
 from autograder import rubric, spreadsheet
@@ -78,6 +80,7 @@ from autograder.regrade import row_key
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 REPORT_COLUMNS = (*CANVAS_COLUMNS, "handin", "matched_by", "status", "total", "submitted_at",
                   "due", "late_hours", "late_deduction", "late_rule", "score")
+GRADES_COLUMNS = ("student", "status", "total")  # of grades.csv, read here
 POINTS_POSSIBLE = "Points Possible"
 DEFAULT_ASSIGNMENT = "HW4P1"
 SCORED_STATUSES = ("ok", "invalid", "timeout")  # crashed: the grader's fault, left blank
@@ -109,6 +112,25 @@ def read_roster(path: Path) -> tuple[list[dict], dict | None]:
     students = [row for row in rows if row["Student"].strip() != POINTS_POSSIBLE
                 and (row["ID"].strip() or row["SIS User ID"].strip())]
     return students, points
+
+
+def read_grades(path: Path) -> list[dict]:
+    """The rows of a regrade's grades.csv; another file (the platform's own score export), or a
+    total that is not a number, is refused naming the fix."""
+    columns, rows = spreadsheet.read_csv(path)
+    missing = [column for column in GRADES_COLUMNS if column not in columns]
+    if missing:
+        raise SystemExit(f"{path} has no {', '.join(missing)} column: give --grades the "
+                         f"grades.csv that `make regrade` writes (not the platform's own export)")
+    for line, row in enumerate(rows, start=2):
+        try:
+            float(row["total"])
+        except ValueError:
+            if row["student"]:
+                raise SystemExit(f"{path} line {line}: total {row['total']!r} of "
+                                 f"{row['student']} is not a number: grade it again with `make "
+                                 f"regrade ... ARGS='--only {row['student']}'`") from None
+    return [row for row in rows if row["student"]]
 
 
 def domain_of(email: str) -> str:
@@ -143,12 +165,13 @@ def roster_index(roster: list[dict], domains: tuple[str, ...]) -> dict[str, list
 
 
 def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[str, ...]
-          ) -> tuple[int | None, str]:
-    """(the roster position of a grade row's member, the rule that reached it) or (None, every
-    rule tried and why it did not match)."""
+          ) -> tuple[list[int], str]:
+    """([the roster position of a grade row's member], the rule that reached it), ([], every
+    rule tried and why it did not match), or (every position reached, why) when its rules reach
+    different roster rows (a SID typed for someone else): imported for none of them."""
     sid, email = member["sid"].strip(), member["email"].strip().lower()
     login = email.split("@")[0] if domain_of(email) in domains else ""
-    tried = []
+    tried, found = [], None
     for rule, value, key in (("SID", sid, f"sid:{sid.lower()}"), ("email", email, f"email:{email}"),
                              ("login", login, f"login:{login}")):
         if rule == "login" and email and not login:
@@ -160,11 +183,19 @@ def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[st
             continue
         hits = index.get(key, [])
         shown = f"{rule} {value}" + (f" ({domain_of(email)})" if rule == "login" else "")
-        if len(hits) == 1:
-            return hits[0], shown
-        tried.append(f"{shown} is on {len(hits)} roster rows" if hits else
-                     f"{shown} is not on the roster")
-    return None, "; ".join(tried)
+        if found is not None:
+            # a later rule that reaches only other students contradicts the first (a SID typed
+            # for someone else): the grade is nobody's until the platform's roster is corrected
+            if hits and found[0] not in hits:
+                return sorted({found[0], *hits}), (
+                    f"{found[1]} and {shown} reach different roster rows (correct the SID or "
+                    f"email on the platform)")
+        elif len(hits) == 1:
+            found = hits[0], shown
+        else:
+            tried.append(f"{shown} is on {len(hits)} roster rows" if hits else
+                         f"{shown} is not on the roster")
+    return ([found[0]], found[1]) if found else ([], "; ".join(tried))
 
 
 def latest_versions(rows: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -239,8 +270,10 @@ def read_extensions(path: Path, roster: list[dict], due: datetime,
             raise SystemExit(f"{where}: give either due (a new deadline) or hours (added to "
                              f"--due), not {'both' if new_due else 'neither'}")
         try:
+            # added in UTC: hours are elapsed hours, across a change of daylight saving time too
             deadline = (parse_time(new_due, timezone, f"{where}: due") if new_due
-                        else due + timedelta(hours=float(hours)))
+                        else (due.astimezone(UTC) + timedelta(hours=float(hours))
+                              ).astimezone(due.tzinfo))
         except (ValueError, OverflowError):
             raise SystemExit(f"{where}: hours {hours!r} is not a number") from None
         position = hits.pop()
@@ -309,19 +342,21 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
     grades, not_imported = latest_versions(grades)
     index = roster_index(roster, domains)
     claims: dict[int, dict[int, tuple[dict, str]]] = {}  # position -> {id(grade row): claim}
-    unmatched = []
+    unmatched, contested = [], set()  # contested: reached by a member whose rules disagree
     for row in grades:
         for member in members_of(row):
-            position, rule = match(member, index, domains)
-            if position is None:
+            positions, rule = match(member, index, domains)
+            if not positions:
                 unmatched.append((row, member, rule))
-            else:
+            for position in positions:
                 claims.setdefault(position, {}).setdefault(id(row), (row, rule))
+            if len(positions) > 1:
+                contested.update(positions)
     result = Join([], [], unmatched, [], [], not_imported)
     for position, roster_row in enumerate(roster):
         entry = {column: roster_row.get(column, "") for column in CANVAS_COLUMNS}
         reached = list(claims.get(position, {}).values())
-        if len(reached) != 1:
+        if len(reached) != 1 or position in contested:
             status = CONFLICT if reached else NO_HANDIN
             if reached:
                 result.conflicts.append((roster_row, reached))
@@ -358,8 +393,8 @@ def roster_name(roster_row: dict) -> str:
 
 def unmatched_text(result: Join, missing: str) -> str:
     """unmatched.txt: every case not imported as it is, with the rule and the next step."""
-    lines = [f"roster rows reached by two or more grade rows: imported for neither "
-             f"({len(result.conflicts)}):",
+    lines = [f"roster rows reached by two or more grade rows, or by a member whose SID and "
+             f"email reach different rows: imported for none ({len(result.conflicts)}):",
              *(f"  {roster_name(roster_row)}: "
                + "; ".join(f"{row_key(row)} by {rule}" for row, rule in reached)
                for roster_row, reached in result.conflicts),
@@ -481,7 +516,7 @@ def main(argv: list[str] | None = None) -> None:
                       if args.extensions else {}, args.grace_minutes,
                       args.late_penalty_per_day, args.late_max_days)
     domains = tuple(domain.strip().lower().lstrip("@") for domain in args.domain)
-    grades = [row for row in spreadsheet.read_csv(args.grades)[1] if row.get("student")]
+    grades = read_grades(args.grades)
     result = join(roster, grades, domains, policy, args.missing)
     print(write_outputs(args.out, result, args.assignment, points_row, args.missing, policy),
           end="")

@@ -123,7 +123,8 @@ def find_handins(folder: Path, versions: str = "latest") -> dict[str, Handin]:
                             version=match.groupdict().get("version") or "")
         else:
             continue
-        candidates.setdefault((handin.student, handin.version, group_of(handin)),
+        group = group_of(handin)
+        candidates.setdefault((group, handin.version, "" if group.strip() else handin.student),
                               []).append(handin)
     chosen = [one_copy(copies) for copies in candidates.values()]
     # One student leading submissions of different members (a group's and their own) makes
@@ -150,9 +151,11 @@ def find_handins(folder: Path, versions: str = "latest") -> dict[str, Handin]:
 
 
 def group_of(handin: Handin) -> str:
-    """Who handed ``handin`` in, as a key: two submissions by the same members are one
-    student's resubmissions, by different members two submissions."""
-    return MEMBER_SEPARATOR.join(sorted(f"{member['email'].lower()} {member['sid']}"
+    """Who handed ``handin`` in, as a key (blank when no member has an email or SID): two
+    submissions by the same members are one student's (or group's) resubmissions, whichever
+    member the platform lists first (and so leads the row); an email in other case is another
+    member (the gradebook lists the conflict)."""
+    return MEMBER_SEPARATOR.join(sorted(f"{member['email']} {member['sid']}"
                                         for member in members_of(vars(handin))))
 
 

@@ -356,7 +356,6 @@ def rescore_class(out: Path, source: Path) -> dict[str, dict]:
     """``make rescore``: rescore the rows of ``out/grades.csv`` under the scoring line of the
     grader in ``source``, without the handins; list the rows only a regrade can update."""
     grader = grader_in(source)
-    rescore.check_points(grader, source / grading_run.AUTOGRADE_TAR)
     csv_path = out / "grades.csv"
     rows = read_rows(csv_path)
     if not rows:
@@ -447,7 +446,6 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
           f"{len(todo)} to grade with --jobs {jobs}:", file=sys.stderr)
     print("\n".join(why_lines(reasons)), file=sys.stderr)
     if rescoring:
-        rescore.check_points(grader, source / grading_run.AUTOGRADE_TAR)
         print(apply_rescore(rows, rescoring, grader, out), end="", file=sys.stderr)
         write_rows(csv_path, rows)
     from tqdm import tqdm

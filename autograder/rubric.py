@@ -33,10 +33,11 @@ def worst_case_seconds(model_timeout: float = MODEL_TIMEOUT_S,
 
 
 def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,
-             zero_marks_ppl: float = ZERO_MARKS_PPL) -> float:
+             zero_marks_ppl: float = ZERO_MARKS_PPL, points: float = LM_POINTS) -> float:
     """Points for a per-character perplexity on the hidden test set.
 
-    LM_POINTS at or below ``full_marks_ppl``, 0 at or above ``zero_marks_ppl``, linear in between,
+    ``points`` (LM_POINTS; a rescore gives those of the scoring line it applies) at or below
+    ``full_marks_ppl``, 0 at or above ``zero_marks_ppl``, linear in between,
     rounded to 2 decimals. NaN, infinite and non-numeric values score 0. The default thresholds
     are the homework's; ``python -m tools.make_autograde --full-marks-ppl X --zero-marks-ppl Y``
     builds a grader with others and records the values used in its build_info.json.
@@ -49,9 +50,9 @@ def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,
     if not math.isfinite(perplexity_char) or perplexity_char >= zero_marks_ppl:
         return 0.0
     if perplexity_char <= full_marks_ppl:
-        return float(LM_POINTS)
+        return float(points)
     fraction = (zero_marks_ppl - perplexity_char) / (zero_marks_ppl - full_marks_ppl)
-    return round(LM_POINTS * fraction, 2)
+    return round(points * fraction, 2)
 
 
 # The leaderboard: only what the judge measured itself (never the handin's own numbers). Autolab's

@@ -455,10 +455,11 @@ def runtime_code(sources: dict[str, str]) -> list[str]:
         qualified = {id(node.value) for node in ast.walk(tree)  # read as module.attribute below
                      if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                      and node.value.id in aliases}
+        parameters = parameter_reads(tree)
         for node in ast.walk(tree):
             what = None
             if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-                    and id(node) not in qualified):
+                    and id(node) not in qualified and id(node) not in parameters):
                 target = aliases.get(node.id, node.id if node.id in RUNTIME_CALLS else "")
                 what = runtime_name(target)
             elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
@@ -471,6 +472,27 @@ def runtime_code(sources: dict[str, str]) -> list[str]:
             if what:
                 found.append(f"{what} ({path}:{node.lineno})")
     return sorted(set(found), key=found.index)
+
+
+def parameter_reads(tree: ast.Module) -> set[int]:
+    """The ids of the names in a function's body that read its own parameter named like one of
+    RUNTIME_CALLS (``def forward(self, x, eval=False)``): the caller's value, not the builtin
+    (a caller or a default that passes the builtin reads it by name, and is flagged there). None
+    in a module that declares such a name ``global`` or ``nonlocal``."""
+    if any(isinstance(node, (ast.Global, ast.Nonlocal)) and RUNTIME_CALLS & set(node.names)
+           for node in ast.walk(tree)):
+        return set()
+    reads = set()
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            arguments = function.args
+            names = RUNTIME_CALLS & {argument.arg for argument in (
+                *arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                arguments.vararg, arguments.kwarg) if argument}
+            body = function.body if isinstance(function.body, list) else [function.body]
+            reads |= {id(node) for statement in body for node in ast.walk(statement)
+                      if isinstance(node, ast.Name) and node.id in names}
+    return reads
 
 
 def runtime_name(target: str) -> str | None:

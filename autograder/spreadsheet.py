@@ -62,12 +62,19 @@ def write_csv(path: Path, header: Sequence[str],
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     """(header, one {column: cell} per row) of a CSV with a header row, each cell as
     :func:`write_csv` was given it (a short row's missing cells ''); a byte-order mark (Canvas
-    writes one) is skipped."""
+    writes one) is skipped. A file that is not UTF-8 (Excel's plain "CSV" is cp1252) or not a
+    CSV is a SystemExit naming the fix."""
     if not path.is_file():
         raise SystemExit(f"{path} not found")
-    with open(path, newline="", encoding="utf-8-sig") as file:
-        reader = csv.reader(file)
-        header = [restored_cell(name) for name in next(reader, [])]
-        rows = [{name: restored_cell(cells[index]) if index < len(cells) else ""
-                 for index, name in enumerate(header)} for cells in reader if cells]
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as file:
+            reader = csv.reader(file)
+            header = [restored_cell(name) for name in next(reader, [])]
+            rows = [{name: restored_cell(cells[index]) if index < len(cells) else ""
+                     for index, name in enumerate(header)} for cells in reader if cells]
+    except UnicodeDecodeError as error:
+        raise SystemExit(f"{path} is not UTF-8 (byte {error.start}): export it again, or save "
+                         f"it from the spreadsheet as \"CSV UTF-8\"") from None
+    except csv.Error as error:
+        raise SystemExit(f"{path} is not a CSV file ({error}): export it again") from None
     return header, rows

@@ -249,6 +249,56 @@ def test_a_roster_that_is_not_a_canvas_export_is_refused(tmp_path):
         gradebook.read_roster(tmp_path / "roster.csv")
 
 
+@rubric("Gradebook")
+def test_a_member_whose_sid_and_email_reach_different_students_is_imported_for_neither(tmp_path):
+    """Cy's submission carries Ann's SID (a typo in the platform's roster): SID and email reach
+    two roster rows, so neither cell gets Cy's grade, nor a 0 with --missing zero; both rows
+    are conflicts, listed with both rules."""
+    roster, grades = write_inputs(tmp_path, [("cy@x.edu", "cy@x.edu", "0042", "ok", "80", "")])
+    result = gradebook.join(gradebook.read_roster(roster)[0], spreadsheet.read_csv(grades)[1],
+                            missing="zero")
+    scores = {row["Student"]: (row["status"], row["score"]) for row in result.rows}
+    assert scores["Lee, Ann"] == scores["Diaz, Cy"] == ("conflict", "")
+    assert scores["Chen, Bo"] == ("no handin", 0) and result.unmatched == []
+    assert [roster_row["Student"] for roster_row, _ in result.conflicts] == ["Lee, Ann",
+                                                                           "Diaz, Cy"]
+    [(_, rule)] = result.conflicts[0][1]
+    assert "SID 0042 and email cy@x.edu reach different roster rows" in rule, rule
+
+
+@rubric("Gradebook")
+def test_extra_hours_are_hours_across_a_change_of_daylight_saving_time(tmp_path):
+    """New York leaves daylight saving time on 2026-11-01: 24 hours after 2026-10-31 12:00 EDT
+    (16:00 UTC) is 2026-11-01 11:00 EST, not 12:00 (25 hours)."""
+    roster, _ = write_inputs(tmp_path)
+    extensions = tmp_path / "extensions.csv"
+    extensions.write_text("student,hours\n0042,24\n")
+    zone = gradebook.time_zone("America/New_York")
+    due = gradebook.parse_time("2026-10-31T12:00", zone, "--due")
+    deadlines = gradebook.read_extensions(extensions, gradebook.read_roster(roster)[0], due, zone)
+    assert deadlines[0].timestamp() - due.timestamp() == 24 * 3600
+    assert deadlines[0].isoformat() == "2026-11-01T11:00:00-05:00"
+
+
+@rubric("Gradebook")
+def test_a_file_that_is_not_utf8_or_not_a_grades_csv_is_refused_naming_the_fix(tmp_path):
+    """A roster or extensions file saved by Excel as "CSV (Comma delimited)" (cp1252), and a
+    --grades file that is not the regrade's grades.csv, end with an error naming the fix, not a
+    traceback nor an import of blanks."""
+    roster, grades = write_inputs(tmp_path)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(ROSTER.replace("\ufeff", "").replace("Lee", "Müller").encode("cp1252"))
+    with pytest.raises(SystemExit, match=r"latin.csv is not UTF-8.*CSV UTF-8"):
+        gradebook.main([str(latin), "--grades", str(grades), "--out", str(tmp_path / "out")])
+    for text, error in (("First Name,Last Name,SID,Total Score\nAnn,Lee,0042,90\n",
+                         "has no student, status, total column"),
+                        ("student,status,total\nann@x.edu,ok,\n",
+                         "line 2: total '' of ann@x.edu is not a number")):
+        grades.write_text(text)
+        with pytest.raises(SystemExit, match=error):
+            gradebook.main([str(roster), "--grades", str(grades), "--out", str(tmp_path / "out")])
+
+
 FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+1 555", "-eve@x.edu", "@SUM(A1)", "\t=1", "\r=1",
             "=", "'=already", "'", "''"]  # the apostrophes are doubled, for the round trip
 PLAIN = ["Zoë Ångström", "O'Hara", "plain", "3.25", ""]
@@ -327,6 +377,24 @@ def test_gradescope_groups_keep_every_member_and_a_resubmission_grades_the_lates
     assert "another submission with other members" in group.note
     assert found["cy@x.edu"].path.parent.name == "submission_303"
     assert "graded the latest submitted, submission_303/" in found["cy@x.edu"].note
+
+
+@rubric("Gradebook")
+def test_a_group_resubmission_listing_its_members_in_another_order_is_one_row(tmp_path):
+    """Bo resubmits the group's handin that Ann first submitted, and Gradescope lists him first
+    this time: still one group's resubmission (the later graded), not two rows that make both
+    members a conflict."""
+    entry = ("submission_{}:\n  :submitters:\n{}  :created_at: 2026-11-20 {}:00:00 -05:00\n")
+    ann = "  - :name: Ann\n    :sid: '1'\n    :email: ann@x.edu\n"
+    bo = "  - :name: Bo\n    :sid: '2'\n    :email: Bo@x.edu\n"
+    (tmp_path / "submission_metadata.yml").write_text(entry.format(1, ann + bo, 10)
+                                                      + entry.format(2, bo + ann, 12))
+    for folder in ("submission_1", "submission_2"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "handin.tar").write_bytes(folder.encode())
+    [(key, handin)] = handins.find_handins(tmp_path).items()
+    assert handin.path.parent.name == "submission_2", (key, handin)
+    assert "graded the latest submitted, submission_2/" in handin.note
 
 
 if __name__ == "__main__":

@@ -96,6 +96,23 @@ def test_only_results_that_give_back_their_own_points_are_rescored():
 
 
 @rubric_category("Rescore")
+def test_a_change_of_the_language_model_s_points_is_rescored_not_graded_again():
+    """Graded when the LM was worth 40 points (perplexity 3.75: 3/4 of them, 30); under a line
+    giving it 80 the same result earns 60, and back again: a rescore, never a regrade."""
+    def line(lm_points: float) -> dict:
+        return {**OLD, "rubric": {**OLD["rubric"], rubric.LM_CATEGORY: lm_points}}
+
+    row = recorded_row(**{rubric.LM_CATEGORY: "30.0", "total": "37.0",
+                          "scoring": rescore.scoring_text(line(40))})
+    action, why = rescore.decide(row, "h", rescore.Grader("g", line(80)))
+    assert action == rescore.RESCORE and "LanguageModel 40 -> 80 points" in why, why
+    assert rescore.apply(row, line(40), line(80)) == [f"{rubric.LM_CATEGORY} 30 -> 60",
+                                                     "total 37 -> 67"]
+    assert rescore.apply(row, line(80), line(40)) == [f"{rubric.LM_CATEGORY} 60 -> 30",
+                                                     "total 67 -> 37"]
+
+
+@rubric_category("Rescore")
 def test_the_grader_s_identity_leaves_out_the_scoring_line_alone():
     test_module = b'@hidden_test("Linear", 2)\ndef linear_forward(program, rng):\n    pass\n'
     members = {"autograder/grade.py": b"code", "autograder/hidden_tests/linear_tests.py":

@@ -582,6 +582,13 @@ RUNTIME_CASES = {  # source: what runtime_code must name (hand-written truth)
     "import numpy as np\nimport importlib\nnp.exp(1)\nimportlib.import_module('math')\n"
     "self.eval()\n": [],
     "def broken(:\n": [],
+    # an honest parameter named like a builtin is the caller's value, not the builtin
+    "def forward(self, A, eval=False):\n    return A if eval else -A\n": [],
+    "f = lambda compile: compile + 1\n": [],
+    # ... but a default or an argument that reads the builtin, and a global, are flagged
+    "def f(eval=eval):\n    return eval('1')\n": ["eval"],
+    "g(exec=exec)\n": ["exec"],
+    "def f(exec=0):\n    def g():\n        global exec\n        return exec('1')\n": ["exec"],
 }
 
 
