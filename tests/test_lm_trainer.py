@@ -67,7 +67,9 @@ class TableLM(nn.Module):
     """Next-token logits that depend only on the current token: a bigram table.
 
     With ``dropout`` the forward pass draws random numbers, so RNG handling matters; ``nan_after``
-    makes the logits NaN from that many training forwards on (to test the NaN guard).
+    makes the logits NaN from that many training forwards on (to test the NaN guard); a training
+    forward is one in train mode that builds a graph, so a validation pass that forgets eval mode
+    is left to the test that checks it, whose message says so.
     """
 
     def __init__(self, dropout=0.0, nan_after=None):
@@ -80,7 +82,7 @@ class TableLM(nn.Module):
 
     def forward(self, tokens, lengths=None):
         logits = self.final_linear(self.dropout(self.embedding(tokens)))
-        if self.training:
+        if self.training and torch.is_grad_enabled():
             self.training_forwards += 1
             if self.nan_after is not None and self.training_forwards > self.nan_after:
                 logits = logits * float("nan")
@@ -114,7 +116,7 @@ GENERATION = {"num_samples": 2, "prompt_length": 3, "max_length": 9,
               "greedy": {"temperature": 0.7, "repeat_penalty": 1.5},
               "cool": {"method": "greedy", "temperature": 0.4},
               "wide": {"method": "beam", "beam_width": 4, "temperature": 1.3, "repeat_penalty": 1.2},
-              "draw": {"method": "sample", "top_k": 5, "top_p": 0.8, "temperature": 2.0, "seed": 6}}
+              "draw": {"method": "sample", "top_k": 5, "top_p": 0.8, "temperature": 1.7, "seed": 6}}
 PROMPT_LENGTH = GENERATION["prompt_length"]
 
 
@@ -171,6 +173,28 @@ class SpyScaler:
 
     def __getattr__(self, name):
         return getattr(self.scaler, name)
+
+
+def _quiet(trainer):
+    """Skip drawing the PNGs (matplotlib is most of a short run's time; test_train_validates...
+    checks them)."""
+    trainer._plot_curves = trainer._save_attention_plot = lambda *args: None
+    return trainer
+
+
+def _count_calls(scheduler):
+    """Record the arguments of every ``scheduler.step(...)`` call from now on, in a list.
+
+    The scheduler becomes an instance of a subclass whose ``step`` records, so it stays what it
+    was for ``isinstance`` and its ``state_dict`` (checkpoints) is unchanged."""
+    calls, kind = [], type(scheduler)
+
+    def step(self, *args, **kwargs):
+        calls.append(args)
+        return kind.step(self, *args, **kwargs)
+
+    scheduler.__class__ = type(f"Counted{kind.__name__}", (kind,), {"step": step})
+    return calls
 
 
 @rubric("Perplexity metric")
@@ -331,6 +355,53 @@ def test_train_validates_on_the_validation_loader_and_writes_run_folder(tmp_path
            "best_metric = the lowest validation perplexity_char")
 
 
+class ModeRecordingLM(TableLM):
+    """A TableLM that records ``(batch size, training?)`` for every forward pass."""
+
+    def __init__(self, dropout):
+        super().__init__(dropout=dropout)
+        self.forwards = []
+
+    def forward(self, tokens, lengths=None):
+        self.forwards.append((tokens.size(0), self.training))
+        return super().forward(tokens, lengths)
+
+
+@rubric("LMTrainer")
+def test_validation_and_evaluation_run_in_eval_mode(tmp_path):
+    """With dropout 0.5, a validation or test pass in train mode gives noisy metrics, and a
+    checkpoint chosen on them. Training batches hold 2 transcripts and validation and test batches
+    3, so the recorded batch size says which pass each forward belongs to."""
+    torch.manual_seed(0)
+    model = ModeRecordingLM(dropout=0.5)
+    trainer = _quiet(_trainer(tmp_path, model))
+    val_loader = _loader(shuffle=False, batch_size=3, chars_per_token=2)
+    trainer.train(_loader(batch_size=2), val_loader, epochs=1)
+    validation = [training for size, training in model.forwards if size == 3]
+    assert validation and not any(validation), (
+        f"{sum(validation)} of the {len(validation)} validation forwards ran in train mode "
+        f"(dropout on): your validation loop must call model.eval() (evaluate_language_model "
+        f"does it for you)")
+    training = [training for size, training in model.forwards if size == 2]
+    assert training and all(training), "the training forwards must run in train mode"
+    nll, _ = _reference_metrics(model, val_loader)
+    _close(trainer.history[-1]["val"]["ce_loss_char"], nll / val_loader.dataset.total_chars,
+           "validation ce_loss_char with dropout 0.5, which only eval mode gives", rel=1e-5)
+
+    model.train()
+    model.forwards.clear()
+    test_loader = _loader(shuffle=False, batch_size=3, chars_per_token=3)
+    metrics, _ = trainer.evaluate(test_loader)
+    scored = [training for size, training in model.forwards]
+    assert scored and not any(scored), (
+        f"{sum(scored)} of the {len(scored)} forwards of evaluate() ran in train mode (dropout "
+        f"on): evaluate must score the test loader in eval mode (model.eval(); "
+        f"evaluate_language_model does it for you)")
+    nll, _ = _reference_metrics(model, test_loader)
+    _close(metrics["ce_loss_char"], nll / test_loader.dataset.total_chars,
+           "test ce_loss_char with dropout 0.5, which only eval mode gives", rel=1e-5)
+
+
 @rubric("LMTrainer")
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     from hw4lib.trainers.base_trainer import LAST_CHECKPOINT_NAME
@@ -406,28 +477,6 @@ def test_gradient_accumulation_matches_one_large_batch(tmp_path):
         )
 
 
-def _quiet(trainer):
-    """Skip drawing the PNGs (matplotlib is most of a short run's time; test_train_validates...
-    checks them)."""
-    trainer._plot_curves = trainer._save_attention_plot = lambda *args: None
-    return trainer
-
-
-def _count_calls(scheduler):
-    """Record the arguments of every ``scheduler.step(...)`` call from now on, in a list.
-
-    The scheduler becomes an instance of a subclass whose ``step`` records, so it stays what it
-    was for ``isinstance`` and its ``state_dict`` (checkpoints) is unchanged."""
-    calls, kind = [], type(scheduler)
-
-    def step(self, *args, **kwargs):
-        calls.append(args)
-        return kind.step(self, *args, **kwargs)
-
-    scheduler.__class__ = type(f"Counted{kind.__name__}", (kind,), {"step": step})
-    return calls
-
-
 # (scheduler section, gradient_accumulation_steps, scheduler.step() calls in 2 epochs of 3 batches)
 SCHEDULES = (
     ({"name": "cosine", "interval": "step"}, 2, 4),          # one per update: 2 updates an epoch
@@ -471,53 +520,6 @@ def test_the_scheduler_steps_as_often_as_its_config_says(tmp_path):
             assert calls == losses, (
                 f"reduce_lr must be stepped with each epoch's validation ce_loss_char {losses}, "
                 f"got {calls}")
-
-
-class ModeRecordingLM(TableLM):
-    """A TableLM that records ``(batch size, training?)`` for every forward pass."""
-
-    def __init__(self, dropout):
-        super().__init__(dropout=dropout)
-        self.forwards = []
-
-    def forward(self, tokens, lengths=None):
-        self.forwards.append((tokens.size(0), self.training))
-        return super().forward(tokens, lengths)
-
-
-@rubric("LMTrainer")
-def test_validation_and_evaluation_run_in_eval_mode(tmp_path):
-    """With dropout 0.5, a validation or test pass in train mode gives noisy metrics, and a
-    checkpoint chosen on them. Training batches hold 2 transcripts and validation and test batches
-    3, so the recorded batch size says which pass each forward belongs to."""
-    torch.manual_seed(0)
-    model = ModeRecordingLM(dropout=0.5)
-    trainer = _quiet(_trainer(tmp_path, model))
-    val_loader = _loader(shuffle=False, batch_size=3, chars_per_token=2)
-    trainer.train(_loader(batch_size=2), val_loader, epochs=1)
-    validation = [training for size, training in model.forwards if size == 3]
-    assert validation and not any(validation), (
-        f"{sum(validation)} of the {len(validation)} validation forwards ran in train mode "
-        f"(dropout on): your validation loop must call model.eval() (evaluate_language_model "
-        f"does it for you)")
-    training = [training for size, training in model.forwards if size == 2]
-    assert training and all(training), "the training forwards must run in train mode"
-    nll, _ = _reference_metrics(model, val_loader)
-    _close(trainer.history[-1]["val"]["ce_loss_char"], nll / val_loader.dataset.total_chars,
-           "validation ce_loss_char with dropout 0.5, which only eval mode gives", rel=1e-5)
-
-    model.train()
-    model.forwards.clear()
-    test_loader = _loader(shuffle=False, batch_size=3, chars_per_token=3)
-    metrics, _ = trainer.evaluate(test_loader)
-    scored = [training for size, training in model.forwards]
-    assert scored and not any(scored), (
-        f"{sum(scored)} of the {len(scored)} forwards of evaluate() ran in train mode (dropout "
-        f"on): evaluate must score the test loader in eval mode (model.eval(); "
-        f"evaluate_language_model does it for you)")
-    nll, _ = _reference_metrics(model, test_loader)
-    _close(metrics["ce_loss_char"], nll / test_loader.dataset.total_chars,
-           "test ce_loss_char with dropout 0.5, which only eval mode gives", rel=1e-5)
 
 
 # What the recording generator below returns after the prompt: each continuation emits EOS and then
@@ -594,7 +596,7 @@ def test_generate_passes_every_setting_to_its_search_and_reports_the_cut_best_re
         "greedy": ("greedy", {"temperature": 0.7, "repeat_penalty": 1.5}),
         "cool": ("greedy", {"temperature": 0.4, "repeat_penalty": 1.0}),
         "wide": ("beam", {"beam_width": 4, "temperature": 1.3, "repeat_penalty": 1.2}),
-        "draw": ("sample", {"temperature": 2.0, "top_k": 5, "top_p": 0.8, "seed": 6,
+        "draw": ("sample", {"temperature": 1.7, "top_k": 5, "top_p": 0.8, "seed": 6,
                             "generator_device": torch.device("cpu")}),
     }
     strategies = trainer.config.generation.strategies()
@@ -630,42 +632,6 @@ def test_generate_passes_every_setting_to_its_search_and_reports_the_cut_best_re
             assert sample["score"] == pytest.approx(scores[index]), (
                 f"{label}: expected the search's score {scores[index]} (beam search: the best "
                 f"beam's), got {sample['score']}")
-
-
-@rubric("LMTrainer")
-def test_evaluation_and_generation_use_the_trainers_device(tmp_path, monkeypatch):
-    """Without a GPU, a torch.Generator() or a literal "cpu" works and then fails on a GPU. Here the
-    trainer's device is "meta" (every machine has it): the metric, the generator and the sampler's
-    torch.Generator must all get that device."""
-    from hw4lib.trainers import lm_trainer
-
-    trainer = _trainer(tmp_path, TableLM())
-    trainer.device = torch.device("meta")
-    devices, real_generator = {}, torch.Generator
-
-    def recording_generator(*args, **kwargs):
-        device = kwargs.get("device", args[0] if args else None)
-        devices["torch.Generator"] = None if device is None else torch.device(device)
-        return real_generator()
-
-    def recording_metric(model, loader, device):
-        devices["evaluate_language_model"] = torch.device(device)
-        return {"ce_loss_token": 1.0, "ce_loss_char": 0.5, "perplexity_token": 2.7,
-                "perplexity_char": 1.6}
-
-    monkeypatch.setattr(torch, "Generator", recording_generator)
-    monkeypatch.setattr(lm_trainer, "evaluate_language_model", recording_metric)
-    calls = []
-    monkeypatch.setattr(lm_trainer, "generator_for_model",
-                        lambda *args: RecordingGenerator(calls, *args))
-    trainer.evaluate(_loader(shuffle=False))
-    devices["generator_for_model"] = next(kwargs["device"] for method, kwargs in calls
-                                          if method == "generator_for_model")
-    expected = dict.fromkeys(("evaluate_language_model", "generator_for_model",
-                              "torch.Generator"), torch.device("meta"))
-    assert devices == expected, (
-        f"with the trainer on {trainer.device}, expected the devices {expected}, got {devices}: "
-        f"pass self.device (torch.Generator(device=self.device) for sampling)")
 
 
 @rubric("LMTrainer")
@@ -705,6 +671,42 @@ def test_evaluate_scores_the_test_loader_and_generates_with_each_strategy(tmp_pa
         assert generations[name] == trainer.generate(loader, settings), (
             f"evaluate's {name!r} generations must be generate(test_loader, settings) with that "
             f"strategy's settings from config.generation.strategies()")
+
+
+@rubric("LMTrainer")
+def test_evaluation_and_generation_use_the_trainers_device(tmp_path, monkeypatch):
+    """Without a GPU, a torch.Generator() or a literal "cpu" works and then fails on a GPU. Here the
+    trainer's device is "meta" (every machine has it): the metric, the generator and the sampler's
+    torch.Generator must all get that device."""
+    from hw4lib.trainers import lm_trainer
+
+    trainer = _trainer(tmp_path, TableLM())
+    trainer.device = torch.device("meta")
+    devices, real_generator = {}, torch.Generator
+
+    def recording_generator(*args, **kwargs):
+        device = kwargs.get("device", args[0] if args else None)
+        devices["torch.Generator"] = None if device is None else torch.device(device)
+        return real_generator()
+
+    def recording_metric(model, loader, device):
+        devices["evaluate_language_model"] = torch.device(device)
+        return {"ce_loss_token": 1.0, "ce_loss_char": 0.5, "perplexity_token": 2.7,
+                "perplexity_char": 1.6}
+
+    monkeypatch.setattr(torch, "Generator", recording_generator)
+    monkeypatch.setattr(lm_trainer, "evaluate_language_model", recording_metric)
+    calls = []
+    monkeypatch.setattr(lm_trainer, "generator_for_model",
+                        lambda *args: RecordingGenerator(calls, *args))
+    trainer.evaluate(_loader(shuffle=False))
+    devices["generator_for_model"] = next(kwargs["device"] for method, kwargs in calls
+                                          if method == "generator_for_model")
+    expected = dict.fromkeys(("evaluate_language_model", "generator_for_model",
+                              "torch.Generator"), torch.device("meta"))
+    assert devices == expected, (
+        f"with the trainer on {trainer.device}, expected the devices {expected}, got {devices}: "
+        f"pass self.device (torch.Generator(device=self.device) for sampling)")
 
 
 if __name__ == "__main__":
