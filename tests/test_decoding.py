@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from hw4lib.decoding import SequenceGenerator
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import in_case, rubric, run_module
 
 RUBRIC = {"Greedy": 0, "Beam search": 0, "Sampling": 0, "Helpers and input checks": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -23,16 +23,18 @@ THROUGH_LM = ("Greedy",)
 PAD, EOS, A, B, C, D = range(6)
 NEG_INF = float("-inf")
 
-# Row = last token, column = next token. PAD is never generated. Greedy paths: A -> EOS;
-# B -> C -> A -> EOS; D -> D -> ... (never ends unless a repeat penalty pushes it to A).
+# Row = last token, column = next token. Every token has a finite probability, PAD included (as
+# with a real model), but PAD is never the most probable one, with or without the tests' repeat
+# penalties. Greedy paths: A -> EOS; B -> C -> A -> EOS; D -> D -> ... (never ends unless a repeat
+# penalty pushes it to A).
 GREEDY_TABLE = torch.tensor([
-    # PAD    EOS   A     B     C     D
-    [NEG_INF, 0.0, 0.0, 0.0, 0.0, 0.0],    # after PAD (only fed after EOS)
-    [NEG_INF, 0.0, 0.0, 0.0, 0.0, 0.0],    # after EOS
-    [NEG_INF, 2.0, 0.5, -1.0, 0.3, 1.1],   # after A
-    [NEG_INF, -0.5, 0.2, 0.1, 1.7, 0.4],   # after B
-    [NEG_INF, 0.0, 1.5, 0.8, -0.7, 0.3],   # after C
-    [NEG_INF, -1.0, 0.6, 0.2, -0.3, 1.9],  # after D
+    # PAD  EOS   A     B     C     D
+    [-0.5, 0.0, 0.0, 0.0, 0.0, 0.0],    # after PAD (only fed after EOS)
+    [-0.5, 0.0, 0.0, 0.0, 0.0, 0.0],    # after EOS
+    [0.9, 2.0, 0.5, -1.0, 0.3, 1.1],    # after A
+    [-0.2, -0.5, 0.2, 0.1, 1.7, 0.4],   # after B
+    [-0.3, 0.0, 1.5, 0.8, -0.7, 0.3],   # after C
+    [-0.8, -1.0, 0.6, 0.2, -0.3, 1.9],  # after D
 ], dtype=torch.float64)
 
 
@@ -46,7 +48,8 @@ class ToyTokenizer:
 
 
 class MarkovChain:
-    """score_fn whose next-token logits are ``table[last token]``; counts its calls.
+    """score_fn whose next-token logits are ``table[last token]``; counts its calls and keeps a
+    copy of each answer, so a test can check that the search left the answers as they were.
 
     A (V, V, V) table makes a second-order chain, ``table[second-to-last token, last token]``.
     """
@@ -54,14 +57,27 @@ class MarkovChain:
     def __init__(self, table: torch.Tensor):
         self.table = table
         self.calls = 0
+        self.answers = []     # (the tensor returned, a copy made when it was returned)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         if self.table.dim() == 3:
             # A one-token sequence reads as PAD then that token.
             previous = x[:, -2] if x.size(1) > 1 else torch.full_like(x[:, -1], PAD)
-            return self.table[previous, x[:, -1]]
-        return self.table[x[:, -1]]
+            logits = self.table[previous, x[:, -1]]
+        else:
+            logits = self.table[x[:, -1]]
+        self.answers.append((logits, logits.clone()))
+        return logits
+
+    def assert_answers_untouched(self, what: str) -> None:
+        """Fail when the search wrote into a tensor this score_fn returned."""
+        changed = sum(not torch.equal(given, kept) for given, kept in self.answers)
+        assert not changed, (
+            f"{what}: the search wrote into {changed} of the {len(self.answers)} logits tensors "
+            f"score_fn returned (in place, e.g. logits[:, pad_id] = -inf or logits /= "
+            f"temperature). score_fn's output belongs to the model and must be left as it was: "
+            f"compute on a new tensor (logits / temperature, torch.where, masked_fill)")
 
 
 def make_generator(table=GREEDY_TABLE, max_length=8):
@@ -153,10 +169,11 @@ def test_greedy_stays_on_the_sequences_device(monkeypatch):
 def test_greedy_matches_stepwise_argmax_path():
     prompts = torch.tensor([[D, B], [A, D], [C, B], [B, D], [D, A]])
     for temperature, penalty in [(1.0, 1.0), (0.7, 1.0), (1.0, 4.0), (1.6, 1.3)]:
-        generator, _ = make_generator(max_length=9)
+        generator, chain = make_generator(max_length=9)
         seqs, scores = generator.generate_greedy(prompts, temperature=temperature, repeat_penalty=penalty)
         expected = [reference_greedy(GREEDY_TABLE, p.tolist(), 9, temperature, penalty) for p in prompts]
         setting = f"temperature={temperature}, repeat_penalty={penalty}"
+        chain.assert_answers_untouched(setting)
         shape = (len(prompts), max(len(s) for s, _ in expected))
         assert seqs.shape == shape, (
             f"{setting}: expected seqs of shape (N, longest prompt + generated) = {shape}, got "
@@ -169,6 +186,39 @@ def test_greedy_matches_stepwise_argmax_path():
             assert_padded_row(row, tokens)
             assert math.isclose(float(row_score), score, rel_tol=1e-5, abs_tol=1e-5), \
                 f"{setting}: score {float(row_score):.6f}, expected {score:.6f} for {tokens}"
+
+
+def hand_log_prob(row, token, temperature=1.0):
+    """log softmax(row / temperature)[token], in plain Python."""
+    scaled = [value / temperature for value in row]
+    return scaled[token] - math.log(sum(math.exp(value) for value in scaled))
+
+
+@rubric("Greedy")
+def test_greedy_scores_count_every_token_pad_included():
+    """PAD has a finite probability in every row (a real model never gives it exactly zero), so
+    the scores are log-probabilities over the whole vocabulary, PAD included: a search that masks
+    PAD before normalising scores too high. Hand-computed, and score_fn's answers must come back
+    as they were."""
+    after_b = [1.0, -1.0, 0.0, 0.5, 2.0, 0.0]   # PAD EOS A B C D: C, then PAD, is the most probable
+    after_c = [1.5, 1.8, 0.2, -0.5, 0.0, 0.1]   # EOS, then PAD
+    table = torch.tensor([[0.3, 0.0, 0.1, 0.2, -0.4, 0.0]] * 6, dtype=torch.float64)
+    table[B], table[C] = torch.tensor(after_b, dtype=torch.float64), torch.tensor(after_c, dtype=torch.float64)
+    prompts = torch.tensor([[A, B], [D, C]])
+    for temperature in (1.0, 0.5):
+        generator, chain = make_generator(table, max_length=6)
+        with in_case(f"temperature={temperature}", prompts=prompts):
+            seqs, scores = generator.generate_greedy(prompts, temperature=temperature)
+        assert_padded_row(seqs[0], [A, B, C, EOS])
+        assert_padded_row(seqs[1], [D, C, EOS])
+        expected = [hand_log_prob(after_b, C, temperature) + hand_log_prob(after_c, EOS, temperature),
+                    hand_log_prob(after_c, EOS, temperature)]
+        for row in range(2):
+            assert math.isclose(float(scores[row]), expected[row], rel_tol=1e-6), (
+                f"temperature={temperature}, row {row}: expected the score {expected[row]:.6f}, the "
+                f"sum of log softmax(logits / temperature) over all 6 tokens, PAD included; got "
+                f"{float(scores[row]):.6f} (do not mask PAD: the model's probabilities are the scores)")
+        chain.assert_answers_untouched(f"temperature={temperature}")
 
 
 @rubric("Greedy")

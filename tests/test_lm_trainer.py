@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import in_case, rubric, run_module
 
 RUBRIC = {"Perplexity metric": 0, "LMTrainer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -67,7 +67,9 @@ class TableLM(nn.Module):
     """Next-token logits that depend only on the current token: a bigram table.
 
     With ``dropout`` the forward pass draws random numbers, so RNG handling matters; ``nan_after``
-    makes the logits NaN from that many training forwards on (to test the NaN guard).
+    makes the logits NaN from that many training forwards on (to test the NaN guard); a training
+    forward is one in train mode that builds a graph, so a validation pass that forgets eval mode
+    is left to the test that checks it, whose message says so.
     """
 
     def __init__(self, dropout=0.0, nan_after=None):
@@ -80,7 +82,7 @@ class TableLM(nn.Module):
 
     def forward(self, tokens, lengths=None):
         logits = self.final_linear(self.dropout(self.embedding(tokens)))
-        if self.training:
+        if self.training and torch.is_grad_enabled():
             self.training_forwards += 1
             if self.nan_after is not None and self.training_forwards > self.nan_after:
                 logits = logits * float("nan")
@@ -106,23 +108,31 @@ class FixedLogits(nn.Module):
 SEQUENCES = [[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 0], [3, 4, 0, 1, 2], [4, 0, 1], [0, 2, 4, 1]]
 
 
-GENERATION = {"num_samples": 2, "prompt_length": 2, "max_length": 8,
+# Every value differs from its default and from the other keys' values, and strategies are named
+# apart from their method ("greedy" takes its method from its name, "cool" is a second greedy
+# strategy), so code that reads one key for another, keeps a default, or keys the results by
+# method instead of by name gives other results.
+GENERATION = {"num_samples": 2, "prompt_length": 3, "max_length": 9,
               "greedy": {"temperature": 0.7, "repeat_penalty": 1.5},
-              "beam": {"beam_width": 3, "temperature": 1.3, "repeat_penalty": 1.2},
-              "sample": {"top_k": 4, "top_p": 0.8, "temperature": 2.0, "seed": 5}}
+              "cool": {"method": "greedy", "temperature": 0.4},
+              "wide": {"method": "beam", "beam_width": 4, "temperature": 1.3, "repeat_penalty": 1.2},
+              "draw": {"method": "sample", "top_k": 5, "top_p": 0.8, "temperature": 1.7, "seed": 6}}
+PROMPT_LENGTH = GENERATION["prompt_length"]
 
 
-def _config(tmp_path, **training):
+def _config(tmp_path, scheduler=None, **training):
     from tests.tiny_config import tiny_config
 
     return tiny_config(tmp_path, {"gradient_accumulation_steps": 1, "grad_clip_norm": 1.0, **training},
-                       scheduler={"name": "cosine", "interval": "step"}, generation=GENERATION)
+                       scheduler=scheduler or {"name": "cosine", "interval": "step"},
+                       generation=GENERATION)
 
 
-def _trainer(tmp_path, model, run_name="run", lr=0.05, **training):
+def _trainer(tmp_path, model, run_name="run", lr=0.05, scheduler=None, **training):
     from hw4lib.trainers import LMTrainer
 
-    trainer = LMTrainer(model, StubTokenizer(), _config(tmp_path, **training), run_name, None, device="cpu")
+    trainer = LMTrainer(model, StubTokenizer(), _config(tmp_path, scheduler, **training), run_name,
+                        None, device="cpu")
     trainer.optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=lr)
     trainer.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(trainer.optimizer, T_max=20)
     return trainer
@@ -163,6 +173,28 @@ class SpyScaler:
 
     def __getattr__(self, name):
         return getattr(self.scaler, name)
+
+
+def _quiet(trainer):
+    """Skip drawing the PNGs (matplotlib is most of a short run's time; test_train_validates...
+    checks them)."""
+    trainer._plot_curves = trainer._save_attention_plot = lambda *args: None
+    return trainer
+
+
+def _count_calls(scheduler):
+    """Record the arguments of every ``scheduler.step(...)`` call from now on, in a list.
+
+    The scheduler becomes an instance of a subclass whose ``step`` records, so it stays what it
+    was for ``isinstance`` and its ``state_dict`` (checkpoints) is unchanged."""
+    calls, kind = [], type(scheduler)
+
+    def step(self, *args, **kwargs):
+        calls.append(args)
+        return kind.step(self, *args, **kwargs)
+
+    scheduler.__class__ = type(f"Counted{kind.__name__}", (kind,), {"step": step})
+    return calls
 
 
 @rubric("Perplexity metric")
@@ -215,49 +247,67 @@ def test_evaluate_language_model_reads_dataset_chars_and_restores_mode():
 
 @rubric("LMTrainer")
 def test_criterion_ignores_padding_and_applies_label_smoothing(tmp_path):
-    trainer = _trainer(tmp_path, TableLM(), label_smoothing=0.1)
+    """Label smoothing 0.0 (the default) and 0.2, so a value typed into the code instead of the
+    config's ``training.label_smoothing`` fails one of them."""
     logits = torch.randn(6, VOCAB, generator=torch.Generator().manual_seed(0))
     targets = torch.tensor([3, 0, PAD, 4, PAD, EOS])   # 0 is the letter A, a real target
     keep = targets != PAD
     log_probs = logits[keep].log_softmax(-1)
-    expected = (0.9 * -log_probs.gather(1, targets[keep, None]).squeeze(1) - 0.1 * log_probs.mean(-1)).mean()
-    _close(trainer.criterion(logits, targets).item(), expected.item(),
-           f"criterion with label_smoothing=0.1 over the non-pad targets (pad id {PAD}), averaged", rel=1e-5)
+    for smoothing in (0.0, 0.2):
+        trainer = _trainer(tmp_path, TableLM(), f"smoothing{smoothing}", label_smoothing=smoothing)
+        expected = ((1 - smoothing) * -log_probs.gather(1, targets[keep, None]).squeeze(1)
+                    - smoothing * log_probs.mean(-1)).mean()
+        with in_case(f"training.label_smoothing={smoothing}", logits=logits, targets=targets):
+            got = trainer.criterion(logits, targets).item()
+        _close(got, expected.item(),
+               f"criterion with training.label_smoothing={smoothing} from the config, over the "
+               f"non-pad targets (pad id {PAD}), averaged", rel=1e-5)
 
 
 @rubric("LMTrainer")
 def test_one_training_step_matches_autograd_through_the_scaler(tmp_path):
-    # One batch, plain SGD, no clipping: the update must be -lr * the gradient of the mean
-    # label-smoothed cross-entropy over the non-pad targets of padded_golden, computed here.
-    torch.manual_seed(0)
-    model = TableLM()
-    reference = TableLM()
-    reference.load_state_dict(model.state_dict())
-    trainer = _trainer(tmp_path, model, grad_clip_norm=0.0, label_smoothing=0.1)
-    trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
-    trainer.scheduler = None
-    trainer.scaler = spy = SpyScaler(trainer.scaler)
+    # One batch, plain SGD with lr 1: the update must be minus the gradient of the mean
+    # label-smoothed cross-entropy over the non-pad targets of padded_golden, computed here, scaled
+    # down to total norm training.grad_clip_norm when clipping is on and the gradient is longer.
     loader = _loader(shuffle=False, batch_size=len(SEQUENCES))
-    trainer._train_epoch(loader)
-
     shifted, golden, lengths = next(iter(loader))
-    logits, _ = reference(shifted, lengths)
-    loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), golden.reshape(-1),
-                                       ignore_index=PAD, label_smoothing=0.1)
-    loss.backward()
-    assert len(spy.scaled) == 1, (
-        f"backward must go through self.scaler.scale(loss / accumulation_steps) once per batch: "
-        f"expected 1 call of scaler.scale for 1 batch, got {len(spy.scaled)}"
-    )
-    _close(spy.scaled[0].item(), loss.item(), "the loss passed to scaler.scale (accumulation 1)", rel=1e-5)
-    for name, parameter in reference.named_parameters():
-        expected = parameter.detach() - parameter.grad
-        got = trainer.model.state_dict()[name]
-        assert torch.allclose(got, expected, atol=1e-6), (
-            f"{name} after one SGD step (lr 1) differs from the autograd update by up to "
-            f"{(got - expected).abs().max().item():.3g}: the loss must be the mean cross-entropy "
-            "of the logits against padded_golden, ignoring pad targets, with label smoothing"
+    for smoothing, clip in ((0.1, 0.0), (0.0, 0.3)):
+        torch.manual_seed(0)
+        model = TableLM()
+        reference = TableLM()
+        reference.load_state_dict(model.state_dict())
+        trainer = _trainer(tmp_path, model, f"step{smoothing}-{clip}", grad_clip_norm=clip,
+                           label_smoothing=smoothing)
+        trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
+        trainer.scheduler = None
+        trainer.scaler = spy = SpyScaler(trainer.scaler)
+        trainer._train_epoch(loader)
+
+        logits, _ = reference(shifted, lengths)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), golden.reshape(-1),
+                                           ignore_index=PAD, label_smoothing=smoothing)
+        loss.backward()
+        norm = math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in reference.parameters()))
+        factor = 1.0
+        if clip:
+            assert norm > clip, f"the test's gradient (norm {norm:.3f}) must be longer than {clip}"
+            factor = clip / (norm + 1e-6)
+        setting = f"label_smoothing={smoothing}, grad_clip_norm={clip}"
+        assert len(spy.scaled) == 1, (
+            f"{setting}: backward must go through self.scaler.scale(loss / accumulation_steps) "
+            f"once per batch: expected 1 call of scaler.scale for 1 batch, got {len(spy.scaled)}"
         )
+        _close(spy.scaled[0].item(), loss.item(),
+               f"{setting}: the loss passed to scaler.scale (accumulation 1)", rel=1e-5)
+        for name, parameter in reference.named_parameters():
+            expected = parameter.detach() - factor * parameter.grad
+            got = trainer.model.state_dict()[name]
+            assert torch.allclose(got, expected, atol=1e-6), (
+                f"{setting}: {name} after one SGD step (lr 1) differs from the autograd update by "
+                f"up to {(got - expected).abs().max().item():.3g}: the loss must be the mean "
+                "cross-entropy of the logits against padded_golden, ignoring pad targets, with the "
+                "config's label smoothing"
+            )
 
 
 @rubric("LMTrainer")
@@ -266,7 +316,7 @@ def test_train_validates_on_the_validation_loader_and_writes_run_folder(tmp_path
     from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_NAME, LAST_CHECKPOINT_NAME
 
     torch.manual_seed(0)
-    trainer = _trainer(tmp_path, TableLM(), samples_every=1)
+    trainer = _trainer(tmp_path, TableLM(), samples_every=2)
     train_loader = _loader()
     val_loader = _loader(shuffle=False, sequences=SEQUENCES[::-1][:4], chars_per_token=3)
     start = evaluate_language_model(trainer.model, val_loader, "cpu")["ce_loss_token"]
@@ -288,9 +338,12 @@ def test_train_validates_on_the_validation_loader_and_writes_run_folder(tmp_path
     )
     for name in ("config.yaml", "model_arch.txt", "metrics/epoch_003.json", "metrics/loss.png",
                  "metrics/perplexity.png", "attn/train_last_layer_epoch003.png",
-                 "text/val_greedy_epoch003.json", f"checkpoints/{BEST_CHECKPOINT_NAME}",
+                 "text/val_greedy_epoch002.json", f"checkpoints/{BEST_CHECKPOINT_NAME}",
                  f"checkpoints/{LAST_CHECKPOINT_NAME}"):
         assert (root / name).is_file(), f"expected the run folder to hold {name}; it does not"
+    samples = sorted(path.name for path in (root / "text").iterdir())
+    assert samples == ["val_greedy_epoch002.json"], (
+        f"training.samples_every=2 over 3 epochs: expected samples after epoch 2 only, got {samples}")
     assert not list(root.rglob("*.tmp")), "checkpoints are written through a temporary file"
     checkpoint = torch.load(root / "checkpoints" / LAST_CHECKPOINT_NAME, weights_only=False)
     for key in ("model_state_dict", "optimizer_state_dict", "scheduler_state_dict", "epoch", "step",
@@ -300,6 +353,53 @@ def test_train_validates_on_the_validation_loader_and_writes_run_folder(tmp_path
     assert counters == (3, 9), f"(epoch, step) after 3 epochs of 3 batches: expected (3, 9), got {counters}"
     _close(checkpoint["best_metric"], min(r["val"]["perplexity_char"] for r in history),
            "best_metric = the lowest validation perplexity_char")
+
+
+class ModeRecordingLM(TableLM):
+    """A TableLM that records ``(batch size, training?)`` for every forward pass."""
+
+    def __init__(self, dropout):
+        super().__init__(dropout=dropout)
+        self.forwards = []
+
+    def forward(self, tokens, lengths=None):
+        self.forwards.append((tokens.size(0), self.training))
+        return super().forward(tokens, lengths)
+
+
+@rubric("LMTrainer")
+def test_validation_and_evaluation_run_in_eval_mode(tmp_path):
+    """With dropout 0.5, a validation or test pass in train mode gives noisy metrics, and a
+    checkpoint chosen on them. Training batches hold 2 transcripts and validation and test batches
+    3, so the recorded batch size says which pass each forward belongs to."""
+    torch.manual_seed(0)
+    model = ModeRecordingLM(dropout=0.5)
+    trainer = _quiet(_trainer(tmp_path, model))
+    val_loader = _loader(shuffle=False, batch_size=3, chars_per_token=2)
+    trainer.train(_loader(batch_size=2), val_loader, epochs=1)
+    validation = [training for size, training in model.forwards if size == 3]
+    assert validation and not any(validation), (
+        f"{sum(validation)} of the {len(validation)} validation forwards ran in train mode "
+        f"(dropout on): your validation loop must call model.eval() (evaluate_language_model "
+        f"does it for you)")
+    training = [training for size, training in model.forwards if size == 2]
+    assert training and all(training), "the training forwards must run in train mode"
+    nll, _ = _reference_metrics(model, val_loader)
+    _close(trainer.history[-1]["val"]["ce_loss_char"], nll / val_loader.dataset.total_chars,
+           "validation ce_loss_char with dropout 0.5, which only eval mode gives", rel=1e-5)
+
+    model.train()
+    model.forwards.clear()
+    test_loader = _loader(shuffle=False, batch_size=3, chars_per_token=3)
+    metrics, _ = trainer.evaluate(test_loader)
+    scored = [training for size, training in model.forwards]
+    assert scored and not any(scored), (
+        f"{sum(scored)} of the {len(scored)} forwards of evaluate() ran in train mode (dropout "
+        f"on): evaluate must score the test loader in eval mode (model.eval(); "
+        f"evaluate_language_model does it for you)")
+    nll, _ = _reference_metrics(model, test_loader)
+    _close(metrics["ce_loss_char"], nll / test_loader.dataset.total_chars,
+           "test ce_loss_char with dropout 0.5, which only eval mode gives", rel=1e-5)
 
 
 @rubric("LMTrainer")
@@ -377,6 +477,51 @@ def test_gradient_accumulation_matches_one_large_batch(tmp_path):
         )
 
 
+# (scheduler section, gradient_accumulation_steps, scheduler.step() calls in 2 epochs of 3 batches)
+SCHEDULES = (
+    ({"name": "cosine", "interval": "step"}, 2, 4),          # one per update: 2 updates an epoch
+    ({"name": "cosine_warm", "interval": "epoch", "cosine_warm": {"T_0": 1}}, 3, 2),  # one per epoch
+    ({"name": "reduce_lr"}, 1, 2),                           # per epoch, with the validation loss
+)
+
+
+@rubric("LMTrainer")
+def test_the_scheduler_steps_as_often_as_its_config_says(tmp_path):
+    """The trainer steps ``trainer.scheduler`` itself: after each optimizer update when
+    ``scheduler.interval`` is ``step``, after each validation when it is ``epoch`` (``reduce_lr``
+    always, with the validation ``ce_loss_char``). The scheduler is built from the trainer's own
+    config, as ``hw4lib.train`` builds it; a second ``scheduler.step()`` in a student's loop moves
+    the whole schedule (a cosine then ends near its peak)."""
+    from hw4lib.utils import create_scheduler
+
+    for section, accumulation, expected in SCHEDULES:
+        torch.manual_seed(0)
+        name = f"{section['name']}-{section.get('interval', 'epoch')}"
+        trainer = _quiet(_trainer(tmp_path, TableLM(), name, scheduler=section,
+                                  gradient_accumulation_steps=accumulation))
+        train_loader = _loader(batch_size=2)                    # 3 batches an epoch
+        trainer.scheduler = create_scheduler(trainer.optimizer, trainer.config.scheduler, train_loader,
+                                             trainer.config.training.gradient_accumulation_steps)
+        calls = _count_calls(trainer.scheduler)
+        with in_case(f"scheduler {section}, gradient_accumulation_steps={accumulation}"):
+            trainer.train(train_loader, _loader(shuffle=False), epochs=2)
+        updates = 2 * math.ceil(3 / accumulation)
+        assert trainer.global_step == updates, (
+            f"gradient_accumulation_steps={accumulation}: 2 epochs of 3 batches make {updates} "
+            f"optimizer updates, got {trainer.global_step}")
+        assert len(calls) == expected, (
+            f"scheduler {section} with gradient_accumulation_steps={accumulation}: expected "
+            f"{expected} calls of scheduler.step() in 2 epochs of {updates // 2} optimizer updates, "
+            f"got {len(calls)}. The trainer steps the scheduler itself (after each update for "
+            f"interval 'step', after validation for interval 'epoch'): do not call "
+            f"scheduler.step() in your code")
+        if section["name"] == "reduce_lr":
+            losses = [(record["val"]["ce_loss_char"],) for record in trainer.history]
+            assert calls == losses, (
+                f"reduce_lr must be stepped with each epoch's validation ce_loss_char {losses}, "
+                f"got {calls}")
+
+
 # What the recording generator below returns after the prompt: each continuation emits EOS and then
 # more tokens, which the trainer must cut off. Beam search returns its beams best first.
 CANNED = {"greedy": [0, 1, EOS, 2, 2], "sample": [3, EOS, 0, 0],
@@ -446,40 +591,86 @@ def test_generate_passes_every_setting_to_its_search_and_reports_the_cut_best_re
     continuation is cut after its first EOS; the scores are the search's."""
     trainer = _trainer(tmp_path, TableLM())
     loader = _loader(shuffle=False)
-    expected_kwargs = {
-        "greedy": {"temperature": 0.7, "repeat_penalty": 1.5},
-        "beam": {"beam_width": 3, "temperature": 1.3, "repeat_penalty": 1.2},
-        "sample": {"temperature": 2.0, "top_k": 4, "top_p": 0.8, "seed": 5,
-                   "generator_device": torch.device("cpu")},
+    # (method, keyword arguments) each strategy's search must get, from GENERATION by hand.
+    expected_calls = {
+        "greedy": ("greedy", {"temperature": 0.7, "repeat_penalty": 1.5}),
+        "cool": ("greedy", {"temperature": 0.4, "repeat_penalty": 1.0}),
+        "wide": ("beam", {"beam_width": 4, "temperature": 1.3, "repeat_penalty": 1.2}),
+        "draw": ("sample", {"temperature": 1.7, "top_k": 5, "top_p": 0.8, "seed": 6,
+                            "generator_device": torch.device("cpu")}),
     }
-    for name, settings in trainer.config.generation.strategies().items():
+    strategies = trainer.config.generation.strategies()
+    assert set(strategies) == set(expected_calls), f"the test's strategies: {sorted(strategies)}"
+    for name, settings in strategies.items():
+        method, expected_kwargs = expected_calls[name]
+        label = f"strategy {name!r} (method {method})"
         samples, calls = _generate_recorded(trainer, loader, settings)
-        searches = [(method, kwargs) for method, kwargs in calls if method != "generator_for_model"]
-        assert [method for method, _ in searches] == [name], (
-            f"{name}: expected one call of generate_{name}, got {[m for m, _ in searches]}")
+        searches = [(called, kwargs) for called, kwargs in calls if called != "generator_for_model"]
+        assert [called for called, _ in searches] == [method], (
+            f"{label}: expected one call of generate_{method} (the settings' method), got "
+            f"{[called for called, _ in searches]}")
         _, created = calls[0]
-        assert created["model"] is trainer.model and created["max_length"] == 8, (
-            f"{name}: build the generator with generator_for_model(model, tokenizer, "
-            f"max_length=8 from the settings, device); got max_length={created['max_length']}")
-        assert searches[0][1] == expected_kwargs[name], (
-            f"{name}: the search must get exactly the settings {expected_kwargs[name]} (as keyword "
+        assert created["model"] is trainer.model and created["max_length"] == 9, (
+            f"{label}: build the generator with generator_for_model(model, tokenizer, "
+            f"max_length=9 from the settings, device); got max_length={created['max_length']}")
+        assert searches[0][1] == expected_kwargs, (
+            f"{label}: the search must get exactly the settings {expected_kwargs} (as keyword "
             f"arguments; sampling: generator=torch.Generator(device=...).manual_seed(seed)), "
             f"got {searches[0][1]}")
-        scores = CANNED_SCORES[name] if name != "beam" else [row[0] for row in CANNED_SCORES[name]]
+        scores = CANNED_SCORES[method] if method != "beam" else [row[0] for row in CANNED_SCORES[method]]
         for index, (sample, sequence) in enumerate(zip(samples, SEQUENCES)):
-            assert sample["prompt"] == StubTokenizer().decode(sequence[:2]), (
-                f"{name}: expected the prompt {StubTokenizer().decode(sequence[:2])!r}, "
-                f"got {sample['prompt']!r}")
+            prompt = StubTokenizer().decode(sequence[:PROMPT_LENGTH])
+            assert sample["prompt"] == prompt, (
+                f"{label}: expected the prompt {prompt!r}, got {sample['prompt']!r}")
             assert sample["original"] == StubTokenizer().decode(sequence), (
-                f"{name}: expected the original {StubTokenizer().decode(sequence)!r}, "
+                f"{label}: expected the original {StubTokenizer().decode(sequence)!r}, "
                 f"got {sample['original']!r}")
-            assert sample["generated"] == EXPECTED_TEXT[name], (
-                f"{name}: the search continued the prompt with {CANNED[name]} (beam search: the "
-                f"first, best beam); cut after the first EOS that is {EXPECTED_TEXT[name]!r}, got "
+            assert sample["generated"] == EXPECTED_TEXT[method], (
+                f"{label}: the search continued the prompt with {CANNED[method]} (beam search: the "
+                f"first, best beam); cut after the first EOS that is {EXPECTED_TEXT[method]!r}, got "
                 f"{sample['generated']!r}")
             assert sample["score"] == pytest.approx(scores[index]), (
-                f"{name}: expected the search's score {scores[index]} (beam search: the best "
+                f"{label}: expected the search's score {scores[index]} (beam search: the best "
                 f"beam's), got {sample['score']}")
+
+
+@rubric("LMTrainer")
+def test_evaluate_scores_the_test_loader_and_generates_with_each_strategy(tmp_path):
+    torch.manual_seed(0)
+    model = TableLM()
+    nn.init.normal_(model.final_linear.weight, std=0.3)   # distinct but spread next-token choices
+    trainer = _trainer(tmp_path, model)
+    loader = _loader(shuffle=False, chars_per_token=3)
+    torch.manual_seed(1234)   # sampling must use its own seeded generator, not this global state
+    metrics, generations = trainer.evaluate(loader)
+
+    root = tmp_path / "expts" / "run"
+    saved = json.loads((root / "test_metrics.json").read_text())
+    assert saved == pytest.approx(metrics), f"test_metrics.json: expected {metrics}, got {saved}"
+    nll, targets = _reference_metrics(model, loader)
+    chars = loader.dataset.total_chars
+    _close(metrics["ce_loss_char"], nll / chars,
+           f"test ce_loss_char = NLL of the test loader / its {chars} characters", rel=1e-5)
+    _close(metrics["ce_loss_token"], nll / targets, "test ce_loss_token", rel=1e-5)
+
+    names = sorted(trainer.config.generation.strategies())
+    assert sorted(generations) == names, (
+        f"expected one result per configured strategy, keyed by the strategy's name (not its "
+        f"method) {names}, got {sorted(generations)}"
+    )
+    torch.manual_seed(99)
+    again = trainer.generate(loader, trainer.config.generation.strategies()["draw"])
+    assert again == generations["draw"], (
+        "sampling must draw from a torch.Generator seeded with the config's seed, so that the global "
+        f"RNG state does not matter: after torch.manual_seed(1234) got {generations['draw']}, after "
+        f"torch.manual_seed(99) got {again}"
+    )
+    saved = json.loads((root / "test_generated_results.json").read_text())
+    assert saved == generations, "test_generated_results.json must hold the returned generations"
+    for name, settings in trainer.config.generation.strategies().items():
+        assert generations[name] == trainer.generate(loader, settings), (
+            f"evaluate's {name!r} generations must be generate(test_loader, settings) with that "
+            f"strategy's settings from config.generation.strategies()")
 
 
 @rubric("LMTrainer")
@@ -516,43 +707,6 @@ def test_evaluation_and_generation_use_the_trainers_device(tmp_path, monkeypatch
     assert devices == expected, (
         f"with the trainer on {trainer.device}, expected the devices {expected}, got {devices}: "
         f"pass self.device (torch.Generator(device=self.device) for sampling)")
-
-
-@rubric("LMTrainer")
-def test_evaluate_scores_the_test_loader_and_generates_with_each_strategy(tmp_path):
-    torch.manual_seed(0)
-    model = TableLM()
-    nn.init.normal_(model.final_linear.weight, std=0.3)   # distinct but spread next-token choices
-    trainer = _trainer(tmp_path, model)
-    loader = _loader(shuffle=False, chars_per_token=3)
-    torch.manual_seed(1234)   # sampling must use its own seeded generator, not this global state
-    metrics, generations = trainer.evaluate(loader)
-
-    root = tmp_path / "expts" / "run"
-    saved = json.loads((root / "test_metrics.json").read_text())
-    assert saved == pytest.approx(metrics), f"test_metrics.json: expected {metrics}, got {saved}"
-    nll, targets = _reference_metrics(model, loader)
-    chars = loader.dataset.total_chars
-    _close(metrics["ce_loss_char"], nll / chars,
-           f"test ce_loss_char = NLL of the test loader / its {chars} characters", rel=1e-5)
-    _close(metrics["ce_loss_token"], nll / targets, "test ce_loss_token", rel=1e-5)
-
-    torch.manual_seed(99)
-    again = trainer.generate(loader, trainer.config.generation.strategies()["sample"])
-    assert again == generations["sample"], (
-        "sampling must draw from a torch.Generator seeded with the config's seed, so that the global "
-        f"RNG state does not matter: after torch.manual_seed(1234) got {generations['sample']}, after "
-        f"torch.manual_seed(99) got {again}"
-    )
-    assert set(generations) == {"greedy", "beam", "sample"}, (
-        f"expected one result per configured strategy ['beam', 'greedy', 'sample'], got {sorted(generations)}"
-    )
-    saved = json.loads((root / "test_generated_results.json").read_text())
-    assert saved == generations, "test_generated_results.json must hold the returned generations"
-    for name, settings in trainer.config.generation.strategies().items():
-        assert generations[name] == trainer.generate(loader, settings), (
-            f"evaluate's {name!r} generations must be generate(test_loader, settings) with that "
-            f"strategy's settings from config.generation.strategies()")
 
 
 if __name__ == "__main__":

@@ -204,6 +204,29 @@ def test_weight_tying_shares_one_parameter():
 
 
 @rubric("Decoder-only Transformer")
+def test_weight_tying_starts_from_the_documented_values():
+    """The docstring's initial values: each (K, D) matrix, tied or not, N(0, 0.02) (9,600 draws
+    here: their mean and spread are known to about 1%), the output bias 0, and with tying the
+    state dict's two keys hold the same values (the grader loads both)."""
+    wide = dict(num_classes=300, d_model=32, num_heads=4, d_ff=64, num_layers=2)
+    for tying in (False, True):
+        model = tiny_model(**wide, weight_tying=tying)
+        state = model.state_dict()
+        for key in ("target_embedding.weight", "final_linear.weight"):
+            values = state[key]
+            std, mean = float(values.std()), float(values.mean())
+            assert 0.018 < std < 0.022 and abs(mean) < 0.002, (
+                f"weight_tying={tying}: {key} must start N(0, 0.02) like every embedding and "
+                f"linear weight (the docstring), got mean {mean:.4f} and std {std:.4f}")
+        assert torch.equal(state["final_linear.bias"], torch.zeros(300)), (
+            f"weight_tying={tying}: final_linear.bias must start at 0")
+        same = torch.equal(state["target_embedding.weight"], state["final_linear.weight"])
+        assert same == tying, (
+            f"weight_tying={tying}: the state dict's target_embedding.weight and "
+            f"final_linear.weight must {'hold the same values' if tying else 'be two matrices'}")
+
+
+@rubric("Decoder-only Transformer")
 def test_state_dict_is_the_one_the_grader_loads():
     """The grader loads your weights strictly into its own reference model, so every tensor must
     have the reference's name and shape (hw4lib/model/state_dict_manifest.json lists them)."""

@@ -35,6 +35,14 @@ class DecoderOnlyTransformer(nn.Module):
         num_classes: vocabulary size K.
         weight_tying: share one (K, D) matrix between the token embedding and the output
             projection (Press & Wolf, 2017): fewer parameters, and usually a lower perplexity.
+            The shared Parameter is ``final_linear.weight``; ``target_embedding.weight`` is made
+            that same object (the embedding's own matrix is dropped), so row k is token k's
+            embedding and its output weights at once. It starts N(0, 0.02) (``_init_weights``, as
+            the two untied matrices would), and ``final_linear`` keeps its own bias, at 0.
+            The state dict still holds both keys, with equal values; ``named_parameters()``
+            lists it once, as ``target_embedding.weight`` (the first module holding it), so an
+            optimizer rule for ``target_embedding`` (its learning rate, no weight decay) applies
+            to the output projection too.
         layer_drop_rate: during training, skip each decoder layer as a whole with this probability
             (LayerDrop, Fan et al., 2019); never in eval mode.
 
