@@ -37,7 +37,8 @@ from tests.autograder_helpers import (REPO_ROOT, TEST_FULL_MARKS_PPL, TEST_HIDDE
                                       built_autograder, copy_reference_mytorch, deflate_zip,
                                       direct_perplexity_char, honest_scores, make_model_handin,
                                       make_run_folder, open_folder, pack_folder, regular,
-                                      remove_session_folders, run_grader, worker_layout, write_tar)
+                                      run_grader, worker_layout, write_tar)
+from tests.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"End to end": 0}

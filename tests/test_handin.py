@@ -8,6 +8,7 @@ numpy RNG states, so that only the extracted state dict loads with ``weights_onl
 import io
 import json
 import os
+import pickle
 import tarfile
 from pathlib import Path
 
@@ -108,7 +109,7 @@ def test_handin_packs_run_and_mytorch_sources(tmp_path):
     for key in others:  # a tied weight stays one tensor, stored once
         assert state[key].untyped_storage().data_ptr() == state[first].untyped_storage().data_ptr()
     # the full checkpoint itself would not load that way: the extraction is what makes it safe
-    with pytest.raises(Exception):
+    with pytest.raises(pickle.UnpicklingError):
         torch.load(tmp_path / "expts" / "run-a" / BEST_CHECKPOINT_PATH, weights_only=True)
 
 

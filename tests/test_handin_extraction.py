@@ -22,8 +22,8 @@ from autograder import file_trees, safe_tar, sandbox
 from autograder.safe_tar import HandinError, extract_handin
 from hw4lib import handin_format
 from tests.autograder_helpers import (copy_reference_mytorch, honest_scores, make_model_handin,
-                                      pack_folder, regular, remove_session_folders, run_grader,
-                                      tree, write_tar)
+                                      pack_folder, regular, run_grader, tree, write_tar)
+from tests.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Handin extraction": 0, "End to end": 0}

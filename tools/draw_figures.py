@@ -14,8 +14,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-from matplotlib.patches import Circle, FancyBboxPatch, Rectangle  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
 FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"
 DPI = 150

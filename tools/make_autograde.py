@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
         info = build(args.out, args.seed, args.hidden_chars, args.full_marks_ppl,
                      args.zero_marks_ppl)
     except (AutogradeBuildError, ValueError) as error:
-        raise SystemExit(f"make autograde: {error}")
+        raise SystemExit(f"make autograde: {error}") from None
     tar_path = args.out / "autograde.tar"
     print(f"wrote {tar_path} ({tar_path.stat().st_size / 2**20:.1f} MiB), "
           f"{args.out / 'autograde-Makefile'} and {args.out / 'gradescope.zip'}")

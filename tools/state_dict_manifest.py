@@ -90,7 +90,7 @@ def derive() -> dict:
         raise ValueError("the probes' state dicts have different keys")
     buffers = {name for name, _ in models[0].named_buffers()}
     entries = {}
-    for key, tensor in states[0].items():
+    for key in states[0]:
         shapes = [tuple(state[key].shape) for state in states]
         entry = {"key": fold_layer(key),
                  "shape": [read_dimension(list(sizes)) for sizes in zip(*shapes)],

@@ -219,7 +219,7 @@ class BaseTrainer(ABC):
         """
         try:
             return action()
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - a side feature never ends a run
             print(f"warning: {what} failed ({type(error).__name__}: {error}); training goes on",
                   file=sys.stderr, flush=True)
             return None
