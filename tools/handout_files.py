@@ -17,7 +17,7 @@ MAKEFILE_END = "# END INSTRUCTOR TARGETS"
 # Top-level paths (directories end with "/") that only instructors get, or that are built locally.
 EXCLUDED_DIRS = ("autograder/", "tools/", "bench/", ".ci/", "docs/", "hw4_data/hw4p1_data/",
                  "expts/", "dist/", ".venv/")
-EXCLUDED_FILES = ("DEVELOPERS.md",)
+EXCLUDED_FILES = ("DEVELOPERS.md", "pyproject.toml")
 # Directory names that are caches or metadata wherever they appear.
 EXCLUDED_PARTS = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".git")
 
