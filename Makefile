@@ -70,7 +70,7 @@ regrade: $(STAMP) ## grade every handin of a bulk download: HANDINS=folder [JOBS
 	$(PY) -m autograder.regrade $(HANDINS) --jobs $(or $(JOBS),1) --out $(or $(OUT),regrade) $(ARGS)
 
 rescore: $(STAMP) ## recompute grades.csv's points under dist/'s scoring line, grading nothing: [OUT=regrade] [ARGS=...]
-	$(PY) -m autograder.rescore --out $(or $(OUT),regrade) $(ARGS)
+	$(PY) -m autograder.regrade --rescore-only --out $(or $(OUT),regrade) $(ARGS)
 
 similarity: $(STAMP) ## compare every pair of students' mytorch: HANDINS=folder [OUT=similarity] [ARGS=...]
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))

@@ -522,7 +522,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Grade every handin of a bulk download with the "
                                                  "hw4p1 judge; write grades.csv, feedback and a "
                                                  "summary.")
-    parser.add_argument("handins", type=Path, help="the bulk download's folder")
+    parser.add_argument("handins", type=Path, nargs="?",
+                        help="the bulk download's folder (not with --rescore-only)")
     parser.add_argument("--out", type=Path, default=Path("regrade"),
                         help="where grades.csv, feedback/ and the summary go (default: regrade/)")
     parser.add_argument("--autograder", type=Path, default=Path("dist"),
@@ -539,7 +540,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--force", action="store_true",
                         help="grade again handins already graded by this grader")
     parser.add_argument("--grader-flags", default="", help="GRADER_FLAGS for every grading")
+    parser.add_argument("--rescore-only", action="store_true",
+                        help="rescore OUT's grades.csv under the grader's scoring line without "
+                             "the handins (make rescore); nothing is graded")
     args = parser.parse_args(argv)
+    if args.rescore_only:
+        if args.handins is not None:
+            parser.error("--rescore-only grades nothing: leave out the handins' folder")
+        rescore_class(args.out, args.autograder)
+        return
+    if args.handins is None:
+        parser.error("give the bulk download's folder (make regrade HANDINS=<folder>)")
     try:
         regrade(args.handins, args.out, args.autograder, args.jobs, args.grader_flags,
                 progress=os.environ.get("TQDM_DISABLE") != "1", versions=args.versions,

@@ -1,6 +1,6 @@
 """Rescore a graded class when only the scoring line changed: no handin is graded again.
 
-    python -m autograder.rescore [--out regrade] [--autograder dist]
+    python -m autograder.regrade --rescore-only [--out regrade] [--autograder dist]
     make rescore [OUT=regrade]
 
 A grader is recorded as two things, in its ``build_info.json`` (``tools/make_autograde.py``) and
@@ -28,7 +28,6 @@ Autolab or Gradescope show: import grades.csv with ``make gradebook``.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import re
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import rubric
+from autograder.hidden_tests.mytorch_hidden import tests_of
 from autograder.handins import sha256
 from hw4lib import grading_numbers
 
@@ -89,6 +89,12 @@ def grader_identity(members: dict[str, bytes], makefile: str) -> str:
         digest.update(data)
     digest.update(makefile.encode("utf-8"))
     return digest.hexdigest()
+
+
+def hidden_test_points() -> dict[str, dict[str, float]]:
+    """{mytorch category: {hidden test: its points}}, in the order the judge runs them."""
+    return {category: {test.name: float(test.points) for test in tests_of(category)}
+            for category in rubric.MYTORCH_RUBRIC}
 
 
 def scoring_line(points: dict[str, float], test_points: dict[str, dict[str, float]],
@@ -234,21 +240,3 @@ def decide(row: dict, handin_sha: str | None, grader: Grader,
         return GRADE, f"the scoring line changed and its results cannot be rescored: {why}"
     return RESCORE, f"rescored from its recorded results ({changes(old, grader.scoring)})"
 
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Rescore grades.csv from its recorded results "
-                                                 "under the scoring line of a built grader; "
-                                                 "nothing is graded again.")
-    parser.add_argument("--out", type=Path, default=Path("regrade"),
-                        help="the folder of grades.csv (make regrade's OUT, default regrade/)")
-    parser.add_argument("--autograder", type=Path, default=Path("dist"),
-                        help="the folder holding autograde.tar and autograde-Makefile whose "
-                             "scoring line to apply (default: dist/, from make autograde)")
-    args = parser.parse_args(argv)
-    from autograder import regrade  # regrade imports this module
-
-    regrade.rescore_class(args.out, args.autograder)
-
-
-if __name__ == "__main__":
-    main()

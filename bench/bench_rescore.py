@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from autograder import grading_run, regrade, rescore, rubric
-from tools.make_autograde import test_points
 
 CLASS_SIZE = 400
 REPEATS = 3
@@ -71,7 +70,7 @@ def recorded_class(out: Path, line: dict) -> None:
 
 
 def main() -> None:
-    tests = test_points()
+    tests = rescore.hidden_test_points()
     old = rescore.scoring_line(rubric.RUBRIC, tests, *OLD_THRESHOLDS)
     new = rescore.scoring_line(rubric.RUBRIC, tests, *NEW_THRESHOLDS)
     work = Path(tempfile.mkdtemp(prefix="hw4p1-bench-rescore-"))

@@ -32,7 +32,6 @@ from pathlib import Path
 from autograder import grade, grade_model, rescore, rubric
 from autograder.hidden_data import (HIDDEN_NUM_CHARS, build_hidden_transcripts, hidden_utterances,
                                     public_utterances)
-from autograder.hidden_tests.mytorch_hidden import tests_of
 from datagen.build_data import Utterance, write_split
 from hw4lib.data.tokenizer import TOKENIZER_DIR, TOKENIZER_FILES
 from hw4lib.file_io import json_text
@@ -128,7 +127,8 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
         "hidden_utterances": len(transcripts),
         "hidden_chars": sum(len(t) for t in transcripts),
         "hidden_set_sha256": transcripts_sha256(transcripts),
-        **rescore.scoring_line(rubric.RUBRIC, test_points(), full_marks_ppl, zero_marks_ppl),
+        **rescore.scoring_line(rubric.RUBRIC, rescore.hidden_test_points(), full_marks_ppl,
+                               zero_marks_ppl),
     }
     members = {path: (repo / path).read_bytes() for path in SHIPPED_FILES}
     members.update({path: (repo / path).read_bytes() for path in hw4lib_files(repo)})
@@ -146,12 +146,6 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
     (out_dir / "autograde-Makefile").write_text(makefile_text(), encoding="utf-8")
     write_gradescope_zip(out_dir / "gradescope.zip", out_dir, repo)
     return info
-
-
-def test_points() -> dict[str, dict[str, float]]:
-    """{mytorch category: {hidden test: its points}}, in the order the judge runs them."""
-    return {category: {test.name: float(test.points) for test in tests_of(category)}
-            for category in rubric.MYTORCH_RUBRIC}
 
 
 def hw4lib_files(repo: Path) -> list[str]:
