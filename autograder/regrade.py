@@ -58,7 +58,7 @@ from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from autograder import file_trees, grading_run, rubric, similarity
+from autograder import file_trees, grading_run, rubric, similarity, weights_fingerprint
 from autograder.handins import VERSION_CHOICES, Handin, find_handins, sha256
 from hw4lib.handin_format import STATE_DICT_FILE
 
@@ -66,7 +66,7 @@ COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "vers
            "submitted_at", "status", *rubric.RUBRIC, "total", "perplexity_recomputed",
            "perplexity_reported", "parameters", "tokenizer", "seconds", "likely_causes", "flags",
            "notes", "integrity_flags", "runtime_code", "weights_sha256", "handin_sha256",
-           "grader_sha256"]
+           "grader_sha256", "weights_fingerprint"]
 RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
 
 
@@ -112,7 +112,14 @@ def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grad
                if isinstance(test.get("seconds"), (int, float))},
             **{f"seconds:{category}": value for category, value in seconds.items()
                if category in rubric.RUBRIC and isinstance(value, (int, float))},
-            "handin_sha256": handin_sha, "grader_sha256": grader_sha}
+            "handin_sha256": handin_sha, "grader_sha256": grader_sha,
+            "weights_fingerprint": fingerprint_of(lm)}
+
+
+def fingerprint_of(lm: dict) -> str:
+    """The judge's ``weights_fingerprint`` of the handin's model when it is one, else ''."""
+    text = lm.get("weights_fingerprint")
+    return text if isinstance(text, str) and weights_fingerprint.decode(text) else ""
 
 
 def likely_causes(details: dict) -> list[str]:
@@ -124,20 +131,33 @@ def likely_causes(details: dict) -> list[str]:
 
 
 def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
-    """Each row's ``flags``: the judge's integrity notes, run-time code, and weights
-    byte-identical to another student's."""
+    """Each row's ``flags``: the judge's integrity notes, run-time code, weights byte-identical to
+    another student's, and weights another student's agree with up to scale and small changes
+    (``autograder.weights_fingerprint``: its distance, at most its TOLERANCE)."""
     owners: dict[str, set[str]] = {}
     for row in rows.values():
         if row.get("weights_sha256"):
             owners.setdefault(row["weights_sha256"], set()).add(row["student"])
-    for row in rows.values():
+    close = weights_fingerprint.shared_weights(
+        {key: row.get("weights_fingerprint") or "" for key, row in rows.items()})
+    for key, row in rows.items():
         flags = [flag for flag in row.get("integrity_flags", "").split("; ") if flag]
         if row.get("runtime_code"):
             flags.append(f"its mytorch builds code at run time ({row['runtime_code']})")
-        others = sorted(owners.get(row.get("weights_sha256") or "", set()) - {row["student"]})
-        if others:
-            flags.append(f"shares its weights with {', '.join(others)} (byte-identical "
+        identical = sorted(owners.get(row.get("weights_sha256") or "", set()) - {row["student"]})
+        if identical:
+            flags.append(f"shares its weights with {', '.join(identical)} (byte-identical "
                          f"{STATE_DICT_FILE})")
+        nearest: dict[str, float] = {}
+        for other, gap in close.get(key, []):
+            student = rows[other]["student"]
+            if student != row["student"] and student not in identical:
+                nearest.setdefault(student, gap)
+        if nearest:
+            flags.append("shares its weights with " + ", ".join(
+                f"{student} (distance {gap:.4f})" for student, gap in nearest.items())
+                + f": at most {weights_fingerprint.TOLERANCE} is the same trained weights up to "
+                  f"scale and small changes (honest independent trainings: docs/results.md)")
         row["flags"] = "; ".join(flags)
     return rows
 
