@@ -8,7 +8,7 @@ Small trainings of the class fixture's model size (``tests.class_fixture.SMALL``
 seeds, different data subsets, and (the dangerous case: most students keep the default seed) the
 same seed with other hyperparameters. Each is packed by ``make handin``'s own code; the handins
 are cached under ``$HW4P1_CACHE`` (default ``~/.cache/hw4p1``) keyed by the sha256 of what they
-are made from, so only the first call trains. Each training also records the state dict its model
+are made from (the class fixture's inputs and TRAININGS), so only the first call trains. Each training also records the state dict its model
 had when built, so the reference initialisation the fingerprint subtracts is checked against the
 one training used.
 """
@@ -49,8 +49,7 @@ def build() -> Path:
     from hw4lib import train as training
     from hw4lib.handin import pack
 
-    folder = FOLDER / hashlib.sha256(f"{inputs_digest()} {Path(__file__).read_text()}".encode()
-                                     ).hexdigest()[:16]
+    folder = FOLDER / hashlib.sha256(f"{inputs_digest()} {TRAININGS}".encode()).hexdigest()[:16]
     if (folder / ".complete").is_file():
         return folder
     FOLDER.mkdir(parents=True, exist_ok=True)
@@ -123,9 +122,28 @@ def rescaled(state: dict[str, torch.Tensor], factor: float = 4.0) -> dict[str, t
     return out
 
 
-def main() -> None:
-    """Print the distances of every honest pair, of perturbed copies, and the perplexity gaps."""
-    import numpy as np
+NOISE_SCALES = (0.01, 0.02, 0.05, 0.2, 1.0, 8.0)
+
+
+def copies(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor],
+           noise_scales: tuple[float, ...] = NOISE_SCALES) -> dict[str, dict[str, torch.Tensor]]:
+    """{label: state dict} of a classmate's copies of ``state``: one value moved by one ulp, every
+    tensor rescaled, a rescaling that computes the same function, and noise of each scale (times
+    the norm of what each tensor learned)."""
+    first = next(key for key, value in state.items() if value.is_floating_point())
+    ulp = {**state, first: state[first].clone()}
+    ulp[first].view(-1)[0] = torch.nextafter(ulp[first].view(-1)[0], torch.tensor(math.inf))
+    return {"one ulp": ulp, "every tensor x 3": {key: value * 3 for key, value in state.items()},
+            "final norm x 4, final_linear.weight / 4": rescaled(state),
+            **{f"noise {scale}": noised(state, initial, scale) for scale in noise_scales}}
+
+
+def measure(work: Path, noise_scales: tuple[float, ...] = NOISE_SCALES) -> dict:
+    """Every training graded by the model child's own function (``grade_model.evaluate_handin``)
+    on the hidden set ``make autograde`` draws and on the whole public test split:
+    ``{"runs": {name: {seed, overrides, initialisation_reproduced, reported, public, hidden}},
+    "honest": {(name, name): distance} (pairs of one architecture), "copies": {(name, label):
+    (distance to the original, hidden-set perplexity)}}``."""
     import yaml
 
     from autograder import grade_model, weights_fingerprint as wf
@@ -136,67 +154,71 @@ def main() -> None:
     from hw4lib.handin_format import METRICS_FILE, transcripts_sha256
 
     folder = build()
+    hidden = work / "hidden"
+    write_split(hidden / grade_model.PARTITION, hidden_utterances(build_hidden_transcripts()))
+    public = REPO / "hw4_data/hw4p1_data"
+    public_lines = grade_model.read_partition(public,
+                                              H4Tokenizer(DEFAULT_TOKEN_MAP, "char")).transcripts
+    runs, prints = {}, {}
+    for name, (seed, overrides) in TRAININGS.items():
+        handin = handin_folder(folder / name / "handin.tar", work / name)
+        result = grade_model.evaluate_handin(
+            handin, hidden, (public, len(public_lines), transcripts_sha256(public_lines)))
+        prints[name] = wf.decode(result["weights_fingerprint"])
+        config = yaml.safe_load((handin / "config.yaml").read_text())
+        recorded = torch.load(folder / name / "initial.pt", weights_only=True)
+        rebuilt = grade_model.initial_state(config["model"],
+                                            recorded["final_linear.weight"].shape[0], seed)
+        runs[name] = {"seed": seed, "overrides": overrides,
+                      "initialisation_reproduced": all(torch.equal(recorded[key], rebuilt[key])
+                                                       for key in recorded),
+                      "reported": json.loads((handin / METRICS_FILE).read_text())[
+                          "perplexity_char"],
+                      "public": result["compared_perplexity_char"],
+                      "hidden": result["perplexity_char"]}
+    names = list(TRAININGS)
+    honest = {(first, second): wf.distance(prints[first][1], prints[second][1])
+              for index, first in enumerate(names) for second in names[index + 1:]
+              if prints[first][0] == prints[second][0]}
+    copied = {}
+    for name in names:
+        state = torch.load(work / name / "model_state_dict.pt", weights_only=True)
+        initial = torch.load(folder / name / "initial.pt", weights_only=True)
+        for label, variant in copies(state, initial, noise_scales).items():
+            copy = work / f"{name}-copy"
+            shutil.copytree(work / name, copy, dirs_exist_ok=True)
+            torch.save(variant, copy / "model_state_dict.pt")
+            result = grade_model.evaluate_handin(copy, hidden)
+            copied[name, label] = (wf.distance(prints[name][1],
+                                               wf.decode(result["weights_fingerprint"])[1]),
+                                   result["perplexity_char"])
+    return {"runs": runs, "honest": honest, "copies": copied}
+
+
+def main() -> None:
+    """Print the tables of docs/results.md."""
     work = Path(tempfile.mkdtemp(prefix="hw4p1-honest-weights-"))
     try:
-        hidden = work / "hidden"
-        write_split(hidden / "test", hidden_utterances(build_hidden_transcripts()))
-        public = REPO / "hw4_data/hw4p1_data"
-        public_lines = grade_model.read_partition(
-            public, H4Tokenizer(DEFAULT_TOKEN_MAP, "char")).transcripts
-        prints = {}
-        print("| training | seed | overrides | initialisation reproduced | test_metrics.json | "
-              "public test split | hidden set | hidden / reported | hidden / public |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for name, (seed, overrides) in TRAININGS.items():
-            handin = handin_folder(folder / name / "handin.tar", work / name)
-            result = grade_model.evaluate_handin(
-                handin, hidden, (public, len(public_lines), transcripts_sha256(public_lines)))
-            prints[name] = result["weights_fingerprint"]
-            config = yaml.safe_load((handin / "config.yaml").read_text())
-            recorded = torch.load(folder / name / "initial.pt", weights_only=True)
-            rebuilt = grade_model.initial_state(config["model"], recorded["final_linear.weight"]
-                                                .shape[0], seed)
-            same = all(torch.equal(recorded[key], rebuilt[key]) for key in recorded)
-            reported = json.loads((handin / METRICS_FILE).read_text())["perplexity_char"]
-            hidden_ppl, public_ppl = result["perplexity_char"], result["compared_perplexity_char"]
-            print(f"| {name} | {seed} | {overrides} | {same} | {reported:.4f} | "
-                  f"{public_ppl:.4f} | {hidden_ppl:.4f} | {hidden_ppl / reported:.4f} | "
-                  f"{hidden_ppl / public_ppl:.4f} |")
-        names = list(TRAININGS)
-        print("\nhonest pairs (distance):")
-        decoded = {name: wf.decode(text)[1] for name, text in prints.items()}
-        architectures = {name: wf.decode(text)[0] for name, text in prints.items()}
-        honest = []
-        for index, first in enumerate(names):
-            for second in names[index + 1:]:
-                if architectures[first] != architectures[second]:
-                    continue
-                gap = wf.distance(decoded[first], decoded[second])
-                honest.append(gap)
-                print(f"  {first} / {second}: {gap:.4f}")
-        print(f"  smallest {min(honest):.4f}, median {float(np.median(honest)):.4f}")
-        print("\ncopies of each training (distance to the original; hidden-set perplexity):")
-        for name in names:
-            handin = work / name
-            state = torch.load(handin / "model_state_dict.pt", weights_only=True)
-            initial = torch.load(folder / name / "initial.pt", weights_only=True)
-            first = next(key for key, value in state.items() if value.is_floating_point())
-            ulp = {**state, first: state[first].clone()}
-            ulp[first].view(-1)[0] = torch.nextafter(ulp[first].view(-1)[0],
-                                                     torch.tensor(math.inf))
-            variants = {"one ulp": ulp, "every tensor x 3": {k: v * 3 for k, v in state.items()},
-                        "final norm x 4, final_linear.weight / 4": rescaled(state),
-                        **{f"noise {scale}": noised(state, initial, scale)
-                           for scale in (0.01, 0.02, 0.05, 0.2, 1.0, 8.0)}}
-            for label, variant in variants.items():
-                copy = work / f"{name}-copy"
-                shutil.copytree(handin, copy, dirs_exist_ok=True)
-                torch.save(variant, copy / "model_state_dict.pt")
-                result = grade_model.evaluate_handin(copy, hidden)
-                gap = wf.distance(decoded[name], wf.decode(result["weights_fingerprint"])[1])
-                print(f"  {name} {label}: {gap:.4f}; {result['perplexity_char']:.4f}")
+        measured = measure(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print("| training | seed | changes to the class fixture's model | initialisation reproduced "
+          "| test_metrics.json | public test split | hidden set | hidden / reported | "
+          "hidden / public |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, run in measured["runs"].items():
+        print(f"| {name} | {run['seed']} | {run['overrides']} | "
+              f"{run['initialisation_reproduced']} | {run['reported']:.4f} | {run['public']:.4f} "
+              f"| {run['hidden']:.4f} | {run['hidden'] / run['reported']:.4f} | "
+              f"{run['hidden'] / run['public']:.4f} |")
+    print("\n| honest pair | distance |\n|---|---|")
+    for (first, second), gap in sorted(measured["honest"].items(), key=lambda item: item[1]):
+        print(f"| {first} / {second} | {gap:.4f} |")
+    print("\n| training | copy | distance to the original | hidden-set perplexity (original's) |")
+    print("|---|---|---|---|")
+    for (name, label), (gap, perplexity) in measured["copies"].items():
+        print(f"| {name} | {label} | {gap:.4f} | {perplexity:.4f} "
+              f"({measured['runs'][name]['hidden']:.4f}) |")
 
 
 if __name__ == "__main__":
