@@ -63,9 +63,9 @@ BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
 # on the test transcripts it was measured on, is flagged for the staff.
 REPORTED_TOLERANCE = 0.02
 # Whatever the run card says, a report this far (relative) below the hidden set's measurement of the
-# same weights is flagged: honest runs measured the hidden set at most 7% above their own
-# test_metrics.json (a test split cut to 1% to 4% of its transcripts), 1.3% above the whole public
-# test split (docs/results.md, "Reported versus hidden perplexity").
+# same weights is flagged: ten honest runs measured the hidden set at most 12.4% above their own
+# test_metrics.json (a test split cut to 1% to 4% of its transcripts), at most 1.4% above the whole
+# public test split; twice the largest gap (docs/results.md, "Reported versus hidden perplexity").
 HIDDEN_MARGIN = 0.25
 # What the worker imports.
 RUNTIME_FILES = ("__init__.py", "landlock.py", "seccomp.py", "wire.py", "worker.py")
