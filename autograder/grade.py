@@ -448,7 +448,8 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
                "num_parameters": result.get("num_parameters"),
                "token_type": result.get("token_type"),
                "state_dict_sha256": result.get("state_dict_sha256"),
-               "config_sha256": result.get("config_sha256")}
+               "config_sha256": result.get("config_sha256"),
+               "weights_fingerprint": result.get("weights_fingerprint")}
     disagreements = card_disagreements(card, details)
     hint = lm_hint(perplexity, full_marks_ppl, reported, compared,
                    card.get("val_perplexity_char") if isinstance(card, dict) else None,

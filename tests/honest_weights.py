@@ -112,6 +112,14 @@ def noised(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor], sca
     return out
 
 
+def one_ulp(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` with the first value of its first tensor moved to the next float up."""
+    first = next(key for key, value in state.items() if value.is_floating_point())
+    moved = {**state, first: state[first].clone()}
+    moved[first].view(-1)[0] = torch.nextafter(moved[first].view(-1)[0], torch.tensor(math.inf))
+    return moved
+
+
 def rescaled(state: dict[str, torch.Tensor], factor: float = 4.0) -> dict[str, torch.Tensor]:
     """``state`` computing the same function: the final LayerNorm's weight and bias times
     ``factor``, the final linear layer's weight divided by it."""
@@ -130,10 +138,7 @@ def copies(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor],
     """{label: state dict} of a classmate's copies of ``state``: one value moved by one ulp, every
     tensor rescaled, a rescaling that computes the same function, and noise of each scale (times
     the norm of what each tensor learned)."""
-    first = next(key for key, value in state.items() if value.is_floating_point())
-    ulp = {**state, first: state[first].clone()}
-    ulp[first].view(-1)[0] = torch.nextafter(ulp[first].view(-1)[0], torch.tensor(math.inf))
-    return {"one ulp": ulp, "every tensor x 3": {key: value * 3 for key, value in state.items()},
+    return {"one ulp": one_ulp(state), "every tensor x 3": {key: value * 3 for key, value in state.items()},
             "final norm x 4, final_linear.weight / 4": rescaled(state),
             **{f"noise {scale}": noised(state, initial, scale) for scale in noise_scales}}
 
