@@ -32,8 +32,10 @@ an interrupted run leaves a valid file): status, the points of each category, th
 hidden test (``test:<name>``) and its seconds (``test_seconds:<name>``: from the worker's previous
 answer, or its start, to this one, by the judge's clock), the seconds of each category
 (``seconds:<category>``), the likely causes of failed tests, and ``flags`` for the staff: the
-judge's integrity notes, weights byte-identical to another student's (``shares its weights with
-...``) and a mytorch that builds code at run time (``autograder/similarity.py``'s check). Also
+judge's integrity notes, weights byte-identical to another student's or within
+``autograder/weights_fingerprint.py``'s tolerance of what another's learned (``shares its weights
+with ...``, with the distance) and a mytorch that builds code at run time
+(``autograder/similarity.py``'s check). Also
 ``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, and every timeout,
 invalid, crashed and flagged student by name) and ``summary.png`` (the histogram of totals).
 

@@ -116,7 +116,7 @@ def decode(text: str) -> tuple[str, np.ndarray] | None:
     except (ValueError, zlib.error):
         return None
     row = 2 * SKETCH_WIDTH * 4
-    if decompressor.unconsumed_tail or not raw or len(raw) % row:
+    if not decompressor.eof or decompressor.unconsumed_tail or not raw or len(raw) % row:
         return None
     sketches = np.frombuffer(raw, dtype=np.float32).reshape(-1, 2, SKETCH_WIDTH)
     return (match.group(1), sketches) if np.isfinite(sketches).all() else None

@@ -12,6 +12,7 @@ and perturbed cases are built here, so which pairs must be flagged is known. The
 comes from longer honest trainings (``tests/honest_weights.py``, checked under the class_fixture
 marker).
 """
+import base64
 import math
 import re
 from pathlib import Path
@@ -151,6 +152,20 @@ def test_untrained_weights_and_other_architectures_are_never_compared(tmp_path):
     assert wf.decode(wf.fingerprint(wider, wider))[0] != wf.decode(ours)[0]
     assert wf.shared_weights({"a": ours, "b": ours, "c": "not a fingerprint", "d": ""}) == {
         "a": [("b", 0.0)], "b": [("a", 0.0)]}
+
+
+@rubric_category("Shared weights")
+def test_the_regrade_row_keeps_only_a_fingerprint_the_judge_wrote():
+    """details.json's lm.weights_fingerprint reaches grades.csv when it decodes, else ''."""
+    state, initial = trained(1, 1)
+    fingerprint = wf.fingerprint(state, initial)
+    assert regrade.fingerprint_of({"weights_fingerprint": fingerprint}) == fingerprint
+    _, arch, data = fingerprint.split(":")
+    compressed = base64.b64decode(data)
+    cut = f"wf1:{arch}:{base64.b64encode(compressed[:len(compressed) // 2]).decode()}"
+    for bad in (None, 3, "wf1:0123456789abcdef:!!", fingerprint.replace("wf1", "wf2"),
+                fingerprint[:40], cut):
+        assert regrade.fingerprint_of({"weights_fingerprint": bad}) == "", bad
 
 
 @pytest.mark.slow
