@@ -122,28 +122,30 @@ def decode(text: str) -> tuple[str, np.ndarray] | None:
     return (match.group(1), sketches) if np.isfinite(sketches).all() else None
 
 
-def _residual(vectors: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    """``vectors`` (T, K) minus their projections on the span of ``basis`` (T, B, K), per row."""
-    q, _ = np.linalg.qr(np.swapaxes(basis, 1, 2))  # (T, K, B), orthonormal columns
-    return vectors - np.einsum("tkb,tb->tk", q, np.einsum("tkb,tk->tb", q, vectors))
-
-
 def distance(a: np.ndarray, b: np.ndarray) -> float | None:
     """The median over trained tensors of the sine of the angle between what ``a`` and ``b``
     (decoded sketches of one architecture) learned beyond both initialisations; None when they
     share no trained tensor."""
-    trained = (np.abs(a[:, 0]).sum(axis=1) > 0) & (np.abs(b[:, 0]).sum(axis=1) > 0)
-    if not trained.any():
-        return None
-    a, b = a[trained].astype(np.float64), b[trained].astype(np.float64)
-    basis = np.stack([a[:, 1], b[:, 1]], axis=1)
-    u, v = _residual(a[:, 0], basis), _residual(b[:, 0], basis)
-    norms = np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1)
-    usable = norms > 0
-    if not usable.any():
-        return None
-    cosine = np.clip(np.abs((u * v).sum(axis=1)[usable]) / norms[usable], 0.0, 1.0)
-    return float(np.median(np.sqrt(1.0 - cosine**2)))
+    return distances(a, b[None])[0]
+
+
+def distances(a: np.ndarray, others: np.ndarray) -> list[float | None]:
+    """:func:`distance` from ``a`` (keys, 2, K) to each of ``others`` (n, keys, 2, K), at once."""
+    a, others = a.astype(np.float64), others.astype(np.float64)
+    ours = np.broadcast_to(a, others.shape)
+    trained = (np.abs(ours[:, :, 0]).sum(axis=2) > 0) & (np.abs(others[:, :, 0]).sum(axis=2) > 0)
+    q, _ = np.linalg.qr(np.stack([ours[:, :, 1], others[:, :, 1]], axis=-1))  # (n, keys, K, 2)
+
+    def learned(vectors: np.ndarray) -> np.ndarray:  # minus their part in both initialisations
+        return vectors - np.einsum("ntkb,ntb->ntk", q, np.einsum("ntkb,ntk->ntb", q, vectors))
+
+    u, v = learned(ours[:, :, 0]), learned(others[:, :, 0])
+    norms = np.linalg.norm(u, axis=2) * np.linalg.norm(v, axis=2)
+    usable = trained & (norms > 0)
+    cosine = np.clip(np.abs((u * v).sum(axis=2)) / np.where(usable, norms, 1.0), 0.0, 1.0)
+    sines = np.where(usable, np.sqrt(1.0 - cosine**2), np.nan)
+    return [float(np.median(row[mask])) if mask.any() else None
+            for row, mask in zip(sines, usable)]
 
 
 def shared_weights(fingerprints: dict[str, str],
@@ -151,16 +153,24 @@ def shared_weights(fingerprints: dict[str, str],
     """{name: [(other name, distance), ...] sorted by distance} of every pair of one architecture
     whose distance is at most ``tolerance``; names without a readable fingerprint are left out.
     The regrade calls this after each grading: a pair's distance is computed once per process."""
-    groups: dict[str, list[tuple[str, str]]] = {}
+    groups: dict[tuple[str, tuple[int, ...]], list[tuple[str, str]]] = {}
     for name, text in sorted(fingerprints.items()):
         decoded = _decoded(text)
         if decoded is not None:
-            groups.setdefault(decoded[0], []).append((name, text))
+            groups.setdefault((decoded[0], decoded[1].shape), []).append((name, text))
     found: dict[str, list[tuple[str, float]]] = {}
     for members in groups.values():
         for index, (name, first) in enumerate(members):
-            for other, second in members[index + 1:]:
-                gap = _pair_distance(*sorted((first, second)))
+            later = members[index + 1:]
+            missing = sorted({text for _, text in later if (first, text) not in _PAIRS})
+            if missing:
+                if len(_PAIRS) > MAX_CACHED_PAIRS:
+                    _PAIRS.clear()
+                computed = distances(_decoded(first)[1],
+                                     np.stack([_decoded(text)[1] for text in missing]))
+                _PAIRS.update({(first, text): gap for text, gap in zip(missing, computed)})
+            for other, second in later:
+                gap = _PAIRS[first, second]
                 if gap is not None and gap <= tolerance:
                     found.setdefault(name, []).append((other, gap))
                     found.setdefault(other, []).append((name, gap))
@@ -168,12 +178,11 @@ def shared_weights(fingerprints: dict[str, str],
             for name, pairs in found.items()}
 
 
+# {(fingerprint, fingerprint): distance} of the pairs this process compared
+_PAIRS: dict[tuple[str, str], float | None] = {}
+MAX_CACHED_PAIRS = 2**20
+
+
 @functools.lru_cache(maxsize=4096)
 def _decoded(text: str) -> tuple[str, np.ndarray] | None:
     return decode(text)
-
-
-@functools.lru_cache(maxsize=2**20)
-def _pair_distance(first: str, second: str) -> float | None:
-    a, b = _decoded(first)[1], _decoded(second)[1]
-    return distance(a, b) if a.shape == b.shape else None
