@@ -66,13 +66,13 @@ def _hash(key: str, numel: int) -> tuple[torch.Tensor, torch.Tensor]:
     return bucket, sign
 
 
-def sketch(key: str, tensor: torch.Tensor) -> np.ndarray:
-    """The count sketch (SKETCH_WIDTH,) of ``tensor``: linear in it, inner products kept in
-    expectation."""
-    values = tensor.detach().reshape(-1).to(torch.float64)
-    bucket, sign = _hash(key, values.numel())
-    return torch.zeros(SKETCH_WIDTH, dtype=torch.float64).index_add_(0, bucket, values * sign
-                                                                    ).numpy()
+def sketch(key: str, *tensors: torch.Tensor) -> np.ndarray:
+    """The count sketches (tensors, SKETCH_WIDTH) of tensors named ``key``: linear in each,
+    inner products kept in expectation."""
+    values = torch.stack([tensor.detach().reshape(-1).to(torch.float64) for tensor in tensors])
+    bucket, sign = _hash(key, values.shape[1])
+    return torch.zeros(len(tensors), SKETCH_WIDTH, dtype=torch.float64).index_add_(
+        1, bucket, values * sign).numpy()
 
 
 def fingerprint(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor]) -> str:
@@ -85,7 +85,7 @@ def fingerprint(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor]
         weights, start = state[key].to(torch.float64), initial[key].to(torch.float64)
         if not weights.is_floating_point() or learned_fraction(weights, start) <= UNTRAINED:
             continue
-        sketches[index] = (sketch(key, weights), sketch(key, start))
+        sketches[index] = sketch(key, weights, start)
     arch = architecture({key: tuple(value.shape) for key, value in state.items()})
     return f"{FORMAT}:{arch}:{base64.b64encode(zlib.compress(sketches.tobytes())).decode()}"
 
