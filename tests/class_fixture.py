@@ -5,15 +5,15 @@
     python -m tests.class_fixture --out class-fixture      (or: make class-fixture)
 
 Very small models are trained (a few seconds each) and packed by ``make handin``'s own code: two
-shared ones (m1 and m2: different seeds and ``data.subset``) and one of m1's settings under a seed
-of its own for each honest-looking student. The handins of the class are made from them: honest work,
-edited metrics, a wrong attention scale, an empty tar, a tar of the run folder, a zip named .tar, a
-.tar.gz, an independent implementation in another style and a disguised copy of it, a hang, 10 MB
-of printing, swapped weights, a SyntaxError, the untouched stubs, code built at run time, two
-versions of one student, two students with byte-identical weights and a mytorch tree nested
-deeper than ``make handin`` writes. Each honest-looking handin gets weights of its own (its own
-training: the regrade compares what weights learned, so m1 with one value moved would be flagged
-as m1's), except where a case needs the same weights (the twins, the swapped weights).
+shared ones (m1 and m2: different seeds and ``data.subset``) and one of m1's settings under a
+seed of its own for each honest-looking student. The handins of the class are made from them:
+honest work, edited metrics, a wrong attention scale, an empty tar, a tar of the run folder, a zip
+named .tar, a .tar.gz, an independent implementation in another style and a disguised copy of it,
+a hang, 10 MB of printing, swapped weights, a SyntaxError, the untouched stubs, code built at run
+time, two versions of one student, two students with byte-identical weights and a mytorch tree
+nested deeper than ``make handin`` writes. Each honest-looking handin gets weights of its own (its
+own training: the regrade compares what weights learned, so m1 with one value moved would be
+flagged as m1's), except where a case needs the same weights (the twins, the swapped weights).
 
 ``build()`` returns a folder holding ``autolab/`` (every version, ``<email>_<version>_handin.tar``)
 and ``gradescope/`` (``submission_<id>/`` with the latest version, and

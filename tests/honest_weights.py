@@ -8,9 +8,9 @@ Small trainings of the class fixture's model size (``tests.class_fixture.SMALL``
 seeds, different data subsets, and (the dangerous case: most students keep the default seed) the
 same seed with other hyperparameters. Each is packed by ``make handin``'s own code; the handins
 are cached under ``$HW4P1_CACHE`` (default ``~/.cache/hw4p1``) keyed by the sha256 of what they
-are made from (the class fixture's inputs and TRAININGS), so only the first call trains. Each training also records the state dict its model
-had when built, so the reference initialisation the fingerprint subtracts is checked against the
-one training used.
+are made from (the class fixture's inputs and TRAININGS), so only the first call trains. Each
+training also records the state dict its model had when built, so the reference initialisation
+the fingerprint removes is checked against the one training used.
 """
 from __future__ import annotations
 
@@ -138,7 +138,8 @@ def copies(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor],
     """{label: state dict} of a classmate's copies of ``state``: one value moved by one ulp, every
     tensor rescaled, a rescaling that computes the same function, and noise of each scale (times
     the norm of what each tensor learned)."""
-    return {"one ulp": one_ulp(state), "every tensor x 3": {key: value * 3 for key, value in state.items()},
+    return {"one ulp": one_ulp(state),
+            "every tensor x 3": {key: value * 3 for key, value in state.items()},
             "final norm x 4, final_linear.weight / 4": rescaled(state),
             **{f"noise {scale}": noised(state, initial, scale) for scale in noise_scales}}
 

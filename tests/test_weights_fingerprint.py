@@ -48,7 +48,8 @@ def trained(seed: int, data_seed: int, lr: float = 0.002, steps: int = 30) -> tu
     for _ in range(steps):
         tokens = torch.randint(0, VOCAB, (4, 12), generator=data)
         logits, _ = model(tokens[:, :-1])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+                                                 tokens[:, 1:].reshape(-1))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -88,9 +89,10 @@ def test_the_sketched_distance_is_the_angle_on_the_full_tensors(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
     runs = {"a": (1, *trained(1, 1)), "same seed, other data": (1, *trained(1, 2)),
             "other seed": (2, *trained(2, 3)), "same seed, lr / 3": (1, *trained(1, 1, lr=0.0007))}
-    prints = {name: wf.decode(grade_model.evaluate_handin(handin(tmp_path / str(index), state, seed),
-                                                          hidden)["weights_fingerprint"])[1]
-              for index, (name, (seed, state, _)) in enumerate(runs.items())}
+    prints = {}
+    for index, (name, (seed, state, _)) in enumerate(runs.items()):
+        result = grade_model.evaluate_handin(handin(tmp_path / str(index), state, seed), hidden)
+        prints[name] = wf.decode(result["weights_fingerprint"])[1]
     for name in list(runs)[1:]:
         exact = exact_distance(runs["a"][1], runs[name][1], runs["a"][2], runs[name][2])
         sketched = wf.distance(prints["a"], prints[name])
