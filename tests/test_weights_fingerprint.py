@@ -142,12 +142,18 @@ def test_copies_are_flagged_with_the_distance_and_independent_work_is_not(tmp_pa
 
 @rubric_category("Shared weights")
 def test_untrained_weights_and_other_architectures_are_never_compared(tmp_path):
-    """A model still at its initialisation shares nothing it learned; models of other sizes are
-    not compared; a grades.csv cell that is not a fingerprint is skipped."""
+    """Two handins of the model as built under their config's seed (3, not the default) share
+    nothing they learned; models of other sizes are not compared; a grades.csv cell that is not a
+    fingerprint is skipped."""
+    hidden = make_hidden_set(tmp_path / "hidden")
+    torch.manual_seed(3)
+    fresh = DecoderOnlyTransformer(**TINY_MODEL, num_classes=VOCAB).state_dict()
+    untrained = {name: grade_model.evaluate_handin(handin(tmp_path / name, fresh, 3),
+                                                   hidden)["weights_fingerprint"]
+                 for name in ("a", "b")}
+    assert wf.shared_weights(untrained) == {}
     state, initial = trained(1, 1)
     ours = wf.fingerprint(state, initial)
-    assert wf.shared_weights({"a": wf.fingerprint(initial, initial),
-                              "b": wf.fingerprint(initial, initial)}) == {}
     torch.manual_seed(1)
     wider = DecoderOnlyTransformer(**{**TINY_MODEL, "d_ff": 64}, num_classes=VOCAB).state_dict()
     assert wf.decode(wf.fingerprint(wider, wider))[0] != wf.decode(ours)[0]
