@@ -62,6 +62,11 @@ BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
 # A reported test perplexity this far (relative) from the run card's, or from what the weights give
 # on the test transcripts it was measured on, is flagged for the staff.
 REPORTED_TOLERANCE = 0.02
+# Whatever the run card says, a report this far (relative) below the hidden set's measurement of the
+# same weights is flagged: ten honest runs measured the hidden set at most 12.4% above their own
+# test_metrics.json (a test split cut to 1% to 4% of its transcripts), at most 1.4% above the whole
+# public test split; twice the largest gap (docs/results.md, "Reported versus hidden perplexity").
+HIDDEN_MARGIN = 0.25
 # What the worker imports.
 RUNTIME_FILES = ("__init__.py", "landlock.py", "seccomp.py", "wire.py", "worker.py")
 MODEL_FILE_BYTES = 2**20  # the model child writes only its result JSON
@@ -443,7 +448,8 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
                "num_parameters": result.get("num_parameters"),
                "token_type": result.get("token_type"),
                "state_dict_sha256": result.get("state_dict_sha256"),
-               "config_sha256": result.get("config_sha256")}
+               "config_sha256": result.get("config_sha256"),
+               "weights_fingerprint": result.get("weights_fingerprint")}
     disagreements = card_disagreements(card, details)
     hint = lm_hint(perplexity, full_marks_ppl, reported, compared,
                    card.get("val_perplexity_char") if isinstance(card, dict) else None,
@@ -540,14 +546,17 @@ def integrity_flags(handin: Extraction, lm: dict) -> list[str]:
     """Facts for the course staff, each with both numbers: where the handin disagrees with its
     run_card.json (replaced weights or config, metrics edited after packing) and where
     test_metrics.json is more than REPORTED_TOLERANCE from what the weights give on the very
-    transcripts it measured. Nothing is flagged that honest work packed by make handin can show:
-    a report that cannot be compared like with like is a note (``compare_note``), not a flag."""
+    transcripts it measured, and, whatever the card says, where test_metrics.json is more than
+    HIDDEN_MARGIN below the hidden set's measurement. Nothing is flagged that honest work packed by
+    make handin can show: a report that cannot be compared like with like is a note
+    (``compare_note``), not a flag."""
     if not handin.files:
         return []
+    hidden = below_hidden_set(lm)
     card = read_card(handin)
     if not isinstance(card, dict):
-        return [f"no readable {RUN_CARD_FILE}: the handin was not packed by make handin"]
-    flags = card_disagreements(card, lm)
+        return [f"no readable {RUN_CARD_FILE}: the handin was not packed by make handin", *hidden]
+    flags = card_disagreements(card, lm) + hidden
     reported, compared = lm.get("reported_perplexity_char"), lm.get("compared_perplexity_char")
     if isinstance(reported, float) and isinstance(compared, float) and not close(reported,
                                                                                  compared):
@@ -558,6 +567,19 @@ def integrity_flags(handin: Extraction, lm: dict) -> list[str]:
                      f"{short(test_set.get('subset'))}): {abs(reported - compared) / compared:.1%}"
                      f" apart, more than {REPORTED_TOLERANCE:.0%}")
     return flags
+
+
+def below_hidden_set(lm: dict) -> list[str]:
+    """[the fact] when test_metrics.json reports a perplexity more than HIDDEN_MARGIN below what
+    the same weights give on the hidden set, whatever the run card says; else []. The hidden-set
+    number keeps the two decimals the student's feedback shows."""
+    reported, measured = lm.get("reported_perplexity_char"), lm.get("perplexity_char")
+    if not (isinstance(reported, float) and isinstance(measured, float) and reported > 0
+            and measured > reported * (1 + HIDDEN_MARGIN)):
+        return []
+    return [f"{METRICS_FILE} reports a test perplexity of {reported:.4f}; these weights give "
+            f"{measured:.2f} on the hidden test set, {measured / reported - 1:.0%} above it "
+            f"(honest runs: at most {HIDDEN_MARGIN:.0%} above their report)"]
 
 
 def close(reported: float, measured: float) -> bool:

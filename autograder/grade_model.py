@@ -31,9 +31,10 @@ import torch
 import yaml
 from torch.utils.data import DataLoader
 
+from autograder import weights_fingerprint
 from autograder.lm_diagnosis import tokenizer_hint
 from autograder.processes import MAX_ERROR_CHARS
-from hw4lib.config import ConfigError, short_repr, validate_untrusted, vocab_size_of
+from hw4lib.config import Config, ConfigError, short_repr, validate_untrusted, vocab_size_of
 from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.file_io import write_json
@@ -42,6 +43,8 @@ from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
 from hw4lib.trainers.metrics import evaluate_language_model
 
+# The trainer's seed when a config names none (hw4lib.config's default).
+DEFAULT_SEED = Config.model_fields["seed"].default
 PARTITION = "test"  # the partition of the --hidden-set and --public-set data roots
 MAX_BATCH_SIZE = 32
 # The largest activation of one batch stays under this many elements: the attention weights (batch
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         message = str(error)[:MAX_ERROR_CHARS]
         print(message)
         write_json(args.out, {"error": message})
-        raise SystemExit(1)
+        raise SystemExit(1) from None
     result["seconds"] = round(time.monotonic() - start, 2)
     print(f"evaluated {result['num_parameters']:,} parameters ({result['token_type']} tokenizer) "
           f"in {result['seconds']} s")
@@ -100,7 +103,7 @@ def evaluate_handin(handin: Path, hidden_set: Path,
     """
     started = time.monotonic()
     torch.manual_seed(0)
-    config = load_config(handin / CONFIG_FILE)
+    config, seed = load_config(handin / CONFIG_FILE)
     token_type = config["tokenization"]["token_type"]
     tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, token_type)
     model_config = config["model"]
@@ -124,6 +127,8 @@ def evaluate_handin(handin: Path, hidden_set: Path,
             f"({token_type} tokenizer, vocab_size {tokenizer.vocab_size}): {error}. Hand in the "
             f"config.yaml of the run the weights come from (`make handin`)") from error
 
+    fingerprint = weights_fingerprint.fingerprint(
+        state_dict, initial_state(model_config, tokenizer.vocab_size, seed))
     loaded = time.monotonic()
     metrics, num_utterances = measure(model, model_config, read_partition(hidden_set, tokenizer))
     measured = time.monotonic()
@@ -139,19 +144,30 @@ def evaluate_handin(handin: Path, hidden_set: Path,
             "num_parameters": sum(p.numel() for p in model.parameters()),
             "dropout_active": model_config["dropout"] > 0 or model_config["layer_drop_rate"] > 0,
             "state_dict_sha256": hashlib.sha256((handin / STATE_DICT_FILE).read_bytes()).hexdigest(),
-            "config_sha256": config_digest(config)}
+            "config_sha256": config_digest(config), "weights_fingerprint": fingerprint}
 
 
-def load_config(path: Path) -> dict:
-    """config.yaml checked by validate_untrusted: {"tokenization": {"token_type"}, "model"}."""
+def load_config(path: Path) -> tuple[dict, int]:
+    """(config.yaml checked by validate_untrusted: {"tokenization": {"token_type"}, "model"},
+    its seed: the top-level ``seed`` when it is an int the trainer accepts, else the default's)."""
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise GradingError(f"config.yaml is not valid YAML: {error}") from error
     try:
-        return validate_untrusted(config)
+        validated = validate_untrusted(config)
     except ConfigError as error:
         raise GradingError(f"config.yaml: {error}") from error
+    seed = config.get("seed")
+    return validated, seed if type(seed) is int and 0 <= seed < 2**63 else DEFAULT_SEED
+
+
+def initial_state(model_config: dict, vocab_size: int, seed: int) -> dict[str, torch.Tensor]:
+    """The state dict the reference model has when the trainer builds it under ``seed`` (its
+    initialisation: the trainer seeds, then builds the model), the global RNG left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return DecoderOnlyTransformer(**model_config, num_classes=vocab_size).state_dict()
 
 
 def load_state_dict(path: Path) -> dict:
@@ -163,7 +179,7 @@ def load_state_dict(path: Path) -> dict:
     check_stored_zip(path)
     try:
         state_dict = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # noqa: BLE001 - unpickling errors come in many types
+    except Exception as error:  # unpickling errors come in many types
         raise GradingError(
             f"model_state_dict.pt could not be loaded with torch.load(weights_only=True): "
             f"{type(error).__name__}: {error}. Save it with torch.save(model.state_dict(), path) "

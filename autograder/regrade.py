@@ -34,10 +34,12 @@ an interrupted run leaves a valid file): status, the points of each category, th
 hidden test (``test:<name>``) and its seconds (``test_seconds:<name>``: from the worker's previous
 answer, or its start, to this one, by the judge's clock), the seconds of each category
 (``seconds:<category>``), the likely causes of failed tests, and ``flags`` for the staff: the
-judge's integrity notes, weights byte-identical to another student's (``shares its weights with
-...``), a mytorch that builds code at run time (``autograder/similarity.py``'s check) and what
-``inspect_handin`` found (a file or handin that could not be inspected, a graded file that defines
-no graded class of its own; with the judge's notes in ``integrity_flags``). Also
+judge's integrity notes, weights byte-identical to another student's or within
+``autograder/weights_fingerprint.py``'s tolerance of what another's learned (``shares its weights
+with ...``, with the distance), a mytorch that builds code at run time
+(``autograder/similarity.py``'s check) and what ``inspect_handin`` found (a file or handin that
+could not be inspected, a graded file that defines no graded class of its own; with the judge's
+notes in ``integrity_flags``). Also
 ``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, every timeout,
 invalid, crashed and flagged student by name, and the next step for each kind of problem present,
 then the gradebook's) and ``summary.png`` (the histogram of totals).
@@ -68,7 +70,8 @@ from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from autograder import file_trees, grading_run, rescore, rubric, similarity, spreadsheet
+from autograder import (file_trees, grading_run, rescore, rubric, similarity, spreadsheet,
+                        weights_fingerprint)
 from autograder.handins import VERSION_CHOICES, Handin, find_handins, sha256
 from hw4lib.handin_format import STATE_DICT_FILE
 
@@ -76,7 +79,7 @@ COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "vers
            "submitted_at", "status", *rubric.RUBRIC, "total", "perplexity_recomputed",
            "perplexity_reported", "parameters", "tokenizer", "seconds", "likely_causes", "flags",
            "notes", "integrity_flags", "runtime_code", "weights_sha256", "handin_sha256",
-           "grader_sha256", "scoring"]
+           "grader_sha256", "scoring", "weights_fingerprint"]
 RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
 
 
@@ -131,7 +134,14 @@ def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grad
                if isinstance(test.get("seconds"), (int, float))},
             **{f"seconds:{category}": value for category, value in seconds.items()
                if category in rubric.RUBRIC and isinstance(value, (int, float))},
-            "handin_sha256": handin_sha, "grader_sha256": grader_sha}
+            "handin_sha256": handin_sha, "grader_sha256": grader_sha,
+            "weights_fingerprint": fingerprint_of(lm)}
+
+
+def fingerprint_of(lm: dict) -> str:
+    """The judge's ``weights_fingerprint`` of the handin's model when it is one, else ''."""
+    text = lm.get("weights_fingerprint")
+    return text if isinstance(text, str) and weights_fingerprint.decode(text) else ""
 
 
 def likely_causes(details: dict) -> list[str]:
@@ -143,20 +153,33 @@ def likely_causes(details: dict) -> list[str]:
 
 
 def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
-    """Each row's ``flags``: the judge's integrity notes, run-time code, and weights
-    byte-identical to another student's."""
+    """Each row's ``flags``: the judge's integrity notes, run-time code, weights byte-identical to
+    another student's, and weights another student's agree with up to scale and small changes
+    (``autograder.weights_fingerprint``: its distance, at most its TOLERANCE)."""
     owners: dict[str, set[str]] = {}
     for row in rows.values():
         if row.get("weights_sha256"):
             owners.setdefault(row["weights_sha256"], set()).add(row["student"])
-    for row in rows.values():
+    close = weights_fingerprint.shared_weights(
+        {key: row.get("weights_fingerprint") or "" for key, row in rows.items()})
+    for key, row in rows.items():
         flags = [flag for flag in row.get("integrity_flags", "").split("; ") if flag]
         if row.get("runtime_code"):
             flags.append(f"its mytorch builds code at run time ({row['runtime_code']})")
-        others = sorted(owners.get(row.get("weights_sha256") or "", set()) - {row["student"]})
-        if others:
-            flags.append(f"shares its weights with {', '.join(others)} (byte-identical "
+        identical = sorted(owners.get(row.get("weights_sha256") or "", set()) - {row["student"]})
+        if identical:
+            flags.append(f"shares its weights with {', '.join(identical)} (byte-identical "
                          f"{STATE_DICT_FILE})")
+        nearest: dict[str, float] = {}
+        for other, gap in close.get(key, []):
+            student = rows[other]["student"]
+            if student != row["student"] and student not in identical:
+                nearest.setdefault(student, gap)
+        if nearest:
+            flags.append("shares its weights with " + ", ".join(
+                f"{student} (distance {gap:.4f})" for student, gap in nearest.items())
+                + f": at most {weights_fingerprint.TOLERANCE} is the same trained weights up to "
+                  f"scale and small changes (honest independent trainings: docs/results.md)")
         row["flags"] = "; ".join(flags)
     return rows
 

@@ -4,15 +4,16 @@
 
     python -m tests.class_fixture --out class-fixture      (or: make class-fixture)
 
-Two very small models are trained (different seeds and ``data.subset``, a few seconds each) and
-packed by ``make handin``'s own code; every handin of the class is made from them: honest work,
-edited metrics, a wrong attention scale, an empty tar, a tar of the run folder, a zip named .tar, a
-.tar.gz, an independent implementation in another style and a disguised copy of it, a hang, 10 MB
-of printing, swapped weights, a SyntaxError, the untouched stubs, code built at run time, two
-versions of one student, two students with byte-identical weights and a mytorch tree nested
-deeper than ``make handin`` writes. Each honest-looking handin gets weights of its own (the trained
-ones, one value moved by a few millionths, and repacked, so its run card still matches), except
-where a case needs the same bytes.
+Very small models are trained (a few seconds each) and packed by ``make handin``'s own code: two
+shared ones (m1 and m2: different seeds and ``data.subset``) and one of m1's settings under a
+seed of its own for each honest-looking student. The handins of the class are made from them:
+honest work, edited metrics, a wrong attention scale, an empty tar, a tar of the run folder, a zip
+named .tar, a .tar.gz, an independent implementation in another style and a disguised copy of it,
+a hang, 10 MB of printing, swapped weights, a SyntaxError, the untouched stubs, code built at run
+time, two versions of one student, two students with byte-identical weights and a mytorch tree
+nested deeper than ``make handin`` writes. Each honest-looking handin gets weights of its own (its
+own training: the regrade compares what weights learned, so m1 with one value moved would be
+flagged as m1's), except where a case needs the same weights (the twins, the swapped weights).
 
 ``build()`` returns a folder holding ``autolab/`` (every version, ``<email>_<version>_handin.tar``)
 and ``gradescope/`` (``submission_<id>/`` with the latest version, and
@@ -41,6 +42,8 @@ SMALL = {"model.num_layers": 1, "model.d_model": 32, "model.num_heads": 2, "mode
          "training.epochs": 1, "training.progress_bar": False, "training.precision": "fp32",
          "generation.num_samples": 1, "generation.max_length": 16}
 MODELS = {"m1": {"seed": 11, "data.subset": 0.04}, "m2": {"seed": 22, "data.subset": 0.02}}
+# Each honest-looking student's own training: m1's settings under seed OWN_SEEDS + 1, + 2, ...
+OWN_SEEDS = 100
 SDPA = "mytorch/nn/scaled_dot_product_attention.py"
 SCALE_LINE = "scores *= 1.0 / math.sqrt(Q.shape[-1])"
 SOFTMAX_LINE = "A = Z - Z.max(axis=self.dim, keepdims=True)"
@@ -91,25 +94,26 @@ def reference_mytorch() -> dict[str, str]:
             for path in sorted((REPO / "mytorch").rglob("*.py")) if "__pycache__" not in path.parts}
 
 
-def packed(work: Path, run_folder: Path, mytorch: dict[str, str | bytes], nudge: float = 0.0,
-           name: str = "pack") -> dict[str, bytes]:
-    """{member: bytes} of the handin ``make handin`` packs from ``run_folder`` with ``mytorch``;
-    ``nudge`` added to one weight first (distinct bytes, the same model for every purpose here)."""
-    import torch
+def own_training(work: Path, index: int) -> Path:
+    """The run folder of a training of m1's settings under a seed of its own (``OWN_SEEDS +
+    index``): an honest student's independent work."""
+    from hw4lib.train import run
 
+    overrides = {**SMALL, "data.subset": MODELS["m1"]["data.subset"],
+                 "training.expts_dir": str(work / "expts")}
+    return run(REPO / "configs/tiny.yaml", seed=OWN_SEEDS + index, run_name=f"own-{index}",
+               overrides=overrides)
+
+
+def packed(work: Path, run_folder: Path, mytorch: dict[str, str | bytes],
+           name: str = "pack") -> dict[str, bytes]:
+    """{member: bytes} of the handin ``make handin`` packs from ``run_folder`` with ``mytorch``."""
     from hw4lib.handin import pack
-    from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_PATH
 
     root = work / "packs" / name
     shutil.rmtree(root, ignore_errors=True)
     run = root / "expts" / run_folder.name
     shutil.copytree(run_folder, run, ignore=shutil.ignore_patterns("checkpoint-last*"))
-    if nudge:
-        checkpoint = torch.load(run / BEST_CHECKPOINT_PATH, weights_only=False)
-        state = checkpoint["model_state_dict"]
-        first = next(key for key, value in state.items() if value.is_floating_point())
-        state[first].view(-1)[0] += nudge
-        torch.save(checkpoint, run / BEST_CHECKPOINT_PATH)
     for path, text in mytorch.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -206,10 +210,10 @@ def class_of(work: Path) -> dict[str, Student]:
     runs = train(work)
     ref = reference_mytorch()
     independent, copy = other_style()
-    nudges = iter(range(1, 100))
+    trainings = iter(range(1, 100))
 
-    def honest(mytorch=ref, model="m1", name="pack"):
-        return packed(work, runs[model], mytorch, nudge=next(nudges) * 1e-6, name=name)
+    def honest(mytorch=ref, name="pack"):
+        return packed(work, own_training(work, next(trainings)), mytorch, name=name)
 
     m1_exact = packed(work, runs["m1"], ref, name="m1-exact")
     m2_exact = packed(work, runs["m2"], ref, name="m2-exact")
@@ -234,7 +238,7 @@ def class_of(work: Path) -> dict[str, Student]:
                                       "while True:\n            pass\n        " + SOFTMAX_LINE))),
         "prints-10mb": archive(honest(edited(ref, "mytorch/__init__.py", '"""\n',
                                              '"""\nprint("x" * 10_000_000)\n'))),
-        "swapped-weights": archive({**honest(), "handin/model_state_dict.pt":
+        "swapped-weights": archive({**m1_exact, "handin/model_state_dict.pt":
                                     m2_exact["handin/model_state_dict.pt"]}),
         "syntax-error": archive(honest({**ref, "mytorch/nn/linear.py":
                                         ref["mytorch/nn/linear.py"] + "\ndef broken(:\n"})),

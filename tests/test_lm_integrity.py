@@ -266,5 +266,42 @@ def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, 
     assert math.isfinite(points)
 
 
+@pytest.mark.slow
+@rubric_category("Integrity flags")
+def test_a_report_far_below_the_hidden_set_is_flagged_whatever_the_card_says(tmp_path,
+                                                                             monkeypatch):
+    """The grader's own steps (the model child on the hidden set, then integrity_flags): a
+    test_metrics.json reporting a third of what the weights give on the hidden set is flagged with
+    both numbers, with a card naming a test set that cannot be found and with no card at all; the
+    same handin reporting the hidden set's own value (2% off: an honest split's gap) is not."""
+    hidden = make_hidden_set(tmp_path / "hidden")
+    monkeypatch.setattr(grade, "HIDDEN_SET", hidden)
+    monkeypatch.setattr(grade, "PUBLIC_SET", tmp_path / "no-public-split")
+    model = make_model_handin(tmp_path / "work/handin")
+    truth = direct_perplexity_char(model, H4Tokenizer(DEFAULT_TOKEN_MAP, "char"), HIDDEN_LINES)
+    lost_set = {**CARD, "test_set": {**CARD["test_set"], "sha256": "0" * 64}}
+    cases = {  # name: (card, reported, flagged)
+        "lying, its test set not found": (lost_set, truth / 3, True),
+        "lying, no card": (None, truth / 3, True),
+        "honest, its test set not found": (lost_set, truth / 1.02, False),
+    }
+    for name, (card, reported, flagged) in cases.items():
+        handin = extraction(tmp_path / "work/handin", card, reported)
+        handin.files["config.yaml"] = tmp_path / "work/handin/config.yaml"
+        with contextlib.redirect_stdout(io.StringIO()):
+            _, lm = grade.grade_language_model(handin, tmp_path / "work", 120,
+                                               rubric.FULL_MARKS_PPL, rubric.ZERO_MARKS_PPL)
+        assert lm["perplexity_char"] == pytest.approx(truth, rel=1e-5), name
+        below = [flag for flag in grade.integrity_flags(handin, lm) if "hidden" in flag]
+        if flagged:
+            assert below == [f"{METRICS_FILE} reports a test perplexity of {reported:.4f}; these "
+                             f"weights give {truth:.2f} on the hidden test set, 200% above it "
+                             f"(honest runs: at most {grade.HIDDEN_MARGIN:.0%} above their "
+                             f"report)"], (name, below)
+        else:
+            assert below == [], (name, below)
+    assert grade.below_hidden_set({"reported_perplexity_char": None, "perplexity_char": 9.0}) == []
+
+
 if __name__ == "__main__":
     run_module(__name__)

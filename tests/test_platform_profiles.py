@@ -24,11 +24,20 @@ from typing import Callable, NamedTuple
 
 import pytest
 
-from autograder import gradescope, landlock, rubric
+import torch
+import yaml
+
+from autograder import grade_model, gradescope, landlock, rubric, weights_fingerprint
+from hw4lib.data import H4Tokenizer
+from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE
+from hw4lib.model import DecoderOnlyTransformer
 from tests import platform_profiles
 from tests.platform_profiles import PROFILES
-from tests.autograder_helpers import (ZEROS_NN, attack_handin, built_autograder, honest_scores,
+from tests.autograder_helpers import (TINY_MODEL, ZEROS_NN, attack_handin, built_autograder,
+                                      copy_reference_mytorch, honest_scores, make_model_handin,
                                       open_folder, pack_folder, run_grader, write_tar)
+from tests.honest_weights import noised, one_ulp, rescaled
 from tests.test_autograder_e2e import FULL_LINE, MYTORCH_ZERO, read_hidden_lines, replay_handin
 from tests.test_handin_extraction import deep_mytorch_member, long_name_members, zip_directory_bomb
 from tests.test_runtime_code import UTF7_SOURCE, blob_mytorch
@@ -39,6 +48,7 @@ from tests.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Platform profiles": 0}
+CHAR_VOCAB = H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size
 pytestmark = [pytest.mark.platforms,
               pytest.mark.skipif(os.geteuid() != 0, reason="the profiles are set up as root"),
               pytest.mark.skipif(not landlock.abi_version(), reason="no Landlock on this kernel")]
@@ -315,6 +325,61 @@ class Attack(NamedTuple):
     # scores of the categories that differ from the honest ones
     environment: dict | str | None = None  # "bwrap-elsewhere": a PATH built in the test's folder
     peak: int = JUDGE_PEAK  # the largest resident set any one process of the grading may reach
+    # What the staff's channels must say (details.json -> held or not), for attacks on them
+    staff: Callable[[dict], bool] | None = None
+
+
+# A classmate's handin: the tiny model's weights with a config naming seed 5, so that all of them
+# is what training learned from seed 5's initialisation (and the scores stay the honest ones).
+CLASSMATE_SEED = 5
+
+
+def classmate_state() -> dict:
+    """The classmate's state dict (the tiny model built under seed 0, as make_model_handin)."""
+    torch.manual_seed(0)
+    return DecoderOnlyTransformer(**TINY_MODEL, num_classes=CHAR_VOCAB).state_dict()
+
+
+def classmate_copy(change: Callable[[dict], dict]) -> Callable[[Path], Path]:
+    """A handin builder: the reference mytorch and the classmate's weights after ``change``, with
+    the classmate's config."""
+    def build(folder: Path) -> Path:
+        handin = folder / "handin"
+        make_model_handin(handin)
+        copy_reference_mytorch(handin)
+        torch.save(change(classmate_state()), handin / STATE_DICT_FILE)
+        config = yaml.safe_load((handin / CONFIG_FILE).read_text())
+        (handin / CONFIG_FILE).write_text(yaml.safe_dump({**config, "seed": CLASSMATE_SEED}))
+        return pack_folder(handin, folder / "handin.tar")
+    return build
+
+
+def shares_the_classmates_weights(details: dict) -> bool:
+    """The fingerprint the judge reported is within TOLERANCE of the classmate's."""
+    fingerprint = (details.get("lm") or {}).get("weights_fingerprint")
+    initial = grade_model.initial_state(TINY_MODEL, CHAR_VOCAB, CLASSMATE_SEED)
+    theirs = weights_fingerprint.fingerprint(classmate_state(), initial)
+    return isinstance(fingerprint, str) and bool(
+        weights_fingerprint.shared_weights({"classmate": theirs, "handin": fingerprint}))
+
+
+def lying_report_handin(folder: Path) -> Path:
+    """The honest tiny handin with a test_metrics.json reporting a perplexity of 1.5 (the model
+    gives tens on any text) and a run card naming a test set that is nowhere."""
+    handin = folder / "handin"
+    make_model_handin(handin)
+    copy_reference_mytorch(handin)
+    (handin / METRICS_FILE).write_text(json.dumps({"perplexity_char": 1.5}))
+    (handin / RUN_CARD_FILE).write_text(json.dumps({"test_perplexity_char": 1.5, "test_set": {
+        "split": "test", "subset": 0.1, "transcripts": 45, "characters": 9876,
+        "sha256": "0" * 64}}))
+    return pack_folder(handin, folder / "handin.tar")
+
+
+def flags_the_lying_report(details: dict) -> bool:
+    return any(flag.startswith(f"{METRICS_FILE} reports a test perplexity of 1.5000; these "
+                               f"weights give ") and "on the hidden test set" in flag
+               for flag in details.get("flags") or [])
 
 
 ATTACKS = {  # the review's table, by row
@@ -354,6 +419,18 @@ ATTACKS = {  # the review's table, by row
     "20 finite differences of an honest forward beside a wrong one": Attack(
         lambda folder: attack_handin(folder, FD_GAMING_INIT, None, nn_append=DOUBLED_LINEAR_NN),
         {"Linear": FAIR_LINEAR_POINTS}),
+    # Staff channels: the judge's model child fingerprints what the weights learned, and flags a
+    # report far below the hidden set whatever the card says.
+    "21 a classmate's weights, one value moved by one ulp": Attack(
+        classmate_copy(one_ulp), HONEST, staff=shares_the_classmates_weights),
+    "22 a classmate's weights, final norm x 4 and final layer / 4": Attack(
+        classmate_copy(rescaled), HONEST, staff=shares_the_classmates_weights),
+    "23 a classmate's weights with 1% noise": Attack(
+        classmate_copy(lambda state: noised(state, grade_model.initial_state(
+            TINY_MODEL, CHAR_VOCAB, CLASSMATE_SEED), 0.01)), HONEST,
+        staff=shares_the_classmates_weights),
+    "24 reports a perplexity of 1.5, its card's test set nowhere": Attack(
+        lying_report_handin, HONEST, staff=flags_the_lying_report),
 }
 
 
@@ -378,7 +455,7 @@ def expected_scores(kind: str | dict, scores: dict) -> bool:
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_attack_is_held_in_each_profile(attack, profile):
-    build, expected, environment, peak_limit = ATTACKS[attack]
+    build, expected, environment, peak_limit, staff = ATTACKS[attack]
     folder = profile_folder(profile, attack.split()[0])
     if environment == "bwrap-elsewhere":
         environment = bwrap_elsewhere(folder)
@@ -392,7 +469,8 @@ def test_attack_is_held_in_each_profile(attack, profile):
               if len(line) > 20]
     report = report_sizes(text, details_path, scores)
     oracle = hidden_perplexity_digits(text, details_path)
-    held = (expected_scores(expected, scores) and FULL_LINE not in lines and not oracle
+    told = staff is None or staff(json.loads(details_path.read_text(encoding="utf-8")))
+    held = (expected_scores(expected, scores) and told and FULL_LINE not in lines and not oracle
             and not any(line in text for line in hidden) and peak[0] < peak_limit
             and "The autograder itself failed" not in text
             and max(report.values()) < MAX_REPORT_BYTES)
@@ -400,6 +478,7 @@ def test_attack_is_held_in_each_profile(attack, profile):
                              cell(scores, text, held, peak=peak[0], report=max(report.values())))
     assert max(report.values()) < MAX_REPORT_BYTES, report
     assert expected_scores(expected, scores), (attack, profile, scores, text[-3000:])
+    assert told, f"the staff's channels do not say it: {details_path.read_text()[:3000]}"
     assert FULL_LINE not in lines, "a forged scores line reached the grader's output"
     assert "The autograder itself failed" not in text, text[-3000:]
     assert not any(line in text for line in hidden), "the hidden set leaked into the feedback"

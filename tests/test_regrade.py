@@ -408,38 +408,40 @@ def test_ctrl_c_once_finishes_the_running_gradings_twice_stops_them(tmp_path):
 
 # The realistic class (tests/class_fixture.py): what each student's row must say. mytorch: the
 # points of each category (missing: 0); lm: the trained model whose perplexity the weights give
-# (None: no model graded); flags: substrings, each in a flag, each flag holding one (two true
-# notes of one tampering are both kept); causes: the likely causes, exactly. Each cell is what the
+# (OWN: a training of the student's own, whose points are its measured perplexity's, near what
+# its run reported; None: no model graded); flags: substrings, each in a flag, each flag holding
+# one (two true notes of one tampering are both kept); causes: the likely causes, exactly. Each cell is what the
 # handin deserves, whoever wrote the rule.
 FULL = dict(rubric.MYTORCH_RUBRIC)
 # A wrong SDPA scale fails every test that calls SDPA; MHA keeps mha_helpers (its head split and
 # merge, 2 points), which does not.
 WRONG_SCALE = {"Linear": 5, "Softmax": 5, "MultiHeadAttention": 2}
+OWN = "own"
 CLASS_TABLE = {
     # role: (status, mytorch points, lm, flags, likely causes)
-    "honest-m1": ("ok", FULL, "m1", [], []),
+    "honest-m1": ("ok", FULL, OWN, [], []),
     "honest-m2": ("ok", FULL, "m2", ["shares its weights with swapped-weights@uni.edu"], []),
     "twin-a": ("ok", FULL, "m1", ["shares its weights with twin-b@uni.edu"], []),
     "twin-b": ("ok", FULL, "m1", ["shares its weights with twin-a@uni.edu"], []),
-    "edited-metrics": ("ok", FULL, "m1", ["test_metrics.json"], []),
-    "wrong-scale": ("ok", WRONG_SCALE, "m1", [], ["sdpa-scale", "uses-a-failing-class"]),
+    "edited-metrics": ("ok", FULL, OWN, ["test_metrics.json"], []),
+    "wrong-scale": ("ok", WRONG_SCALE, OWN, [], ["sdpa-scale", "uses-a-failing-class"]),
     "empty": ("invalid", {}, None, [], []),
     "run-folder": ("invalid", {}, None, [], []),
-    "zip-named-tar": ("ok", FULL, "m1", [], []),
-    "gzipped": ("ok", FULL, "m1", [], []),
-    "independent": ("ok", FULL, "m1", [], []),
-    "disguised-copy": ("ok", FULL, "m1", [], []),
-    "hang": ("timeout", {"Linear": 5}, "m1", [], []),
-    "prints-10mb": ("ok", FULL, "m1", [], []),
+    "zip-named-tar": ("ok", FULL, OWN, [], []),
+    "gzipped": ("ok", FULL, OWN, [], []),
+    "independent": ("ok", FULL, OWN, [], []),
+    "disguised-copy": ("ok", FULL, OWN, [], []),
+    "hang": ("timeout", {"Linear": 5}, OWN, [], []),
+    "prints-10mb": ("ok", FULL, OWN, [], []),
     # m1's card and metrics beside m2's weights: the weights are not the ones the card records.
     "swapped-weights": ("ok", FULL, "m2", ["not the file make handin packed",
                                            "shares its weights with honest-m2@uni.edu"], []),
-    "syntax-error": ("ok", {}, "m1", [], []),
-    "stubs": ("ok", {}, "m1", [], []),
+    "syntax-error": ("ok", {}, OWN, [], []),
+    "stubs": ("ok", {}, OWN, [], []),
     # The worker runs only mytorch's own files: code built at run time is refused, 0 for mytorch.
-    "runtime-code": ("ok", {}, "m1", ["builds code at run time (exec (mytorch/nn/linear.py:"], []),
-    "deep-tree": ("ok", FULL, "m1", [], []),
-    "two-versions": ("ok", FULL, "m1", [], []),
+    "runtime-code": ("ok", {}, OWN, ["builds code at run time (exec (mytorch/nn/linear.py:"], []),
+    "deep-tree": ("ok", FULL, OWN, [], []),
+    "two-versions": ("ok", FULL, OWN, [], []),
 }
 
 
@@ -458,8 +460,14 @@ def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[s
     lm = float(row[rubric.LM_CATEGORY])
     if model is None:
         cell(rubric.LM_CATEGORY, lm, 0.0)
-    elif abs(lm - lm_points[model]) > 0.011:  # weights moved by 1e-6: the same points, +- rounding
-        wrong.append(f"{role}.{rubric.LM_CATEGORY}: {lm}, wanted {lm_points[model]} (+- 0.01)")
+    elif model == OWN:
+        measured, reported = float(row["perplexity_recomputed"]), float(row["perplexity_reported"])
+        cell(rubric.LM_CATEGORY, lm, rubric.lm_score(measured, TEST_FULL_MARKS_PPL,
+                                                     TEST_ZERO_MARKS_PPL))
+        if not 1 / 1.5 < measured / reported < 1.5:
+            wrong.append(f"{role}.perplexity_recomputed: {measured}, its run reported {reported}")
+    else:
+        cell(rubric.LM_CATEGORY, lm, lm_points[model])
     wanted_total = sum(points.values()) + (lm if model else 0.0)
     cell("total", round(float(row["total"]), 2), round(wanted_total, 2))
     got_flags = [flag for flag in row["flags"].split("; ") if flag]
@@ -498,10 +506,10 @@ def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
                            grader_flags="--mytorch-timeout 5", progress=False)
     by_role = {key.split("@")[0]: row for key, row in rows.items()}
     assert sorted(by_role) == sorted(CLASS_TABLE)
-    lm_points = {model: float(by_role[f"honest-{model}"][rubric.LM_CATEGORY])
-                 for model in ("m1", "m2")}
-    for model, points in lm_points.items():  # the LM's points are its measured perplexity's,
-        row = by_role[f"honest-{model}"]  # near what the run measured on its own test split
+    lm_points = {}
+    for model, role in (("m1", "twin-a"), ("m2", "honest-m2")):  # the LM's points are its measured
+        row = by_role[role]  # perplexity's, near what the run measured on its own test split
+        points = lm_points[model] = float(row[rubric.LM_CATEGORY])
         assert points == rubric.lm_score(float(row["perplexity_recomputed"]),
                                          TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL), row
         assert 1 / 1.5 < float(row["perplexity_recomputed"]) / float(row["perplexity_reported"]) \

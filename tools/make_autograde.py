@@ -49,6 +49,7 @@ SHIPPED_FILES = (
     "autograder/grade.py",
     "autograder/grade_model.py",
     "autograder/lm_diagnosis.py",
+    "autograder/weights_fingerprint.py",
     "autograder/judge.py",
     "autograder/landlock.py",
     "autograder/sandbox.py",
