@@ -9,7 +9,9 @@ unpickles (``np.load(allow_pickle=False)``), bounds every size, and keeps only n
 arrays. Everything the worker sends is treated as hostile data: a failure comes back as a few
 typed fields (:data:`ERROR_FIELDS`), which the judge words itself, never as text to echo.
 
-On disk, a program is ``<dir>/program.json`` plus one ``<dir>/<name>.npy`` per input array.
+On disk, a program is ``<dir>/program.json`` (with each input array's dtype, shape and memory
+order) plus one ``<dir>/<name>.bin`` of raw bytes per input array: the worker reads them without
+``np.load``, whose ``.npy`` header parser compiles text (``ast``), which the worker refuses.
 """
 from __future__ import annotations
 
@@ -105,19 +107,29 @@ class Program:
         return out
 
     def save(self, folder: Path) -> None:
-        """Write ``program.json`` and the input arrays into ``folder`` (created)."""
+        """Write ``program.json`` and the input arrays (numeric or bool) into ``folder``
+        (created)."""
         folder.mkdir(parents=True)
+        layouts = {}
         for name, x in self.arrays.items():
-            np.save(folder / f"{name}.npy", x, allow_pickle=False)
+            if x.dtype.kind not in NUMERIC_KINDS:
+                raise TypeError(f"cannot send a {x.dtype} array to the worker")
+            order = "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
+            (folder / f"{name}.bin").write_bytes(x.tobytes(order=order))
+            layouts[name] = {"dtype": x.dtype.str, "shape": list(x.shape), "order": order}
         (folder / "program.json").write_text(json.dumps(
-            {"arrays": sorted(self.arrays), "steps": self.steps, "returned": self.returned}))
+            {"arrays": layouts, "steps": self.steps, "returned": self.returned}))
 
 
 def load_program(folder: Path) -> tuple[dict[str, np.ndarray], list[dict], list[str]]:
-    """(input arrays, steps, returned names) of a saved program (worker side)."""
+    """(input arrays, steps, returned names) of a saved program (worker side); each array
+    writable, with the dtype, shape and memory order it was saved with."""
     spec = json.loads((folder / "program.json").read_text())
-    arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False)
-              for name in spec["arrays"]}
+    arrays = {}
+    for name, layout in spec["arrays"].items():
+        flat = np.frombuffer((folder / f"{name}.bin").read_bytes(), dtype=np.dtype(layout["dtype"]))
+        arrays[name] = np.array(flat.reshape(layout["shape"], order=layout["order"]), copy=True,
+                                order=layout["order"])
     return arrays, spec["steps"], spec["returned"]
 
 

@@ -18,36 +18,131 @@ RUBRIC = {"Child processes": 0, "Handin extraction": 0}
 
 UTF7_SOURCE = "# -*- coding: utf-7 -*-\nx = 1\n"
 TRICKS = r"""
-import ast, builtins, collections, ctypes, dataclasses, fractions, io, marshal, sys, zlib
+import ast, builtins, collections, copyreg, ctypes, dataclasses, gc, importlib.machinery
+import importlib.util, io, marshal, os, pickle, subprocess, sys, types, zlib
 import numpy.polynomial  # a numpy module numpy imports lazily: compiled from its file
-_Pair = collections.namedtuple("_Pair", "a b")  # the standard library's own generated code
-@dataclasses.dataclass
-class _Data:
-    a: int = 1
-assert ast.literal_eval("(1, 2)") == (1, 2) and _Pair(1, 2).b == 2 and _Data().a == 1
-_BLOB = zlib.compress(b"_MADE = True")
-_MARSHALLED = marshal.dumps(_Data.__init__.__code__)  # the audit hook lets dumps through
-_open, _type, _frame = io.open, builtins.type, sys._getframe
+import fractions, statistics  # standard-library modules that make namedtuples as they import
+_Pair = collections.namedtuple("_Pair", "a b", defaults=[2])  # the one text the stdlib compiles
+assert _Pair(1).b == 2 and collections.namedtuple("_One", ["a"])(1).a == 1
+_SOURCE = b"_MADE = True"
+_BLOB = zlib.compress(_SOURCE)
+_MARSHALLED = marshal.dumps(_Pair._make.__code__)  # the audit hook lets dumps through
+_OWN = open(__file__, "rb").read()
+_TREE = ast.parse(_OWN, __file__)  # a tree of this very file: allowed
+def _honest():
+    return 0
+def _flags_changed():
+    ast.PyCF_ONLY_AST = 0  # ast.parse now compiles its text into code
+    try:
+        return ast.parse(_SOURCE, __file__)
+    finally:
+        ast.PyCF_ONLY_AST = 1024
+def _fresh_ast():  # ast.py's own bytes run in globals of our own, with the flags changed
+    scope = {"__name__": "_ast_copy"}
+    exec(compile(open(ast.__file__, "rb").read(), ast.__file__, "exec"), scope)
+    scope["PyCF_ONLY_AST"] = 0
+    return scope["parse"](_SOURCE, __file__)
+class _Sys:
+    intern = staticmethod(lambda name: "a=__import__('os').getpid()" if name == "a" else name)
+def _namedtuple_with(module, name):  # what builds namedtuple's text, replaced
+    saved = getattr(module, name)
+    setattr(module, name, _Sys if name == "_sys" else _Sys.intern)
+    try:
+        return collections.namedtuple("_Evil", "a")
+    finally:
+        setattr(module, name, saved)
+def _dataclass(names):
+    return dataclasses.dataclass(_type("_D", (), {"__annotations__": {n: int for n in names}}))
+class _BlobLoader(importlib.machinery.SourceFileLoader):
+    def get_data(self, path):
+        return _SOURCE
+class _StringFinder:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "_hw4p1_hidden":
+            return importlib.util.spec_from_loader(name, _StringFinder)
+    @staticmethod
+    def create_module(spec):
+        return None
+    @staticmethod
+    def exec_module(module):
+        exec(_SOURCE.decode(), module.__dict__)
+def _blob_loader():
+    loader = _BlobLoader("_hw4p1_blob", __file__)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("_hw4p1_blob", loader))
+    loader.exec_module(module)
+def _meta_path():
+    sys.meta_path.insert(0, _StringFinder)
+    try:
+        import _hw4p1_hidden
+    finally:
+        sys.meta_path.remove(_StringFinder)
+def _copyreg_code():  # code objects pickled as their marshal bytes
+    copyreg.pickle(types.CodeType, lambda code: (marshal.loads, (marshal.dumps(code),)))
+    return pickle.loads(pickle.dumps(_honest.__code__))
+class _Reduce:
+    def __init__(self, call, *args):
+        self.call, self.args = call, args
+    def __reduce__(self):
+        return self.call, self.args
+_code = _honest.__code__
+_open, _type = io.open, builtins.type
 io.open = lambda *args, **kwargs: _open(__file__, "rb")  # the hook must not call these
 builtins.type = lambda *args: bytes
-_TRICKS = {
+_PATCHED = {
     "exec of a blob": lambda: exec(zlib.decompress(_BLOB)),
     "eval of text": lambda: eval("1 + 1"),
     "compile under this file's name": lambda: compile(zlib.decompress(_BLOB), __file__, "exec"),
     "marshal": lambda: marshal.loads(_MARSHALLED),
-    "code edited by hand": lambda: (lambda: 0).__code__.replace(co_consts=(1,)),
-    "the interpreter's own C functions": lambda: ctypes.pythonapi.PyRun_SimpleString,
-    "the hook's state through gc": lambda: __import__("gc").get_objects(),
 }
 _GOT_THROUGH = []
-for _name, _trick in _TRICKS.items():
-    try:
-        _trick()
-    except Exception as _error:
-        if _type(_error).__name__ == "CodeAtRunTime":
-            continue
-    _GOT_THROUGH.append(_name)
+def _try(tricks):
+    for _name, _trick in tricks.items():
+        try:
+            _trick()
+        except Exception as _error:
+            if _type(_error).__name__ == "CodeAtRunTime":
+                continue
+        _GOT_THROUGH.append(_name)
+_try(_PATCHED)
 io.open, builtins.type = _open, _type
+_try({
+    "compile of a syntax tree": lambda: compile(_TREE, __file__, "exec"),
+    "ast.parse with PyCF_ONLY_AST set to 0": _flags_changed,
+    "a fresh copy of ast.py with its flags changed": _fresh_ast,
+    "namedtuple with collections._sys replaced": lambda: _namedtuple_with(collections, "_sys"),
+    "namedtuple with sys.intern replaced": lambda: _namedtuple_with(sys, "intern"),
+    "a dataclass": lambda: _dataclass(["a"]),
+    "a dataclass whose field name is code": lambda: _dataclass(["a=__import__('os').getpid()"]),
+    "code built by hand": lambda: types.CodeType(*(getattr(_code, f) for f in (
+        "co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_nlocals", "co_stacksize",
+        "co_flags", "co_code", "co_consts", "co_names", "co_varnames", "co_filename",
+        "co_name", "co_qualname", "co_firstlineno", "co_linetable", "co_exceptiontable"))),
+    "code edited by hand": lambda: _code.replace(co_consts=(1,)),
+    "a function built from a code object": lambda: types.FunctionType(_code, {})(),
+    "__code__ assigned": lambda: setattr(_honest, "__code__", (lambda: 1).__code__),
+    "marshal.load": lambda: marshal.load(io.BytesIO(_MARSHALLED)),
+    "pickle calling eval": lambda: pickle.loads(pickle.dumps(_Reduce(eval, "1 + 1"))),
+    "pickle calling marshal.loads": lambda: pickle.loads(pickle.dumps(
+        _Reduce(marshal.loads, _MARSHALLED))),
+    "copyreg rebuilding a code object": _copyreg_code,
+    "a loader whose get_data is a blob": _blob_loader,
+    "a meta_path finder executing text": _meta_path,
+    "a module from a string": lambda: exec(_SOURCE.decode(), importlib.util.module_from_spec(
+        importlib.util.spec_from_loader("_hw4p1_str", loader=None)).__dict__),
+    "an extension module outside the standard library": lambda: importlib.machinery
+        .ExtensionFileLoader("_hw4p1_native", "/tmp/_hw4p1_native.so").create_module(
+            importlib.util.spec_from_file_location("_hw4p1_native", "/tmp/_hw4p1_native.so")),
+    "a native library outside the system's": lambda: ctypes.CDLL("/tmp/_hw4p1_native.so"),
+    "the interpreter's own C functions": lambda: ctypes.pythonapi.PyRun_SimpleString,
+    "the hook's state through gc": lambda: gc.get_objects(),
+    "gc.get_referrers": lambda: gc.get_referrers(_code),
+    "a second Python given a blob": lambda: subprocess.run([sys.executable, "-c", "1"]),
+    "os.system": lambda: os.system("true"),
+    "os.posix_spawn": lambda: os.posix_spawn("/bin/true", ["true"], {}),
+    "os.execv": lambda: os.execv("/bin/true", ["true"]),
+})
+assert _honest() == 0 and types.FunctionType is not None
 if _GOT_THROUGH:
     raise SystemExit(f"got through: {_GOT_THROUGH}")
 """
