@@ -4,11 +4,14 @@ numpy and the standard library only; this is the one grader module that runs nex
 so nothing it sends back is trusted (the judge validates every value against its own truth). The
 sandbox (``autograder/sandbox.py``) starts it as::
 
-    python -I -S -c "<bootstrap>" --input DIR --result-fd N
+    python -I -S -c "<bootstrap>" --input DIR --result-fd N --request-fd M
 
 with ``sys.path`` set to the runtime folder (this package's ``worker``/``wire``), a folder holding
-only numpy, and the student's folder holding only ``mytorch/``. For each test folder listed in
-``DIR/tests.json`` it writes one record (``wire.encode_record``) to file descriptor N. A failure
+only numpy, and the student's folder holding only ``mytorch/``. It imports mytorch, then answers
+the judge in lockstep: for each line read from ``--request-fd`` (a test's name, whose program
+the judge has just written to ``DIR/<name>``) it writes that test's record
+(``wire.encode_record``) to file descriptor N; the judge writes the next program only once that
+record has come, so no test can start early or hand its time to another. A failure
 is sent as a few typed fields (which step, the exception's class, the line of mytorch it came
 from), never as text: the judge words the feedback itself, so nothing the student code prints or
 puts in a message reaches it.
@@ -28,7 +31,6 @@ import argparse
 import importlib.abc
 import importlib.util
 import io
-import json
 import os
 import re
 import sys
@@ -101,6 +103,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Replay the judge's programs on mytorch.")
     parser.add_argument("--input", type=Path)
     parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--request-fd", type=int,
+                        help="the judge's requests: a test's name a line, each answered before "
+                             "the next is read")
     parser.add_argument("--probe", action="store_true",
                         help="only say that the sandbox can run this worker and import numpy")
     parser.add_argument("--readable", nargs="*", default=[],
@@ -116,16 +121,17 @@ def main(argv: list[str] | None = None) -> None:
         send(args.result_fd, ("ok " + " ".join(f"{k}={v}" for k, v in layers.items())).encode())
         return
     sys.meta_path.insert(0, NumpyOnly())
-    tests = json.loads((args.input / "tests.json").read_text())
     refuse_code_made_at_run_time()
+    requests = open(args.request_fd, "rb")  # noqa: SIM115 - read until the judge closes it
     try:
         import mytorch.nn as nn
     except BaseException as error:  # noqa: BLE001 - whatever student code raises is reported
         failure = {**describe(error), "step": -1}
-        for test in tests:
-            send(args.result_fd, wire.encode_record(test, failure, {}))
+        for line in requests:
+            send(args.result_fd, wire.encode_record(line.decode().strip(), failure, {}))
         return
-    for test in tests:
+    for line in requests:
+        test = line.decode().strip()
         send(args.result_fd, run_test(nn, args.input / test, test))
 
 

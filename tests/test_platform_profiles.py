@@ -283,8 +283,8 @@ def with_members(folder: Path, extra: list) -> Path:
 
 
 NESTED_OUTPUT = """
-import json, os, sys
-_tests = json.load(open(os.path.join(sys.argv[sys.argv.index("--input") + 1], "tests.json")))
+import os, sys
+_tests = os.listdir(sys.argv[sys.argv.index("--input") + 1])  # the first test's program
 if any(name.startswith("linear") for name in _tests):  # Linear's worker only
     _header = ("[" * 32_000 + "]" * 32_000).encode()
     os.write(int(sys.argv[sys.argv.index("--result-fd") + 1]),
