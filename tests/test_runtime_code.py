@@ -8,12 +8,12 @@ import base64
 import zlib
 from pathlib import Path
 
-from autograder import sandbox, worker
+from autograder import sandbox, similarity, worker
 from tests.autograder_helpers import (copy_reference_mytorch, open_folder, remove_session_folders,
                                       worker_layout)
 from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Child processes": 0, "Handin extraction": 0}
+RUBRIC = {"Child processes": 0, "Handin extraction": 0, "Similarity": 0}
 
 
 UTF7_SOURCE = "# -*- coding: utf-7 -*-\nx = 1\n"
@@ -206,6 +206,62 @@ def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
                              "mytorch/g.py"]
     assert notes[0].startswith("mytorch/a.py: declares the source encoding 'utf-7'; the grader "
                                "reads mytorch as UTF-8 only"), notes
+
+
+# source: what the class tools' static scan must name (hand-written truth), one family a line.
+SCANNED_FAMILIES = {
+    "import ast\nast.PyCF_ONLY_AST = 0\n": {"writes ast.PyCF_ONLY_AST"},
+    "import collections as c\nc._sys.intern = str\n": {"writes collections._sys.intern"},
+    "import sys\nsetattr(sys, 'intern', str)\n": {"writes sys.intern"},
+    "import builtins\ndel builtins.type\n": {"writes builtins.type"},
+    "from types import FunctionType as F\nF(g.__code__, {})\n": {"types.FunctionType", "__code__"},
+    "f.__code__ = (lambda: 1).__code__\n": {"__code__"},
+    "getattr(f, '__code__')\n": {"__code__"},
+    "object.__subclasses__()\n": {"__subclasses__"},
+    "import marshal\nmarshal.load(f)\n": {"marshal.load"},
+    "import copyreg\ncopyreg.pickle(int, f)\n": {"copyreg.pickle"},
+    "import sys\nsys.meta_path.insert(0, Finder())\n": {"sys.meta_path"},
+    "import ctypes\nctypes.cast(id(x), ctypes.c_void_p)\n": {"ctypes.cast", "ctypes.c_void_p"},
+    "import subprocess\nsubprocess.run(['python', '-c', blob])\n": {"subprocess.run"},
+    "from os import execv\nexecv('/bin/sh', [])\n": {"os.execv"},
+    "import gc\ngc.get_referrers(x)\n": {"gc.get_referrers"},
+    # Honest: numpy read, a mytorch module of its own written, self's attributes.
+    "import numpy as np\nfrom . import linear\nfrom .nn import activation\nimport mytorch.nn\n"
+    "linear.EPS = 1\nactivation.X = 2\nmytorch.nn.Y = 3\nself.W = np.zeros(3)\n"
+    "self.rng = np.random.default_rng(0)\n": set(),
+}
+
+
+@rubric_category("Similarity")
+def test_the_static_scan_names_each_family_the_worker_refuses():
+    """runtime_code names each family of the worker's closed list with its line, and the tricks
+    the worker refuses (TRICKS) are named too, so the staff see an attempt the worker stopped."""
+    for source, expected in SCANNED_FAMILIES.items():
+        found = similarity.runtime_code({"mytorch/nn/x.py": source})
+        assert {entry.split(" (")[0] for entry in found} == expected, (source, found)
+        assert all(entry.endswith(")") and "mytorch/nn/x.py:" in entry for entry in found)
+    found = {entry.split(" (")[0] for entry in similarity.runtime_code({"mytorch/__init__.py":
+                                                                         TRICKS})}
+    assert {"writes ast.PyCF_ONLY_AST", "types.FunctionType", "types.CodeType", "__code__",
+            "marshal.loads", "copyreg.pickle", "sys.meta_path", "ctypes.pythonapi",
+            "subprocess.run", "os.execv", "gc.get_objects"} <= found, found
+
+
+@rubric_category("Similarity")
+def test_honest_handins_get_no_run_time_code_flag(tmp_path):
+    """The reference mytorch and the class fixture's honest trees (an independent implementation,
+    its disguised copy, the handout's stubs) and the similarity tests' styles: nothing named."""
+    from tests.class_fixture import other_style, reference_mytorch, stubs
+    from tests.test_similarity import STYLES, student_tree
+
+    trees = {"reference": reference_mytorch(), "stubs": stubs(),
+             **dict(zip(("independent", "copy"), other_style())),
+             **{name: student_tree(tmp_path / name, style) for name, style in STYLES.items()}}
+    for name, tree in trees.items():
+        sources = {path: text.decode() if isinstance(text, bytes) else text
+                   for path, text in tree.items() if path.endswith(".py")}
+        assert sources and similarity.runtime_code(sources) == [], (name,
+                                                                    similarity.runtime_code(sources))
 
 
 if __name__ == "__main__":
