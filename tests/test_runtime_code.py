@@ -148,14 +148,49 @@ if _GOT_THROUGH:
 """
 
 
-def blob_mytorch(folder: Path) -> Path:
-    """The reference mytorch with every file an ``exec(compile(zlib blob, __file__))`` of itself:
-    the same code, unreadable to anyone reading the handin."""
+def blob_door(blob: str) -> str:
+    return f"import base64, zlib\nexec(compile(zlib.decompress(base64.b64decode({blob!r})), __file__, 'exec'))\n"
+
+
+def ast_flags_door(blob: str) -> str:
+    """The file's code compiled by ast.parse with PyCF_ONLY_AST set to 0 and run as a function
+    (no exec event), under this file's name."""
+    return (f"import ast, base64, types, zlib\nast.PyCF_ONLY_AST = 0\n"
+            f"_code = ast.parse(zlib.decompress(base64.b64decode({blob!r})), __file__)\n"
+            f"ast.PyCF_ONLY_AST = 1024\ntypes.FunctionType(_code, globals())()\n")
+
+
+def loader_door(blob: str) -> str:
+    """The file's module run again by a SourceFileLoader whose get_data is the blob."""
+    return (f"import base64, importlib.machinery, sys, zlib\n"
+            f"class _Loader(importlib.machinery.SourceFileLoader):\n"
+            f"    def get_data(self, path):\n"
+            f"        return zlib.decompress(base64.b64decode({blob!r}))\n"
+            f"_Loader(__name__, __file__).exec_module(sys.modules[__name__])\n")
+
+
+def pickle_door(blob: str) -> str:
+    """The file's code as a pickle whose __reduce__ calls marshal.loads, exec'd in its module."""
+    return (f"import base64, marshal, pickle, zlib\n"
+            f"class _Code:\n"
+            f"    def __reduce__(self):\n"
+            f"        return marshal.loads, (marshal.dumps(compile(zlib.decompress("
+            f"base64.b64decode({blob!r})), __file__, 'exec')),)\n"
+            f"exec(pickle.loads(pickle.dumps(_Code())), globals())\n")
+
+
+# Ways to run a mytorch whose files hold their code hidden: each refused, so the mytorch scores 0;
+# one that got through would score full marks.
+DOORS = {"blob": blob_door, "ast flags": ast_flags_door, "loader": loader_door,
+         "pickle": pickle_door}
+
+
+def door_mytorch(folder: Path, door=blob_door) -> Path:
+    """The reference mytorch with every file replaced by ``door`` of a zlib blob of itself: the
+    same code, unreadable to anyone reading the handin."""
     package = copy_reference_mytorch(folder)
     for path in package.rglob("*.py"):
-        blob = base64.b64encode(zlib.compress(path.read_bytes())).decode()
-        path.write_text(f"import base64, zlib\nexec(compile(zlib.decompress(base64.b64decode("
-                        f"{blob!r})), __file__, 'exec'))\n")
+        path.write_text(door(base64.b64encode(zlib.compress(path.read_bytes())).decode()))
     return package
 
 
@@ -163,24 +198,25 @@ def blob_mytorch(folder: Path) -> Path:
 def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
     """The worker's audit hook in the mode the machine gives: honest code using what the standard
     library and numpy generate or import lazily keeps its points while every trick to run code
-    that is not a file is refused (the mytorch stops itself if one works); a mytorch of blobs
-    gets 0 and the message names the line."""
+    that is not a file is refused (the mytorch stops itself if one works); a mytorch whose files
+    hide their code behind each door of DOORS gets 0 and the message names the line."""
     from autograder import judge
 
     folder = open_folder("hw4p1-audit-")
     tricks = copy_reference_mytorch(folder / "tricks")
     (tricks / "__init__.py").write_text(TRICKS + (tricks / "__init__.py").read_text())
-    for name, package, points in [("tricks", tricks, 5.0),
-                                  ("blobs", blob_mytorch(folder / "blobs"), 0.0)]:
-        layout = worker_layout(folder / f"layout-{name}", package)
+    packages = [("tricks", tricks, 5.0)] + [
+        (door, door_mytorch(folder / door.replace(" ", "-"), DOORS[door]), 0.0) for door in DOORS]
+    for name, package, points in packages:
+        layout = worker_layout(folder / f"layout-{name.replace(' ', '-')}", package)
         mode, notes = sandbox.choose_mode(layout, judge.python_executable(),
                                           allow_unisolated=True)
         run = judge.grade_category("Linear", layout, mode, timeout=120)
         messages = [result.message for result in run.results]
         assert sum(result.points for result in run.results) == points, (name, mode, messages,
                                                                         run.output[-3000:])
-    assert all(message.endswith(f"{worker.MADE_AT_RUN_TIME} (at mytorch/__init__.py:2)")
-               for message in messages), messages
+        assert points or all(f"{worker.MADE_AT_RUN_TIME} (at mytorch/__init__.py:" in message
+                             for message in messages), (name, messages)
 
 
 @rubric_category("Handin extraction")
