@@ -341,8 +341,6 @@ def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> s
              and len(function) <= MAX_FUNCTION_CHARS)
     in_function = f", in {function}" if named else ""
     at = f" (at mytorch/{file}:{line}{in_function})" if known else ""
-    if kind == "code at run time":
-        return f"{where}: {MADE_AT_RUN_TIME}{at}"
     if kind == "raised":
         name = error.get("type")
         what = name if name in KNOWN_EXCEPTIONS else "an exception of its own class"
