@@ -156,25 +156,27 @@ def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: flo
         readers.append(threading.Thread(target=result.read_all, daemon=True))
     for reader in readers:
         reader.start()
-    if request_pipe:
-        try:
-            if dialogue is not None and result is not None:
-                dialogue(Conversation(request_pipe[1], result, start, start + timeout))
-        finally:
-            os.close(request_pipe[1])
+    returncode = None
     try:
+        if request_pipe:
+            try:
+                if dialogue is not None and result is not None:
+                    dialogue(Conversation(request_pipe[1], result, start, start + timeout))
+            finally:
+                os.close(request_pipe[1])
         returncode = process.wait(timeout=max(start + timeout - time.monotonic(), 0.0))
     except subprocess.TimeoutExpired:
-        returncode = None
-    seconds = time.monotonic() - start
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
         pass
-    process.wait()
-    kill_descendants()
-    for reader in readers:
-        reader.join(timeout=5)
+    finally:  # whatever the dialogue raised, the child and all it started die here
+        seconds = time.monotonic() - start
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        process.wait()
+        kill_descendants()
+        for reader in readers:
+            reader.join(timeout=5)
     return Run(returncode, seconds, output.text(), result.data() if result else b"",
                bool(result and result.omitted))
 

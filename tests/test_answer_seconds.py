@@ -6,9 +6,14 @@ early nor hold answers back to move its time onto other tests.
 
     .venv/bin/python -m pytest -q tests/test_answer_seconds.py
 """
+import os
 import shutil
+import sys
+import time
 
-from autograder import judge, wire
+import pytest
+
+from autograder import judge, processes, wire
 from autograder.hidden_tests import mytorch_hidden
 from tests.testing_framework import rubric, run_module
 from tools import hint_report
@@ -119,6 +124,21 @@ def test_the_test_unanswered_at_the_limit_is_the_running_one():
     lockstep = lockstep_of(worker, ["a", "b", "c"])
     assert lockstep.running() == "b" and ("write", "c") not in worker.events
     assert lockstep.seconds(stopped_at=60.0) == {"a": 0.5, "b": 59.5}
+
+
+@rubric("Seconds of each hidden test")
+def test_a_dialogue_that_fails_still_ends_the_child(tmp_path):
+    """The judge's side of the dialogue raising (its disk full, say) never leaves the worker
+    running: run_process kills the child and all it started before the error goes up."""
+    def dialogue(conversation):
+        raise OSError("no space left to write the next program")
+
+    started = time.monotonic()
+    with pytest.raises(OSError, match="no space left"):
+        processes.run_process([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path,
+                              env={}, timeout=60, limits={}, result_pipe=os.pipe(),
+                              request_pipe=os.pipe(), dialogue=dialogue)
+    assert time.monotonic() - started < 30 and not processes.descendants(os.getpid())
 
 
 def reference_tree(tmp_path):
