@@ -15,8 +15,6 @@ handin's mytorch files).
 from __future__ import annotations
 
 import builtins
-import codecs
-import re
 import secrets
 import sys
 from collections.abc import Callable
@@ -41,9 +39,6 @@ KNOWN_EXCEPTIONS = frozenset(
     + ["LinAlgError", "AxisError"])
 MAX_LINE = 10**6
 MAX_FUNCTION_CHARS = 60
-CODING_LINE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")  # PEP 263
-BLANK_OR_COMMENT = re.compile(rb"[ \t\f]*(#.*)?\Z")
-UTF8_BOM = codecs.BOM_UTF8
 
 
 @dataclass
@@ -200,35 +195,22 @@ def build_programs(tests: list[HiddenTest], seed: int) -> tuple[dict[str, wire.P
     return programs, checks
 
 
-def declared_encoding(source: bytes) -> str | None:
-    """The encoding a PEP 263 declaration names (line 1, or line 2 after a comment or blank line
-    1), as Python reads it; None when there is none."""
-    lines = source.removeprefix(UTF8_BOM).splitlines()[:2]
-    for index, line in enumerate(lines):
-        match = CODING_LINE.match(line)
-        if match:
-            return match.group(1).decode("ascii")
-        if index == 0 and not BLANK_OR_COMMENT.match(line):
-            return None
-    return None
-
-
 def refuse_foreign_encodings(files: dict[str, Path], notes: list[str]) -> None:
     """Drop from ``files`` ({handin path: extracted file}) every mytorch source that declares an
-    encoding other than UTF-8, with a note naming it: such a file reads as something else to
-    every tool (and person) that reads it as UTF-8, so what runs could hide from any reading."""
+    encoding Python does not read natively as UTF-8 (``wire.is_native_utf8``), with a note naming
+    it: such a file reads as something else to every tool (and person) that reads it as UTF-8, or
+    is decoded by whatever codec the student's code registered, so what runs could hide from any
+    reading. The worker's audit hook refuses to compile such a file all the same."""
     for name in sorted(files):
         if not name.endswith(".py"):
             continue
-        encoding = declared_encoding(files[name].read_bytes())
-        try:
-            utf8 = encoding is None or codecs.lookup(encoding).name == "utf-8"
-        except LookupError:
-            utf8 = False
-        if not utf8:
+        encoding = wire.declared_encoding(files[name].read_bytes())
+        if encoding is not None and not wire.is_native_utf8(encoding):
             del files[name]
             notes.append(f"{name}: declares the source encoding {encoding!r}; the grader reads "
-                         f"mytorch as UTF-8 only, so this file is not graded (save it as UTF-8 "
+                         f"mytorch as UTF-8 only, declared as 'utf-8' or not at all (any other "
+                         f"name, even another for UTF-8, is decoded by a codec that code run "
+                         f"before can replace), so this file is not graded (save it as UTF-8 "
                          f"and remove the coding line)")
 
 

@@ -18,9 +18,12 @@ order) plus one ``<dir>/<name>.bin`` of raw bytes per input array: the worker re
 """
 from __future__ import annotations
 
+import codecs
 import io
 import json
+import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +43,46 @@ ERROR_FIELDS = {"kind": str, "step": int, "type": str, "file": str, "line": int,
 MAX_FIELD_CHARS = 200
 NOT_AN_ARRAY = "not a numeric array"
 UNREADABLE = "unreadable worker output"
+CODING_LINE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")  # PEP 263
+BLANK_OR_COMMENT = re.compile(rb"[ \t\f]*(#.*)?\Z")
+UTF8_BOM = codecs.BOM_UTF8
+
+
+def declared_encoding_reader() -> Callable[[bytes], str | None]:
+    """A function: source bytes -> the encoding their PEP 263 declaration names (line 1, or line
+    2 after a comment or blank line 1), as Python reads it, or None when there is none. Every name
+    it uses is bound now, in its closure (no global, no builtin): the worker's audit hook makes
+    its own before student code runs, which can then change neither this module nor builtins
+    under it."""
+    coding, blank, bom = CODING_LINE.match, BLANK_OR_COMMENT.match, UTF8_BOM
+    strip_bom, lines_of, to_text = bytes.removeprefix, bytes.splitlines, bytes.decode
+
+    def declared(source: bytes) -> str | None:
+        lines = lines_of(strip_bom(source, bom))[:2]
+        for line in lines[:1]:
+            match = coding(line)
+            if match:
+                return to_text(match.group(1), "ascii")
+            if not blank(line):
+                return None
+        for line in lines[1:]:
+            match = coding(line)
+            if match:
+                return to_text(match.group(1), "ascii")
+        return None
+
+    return declared
+
+
+declared_encoding = declared_encoding_reader()
+
+
+def is_native_utf8(encoding: str) -> bool:
+    """Whether Python's tokenizer reads a file declaring ``encoding`` as UTF-8 itself ('utf-8',
+    'UTF_8', 'utf-8-unix', ...), without a codec lookup that code run before could redirect
+    (``codecs.register``): the same test as CPython's ``get_normal_name`` on ``str`` only."""
+    normal = str.replace(str.lower(encoding[:12]), "_", "-")
+    return normal == "utf-8" or str.startswith(normal, "utf-8-")
 
 
 @dataclass(frozen=True)

@@ -163,10 +163,13 @@ def refuse_code_made_at_run_time() -> None:
     ====================================  =====================================================
     ``compile`` (source, filename):       allowed only for the very bytes of the file named, under
     ``compile()``, ``exec``/``eval`` of   mytorch, the standard library or numpy (what an import
-    text, import's ``source_to_code``,    compiles), or the text of :data:`NAMEDTUPLE_NEW` with
-    custom loaders and ``get_data``,      identifier fields. Refused: any other text (a blob,
-    ``runpy``, ``zipimport``, ``ast``     ``compile(blob, __file__)``), a syntax tree (a tree is
-    whatever its flags                    any code), and every other caller's text whoever calls:
+    text, import's ``source_to_code``,    compiles), read by Python as UTF-8 itself (no coding
+    custom loaders and ``get_data``,      line, or 'utf-8': another name goes through the codec
+    ``runpy``, ``zipimport``, ``ast``     registry, which ``codecs.register`` changes), or the
+    whatever its flags                    text of :data:`NAMEDTUPLE_NEW` with identifier fields.
+                                          Refused: any other text (a blob,
+                                          ``compile(blob, __file__)``), a syntax tree (a tree is
+                                          any code), and every other caller's text whoever calls:
                                           ``ast.parse`` with its ``PyCF_*`` module globals
                                           changed, ``dataclasses`` (its field names enter the
                                           generated text unchecked), a namedtuple whose
@@ -223,6 +226,7 @@ def refuse_code_made_at_run_time() -> None:
     text, data, file_error, refused = str, bytes, OSError, REFUSED_EVENTS
     namedtuple_new, is_identifier = re.compile(NAMEDTUPLE_NEW, re.DOTALL).fullmatch, str.isidentifier
     decode, split, strip_comma, starts = bytes.decode, str.split, str.removesuffix, str.startswith
+    declared, native_utf8 = wire.declared_encoding_reader(), wire.is_native_utf8
 
     def is_file_source(source, filename) -> bool:
         if kind_of(source) is not data or kind_of(filename) is not text:
@@ -231,9 +235,12 @@ def refuse_code_made_at_run_time() -> None:
             return False
         try:
             with open_file(filename, "rb") as file:
-                return file.read() == source
+                if file.read() != source:
+                    return False
         except file_error:
             return False
+        encoding = declared(source)  # the very bytes, but read through a codec? then refused
+        return encoding is None or native_utf8(encoding)
 
     def is_namedtuple_new(source) -> bool:
         match = namedtuple_new(source) if kind_of(source) is data else None

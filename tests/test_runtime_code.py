@@ -8,7 +8,7 @@ import base64
 import zlib
 from pathlib import Path
 
-from autograder import sandbox, similarity, worker
+from autograder import sandbox, similarity, wire, worker
 from tests.autograder_helpers import (copy_reference_mytorch, open_folder, remove_session_folders,
                                       worker_layout)
 from tests.testing_framework import rubric as rubric_category, run_module
@@ -17,8 +17,9 @@ RUBRIC = {"Child processes": 0, "Handin extraction": 0, "Similarity": 0}
 
 
 UTF7_SOURCE = "# -*- coding: utf-7 -*-\nx = 1\n"
+DECLARED_SOURCE = "# coding: hw4p1\n_VALUE = 1\n"  # a codec TRICKS registers itself
 TRICKS = r"""
-import ast, builtins, collections, copyreg, ctypes, dataclasses, gc, importlib.machinery
+import ast, builtins, codecs, collections, copyreg, ctypes, dataclasses, gc, importlib.machinery
 import importlib.util, io, marshal, os, pickle, subprocess, sys, types, zlib
 import numpy.polynomial  # a numpy module numpy imports lazily: compiled from its file
 import fractions, statistics  # standard-library modules that make namedtuples as they import
@@ -80,6 +81,16 @@ def _meta_path():
 def _copyreg_code():  # code objects pickled as their marshal bytes
     copyreg.pickle(types.CodeType, lambda code: (marshal.loads, (marshal.dumps(code),)))
     return pickle.loads(pickle.dumps(_honest.__code__))
+def _codec():  # a file's very bytes, decoded by a codec registered here into other code
+    path = os.path.join(os.path.dirname(__file__), "_declared.py")
+    if not os.path.exists(path):  # the judge does not grade a file declaring such a codec
+        return _NOT_GRADED
+    codecs.register(lambda name: codecs.CodecInfo(
+        name=name, encode=codecs.utf_8_encode,
+        decode=lambda data, errors="strict": ("_MADE = True\n", len(data)))
+        if name == "hw4p1" else None)
+    return compile(open(path, "rb").read(), path, "exec")
+_NOT_GRADED = object()
 class _Reduce:
     def __init__(self, call, *args):
         self.call, self.args = call, args
@@ -99,7 +110,8 @@ _GOT_THROUGH = []
 def _try(tricks):
     for _name, _trick in tricks.items():
         try:
-            _trick()
+            if _trick() is _NOT_GRADED:
+                continue
         except Exception as _error:
             if _type(_error).__name__ == "CodeAtRunTime":
                 continue
@@ -108,6 +120,7 @@ _try(_PATCHED)
 io.open, builtins.type = _open, _type
 _try({
     "compile of a syntax tree": lambda: compile(_TREE, __file__, "exec"),
+    "a file's bytes through a codec of our own": _codec,
     "ast.parse with PyCF_ONLY_AST set to 0": _flags_changed,
     "a fresh copy of ast.py with its flags changed": _fresh_ast,
     "namedtuple with collections._sys replaced": lambda: _namedtuple_with(collections, "_sys"),
@@ -205,6 +218,7 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
     folder = open_folder("hw4p1-audit-")
     tricks = copy_reference_mytorch(folder / "tricks")
     (tricks / "__init__.py").write_text(TRICKS + (tricks / "__init__.py").read_text())
+    (tricks / "_declared.py").write_text(DECLARED_SOURCE)
     packages = [("tricks", tricks, 5.0)] + [
         (door, door_mytorch(folder / door.replace(" ", "-"), DOORS[door]), 0.0) for door in DOORS]
     for name, package, points in packages:
@@ -226,14 +240,15 @@ def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
     cases = {"a.py": (UTF7_SOURCE, "utf-7"),
              "b.py": ("#!/bin/python\n# coding=latin-1\n", "latin-1"),
              "c.py": ("\n# vim: set fileencoding=utf-7 :\n", "utf-7"),
-             "d.py": ("\ufeff# coding: utf-8\n", "utf-8"), "e.py": ("# coding: UTF8\n", "UTF8"),
+             "d.py": ("\ufeff# coding: utf-8\n", "utf-8"), "e.py": ("# coding: UTF_8\n", "UTF_8"),
+             "i.py": ("# coding: u8\n", "u8"),
              "f.py": ("x = 1  # coding: utf-7\n", None), "g.py": ("x = 1\n# coding: utf-7\n", None),
              "h.py": ("# -*- coding: no-such-codec -*-\n", "no-such-codec")}
     files = {}
     for name, (text, encoding) in cases.items():
         files[f"mytorch/{name}"] = tmp_path / name
         files[f"mytorch/{name}"].write_bytes(text.encode("utf-8"))
-        assert judge.declared_encoding(text.encode("utf-8")) == encoding, name
+        assert wire.declared_encoding(text.encode("utf-8")) == encoding, name
     files["config.yaml"] = tmp_path / "config.yaml"
     files["config.yaml"].write_text("# coding: utf-7\n")
     notes: list[str] = []
