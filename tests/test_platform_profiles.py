@@ -363,8 +363,9 @@ ATTACKS = {  # the review's table, by row
         lambda folder: door_handin(folder, "loader"), MYTORCH_0),
     "23 mytorch as pickles that reduce to marshal.loads": Attack(
         lambda folder: door_handin(folder, "pickle"), MYTORCH_0),
-    # 32 variants over every family (text, trees, generators, code objects, functions, marshal,
-    # pickle, loaders, native libraries, programs, gc): one that gets through stops the mytorch.
+    # 32 variants over every family (text, trees, codecs, generators, code objects, functions,
+    # marshal, pickle, loaders, native libraries, programs, gc): one that gets through stops the
+    # mytorch (a file through a codec of its own is tried where the handin's file was graded).
     "24 honest mytorch beside 32 ways to make or run code": Attack(
         lambda folder: attack_handin(folder, TRICKS, None), HONEST),
 }
