@@ -14,14 +14,10 @@ handin's mytorch files).
 """
 from __future__ import annotations
 
-import bisect
 import builtins
-import codecs
-import json
-import math
-import re
 import secrets
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,9 +39,6 @@ KNOWN_EXCEPTIONS = frozenset(
     + ["LinAlgError", "AxisError"])
 MAX_LINE = 10**6
 MAX_FUNCTION_CHARS = 60
-CODING_LINE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")  # PEP 263
-BLANK_OR_COMMENT = re.compile(rb"[ \t\f]*(#.*)?\Z")
-UTF8_BOM = codecs.BOM_UTF8
 
 
 @dataclass
@@ -60,7 +53,7 @@ class TestResult:
     message: str  # empty when it passed; what differed otherwise (no hidden inputs)
     hint: str = ""  # the likely bug, when the category's failures point to one (diagnosis.py)
     family: str = ""  # that bug's family, for the staff (the regrade's counts, the hint report)
-    seconds: float | None = None  # its share of the worker's time (answer_seconds); None: unknown
+    seconds: float | None = None  # from its request to its answer (Lockstep); None: never asked
 
     @property
     def passed(self) -> bool:
@@ -91,19 +84,21 @@ def grade_category(category: str, layout: sandbox_modes.Layout, mode: str, timeo
     if layout.input_dir.exists():
         file_trees.remove_tree(layout.input_dir)
     layout.input_dir.mkdir(parents=True)
-    for test in tests:
-        programs[test.name].save(layout.input_dir / test.name)
-    (layout.input_dir / "tests.json").write_text(json.dumps([t.name for t in tests]))
-    sandbox.make_readable(layout.input_dir)
-    run = sandbox.run_worker(mode, layout, python_executable(), ["--input", "{input}"], timeout)
+
+    def write(test: str) -> None:
+        programs[test].save(layout.input_dir / test)
+        sandbox.make_readable(layout.input_dir)
+
+    lockstep = Lockstep([test.name for test in tests], write)
+    write(tests[0].name)
+    run = sandbox.run_worker(mode, layout, python_executable(), ["--input", "{input}"], timeout,
+                             dialogue=lockstep.converse)
     records, stream_note = wire.decode_records(
-        run.result, {name: program.returned for name, program in programs.items()})
-    note = worker_note(run, timeout, stream_note)
+        run.result[:lockstep.end], {name: program.returned for name, program in programs.items()})
+    note = worker_note(run, timeout, lockstep.note or stream_note)
     files = student_files(layout.student_dir / "mytorch")
-    # The first test without a result is the one that was running when the time ran out.
-    running = (next((test.name for test in tests if test.name not in records), None)
-               if run.timed_out else None)
-    seconds = answer_seconds(records, run, running)
+    running = lockstep.running() if run.timed_out else None
+    seconds = lockstep.seconds(run.seconds if run.timed_out else None)
     judged = [judge_test(test, records.get(test.name), checks[test.name], note,
                          programs[test.name].steps, files,
                          timed_out=f"after {timeout:.0f} s" if test.name == running else "")
@@ -120,24 +115,73 @@ def grade_category(category: str, layout: sandbox_modes.Layout, mode: str, timeo
                        {result.name: failure for result, failure in judged if failure})
 
 
-def answer_seconds(records: dict[str, wire.Record], run: processes.Run,
-                   running: str | None) -> dict[str, float]:
-    """{test: seconds} by the judge's clock: from the arrival of the answer before it (the
-    worker's start, for the first: so it holds the worker's start-up and mytorch's import) to the
-    arrival of its own; the test running at the time limit, up to the limit. Tests whose answers'
-    arrival is unknown are left out."""
-    seconds: dict[str, float] = {}
-    previous = 0.0  # in stream order, each answer arrived no earlier than the one before it
-    for name, record in sorted(records.items(), key=lambda item: item[1].end):
-        index = bisect.bisect_left(run.result_arrivals, (record.end, -math.inf))
-        if index == len(run.result_arrivals):
-            break
-        arrived = run.result_arrivals[index][1]
-        seconds[name] = round(arrived - previous, 3)
-        previous = arrived
-    if running is not None:
-        seconds[running] = round(max(run.seconds - previous, 0.0), 3)
-    return seconds
+@dataclass
+class Lockstep:
+    """The judge's side of its dialogue with the worker: each test's program is written, then
+    asked for by name, only once the whole answer to the test before it has come (the first is
+    written before the worker starts), so the worker can neither start a test early nor hold an
+    answer back to move its time onto another test. A test's seconds run from its request to
+    the arrival of its answer's last byte, by the judge's clock (the first request goes out as
+    the worker starts, so it holds the start-up and mytorch's import).
+
+    ``write(test)`` puts a test's program on disk; after :meth:`converse`, ``end`` is where the
+    answers taken end in the result stream and ``note`` says why the dialogue stopped early ('':
+    it did not, or the worker ended or ran out of time: ``worker_note`` says which)."""
+
+    tests: list[str]
+    write: Callable[[str], None]
+    asked: dict[str, float] = field(default_factory=dict)
+    answered: dict[str, float] = field(default_factory=dict)
+    end: int = 0
+    note: str = ""
+
+    def converse(self, conversation: processes.Conversation) -> None:
+        for index, test in enumerate(self.tests):
+            if index:
+                self.write(test)
+            sent = conversation.ask(f"{test}\n".encode())
+            if sent is None:
+                return
+            self.asked[test] = sent
+            try:
+                answer = self.await_answer(conversation, test)
+            except Exception as error:  # noqa: BLE001 - any surprise in hostile bytes
+                self.note = wire.unreadable(len(self.answered), error)
+                return
+            if answer is None:
+                return
+            self.answered[test], self.end = answer
+
+    def await_answer(self, conversation: processes.Conversation,
+                     test: str) -> tuple[float, int] | None:
+        """(when it came, where it ends) of the record answering ``test``; None when it did not
+        come whole before the worker stopped or the time limit. A record of another test, or a
+        malformed one, raises (the dialogue ends there)."""
+        start = self.end
+        if conversation.wait_for(start + wire.LENGTH_BYTES) is None:
+            return None
+        framing = wire.framing_size(conversation.received(start, start + wire.LENGTH_BYTES))
+        if conversation.wait_for(start + framing) is None:
+            return None
+        named, size = wire.record_extent(conversation.received(start, start + framing))
+        if named != test:
+            raise ValueError("an answer to another test than the one asked")
+        arrived = conversation.wait_for(start + size)
+        return None if arrived is None else (arrived, start + size)
+
+    def running(self) -> str | None:
+        """The test asked for whose answer never came (the one running at the time limit)."""
+        return next((test for test in self.asked if test not in self.answered), None)
+
+    def seconds(self, stopped_at: float | None = None) -> dict[str, float]:
+        """{test: seconds} of the tests answered; with ``stopped_at`` (the seconds at which the
+        worker was stopped), the running test's too, up to then."""
+        seconds = {test: round(self.answered[test] - self.asked[test], 3)
+                   for test in self.answered}
+        running = self.running()
+        if stopped_at is not None and running is not None:
+            seconds[running] = round(max(stopped_at - self.asked[running], 0.0), 3)
+        return seconds
 
 
 def build_programs(tests: list[HiddenTest], seed: int) -> tuple[dict[str, wire.Program], dict]:
@@ -151,35 +195,22 @@ def build_programs(tests: list[HiddenTest], seed: int) -> tuple[dict[str, wire.P
     return programs, checks
 
 
-def declared_encoding(source: bytes) -> str | None:
-    """The encoding a PEP 263 declaration names (line 1, or line 2 after a comment or blank line
-    1), as Python reads it; None when there is none."""
-    lines = source.removeprefix(UTF8_BOM).splitlines()[:2]
-    for index, line in enumerate(lines):
-        match = CODING_LINE.match(line)
-        if match:
-            return match.group(1).decode("ascii")
-        if index == 0 and not BLANK_OR_COMMENT.match(line):
-            return None
-    return None
-
-
 def refuse_foreign_encodings(files: dict[str, Path], notes: list[str]) -> None:
     """Drop from ``files`` ({handin path: extracted file}) every mytorch source that declares an
-    encoding other than UTF-8, with a note naming it: such a file reads as something else to
-    every tool (and person) that reads it as UTF-8, so what runs could hide from any reading."""
+    encoding Python does not read natively as UTF-8 (``wire.is_native_utf8``), with a note naming
+    it: such a file reads as something else to every tool (and person) that reads it as UTF-8, or
+    is decoded by whatever codec the student's code registered, so what runs could hide from any
+    reading. The worker's audit hook refuses to compile such a file all the same."""
     for name in sorted(files):
         if not name.endswith(".py"):
             continue
-        encoding = declared_encoding(files[name].read_bytes())
-        try:
-            utf8 = encoding is None or codecs.lookup(encoding).name == "utf-8"
-        except LookupError:
-            utf8 = False
-        if not utf8:
+        encoding = wire.declared_encoding(files[name].read_bytes())
+        if encoding is not None and not wire.is_native_utf8(encoding):
             del files[name]
             notes.append(f"{name}: declares the source encoding {encoding!r}; the grader reads "
-                         f"mytorch as UTF-8 only, so this file is not graded (save it as UTF-8 "
+                         f"mytorch as UTF-8 only, declared as 'utf-8' or not at all (any other "
+                         f"name, even another for UTF-8, is decoded by a codec that code run "
+                         f"before can replace), so this file is not graded (save it as UTF-8 "
                          f"and remove the coding line)")
 
 
@@ -292,8 +323,6 @@ def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> s
              and len(function) <= MAX_FUNCTION_CHARS)
     in_function = f", in {function}" if named else ""
     at = f" (at mytorch/{file}:{line}{in_function})" if known else ""
-    if kind == "code at run time":
-        return f"{where}: {MADE_AT_RUN_TIME}{at}"
     if kind == "raised":
         name = error.get("type")
         what = name if name in KNOWN_EXCEPTIONS else "an exception of its own class"

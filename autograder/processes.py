@@ -3,8 +3,9 @@ every descendant. Standard library only.
 
 :func:`run_process` runs a command in a new session under resource limits (and, given one, in a
 cgroup of :mod:`autograder.cgroups`), keeps the head and the tail of its output
-(:class:`BoundedCapture`) and reads its result pipe up to MAX_RESULT_BYTES, noting when each part
-arrived. The judge makes itself a child subreaper (:func:`become_subreaper`), so processes that
+(:class:`BoundedCapture`) and reads its result pipe up to MAX_RESULT_BYTES; given a dialogue, it
+lets the caller ask the child for one thing at a time over a request pipe and wait for each answer
+(:class:`Conversation`), timed by the caller's clock. The judge makes itself a child subreaper (:func:`become_subreaper`), so processes that
 detach with ``setsid`` or a double fork become its children, and :func:`kill_descendants` kills
 every one of them before the scores are printed.
 """
@@ -18,13 +19,13 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.cgroups import WorkerCgroup
 
 MAX_RESULT_BYTES = 64 * 2**20  # the worker's result stream; beyond it the rest is dropped
-MAX_ARRIVALS = 4096  # when parts of the result stream came; a category has a few dozen tests
 OUTPUT_HEAD_BYTES = 4_000
 OUTPUT_TAIL_BYTES = 8_000
 MAX_ERROR_CHARS = 2000  # an error message a child reports (the model grading's)
@@ -41,9 +42,6 @@ class Run:
     output: str
     result: bytes = b""
     result_overflow: bool = False
-    # (bytes of the result received so far, seconds since the start) after each read: when each
-    # answer arrived, by the judge's clock.
-    result_arrivals: tuple[tuple[int, float], ...] = ()
 
     @property
     def timed_out(self) -> bool:
@@ -121,11 +119,17 @@ def _reap() -> None:
 
 def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: float,
                 limits: dict[int, int], cgroup: WorkerCgroup | None = None,
-                result_pipe: tuple[int, int] | None = None) -> Run:
+                result_pipe: tuple[int, int] | None = None,
+                request_pipe: tuple[int, int] | None = None,
+                dialogue: Callable[[Conversation], None] | None = None) -> Run:
     """Run ``command`` in a new session with ``limits``; kill it and all it started at the end.
 
     stdout and stderr are read as they come and only their head and tail are kept; the result pipe
-    (if any) is read up to MAX_RESULT_BYTES. Returns once the process and every descendant is dead.
+    (if any: (read end, write end), the write end passed to the child) is read up to
+    MAX_RESULT_BYTES. With ``request_pipe`` (read end passed to the child) and ``dialogue``, the
+    dialogue runs in this thread once the child started, with a :class:`Conversation` on both
+    pipes that ends at the time limit; the request pipe is closed when it returns (the child reads
+    its end). Returns once the process and every descendant is dead.
     """
     cgroup_fds = cgroup.join_fds() if cgroup is not None else []
 
@@ -136,71 +140,89 @@ def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: flo
             resource.setrlimit(limit, (value, value))
 
     start = time.monotonic()
-    pass_fds = (result_pipe[1],) if result_pipe else ()
+    pass_fds = tuple(pipe[index] for pipe, index in ((result_pipe, 1), (request_pipe, 0)) if pipe)
     try:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    start_new_session=True, preexec_fn=in_child, pass_fds=pass_fds)
     finally:
-        for fd in cgroup_fds:
+        for fd in [*cgroup_fds, *pass_fds]:
             os.close(fd)
-        if result_pipe:
-            os.close(result_pipe[1])
     output = BoundedCapture(process.stdout, OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES)
     readers = [threading.Thread(target=output.read_all, daemon=True)]
     result = None
     if result_pipe:
-        result = BoundedCapture(os.fdopen(result_pipe[0], "rb"), MAX_RESULT_BYTES, 0,
-                                clock_start=start)
+        result = BoundedCapture(os.fdopen(result_pipe[0], "rb"), MAX_RESULT_BYTES, 0)
         readers.append(threading.Thread(target=result.read_all, daemon=True))
     for reader in readers:
         reader.start()
+    returncode = None
     try:
-        returncode = process.wait(timeout=timeout)
+        if request_pipe:
+            try:
+                if dialogue is not None and result is not None:
+                    dialogue(Conversation(request_pipe[1], result, start, start + timeout))
+            finally:
+                os.close(request_pipe[1])
+        returncode = process.wait(timeout=max(start + timeout - time.monotonic(), 0.0))
     except subprocess.TimeoutExpired:
-        returncode = None
-    seconds = time.monotonic() - start
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
         pass
-    process.wait()
-    kill_descendants()
-    for reader in readers:
-        reader.join(timeout=5)
+    finally:  # whatever the dialogue raised, the child and all it started die here
+        seconds = time.monotonic() - start
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        process.wait()
+        kill_descendants()
+        for reader in readers:
+            reader.join(timeout=5)
     return Run(returncode, seconds, output.text(), result.data() if result else b"",
-               bool(result and result.omitted), tuple(result.arrivals) if result else ())
+               bool(result and result.omitted))
 
 
 class BoundedCapture:
-    """Keep the head and the tail of a byte stream; count the bytes dropped in between. With
-    ``clock_start`` (a ``time.monotonic()``), also note when the bytes came: ``arrivals``, at most
-    MAX_ARRIVALS of them, so that a writer of one-byte chunks sizes nothing."""
+    """Keep the head and the tail of a byte stream; count the bytes dropped in between. A reader
+    in another thread can wait for the stream to reach a size (:meth:`wait_for`)."""
 
-    def __init__(self, stream, head_bytes: int, tail_bytes: int,
-                 clock_start: float | None = None) -> None:
+    def __init__(self, stream, head_bytes: int, tail_bytes: int) -> None:
         self.stream, self.head_bytes, self.tail_bytes = stream, head_bytes, tail_bytes
         self.head, self.tail = bytearray(), bytearray()
         self.omitted = 0
-        self.clock_start = clock_start
         self.received = 0
-        self.arrivals: list[tuple[int, float]] = []
+        self.ended = False
+        self.changed = threading.Condition()
 
     def read_all(self) -> None:
         with self.stream:
             while chunk := self.stream.read1(65536):
-                self.received += len(chunk)
-                if self.clock_start is not None and len(self.arrivals) < MAX_ARRIVALS:
-                    self.arrivals.append((self.received, time.monotonic() - self.clock_start))
-                room = self.head_bytes - len(self.head)
-                if room > 0:
-                    self.head += chunk[:room]
-                    chunk = chunk[room:]
-                self.tail += chunk
-                overflow = len(self.tail) - self.tail_bytes
-                if overflow > 0:
-                    del self.tail[:overflow]
-                    self.omitted += overflow
+                with self.changed:
+                    self.received += len(chunk)
+                    room = self.head_bytes - len(self.head)
+                    if room > 0:
+                        self.head += chunk[:room]
+                        chunk = chunk[room:]
+                    self.tail += chunk
+                    overflow = len(self.tail) - self.tail_bytes
+                    if overflow > 0:
+                        del self.tail[:overflow]
+                        self.omitted += overflow
+                    self.changed.notify_all()
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
+
+    def wait_for(self, size: int, deadline: float) -> bool:
+        """Whether the head holds ``size`` bytes by ``deadline`` (a ``time.monotonic()``); False
+        as soon as the stream ended, or overflowed the head, short of it."""
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.head) >= size or self.ended or self.omitted,
+                                  timeout=max(deadline - time.monotonic(), 0.0))
+            return len(self.head) >= size
+
+    def head_bytes_between(self, start: int, end: int) -> bytes:
+        with self.changed:
+            return bytes(self.head[start:end])
 
     def data(self) -> bytes:
         return bytes(self.head + self.tail)
@@ -211,6 +233,38 @@ class BoundedCapture:
         if not self.omitted:
             return head + tail
         return f"{head}\n[... {self.omitted:,} bytes of output omitted ...]\n{tail}"
+
+
+class Conversation:
+    """The caller's side of a lockstep exchange with a running child: a request written to the
+    child's request pipe, then the wait for its answer on the result pipe, each timed by the
+    caller's clock in seconds since the child started; nothing ends later than ``deadline``."""
+
+    def __init__(self, request_fd: int, result: BoundedCapture, start: float,
+                 deadline: float) -> None:
+        self.request_fd, self.result, self.start, self.deadline = (request_fd, result, start,
+                                                                   deadline)
+
+    def ask(self, request: bytes) -> float | None:
+        """Send ``request``; when it was sent, or None when the child no longer reads."""
+        try:
+            view = memoryview(request)
+            while view:
+                view = view[os.write(self.request_fd, view):]
+        except OSError:
+            return None
+        return time.monotonic() - self.start
+
+    def wait_for(self, size: int) -> float | None:
+        """When the result stream reached ``size`` bytes, or None when it did not by the deadline
+        (or ended, or overflowed MAX_RESULT_BYTES, first)."""
+        if not self.result.wait_for(size, self.deadline):
+            return None
+        return time.monotonic() - self.start
+
+    def received(self, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` of the result stream received so far."""
+        return self.result.head_bytes_between(start, end)
 
 
 def printable(text: str) -> str:

@@ -31,8 +31,8 @@ folder or in reading its output, it becomes that student's row (``crashed``, wit
 
 ``OUT`` receives ``grades.csv`` (one row per student, rewritten atomically after each grading, so
 an interrupted run leaves a valid file): status, the points of each category, the points of each
-hidden test (``test:<name>``) and its seconds (``test_seconds:<name>``: from the worker's previous
-answer, or its start, to this one, by the judge's clock), the seconds of each category
+hidden test (``test:<name>``) and its seconds (``test_seconds:<name>``: from the judge's request
+for it to its answer, by the judge's clock), the seconds of each category
 (``seconds:<category>``), the likely causes of failed tests, and ``flags`` for the staff: the
 judge's integrity notes, weights byte-identical to another student's or within
 ``autograder/weights_fingerprint.py``'s tolerance of what another's learned (``shares its weights

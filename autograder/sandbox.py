@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 import resource
+from collections.abc import Callable
 from pathlib import Path
 
 from autograder import seccomp
 from autograder.cgroups import WorkerCgroup
 from autograder.file_trees import tree_entries
-from autograder.processes import Run, run_process
+from autograder.processes import Conversation, Run, run_process
 from autograder.sandbox_modes import (MODES, TMPFS_BYTES, UNISOLATED, Layout, unavailable,
                                       worker_command, worker_environment, worker_folders)
 
@@ -116,12 +117,17 @@ def process_cap_note(mode: str) -> str | None:
             f"time limit only")
 
 
-def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout: float) -> Run:
-    """Run the worker in ``mode`` with ``args``; its result pipe is passed as ``--result-fd``."""
+def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout: float,
+               dialogue: Callable[[Conversation], None] | None = None) -> Run:
+    """Run the worker in ``mode`` with ``args``; its result pipe is passed as ``--result-fd``
+    and, with a ``dialogue`` (``processes.run_process``), its request pipe as ``--request-fd``."""
     cgroup = WorkerCgroup.create(MAX_PROCESSES, MAX_TREE_MEMORY)
     read_end, write_end = os.pipe()
     input_dir = worker_folders(mode, layout)["input"]
     args = [a.replace("{input}", input_dir) for a in args] + ["--result-fd", str(write_end)]
+    request_pipe = os.pipe() if dialogue is not None else None
+    if request_pipe:
+        args += ["--request-fd", str(request_pipe[0])]
     if cgroup is None or set(cgroup.paths) != {"pids", "memory"}:
         args.append("--single-process")  # no cap on the tree: one task, under RLIMIT_AS
     if MODES[mode].own_view:  # its /tmp is a private tmpfs of TMPFS_BYTES; elsewhere no writes
@@ -130,7 +136,8 @@ def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout:
     try:
         return run_process(command, cwd=layout.tmp_dir, env=worker_environment(mode, layout),
                            timeout=timeout, limits=worker_limits(timeout), cgroup=cgroup,
-                           result_pipe=(read_end, write_end))
+                           result_pipe=(read_end, write_end), request_pipe=request_pipe,
+                           dialogue=dialogue)
     finally:
         if cgroup is not None:
             cgroup.remove()

@@ -41,7 +41,7 @@ class Layout:
     runtime_dir: Path  # holds the worker's own code (grade.RUNTIME_FILES, under autograder/)
     pylib_dir: Path  # holds numpy only (symlinks, for the modes that see the host's files)
     student_dir: Path  # holds mytorch/ only
-    input_dir: Path  # tests.json and one program folder per test
+    input_dir: Path  # one program folder per test, each written as the judge asks for it
     tmp_dir: Path  # the worker's TMPDIR and HOME in the modes without a private /tmp
     hidden_dirs: tuple[Path, ...] = ()  # covered by an empty tmpfs under unshare
     readonly_dir: Path | None = None  # remounted read-only under unshare (the grading folder)

@@ -6,16 +6,24 @@ attributes to read back. The worker (``autograder/worker.py``, inside the sandbo
 program and streams back one :func:`encode_record` per test over a pipe: a JSON header, then the
 returned values as ``.npy`` bytes. The judge decodes them with :func:`decode_records`, which never
 unpickles (``np.load(allow_pickle=False)``), bounds every size, and keeps only numeric and bool
-arrays. Everything the worker sends is treated as hostile data: a failure comes back as a few
+arrays. The judge asks for one test at a time (a line with its name on the worker's request pipe,
+once the program is on disk) and waits for that test's whole record before it writes the next
+program: :func:`framing_size` and :func:`record_extent` find a record's end from its first bytes.
+Everything the worker sends is treated as hostile data: a failure comes back as a few
 typed fields (:data:`ERROR_FIELDS`), which the judge words itself, never as text to echo.
 
-On disk, a program is ``<dir>/program.json`` plus one ``<dir>/<name>.npy`` per input array.
+On disk, a program is ``<dir>/program.json`` (with each input array's dtype, shape and memory
+order) plus one ``<dir>/<name>.bin`` of raw bytes per input array: the worker reads them without
+``np.load``, whose ``.npy`` header parser compiles text (``ast``), which the worker refuses.
 """
 from __future__ import annotations
 
+import codecs
 import io
 import json
+import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +33,7 @@ MAX_HEADER_BYTES = 64 * 1024  # one record's JSON header
 MAX_ARRAY_BYTES = 32 * 2**20  # one returned .npy
 NUMERIC_KINDS = "biuf"  # bool, signed and unsigned integers, floats: what a result may hold
 _LENGTH = struct.Struct("<Q")
+LENGTH_BYTES = _LENGTH.size  # the prefix that gives a record's header size
 # A failure as the worker reports it: kind ('raised', 'numpy only', 'not a tuple', ...), the index
 # of the step that failed (-1: importing mytorch), the exception's class name, the mytorch file
 # (relative to mytorch/), line and function it passed last, the forbidden module, the tuple length
@@ -34,6 +43,46 @@ ERROR_FIELDS = {"kind": str, "step": int, "type": str, "file": str, "line": int,
 MAX_FIELD_CHARS = 200
 NOT_AN_ARRAY = "not a numeric array"
 UNREADABLE = "unreadable worker output"
+CODING_LINE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")  # PEP 263
+BLANK_OR_COMMENT = re.compile(rb"[ \t\f]*(#.*)?\Z")
+UTF8_BOM = codecs.BOM_UTF8
+
+
+def declared_encoding_reader() -> Callable[[bytes], str | None]:
+    """A function: source bytes -> the encoding their PEP 263 declaration names (line 1, or line
+    2 after a comment or blank line 1), as Python reads it, or None when there is none. Every name
+    it uses is bound now, in its closure (no global, no builtin): the worker's audit hook makes
+    its own before student code runs, which can then change neither this module nor builtins
+    under it."""
+    coding, blank, bom = CODING_LINE.match, BLANK_OR_COMMENT.match, UTF8_BOM
+    strip_bom, lines_of, to_text = bytes.removeprefix, bytes.splitlines, bytes.decode
+
+    def declared(source: bytes) -> str | None:
+        lines = lines_of(strip_bom(source, bom))[:2]
+        for line in lines[:1]:
+            match = coding(line)
+            if match:
+                return to_text(match.group(1), "ascii")
+            if not blank(line):
+                return None
+        for line in lines[1:]:
+            match = coding(line)
+            if match:
+                return to_text(match.group(1), "ascii")
+        return None
+
+    return declared
+
+
+declared_encoding = declared_encoding_reader()
+
+
+def is_native_utf8(encoding: str) -> bool:
+    """Whether Python's tokenizer reads a file declaring ``encoding`` as UTF-8 itself ('utf-8',
+    'UTF_8', 'utf-8-unix', ...), without a codec lookup that code run before could redirect
+    (``codecs.register``): the same test as CPython's ``get_normal_name`` on ``str`` only."""
+    normal = str.replace(str.lower(encoding[:12]), "_", "-")
+    return normal == "utf-8" or str.startswith(normal, "utf-8-")
 
 
 @dataclass(frozen=True)
@@ -105,19 +154,29 @@ class Program:
         return out
 
     def save(self, folder: Path) -> None:
-        """Write ``program.json`` and the input arrays into ``folder`` (created)."""
+        """Write ``program.json`` and the input arrays (numeric or bool) into ``folder``
+        (created)."""
         folder.mkdir(parents=True)
+        layouts = {}
         for name, x in self.arrays.items():
-            np.save(folder / f"{name}.npy", x, allow_pickle=False)
+            if x.dtype.kind not in NUMERIC_KINDS:
+                raise TypeError(f"cannot send a {x.dtype} array to the worker")
+            order = "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
+            (folder / f"{name}.bin").write_bytes(x.tobytes(order=order))
+            layouts[name] = {"dtype": x.dtype.str, "shape": list(x.shape), "order": order}
         (folder / "program.json").write_text(json.dumps(
-            {"arrays": sorted(self.arrays), "steps": self.steps, "returned": self.returned}))
+            {"arrays": layouts, "steps": self.steps, "returned": self.returned}))
 
 
 def load_program(folder: Path) -> tuple[dict[str, np.ndarray], list[dict], list[str]]:
-    """(input arrays, steps, returned names) of a saved program (worker side)."""
+    """(input arrays, steps, returned names) of a saved program (worker side); each array
+    writable, with the dtype, shape and memory order it was saved with."""
     spec = json.loads((folder / "program.json").read_text())
-    arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False)
-              for name in spec["arrays"]}
+    arrays = {}
+    for name, layout in spec["arrays"].items():
+        flat = np.frombuffer((folder / f"{name}.bin").read_bytes(), dtype=np.dtype(layout["dtype"]))
+        arrays[name] = np.array(flat.reshape(layout["shape"], order=layout["order"]), copy=True,
+                                order=layout["order"])
     return arrays, spec["steps"], spec["returned"]
 
 
@@ -147,13 +206,11 @@ def encode_record(test: str, error: dict | None, values: dict[str, np.ndarray | 
 class Record:
     """One test's outcome as decoded by the judge. ``error`` holds the failure's fields that have
     the type :data:`ERROR_FIELDS` gives them; ``values`` holds only valid arrays or None;
-    ``problems`` says, per name, why its value was refused (the test fails if it reads it);
-    ``end``: the offset in the stream just past the record (when it came: ``Run.result_arrivals``)."""
+    ``problems`` says, per name, why its value was refused (the test fails if it reads it)."""
 
     error: dict | None
     values: dict[str, np.ndarray | None]
     problems: dict[str, str]
-    end: int = 0
 
 
 def decode_records(stream: bytes, expected: dict[str, list[str]]) -> tuple[dict[str, Record], str]:
@@ -170,29 +227,57 @@ def decode_records(stream: bytes, expected: dict[str, list[str]]) -> tuple[dict[
         try:
             record, position = _decode_one(stream, position, expected)
         except Exception as error:  # noqa: BLE001 - any surprise in hostile bytes is unreadable
-            why = f"{type(error).__name__}: {error}"[:MAX_FIELD_CHARS]
-            return records, f"{UNREADABLE} after {len(records)} results ({why})"
+            return records, unreadable(len(records), error)
         if record is not None and record[0] not in records:
             records[record[0]] = record[1]
     return records, ""
 
 
-def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
-    (length,) = _LENGTH.unpack_from(stream, position)
+def unreadable(results: int, error: Exception) -> str:
+    """The note for a stream that became unreadable after ``results`` records, at most
+    MAX_FIELD_CHARS characters of the error's own words."""
+    why = f"{type(error).__name__}: {error}"[:MAX_FIELD_CHARS]
+    return f"{UNREADABLE} after {results} results ({why})"
+
+
+def framing_size(prefix: bytes) -> int:
+    """The bytes of a record's length prefix and header, from its first LENGTH_BYTES (ValueError
+    for a header over MAX_HEADER_BYTES)."""
+    (length,) = _LENGTH.unpack_from(prefix)
     if length > MAX_HEADER_BYTES:
         raise ValueError(f"a header of {length} bytes")
+    return _LENGTH.size + length
+
+
+def record_extent(framing: bytes) -> tuple[object, int]:
+    """(the test it names, its size in bytes) of the record whose length prefix and header
+    (:func:`framing_size` bytes) are ``framing``; any error :func:`decode_records` would note for
+    a malformed header."""
+    header, position = _header(framing, 0)
+    return header["test"], position + sum(header["sizes"].values())
+
+
+def _header(stream: bytes, position: int) -> tuple[dict, int]:
+    """The header of the record at ``position`` (its types checked) and the offset past it."""
+    length = framing_size(stream[position:position + _LENGTH.size]) - _LENGTH.size
     position += _LENGTH.size
     header = json.loads(stream[position:position + length].decode("utf-8"))
-    position += length
-    test, sizes, nones = header["test"], header["sizes"], header["none"]
+    sizes, nones = header["sizes"], header["none"]
     if not isinstance(sizes, dict) or not isinstance(nones, list):
         raise ValueError("a header without sizes")
+    for size in sizes.values():
+        if not isinstance(size, int) or not 0 <= size <= MAX_ARRAY_BYTES:
+            raise ValueError(f"an array of {size!r} bytes")
+    return header, position + length
+
+
+def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
+    header, position = _header(stream, position)
+    test, sizes, nones = header["test"], header["sizes"], header["none"]
     values: dict[str, np.ndarray | None] = {}
     problems: dict[str, str] = {}
     wanted = set(expected.get(test, ()))
     for name, size in sizes.items():
-        if not isinstance(size, int) or not 0 <= size <= MAX_ARRAY_BYTES:
-            raise ValueError(f"an array of {size!r} bytes")
         blob = stream[position:position + size]
         position += size
         if len(blob) != size:
@@ -214,7 +299,7 @@ def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
             problems[name] = NOT_AN_ARRAY
     if test not in expected:
         return None, position
-    return (test, Record(error_fields(header["error"]), values, problems, position)), position
+    return (test, Record(error_fields(header["error"]), values, problems)), position
 
 
 def error_fields(error) -> dict | None:

@@ -40,7 +40,7 @@ from tests.autograder_helpers import (TINY_MODEL, ZEROS_NN, attack_handin, built
 from tests.honest_weights import noised, one_ulp, rescaled
 from tests.test_autograder_e2e import FULL_LINE, MYTORCH_ZERO, read_hidden_lines, replay_handin
 from tests.test_handin_extraction import deep_mytorch_member, long_name_members, zip_directory_bomb
-from tests.test_runtime_code import UTF7_SOURCE, blob_mytorch
+from tests.test_runtime_code import DOORS, TRICKS, UTF7_SOURCE, door_mytorch
 from tests.test_worker_scoring import ZERO_LINEAR_NN
 from tests.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
                                    unpack_root)
@@ -276,11 +276,12 @@ def utf7_handin(folder: Path) -> Path:
     return pack_folder(folder / "handin", handin)
 
 
-def blob_handin(folder: Path) -> Path:
-    """Every mytorch file an exec of a zlib blob of the reference's own code."""
+def door_handin(folder: Path, door: str = "blob") -> Path:
+    """Every mytorch file the reference's own code as a zlib blob, run through ``door`` (one of
+    test_runtime_code's DOORS)."""
     handin = attack_handin(folder, "", None)
     shutil.rmtree(folder / "handin/mytorch")
-    blob_mytorch(folder / "handin")
+    door_mytorch(folder / "handin", DOORS[door])
     return pack_folder(folder / "handin", handin)
 
 
@@ -293,8 +294,8 @@ def with_members(folder: Path, extra: list) -> Path:
 
 
 NESTED_OUTPUT = """
-import json, os, sys
-_tests = json.load(open(os.path.join(sys.argv[sys.argv.index("--input") + 1], "tests.json")))
+import os, sys
+_tests = os.listdir(sys.argv[sys.argv.index("--input") + 1])  # the first test's program
 if any(name.startswith("linear") for name in _tests):  # Linear's worker only
     _header = ("[" * 32_000 + "]" * 32_000).encode()
     os.write(int(sys.argv[sys.argv.index("--result-fd") + 1]),
@@ -407,7 +408,7 @@ ATTACKS = {  # the review's table, by row
         lambda folder: attack_handin(folder, "", ZERO_LINEAR_NN), MYTORCH_0),
     # The grader trusts nothing computed, parsed or sized from inside the handin.
     "14 mytorch source under a utf-7 coding declaration": Attack(utf7_handin, MYTORCH_0),
-    "15 mytorch files that exec zlib blobs of themselves": Attack(blob_handin, MYTORCH_0),
+    "15 mytorch files that exec zlib blobs of themselves": Attack(door_handin, MYTORCH_0),
     "16 470 members with 60,000-character names": Attack(
         lambda folder: with_members(folder, long_name_members(470, 60_000)), HONEST),
     "17 a mytorch file 1,500 folders deep": Attack(
@@ -431,6 +432,19 @@ ATTACKS = {  # the review's table, by row
         staff=shares_the_classmates_weights),
     "24 reports a perplexity of 1.5, its card's test set nowhere": Attack(
         lying_report_handin, HONEST, staff=flags_the_lying_report),
+    # Code made at run time, each door of the worker's closed list (autograder/worker.py): a
+    # mytorch whose files hide the reference's code behind a door scores full marks if it opens.
+    "25 mytorch compiled by ast.parse with PyCF_ONLY_AST 0, run as functions": Attack(
+        lambda folder: door_handin(folder, "ast flags"), MYTORCH_0),
+    "26 mytorch run by a SourceFileLoader whose get_data is a blob": Attack(
+        lambda folder: door_handin(folder, "loader"), MYTORCH_0),
+    "27 mytorch as pickles that reduce to marshal.loads": Attack(
+        lambda folder: door_handin(folder, "pickle"), MYTORCH_0),
+    # 32 variants over every family (text, trees, codecs, generators, code objects, functions,
+    # marshal, pickle, loaders, native libraries, programs, gc): one that gets through stops the
+    # mytorch (a file through a codec of its own is tried where the handin's file was graded).
+    "28 honest mytorch beside 32 ways to make or run code": Attack(
+        lambda folder: attack_handin(folder, TRICKS, None), HONEST),
 }
 
 
