@@ -119,10 +119,11 @@ def shown(value) -> str:
 KIND_WORDS = (
     ("device", ("device", "meta tensor")),
     ("dtype", ("dtype", "scalar type", "can't be cast", "cannot cast", "casting rule",
-               "result type", "without overflow")),
+               "result type", "without overflow", "promotion of")),
     ("index", ("boolean index", "index out of range", "out of bounds for dimension",
                "index ", "indices")),
     ("shape", ("shape", "broadcast", "core dimension", "must match the size", "elements cannot be",
+               "for scalar outputs",
                "dimension out of range", "cannot reshape", "size of", "dimension", "axis")),
 )
 KIND_WORDING = {  # kind -> (how a message names it, what it means when nothing more is known)
@@ -149,9 +150,15 @@ TRANSLATIONS = (
     (r"result type (\w+) can't be cast to the desired output type (\w+)",
      "an in-place operation (+=, add_, an indexed assignment) writes {0} values into a {1} "
      "tensor: create that tensor with the dtype of what goes into it"),
+    (r"Promotion of int\.([\w/]+)\(float\) in in-place ops",
+     "an in-place {0} (+=, -=) writes float values into an integer tensor: create that tensor "
+     "with the dtype of what goes into it"),
     (r"Cannot cast ufunc '(\w+)' output from dtype\('(\w+)'\) to dtype\('(\w+)'\)",
      "an in-place {0} (+=, -=, out=) writes {1} values into a {2} array: create that array "
      "with the dtype of what goes into it"),
+    (r"grad can be implicitly created only for scalar outputs",
+     "backward() without an argument needs a single number (a 0-d tensor, e.g. a loss reduced to "
+     "its mean): reduce it first (reduction='mean', or .mean() as the docstring says)"),
     (r"a Tensor with (\d+) elements cannot be converted to Scalar",
      "a single number was expected (a 0-d tensor, e.g. a loss reduced to its mean), got a tensor "
      "of {0} elements: reduce it (reduction='mean', or .mean() / .sum() as the docstring says)"),
