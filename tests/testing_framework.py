@@ -145,8 +145,9 @@ TRANSLATIONS = (
     (r"boolean index did not match indexed array along (?:axis|dimension) (\d+); size of "
      r"(?:axis|dimension) is (\d+) but size of corresponding boolean (?:axis|dimension) is (\d+)",
      "indexing with a boolean mask needs the mask's shape to equal the indexed array's leading "
-     "dimensions (here {1} against the mask's {2} along dimension {0}); a mask that only "
-     "broadcasts (e.g. (L, S) against (N, H, L, S)) goes through np.where or np.broadcast_to"),
+     "dimensions (here the array's size {1} against the mask's {2} along dimension {0}); a mask "
+     "that only broadcasts (e.g. (L, S) against (N, H, L, S)) goes through np.where or "
+     "np.broadcast_to"),
     (r"result type (\w+) can't be cast to the desired output type (\w+)",
      "an in-place operation (+=, add_, an indexed assignment) writes {0} values into a {1} "
      "tensor: create that tensor with the dtype of what goes into it"),

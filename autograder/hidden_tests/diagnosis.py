@@ -8,7 +8,9 @@ own forward, or those finite differences against the truth), what the difference
 (``hw4lib.numeric_truths.difference_features``: a constant multiple, the right numbers in other
 places, another shape, an offset shared by every row), what the test knew about the case
 (``context``: the softmax's dim is the last axis or not) and, for attention's output, which
-common wrong formula reproduces the student's values (``variant``).
+common wrong formula reproduces the student's values (``variant``; for Softmax's dLdZ, a cache of
+the unnormalised exponentials). A step that raised carries its exception's class and the handin's
+line that raised, as the judge read it (``code``): a test that raised is hinted from those alone.
 
 :func:`hints` reads a category's signature (each test's Failure, or None when it passed) against
 rules written per bug family, not per catalogue entry, and returns the hint of each failing test.
