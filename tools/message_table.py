@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tools import mutants as catalogue
 
-MAX_LINES = 6  # of a failure's message, in a table cell
+MAX_LINES = 9  # of a failure's message, in a table cell
 
 
 def failure_block(output: str) -> list[str]:
