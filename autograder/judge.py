@@ -19,6 +19,7 @@ import builtins
 import codecs
 import json
 import math
+import os
 import re
 import secrets
 import sys
@@ -206,7 +207,8 @@ def worker_note(run: processes.Run, timeout: float, stream_note: str) -> str:
 
 def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
                steps: list[dict], files: frozenset[str],
-               timed_out: str = "", package: Path | None = None) -> tuple[TestResult, Failure | None]:
+               timed_out: str = "",
+               package: Path | None = None) -> tuple[TestResult, Failure | None]:
     """Pass or fail one test from the worker's record (``steps``: the test's program); with the
     result, what the failure tells about the bug (None when the test passed). ``timed_out``
     ("after 60 s"): this test was running when the worker was stopped. ``package``: the handin's
@@ -255,10 +257,15 @@ def source_line(package: Path | None, files: frozenset[str], error: dict) -> str
     by the judge from the handin itself, stripped and cut to :data:`MAX_CODE_CHARS`; '' when the
     file is not one of the handin's ``files`` or the line is not there. Only the hints read it."""
     file, line = error.get("file"), error.get("line")
-    if package is None or file not in files or not isinstance(line, int) or not 0 < line < MAX_LINE:
+    if (package is None or file not in files or not isinstance(line, int)
+            or not 0 < line < MAX_LINE):
         return ""
-    with open(package / file, "rb") as source:
-        lines = source.read(MAX_SOURCE_BYTES).splitlines()
+    try:  # a regular file when listed; never follow a link or wait on a pipe put there since
+        descriptor = os.open(package / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as source:
+            lines = source.read(MAX_SOURCE_BYTES).splitlines()
+    except OSError:
+        return ""
     return (lines[line - 1].decode("utf-8", "replace").strip()[:MAX_CODE_CHARS]
             if line <= len(lines) else "")
 
