@@ -66,9 +66,9 @@ def describe(failure: Failure) -> str:
     parts = [failure.kind, failure.quantity or "-", failure.role]
     parts += sorted(failure.features) + [f"{k}={v}" for k, v in sorted(failure.context.items())]
     parts += [f"variant={failure.variant}"] if failure.variant else []
-    raised = ([f"{failure.step} raised {failure.exception or '?'}"
-               + (f" at: {failure.code}" if failure.code else "")] if failure.step else [])
-    return " ".join(parts + raised)
+    where = ([f"{failure.step} raised {failure.exception or '?'}"
+              + (f" at: {failure.code}" if failure.code else "")] if failure.step else [])
+    return " ".join(parts + where)
 
 
 @dataclass(frozen=True)
