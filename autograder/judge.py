@@ -15,6 +15,7 @@ handin's mytorch files).
 from __future__ import annotations
 
 import builtins
+import os
 import secrets
 import sys
 from collections.abc import Callable
@@ -38,6 +39,8 @@ KNOWN_EXCEPTIONS = frozenset(
      if isinstance(value, type) and issubclass(value, BaseException)]
     + ["LinAlgError", "AxisError"])
 MAX_LINE = 10**6
+MAX_SOURCE_BYTES = 1 << 20  # read of a handin's file for the line that raised
+MAX_CODE_CHARS = 200  # of that line, for the hints
 MAX_FUNCTION_CHARS = 60
 
 
@@ -101,7 +104,8 @@ def grade_category(category: str, layout: sandbox_modes.Layout, mode: str, timeo
     seconds = lockstep.seconds(run.seconds if run.timed_out else None)
     judged = [judge_test(test, records.get(test.name), checks[test.name], note,
                          programs[test.name].steps, files,
-                         timed_out=f"after {timeout:.0f} s" if test.name == running else "")
+                         timed_out=f"after {timeout:.0f} s" if test.name == running else "",
+                         package=layout.student_dir / "mytorch")
               for test in tests]
     results = [result for result, _ in judged]
     for result in results:
@@ -234,10 +238,12 @@ def worker_note(run: processes.Run, timeout: float, stream_note: str) -> str:
 
 def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
                steps: list[dict], files: frozenset[str],
-               timed_out: str = "") -> tuple[TestResult, Failure | None]:
+               timed_out: str = "",
+               package: Path | None = None) -> tuple[TestResult, Failure | None]:
     """Pass or fail one test from the worker's record (``steps``: the test's program); with the
     result, what the failure tells about the bug (None when the test passed). ``timed_out``
-    ("after 60 s"): this test was running when the worker was stopped.
+    ("after 60 s"): this test was running when the worker was stopped. ``package``: the handin's
+    ``mytorch/`` folder, whose line that raised the judge reads itself for the hint.
 
     The kind of failure comes first: not written yet, does not import or parse, timed out, raised;
     only a test whose values came back is compared (and only then can a hint name a bug family).
@@ -264,7 +270,8 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
                 return result(f"{message}; before it, {earlier}", earlier.failure)
         step = wire.step_label(steps, record.error.get("step", -1))
         return result(message, Failure(kind, step.rpartition(".")[2], step=step,
-                                       exception=str(record.error.get("type", ""))))
+                                       exception=str(record.error.get("type", "")),
+                                       code=source_line(package, files, record.error)))
     try:
         check(Values(record.values, record.problems))
     except CheckFailed as error:
@@ -274,6 +281,24 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
     except Exception as error:  # noqa: BLE001 - any other surprise fails the test, never passes it
         return result(f"the values returned could not be compared ({type(error).__name__})")
     return result("")
+
+
+def source_line(package: Path | None, files: frozenset[str], error: dict) -> str:
+    """The line of the handin's mytorch that raised (the worker names its file and number), read
+    by the judge from the handin itself, stripped and cut to :data:`MAX_CODE_CHARS`; '' when the
+    file is not one of the handin's ``files`` or the line is not there. Only the hints read it."""
+    file, line = error.get("file"), error.get("line")
+    if (package is None or file not in files or not isinstance(line, int)
+            or not 0 < line < MAX_LINE):
+        return ""
+    try:  # a regular file when listed; never follow a link or wait on a pipe put there since
+        descriptor = os.open(package / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as source:
+            lines = source.read(MAX_SOURCE_BYTES).splitlines()
+    except OSError:
+        return ""
+    return (lines[line - 1].decode("utf-8", "replace").strip()[:MAX_CODE_CHARS]
+            if line <= len(lines) else "")
 
 
 def wrong_before_the_raise(check, record: wire.Record) -> CheckFailed | None:

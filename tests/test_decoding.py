@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from hw4lib.decoding import SequenceGenerator
-from tests.testing_framework import in_case, rubric, run_module
+from tests.testing_framework import device_check_failure, in_case, rubric, run_module
 
 RUBRIC = {"Greedy": 0, "Beam search": 0, "Sampling": 0, "Helpers and input checks": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -156,9 +156,9 @@ def test_greedy_stays_on_the_sequences_device(monkeypatch):
     except (RuntimeError, NotImplementedError) as error:
         if isinstance(error, NotImplementedError) and "sequence_generator.py" in str(error):
             raise  # the handout's stub: not written yet
-        raise AssertionError(f"greedy search failed on the meta device ({error}): keep every "
-                             f"tensor on x.device (no .cpu(), .numpy() or device-less torch.zeros, "
-                             f"no torch.tensor of a list)") from None
+        raise device_check_failure(error, "greedy search", "on the meta device",
+                                   "keep every tensor on x.device (no .cpu(), .numpy() or "
+                                   "device-less torch.zeros, no torch.tensor of a list)") from None
     for name, value, shape in (("seqs", seqs, (3, 5)), ("scores", scores, (3,))):
         assert value.device.type == "meta" and tuple(value.shape) == shape, (
             f"{name}: expected shape {shape} on the sequences' device (meta), got "

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from autograder import grade_model, judge, rubric
-from autograder.hidden_tests.diagnosis import Failure, attention_variant, hints
+from autograder.hidden_tests.diagnosis import (Failure, attention_variant, hints,
+                                               softmax_backward_variant)
 from autograder.lm_diagnosis import VAL_TEST_GAP, lm_hint
 from hw4lib.numeric_truths import difference_features
 from autograder.hidden_tests import mytorch_hidden
@@ -123,6 +124,55 @@ def test_rules_read_the_signature_as_a_whole():
         .family == "sdpa-forward"  # SDPA calls no Linear
 
 
+@rubric_category("Hints")
+def test_a_test_that_raised_is_hinted_from_its_exception_and_line_never_a_value_family():
+    def family(category: str, step: str, exception: str, code: str) -> str:
+        failure = Failure("raised", step.rpartition(".")[2], step=step, exception=exception,
+                          code=code)
+        found = hints(category, {"t": failure})
+        return found["t"].family if found else ""
+
+    sdpa = "ScaledDotProductAttention"
+    assert family(sdpa, f"{sdpa}.forward", "IndexError", "scores[mask] = -self.eps") == \
+        "boolean-index"
+    assert family(sdpa, f"{sdpa}.backward", "IndexError", "dLdS[self.mask == 1] = 0.0") == \
+        "boolean-index"
+    # An IndexError on a line with no mask, a ValueError: shape errors, whatever the step.
+    assert family(sdpa, f"{sdpa}.forward", "IndexError", "scores = scores[:, 0]") == "shape"
+    assert family(sdpa, f"{sdpa}.forward", "ValueError", "scores = Q @ K") == "shape"
+    assert family("Softmax", "Softmax.backward", "ValueError", "x = a @ b") == "shape"
+    assert family("Softmax", "Softmax.forward", "_UFuncOutputCastingError",
+                  "np.exp(A, out=A)") == "dtype"
+    # Where a category knows the step's shape error, its own family (still a shape family).
+    assert family("Linear", "Linear.forward", "ValueError", "Z = A @ self.W") == \
+        "linear-forward-product"
+    assert family(sdpa, f"{sdpa}.backward", "ValueError", "dLdV = P @ dLdZ") == \
+        "sdpa-backward-shapes"
+    # An exception of no known kind: no family at all.
+    assert family(sdpa, f"{sdpa}.forward", "KeyError", "scores[mask] = 0") == ""
+
+
+@rubric_category("Hints")
+def test_a_softmax_backward_on_the_unnormalised_exponentials_is_recognised():
+    rng = np.random.default_rng(3)
+    Z, dLdA = rng.standard_normal((3, 4)) * 3, rng.standard_normal((3, 4))
+    for dim in (0, -1):
+        A = softmax(Z, dim)
+        right = A * (dLdA - np.sum(dLdA * A, axis=dim, keepdims=True))
+        assert softmax_backward_variant(right, Z, dim, dLdA) == ""
+        for exps in (np.exp(Z - Z.max(axis=dim, keepdims=True)), np.exp(Z)):
+            wrong = exps * (dLdA - np.sum(dLdA * exps, axis=dim, keepdims=True))
+            assert softmax_backward_variant(wrong, Z, dim, dLdA) == "unnormalised-cache"
+        assert softmax_backward_variant(dLdA * A * (1 - A), Z, dim, dLdA) == ""  # the diagonal
+    cached = Failure("value", "dLdZ", variant="unnormalised-cache")
+    other = Failure("value", "dLdZ", role="backward-vs-forward")
+    assert {h.family for h in hints("Softmax", {"a": cached, "b": other}).values()} == \
+        {"softmax-cache"}
+    # With A wrong too, the forward is the likelier cause.
+    assert "softmax-cache" not in {h.family for h in hints(
+        "Softmax", {"a": cached, "b": Failure("value", "A")}).values()}
+
+
 def held_out(file: str, find: str, replace: str, family: str) -> Mutant:
     return Mutant(id=f"held-out-{family}", file=file, find=find, replace=replace,
                   test="tests.test_mytorch", bug="", source="tests/test_hints.py", family=family)
@@ -141,6 +191,13 @@ HELD_OUT = [
     held_out("mytorch/nn/multi_head_attention.py",
              "v = self._split_heads(self.v_proj.forward(value))\n",
              "v = self._split_heads(self.v_proj.forward(key))\n", "mha-projection-input"),
+    held_out("mytorch/nn/scaled_dot_product_attention.py",
+             "np.copyto(dLdS, 0, where=self.mask)\n", "dLdS[self.mask == True] = 0.0\n",
+             "boolean-index"),
+    held_out("mytorch/nn/activation.py",
+             "A /= A.sum(axis=self.dim, keepdims=True)\nself.A = A\nreturn A\n",
+             "self.A = A.copy()\nA /= A.sum(axis=self.dim, keepdims=True)\nreturn A\n",
+             "softmax-cache"),
     # Its backward raises (out_proj never saw an input) before any gradient is compared.
     held_out("mytorch/nn/multi_head_attention.py",
              "return self.out_proj.forward(self._concat_heads(heads))\n",

@@ -63,7 +63,8 @@ def test_linear_matches_torch_with_any_batch_dims():
         dLdZ = rng.standard_normal((*batch_dims, out_features))
         layer = Linear(in_features, out_features)
         layer.init_weights(W, b)
-        with in_case("Linear(5, 3)", A=A, dLdZ=dLdZ):
+        with in_case("Linear(5, 3)", expect=f"Z of shape (*A.shape[:-1], out_features) = "
+                     f"{(*batch_dims, out_features)}, dLdA shaped like A", A=A, dLdZ=dLdZ):
             check_layer_against_torch(layer, torch.nn.functional.linear, A, W, b, dLdZ,
                                       f"Linear on A {A.shape}", "Z")
 
@@ -131,11 +132,12 @@ def test_softmax_matches_torch_over_every_dim():
             tA.backward(torch.tensor(dLdA))  # a copy: the truth shares no memory with dLdA
             where = f"softmax of {shape} over dim {dim}"
             softmax = Softmax(dim=dim)
-            with in_case(f"Softmax(dim={dim})", Z=Z):
+            with in_case(f"Softmax(dim={dim})", expect=f"A shaped like Z, {shape}", Z=Z):
                 A = softmax.forward(Z)
             assert_unchanged(f"{where}: Softmax.forward's input Z", Z, Z_given)
             assert_close(f"{where}: A", A, tA)
-            with in_case(f"Softmax(dim={dim}).backward", Z=Z, dLdA=dLdA):
+            with in_case(f"Softmax(dim={dim}).backward", expect=f"dLdZ shaped like dLdA, {shape}",
+                         Z=Z, dLdA=dLdA):
                 dLdZ = softmax.backward(dLdA)
             assert_unchanged(f"{where}: Softmax.backward's upstream gradient dLdA", dLdA,
                              dLdA_given)
@@ -212,13 +214,16 @@ def test_sdpa_matches_torch_with_masks_and_batch_dims():
         t_out, t_dQ, t_dK, t_dV = torch_attention(Q, K, V, mask, d_output)
         where = f"Q {Q.shape}, K {K.shape}, V {V.shape}, mask {mask_shape}"
         attention = ScaledDotProductAttention()
-        with in_case("ScaledDotProductAttention", Q=Q, K=K, V=V, mask=mask):
+        with in_case("ScaledDotProductAttention", expect=f"output (N, ..., H, L, Ev) = "
+                     f"{(*batch, L, Ev)}; scores (N, ..., H, L, S) = {(*batch, L, S)}", Q=Q, K=K,
+                     V=V, mask=mask):
             out = attention.forward(Q, K, V, mask)
         for name, x, copy in zip("QKV", (Q, K, V), given):
             assert_unchanged(f"{where}: forward's input {name}", x, copy)
         assert_close(f"{where}: output", out, t_out)
-        with in_case("ScaledDotProductAttention.backward", Q=Q, K=K, V=V, mask=mask,
-                     d_output=d_output):
+        with in_case("ScaledDotProductAttention.backward", expect="(dQ, dK, dV) shaped like "
+                     "(Q, K, V); dLdS like the scores (N, ..., H, L, S) = "
+                     f"{(*batch, L, S)}", Q=Q, K=K, V=V, mask=mask, d_output=d_output):
             dQ, dK, dV = attention.backward(d_output)
         assert_unchanged(f"{where}: backward's upstream gradient d_output", d_output, upstream)
         assert_close(f"{where}: dQ", dQ, t_dQ)
@@ -303,7 +308,9 @@ def test_mha_matches_torch_cross_attention_with_masks():
     for case, (padding, causal) in mask_cases.items():
         weights = random_mha_weights(rng, E)
         query, key, value = (rng.standard_normal((N, T, E)) for T in (L, S, S))
-        with in_case(f"MultiHeadAttention({E}, {H}), {case}", query=query, key=key, value=value,
+        with in_case(f"MultiHeadAttention({E}, {H}), {case}", expect=f"output (N, L, E) = "
+                     f"{(N, L, E)}; heads (N, H, T, E / H); dquery, dkey, dvalue shaped like "
+                     f"query, key, value", query=query, key=key, value=value,
                      key_padding_mask=padding, attn_mask=causal):
             check_mha_against_torch(mytorch_mha(weights, H), weights, H, query, key, value,
                                     padding, causal, rng.standard_normal((N, L, E)), case)

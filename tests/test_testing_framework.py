@@ -138,9 +138,11 @@ def test_zero_point_categories_are_labelled_given_code_bonus_or_graded_through_t
 @rubric("Framework")
 def test_an_exception_names_its_case_and_a_stub_is_reported_once(tmp_path):
     lines = run_standalone(tmp_path, MIXED).stdout.splitlines()
-    block = lines[lines.index("  FAILED  test_j"):][:4]
-    assert block[1].strip().startswith("ValueError: cannot reshape") and \
-        block[3].strip() == "in the case: two rows (x (2, 3) float32, mask None)", block
+    block = [line.strip() for line in lines[lines.index("  FAILED  test_j"):][:7]]
+    assert block[1].startswith("ValueError: cannot reshape") and \
+        "in the case: two rows (x (2, 3) float32, mask None)" in block, block
+    assert "a shape error: the arrays' shapes do not fit the operation" in block, block
+    assert "raised at test_fake.py:" in "\n".join(block) and "with x (2, 3) float32" in block
     stub = lines[lines.index("  FAILED  test_h") + 1].strip()
     again = lines[lines.index("  FAILED  test_i") + 1].strip()
     assert stub == "NotImplementedError: fakepkg.stub.build: return the thing", stub
@@ -159,6 +161,73 @@ def test_device_check_rejects_a_tensor_built_without_device():
     with pytest.raises(AssertionError, match="failed while torch's default device was meta"):
         check_built_on_input_device(lambda device: torch.zeros(3, device=device) + torch.ones(3),
                                     "a mixed sum")
+    # A dtype bug is named as one, though it raised in the device check.
+    with pytest.raises(AssertionError, match="a dtype error: an in-place operation .* writes "
+                       "Float values into a Long tensor.*not a device problem"):
+        check_built_on_input_device(
+            lambda device: torch.zeros(3, dtype=torch.long, device=device).add_(
+                torch.full((3,), 0.5, device=device)), "an accumulator")
+
+
+STUDENT_LINES = """
+def project(A, W):
+    Z = A @ W.T
+    return Z
+
+
+def loss_of(values):
+    return values.abs()
+"""
+
+
+@rubric("Framework")
+def test_an_exception_is_named_by_its_own_kind_with_the_shapes_at_the_raising_line(tmp_path,
+                                                                                  monkeypatch):
+    import numpy as np
+    import torch
+
+    from tests.testing_framework import _describe, exception_kind, in_case
+
+    (tmp_path / "student_lines.py").write_text(STUDENT_LINES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from student_lines import loss_of, project
+
+    def described(action, **case) -> str:
+        try:
+            with in_case("the case", **case):
+                action()
+        except Exception as error:  # noqa: BLE001 - what the report prints of any exception
+            return _describe(error)
+        raise AssertionError("the action did not raise")
+
+    A, W = np.ones((4, 3)), np.ones((5, 2))
+    text = described(lambda: project(A, W), expect="Z of shape (4, 5)", A=A)
+    for words in ("a shape error: a matrix product A @ B needs A's last dimension to equal B's "
+                  "second to last: here 3 and 2", "raised at student_lines.py:3: Z = A @ W.T",
+                  "with A (4, 3) float64, W.T (2, 5) float64",
+                  "expected: Z of shape (4, 5)", "in the case: the case (A (4, 3) float64)"):
+        assert words in text, (words, text)
+    # Raised at the test's own line, outside in_case: a loss left unreduced.
+    text = described(lambda: loss_of(torch.ones(6)).item())
+    assert "a single number was expected" in text and "6 elements: reduce it" in text, text
+    scores, mask = np.zeros((2, 3, 4)), np.ones((3, 4), bool)
+    text = described(lambda: scores.__getitem__(mask))
+    assert "an index error: indexing with a boolean mask" in text, text
+    kinds = {}
+    for name, action in {
+            "device": lambda: torch.zeros(2, device="meta") + torch.ones(2).add_(1),
+            "dtype": lambda: torch.zeros(2, dtype=torch.long).add_(torch.full((2,), 0.5)),
+            "numpy dtype": lambda: np.zeros(2, np.int64).__iadd__(np.full(2, 0.5)),
+            "index": lambda: torch.ones(3)[torch.tensor([5])],
+            "axis": lambda: np.ones(3).sum(axis=2),
+            "broadcast": lambda: np.ones((2, 3)) + np.ones((4, 3)),
+            "other": lambda: {}["missing"]}.items():
+        try:
+            action()
+        except Exception as error:  # noqa: BLE001
+            kinds[name] = exception_kind(error)
+    assert kinds == {"device": "device", "dtype": "dtype", "numpy dtype": "dtype",
+                     "index": "index", "axis": "shape", "broadcast": "shape", "other": ""}, kinds
 
 
 @rubric("Framework")

@@ -88,6 +88,7 @@ class Outcome:
     returncode: int | None  # None: killed after the timeout
     seconds: float
     first_failure: str
+    output: str = ""  # what the student would read (stdout and stderr), for tools/message_table.py
 
 
 def load_catalogue(paths: list[Path]) -> list[Mutant]:
@@ -201,7 +202,7 @@ def run_test(copy: Path, test: str, timeout_s: float) -> Outcome:
     except subprocess.TimeoutExpired:
         return Outcome(None, time.perf_counter() - start, f"timed out after {timeout_s:.0f}s")
     return Outcome(done.returncode, time.perf_counter() - start,
-                   first_failure(done.stdout) if done.returncode else "")
+                   first_failure(done.stdout) if done.returncode else "", done.stdout)
 
 
 def run_mutant(copy: Path, mutant: Mutant, timeout_s: float) -> Outcome:

@@ -8,7 +8,9 @@ own forward, or those finite differences against the truth), what the difference
 (``hw4lib.numeric_truths.difference_features``: a constant multiple, the right numbers in other
 places, another shape, an offset shared by every row), what the test knew about the case
 (``context``: the softmax's dim is the last axis or not) and, for attention's output, which
-common wrong formula reproduces the student's values (``variant``).
+common wrong formula reproduces the student's values (``variant``; for Softmax's dLdZ, a cache of
+the unnormalised exponentials). A step that raised carries its exception's class and the handin's
+line that raised, as the judge read it (``code``): a test that raised is hinted from those alone.
 
 :func:`hints` reads a category's signature (each test's Failure, or None when it passed) against
 rules written per bug family, not per catalogue entry, and returns the hint of each failing test.
@@ -19,6 +21,7 @@ what differed and nothing more.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -29,8 +32,14 @@ import numpy as np
 # values a check found.
 VALUE_KINDS = ("value", "shape", "nonfinite", "dtype", "missing", "modified", "mask")
 KINDS = ("not written", "import", "timeout", "stopped", "raised", *VALUE_KINDS)
-# What numpy raises on arrays of mismatched shapes: the only exceptions a rule reads as a bug.
+# What numpy raises on arrays of mismatched shapes, and on a dtype it cannot cast (the class names
+# the worker reports): the only exceptions a rule reads as a bug. A test that raised gets a hint
+# from these and the line that raised (:func:`raised_rules`), never a value family.
 SHAPE_ERRORS = ("ValueError", "AxisError", "IndexError")
+DTYPE_ERRORS = ("UFuncTypeError", "_UFuncOutputCastingError", "_UFuncInputCastingError",
+                "_UFuncNoLoopError", "_UFuncBinaryResolutionError")
+# A line that indexes with a mask (``x[mask]``, ``x[~self.mask] = 0``, ``x[mask == 1]``).
+MASK_INDEX = re.compile(r"\[[^\[\]]*mask[^\[\]]*\]", re.IGNORECASE)
 # What a check compared: the student's value against the truth, the student's gradient against
 # finite differences of their own forward, those finite differences (or the forward's outputs on
 # moved inputs) against the truth.
@@ -49,6 +58,7 @@ class Failure:
     variant: str = ""  # the wrong attention formula that reproduces the output, if one does
     step: str = ""  # "Class.method" that raised, for kind "raised"
     exception: str = ""  # its class, for kind "raised"
+    code: str = ""  # the handin's line that raised, as the judge read it (hints only, never shown)
 
 
 def describe(failure: Failure) -> str:
@@ -56,8 +66,9 @@ def describe(failure: Failure) -> str:
     parts = [failure.kind, failure.quantity or "-", failure.role]
     parts += sorted(failure.features) + [f"{k}={v}" for k, v in sorted(failure.context.items())]
     parts += [f"variant={failure.variant}"] if failure.variant else []
-    raised = [f"{failure.step} raised {failure.exception or '?'}"] if failure.step else []
-    return " ".join(parts + raised)
+    where = ([f"{failure.step} raised {failure.exception or '?'}"
+              + (f" at: {failure.code}" if failure.code else "")] if failure.step else [])
+    return " ".join(parts + where)
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,21 @@ def attention_variant(actual, Q, K, V, mask) -> str:
             return name
     fitted = _fitted_scale(actual, Q, K, V, mask)
     return "scale" if fitted is not None and abs(fitted / scale - 1) > 1e-3 else ""
+
+
+def softmax_backward_variant(actual, Z, dim: int, dLdA) -> str:
+    """'unnormalised-cache' when Softmax's ``actual`` dLdZ is the right formula applied to the
+    exponentials before their division by the sum (exp(Z - max), or exp(Z)) instead of the
+    output A: forward kept those for backward. '' otherwise."""
+    if actual is None or not isinstance(actual, np.ndarray) or actual.dtype.kind != "f":
+        return ""
+    actual, Z, dLdA = (np.asarray(x, dtype=np.float64) for x in (actual, Z, dLdA))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for exps in (np.exp(Z - Z.max(axis=dim, keepdims=True)), np.exp(Z)):
+            candidate = exps * (dLdA - np.sum(dLdA * exps, axis=dim, keepdims=True))
+            if np.all(np.isfinite(candidate)) and _matches(actual, candidate):
+                return "unnormalised-cache"
+    return ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,9 +259,6 @@ def linear_rules() -> list[Rule]:
                        "not a reshape, gets it there",
                        lambda f: f.quantity == "dLdW" and f.features & {"rearranged",
                                                                          "reshaped"}),
-        lambda s: each(s, "linear-forward-product", "forward raised: check the shapes in the "
-                       "product of A with W (W is (out_features, in_features))",
-                       lambda f: f.kind == "raised" and f.quantity == "forward"),
         lambda s: each(s, "linear-grad", "the forward is right but a gradient is not: derive "
                        "dLdA, dLdW and dLdb from Z = A W^T + b, for inputs with several leading "
                        "dimensions too", in_backward(s)),
@@ -254,7 +277,22 @@ def softmax_rules() -> list[Rule]:
         axes = [f.context.get("last_axis") for f in failing(s).values() if which(f)]
         return bool(axes) and all(axis is False for axis in axes)
 
+    def unnormalised_cache(s: Signature) -> dict[str, Hint]:
+        """One gradient matched the formula on unnormalised exponentials: every failing
+        gradient (a cache that is wrong is wrong in every test) gets the hint, unless A is wrong
+        too."""
+        failures = failing(s)
+        if (not any(f.variant == "unnormalised-cache" for f in failures.values())
+                or any(forward(f) for f in failures.values())):
+            return {}
+        hint = Hint("softmax-cache", "A is right but dLdZ matches the right formula applied to "
+                    "the exponentials before their division by the sum: forward must keep for "
+                    "backward the output A it returns (normalised), not the intermediate "
+                    "exponentials")
+        return {name: hint for name, f in failures.items() if backward(f)}
+
     return [
+        unnormalised_cache,
         lambda s: each(s, "softmax-stability", "NaN or inf with logits in the thousands: before "
                        "exponentiating, subtract the maximum of each slice along dim (its own "
                        "maximum, not one for the whole array)", lambda f: f.kind == "nonfinite"),
@@ -297,10 +335,6 @@ def sdpa_rules() -> list[Rule]:
 
     return [
         variant_hints,
-        lambda s: each(s, "sdpa-backward-shapes", "backward multiplies arrays whose shapes do not "
-                       "match when the numbers of queries and keys differ: check which factor "
-                       "of each product is transposed (dV is shaped like V, dK like K)",
-                       lambda f: f.kind == "raised" and f.step.endswith(".backward")),
         lambda s: each(s, "sdpa-backward-scale", "the output is right and a gradient is a "
                        "constant multiple of the right one: the scores' scale factor belongs in "
                        "dQ and dK too", lambda f: in_backward(s)(f)
@@ -344,17 +378,10 @@ def mha_rules() -> list[Rule]:
                 "with a transpose (a reshape alone mixes time steps and heads)")
         return {name: Hint("mha-heads", text) for name in failing(s)}
 
-    def projection_hints(s: Signature) -> dict[str, Hint]:
-        if not passed(s, "mha_self_attention") or passed(s, "mha_cross_attention"):
-            return {}
-        text = ("right when query, key and value are one array, wrong when they differ: apply "
-                "each projection to its own input, and send each input's gradient back to it")
-        return {name: Hint("mha-projection-input", text) for name in failing(s)}
-
     return [
         merge_hints,
         heads_hints,
-        projection_hints,
+        mha_projection_input,
         lambda s: each(s, "mha-backward-route", "the output is right but a gradient is not: "
                        "follow the forward backwards, through out_proj, the heads, the attention "
                        "and each input's own projection", in_backward(s)),
@@ -362,6 +389,61 @@ def mha_rules() -> list[Rule]:
                        "check the forward's order (project, split heads, attend with the merged "
                        "mask, concatenate heads, out_proj) and that each step gets the previous "
                        "one's result", lambda f: not in_backward(s)(f)),
+    ]
+
+
+def mha_projection_input(s: Signature) -> dict[str, Hint]:
+    """Right (or not raising) when query, key and value are one array, failing when they differ."""
+    if not passed(s, "mha_self_attention") or passed(s, "mha_cross_attention"):
+        return {}
+    text = ("right when query, key and value are one array, wrong when they differ: apply "
+            "each projection to its own input, and send each input's gradient back to it")
+    return {name: Hint("mha-projection-input", text) for name in failing(s)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests that raised: the hint comes from the exception's class and the line that raised
+# ---------------------------------------------------------------------------------------------
+
+def raised(f: Failure, errors: tuple[str, ...]) -> bool:
+    return f.kind == "raised" and f.exception in errors
+
+
+def raised_rules(category: str) -> list[Rule]:
+    """The rules for tests whose step raised one of :data:`SHAPE_ERRORS` or :data:`DTYPE_ERRORS`,
+    most specific first: a boolean mask used as an index (an IndexError on a line that indexes
+    with a mask), a dtype numpy would not cast, then the shape errors each category knows, then
+    any shape error. They read what raised and where, never the values."""
+    boolean_index = (
+        "a step raised IndexError on a line that indexes with a boolean mask: x[mask] needs the "
+        "mask to have the indexed array's own shape, and the masks given here only broadcast "
+        "against it ((L, S) or (N, 1, 1, S) against (N, ..., H, L, S)); apply the mask with "
+        "np.where(mask, ..., ...) or np.copyto(..., where=mask), which broadcast")
+    dtype = ("a step raised a numpy casting error: an in-place operation or out= writes values "
+             "of one dtype into an array of another (float into an integer or boolean array), "
+             "or a mask is not boolean; create each array with the dtype of what goes into it")
+    shape = ("a step raised {exception} on arrays whose shapes do not fit (a product, a "
+             "broadcast, a reshape or an axis): at the line the message names, compare each "
+             "array's shape with the one the docstring gives")
+    by_category = {
+        "Linear": [lambda s: each(s, "linear-forward-product", "forward raised: check the "
+                                  "shapes in the product of A with W (W is (out_features, "
+                                  "in_features))", lambda f: f.quantity == "forward")],
+        "ScaledDotProductAttention": [
+            lambda s: each(s, "sdpa-backward-shapes", "backward multiplies arrays whose shapes "
+                           "do not match when the numbers of queries and keys differ: check "
+                           "which factor of each product is transposed (dV is shaped like V, "
+                           "dK like K)", lambda f: f.step.endswith(".backward"))],
+        "MultiHeadAttention": [mha_projection_input],
+    }
+
+    return [
+        lambda s: each(s, "boolean-index", boolean_index,
+                       lambda f: raised(f, ("IndexError",)) and bool(MASK_INDEX.search(f.code))),
+        lambda s: each(s, "dtype", dtype, lambda f: raised(f, DTYPE_ERRORS)),
+        *by_category.get(category, []),  # read only for the tests that raised (hints)
+        lambda s: {name: Hint("shape", shape.format(exception=f.exception))
+                   for name, f in failing(s).items() if raised(f, SHAPE_ERRORS)},
     ]
 
 
@@ -378,30 +460,30 @@ RULES: dict[str, list[Rule]] = {
 }
 
 
-def about_values(failure: Failure) -> bool:
-    """The failure shows values (wrong ones, or numpy refusing their shapes): what the rules read.
-    A stub, a file that does not import, a hang or any other exception names its kind and place
-    in the feedback, and no bug family."""
-    return failure.kind in VALUE_KINDS or (failure.kind == "raised"
-                                           and failure.exception in SHAPE_ERRORS)
-
-
 def hints(category: str, signature: Signature,
           failed: frozenset[str] = frozenset()) -> dict[str, Hint]:
-    """For each failing test of ``category`` whose failure is :func:`about_values`, the first hint
-    a rule gives it (the generic rules first, then the category's, in order); tests no rule
-    recognises are left out. When a class this one uses is in ``failed`` (the categories that
-    lost points), that is every such failure's hint."""
-    valued = {name for name, failure in failing(signature).items() if about_values(failure)}
+    """For each failing test of ``category`` whose failure the rules read, the first hint a rule
+    gives it; tests no rule recognises are left out. The kind of failure decides which rules read
+    it: wrong values (:data:`VALUE_KINDS`) the generic rules, then the category's, in order; a
+    step that raised a shape or dtype error the :func:`raised_rules` only, from the exception and
+    its line, never a value family. A stub, a file that does not import, a hang or any other
+    exception gets no hint: the feedback names its kind and place. When a class this one uses is
+    in ``failed`` (the categories that lost points), that is every such failure's hint."""
+    valued = {name for name, failure in failing(signature).items()
+              if failure.kind in VALUE_KINDS}
+    raising = {name for name, failure in failing(signature).items()
+               if raised(failure, SHAPE_ERRORS + DTYPE_ERRORS)}
     used = [name for name in USES.get(category, ()) if name in failed]
     if used:
         hint = Hint("uses-a-failing-class", f"{category} calls your {' and '.join(used)}, which "
                     f"fail{'s' if len(used) == 1 else ''} its own hidden tests: fix "
                     f"{'it' if len(used) == 1 else 'them'} first")
-        return dict.fromkeys(sorted(valued), hint)
+        return dict.fromkeys(sorted(valued | raising), hint)
     found: dict[str, Hint] = {}
-    for rule in generic_rules() + RULES.get(category, []):
-        for name, hint in rule(signature).items():
-            if name in valued:
-                found.setdefault(name, hint)
+    for rules, names in ((generic_rules() + RULES.get(category, []), valued),
+                         (raised_rules(category), raising)):
+        for rule in rules:
+            for name, hint in rule(signature).items():
+                if name in names:
+                    found.setdefault(name, hint)
     return found
