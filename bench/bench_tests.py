@@ -67,7 +67,7 @@ def main() -> None:
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; seconds, median of "
           f"{REPEATS}: wall-clock (and CPU, user + system, which a busy machine disturbs less)")
     print(f"{'module':<36s}{'aim':>6s}" + "".join(f"{name:>16s}" for name in trees) + "  within aim")
-    for row, command in commands.items():
+    for row in commands:
         cells = [f"{timings[(name, row)].wall:6.2f} ({statistics.median(cpu[(name, row)][1:]):5.2f})"
                  for name in trees]
         aim = AIMS.get(row)

@@ -95,14 +95,14 @@ QUANTITIES = ("_split_heads", "_concat_heads", "_merge_masks", "output", "dquery
               "dvalue", *(f"{layer}.{grad}" for layer in PROJECTIONS for grad in ("dLdW", "dLdb")),
               "dLdA", "dLdW", "dLdb", "dLdZ", "dQ", "dK", "dV", "Z", "A")
 QUANTITY = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, QUANTITIES)) + r")(?![\w])")
-_context: ContextVar[dict] = ContextVar("hidden_test_context", default={})
+_context: ContextVar[dict] = ContextVar("hidden_test_context")
 
 
 @contextmanager
 def within(**context):
     """What the enclosed checks know about their case (the softmax's dim is the last axis, this is
     a second forward...), passed on to any Failure they raise."""
-    token = _context.set({**_context.get(), **context})
+    token = _context.set({**_context.get({}), **context})
     try:
         yield
     finally:
@@ -115,7 +115,7 @@ def failure_of(name: str, kind: str, role: str = "truth", **fields) -> Failure:
     earlier parts say where)."""
     quantity = next((found.group(1) for part in reversed(name.split(": "))
                      if (found := QUANTITY.search(part))), "")
-    return Failure(kind, quantity, role, context=dict(_context.get()), **fields)
+    return Failure(kind, quantity, role, context=dict(_context.get({})), **fields)
 
 
 def expect(condition, message: str, kind: str = "value", role: str = "truth") -> None:
