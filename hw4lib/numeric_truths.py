@@ -80,10 +80,15 @@ def leaf(x: np.ndarray) -> torch.Tensor:
 
 
 def mask_with_visible_keys(rng: np.random.Generator, shape: tuple,
-                           p_masked: float = 0.5) -> np.ndarray:
-    """Bool mask (True = do not attend) leaving an allowed key in every row (last axis)."""
+                           p_masked: float = 0.5, hides_a_key: bool = False) -> np.ndarray:
+    """Bool mask (True = do not attend) leaving an allowed key in every row (last axis); with
+    ``hides_a_key`` (needs two keys or more) every row also hides one, so that no draw of a small
+    mask leaves a wrong masking unseen."""
     mask = rng.random(shape) < p_masked
     keep = rng.integers(0, shape[-1], size=(*shape[:-1], 1))
+    if hides_a_key:
+        hide = (keep + rng.integers(1, shape[-1], size=keep.shape)) % shape[-1]
+        np.put_along_axis(mask, hide, True, axis=-1)
     np.put_along_axis(mask, keep, False, axis=-1)
     return mask
 

@@ -124,14 +124,18 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     parameters = sum(p.numel() for p in model.parameters())
     assert json.loads(lines[-1])["scoreboard"] == [round(measured, 2), parameters, "char"]
     # The weights agree with the run card make handin wrote; the 1.0 the run reports on its test
-    # set is flagged for the staff against what the weights give on those very transcripts,
-    # measured here too. The student's feedback only says that remarks were recorded.
+    # set is flagged for the staff against what the weights give on the hidden set (whatever the
+    # card says) and on the card's very transcripts, both measured here too. The student's
+    # feedback only says that remarks were recorded.
     compared = direct_perplexity_char(model, tokenizer, measured_set)
     assert details["flags"] == [
         f"test_metrics.json reports a test perplexity of 1.0000; these weights give "
+        f"{measured:.2f} on the hidden test set, {measured - 1:.0%} above it (honest runs: at "
+        f"most 25% above their report)",
+        f"test_metrics.json reports a test perplexity of 1.0000; these weights give "
         f"{compared:.4f} on the same 40 transcripts (split 'test', subset 1.0): "
         f"{abs(1 - compared) / compared:.1%} apart, more than 2%"], details["flags"]
-    assert "1 remark(s)" in text and "a test perplexity of" not in text
+    assert "2 remark(s)" in text and "a test perplexity of" not in text
 
     # The same handin with other weights, a config of another dropout and edited metrics: each
     # disagreement with run_card.json is flagged for the staff, and the score is the measurement's.

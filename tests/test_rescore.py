@@ -208,7 +208,7 @@ def test_a_rerun_rescores_a_new_line_and_says_why_for_each_handin(tmp_path, monk
         capsys.readouterr().err
 
 
-@pytest.mark.slow
+@pytest.mark.class_fixture
 @rubric_category("Rescore")
 def test_rescoring_a_graded_class_equals_regrading_it_under_new_thresholds(tmp_path, capsys):
     """A small class (an honest handin, an empty archive) graded with the tests' grader; a second

@@ -261,6 +261,18 @@ print(json.dumps(scores))
 """
 
 
+@rubric_category("Scoring")
+def test_a_mask_that_hides_a_key_hides_one_and_keeps_one_in_every_row():
+    """The small masks of the finite-difference test: every draw hides a key and keeps one in each
+    row (a draw that hid nothing let a wrong masking score there)."""
+    from hw4lib.numeric_truths import mask_with_visible_keys
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        mask = mask_with_visible_keys(rng, (2, 2, 3), 0.4, hides_a_key=True)
+        assert mask.any(axis=-1).all() and (~mask).any(axis=-1).all(), mask
+
+
 @pytest.mark.slow
 @rubric_category("Scoring")
 def test_fresh_inputs_give_the_same_score_every_time(tmp_path):

@@ -132,7 +132,7 @@ def sdpa_finite_differences(p: Program, rng: Generator) -> Check:
     """dQ, dK and dV against finite differences of the forward, with a mask."""
     Q, K, V = (rng.standard_normal(shape) for shape in ((2, 2, 3), (2, 3, 3), (2, 3, 2)))
     d_output = rng.standard_normal((2, 2, 2))
-    mask = mask_with_visible_keys(rng, (2, 2, 3), 0.4)
+    mask = mask_with_visible_keys(rng, (2, 2, 3), 0.4, hides_a_key=True)
     attention = p.new("ScaledDotProductAttention")
     qkv, held_mask = [p.array(x) for x in (Q, K, V)], p.array(mask)
     out = p.call(attention, "forward", *qkv, held_mask)
