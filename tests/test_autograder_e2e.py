@@ -159,7 +159,8 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     assert "config.yaml's model and tokenizer digest is" in flags
     assert "test_metrics.json reports a test perplexity of 0.9000, run_card.json 1.0000" in flags
     assert "test_metrics.json reports a test perplexity of 0.9000; these weights give" in flags
-    assert "4 remark(s)" in "\n".join(lines) and "a test perplexity of" not in "\n".join(lines)
+    assert "on the hidden test set" in flags, flags
+    assert "5 remark(s)" in "\n".join(lines) and "a test perplexity of" not in "\n".join(lines)
     remeasured = json.loads(details_path.read_text())["lm"]["perplexity_char"]
     assert scores["LanguageModel"] == rubric.lm_score(remeasured, TEST_FULL_MARKS_PPL,
                                                       TEST_ZERO_MARKS_PPL)
