@@ -232,6 +232,31 @@ def test_sdpa_matches_torch_with_masks_and_batch_dims():
 
 
 @rubric("ScaledDotProductAttention")
+def test_sdpa_backward_uses_the_last_forward():
+    """Two forwards of different shapes on one layer, then backward: the output and the gradients
+    are the second call's (whatever forward keeps for later is computed at every call)."""
+    from mytorch.nn import ScaledDotProductAttention
+
+    rng = np.random.default_rng(11)
+    attention = ScaledDotProductAttention()
+    first = [rng.standard_normal((2, 3, 4)) for _ in range(3)]
+    with in_case("ScaledDotProductAttention, a first forward", Q=first[0], K=first[1],
+                 V=first[2]):
+        attention.forward(*first, mask_with_visible_keys(rng, (3, 3)))
+    Q, K, V = (rng.standard_normal(shape) for shape in ((2, 2, 5), (2, 6, 5), (2, 6, 3)))
+    mask, d_output = mask_with_visible_keys(rng, (2, 2, 6)), rng.standard_normal((2, 2, 3))
+    t_out, t_dQ, t_dK, t_dV = torch_attention(Q, K, V, mask, d_output)
+    with in_case("ScaledDotProductAttention, a second forward of other shapes, then backward",
+                 expect="output (2, 2, 3); (dQ, dK, dV) shaped like (Q, K, V)", Q=Q, K=K, V=V,
+                 mask=mask, d_output=d_output):
+        out = attention.forward(Q, K, V, mask)
+        dQ, dK, dV = attention.backward(d_output)
+    for name, mine, truth in zip(("output", "dQ", "dK", "dV"), (out, dQ, dK, dV),
+                                 (t_out, t_dQ, t_dK, t_dV)):
+        assert_close(f"after a first forward with E 4 and a second with E 5: {name}", mine, truth)
+
+
+@rubric("ScaledDotProductAttention")
 def test_sdpa_gradients_match_finite_differences():
     from mytorch.nn import ScaledDotProductAttention
 
