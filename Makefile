@@ -29,10 +29,10 @@ $(STAMP): requirements.txt requirements-grader.txt
 	touch $(STAMP)
 
 test: $(STAMP) ## run the whole test suite (slow end-to-end tests included)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms and not class_fixture" tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms and not class_fixture and not catalogue_sweep" tests
 
 test-fast: $(STAMP) ## run the suite without the tests marked slow
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not platforms and not class_fixture" tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not platforms and not class_fixture and not catalogue_sweep" tests
 
 # Builds the default data unless DATA_DIR holds this SEED's data from this version of the
 # generator (its .complete marker records both) or data built from real text.
@@ -101,9 +101,11 @@ test-platforms: $(STAMP) ## the grader's attacks in emulated Gradescope, Autolab
 lint: $(STAMP) ## ruff with pyproject.toml's rules (CI runs it)
 	$(PY) -m ruff check .
 
-mutants: $(STAMP) ## check that the tests reject every bug in tools/mutant_catalogue/ and the grader's hints name it (ONLY=glob)
+mutants: $(STAMP) ## check that the tests reject every bug in tools/mutant_catalogue/ and the grader's hints name it, then the tests that grade every entry (ONLY=glob: the first two only)
 	status=0; $(PY) -m tools.mutants $(if $(ONLY),--only '$(ONLY)') || status=1; \
-	$(PY) -m tools.hint_report $(if $(ONLY),--only '$(ONLY)') || status=1; exit $$status
+	$(PY) -m tools.hint_report $(if $(ONLY),--only '$(ONLY)') || status=1; \
+	$(if $(ONLY),,$(PY) -m pytest -n $(PYTEST_WORKERS) -m catalogue_sweep tests || status=1;) \
+	exit $$status
 # END INSTRUCTOR TARGETS
 
 clean: ## remove built data, runs, dist/ and caches (keeps .venv)

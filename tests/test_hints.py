@@ -214,7 +214,7 @@ def test_wrong_implementations_outside_the_catalogue_get_their_familys_hint(muta
     assert mutant.family in graded.families, graded.families
 
 
-@pytest.mark.slow
+@pytest.mark.catalogue_sweep
 @rubric_category("Hints")
 def test_the_negative_set_is_named_by_kind_and_place_with_no_false_family(capsys):
     """Stubs, a parse error, an import error, a hang, exceptions no rule expects: the feedback
@@ -256,7 +256,7 @@ def consecutive_inputs(seed: int) -> frozenset[tuple[str, str, str]]:
     return frozenset(zip(quoted, quoted[1:], quoted[2:]))
 
 
-@pytest.mark.slow
+@pytest.mark.catalogue_sweep
 @rubric_category("Hints")
 @pytest.mark.parametrize("mutant", hint_report.graded_mutants(), ids=lambda m: m.id)
 def test_no_feedback_quotes_a_hidden_input(mutant):

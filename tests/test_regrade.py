@@ -237,7 +237,7 @@ def test_byte_identical_weights_and_run_time_code_are_flagged(tmp_path):
     assert "flagged (see the flags column): ann, bo, cy" in summary
 
 
-@pytest.mark.slow
+@pytest.mark.class_fixture
 @rubric_category("Regrade")
 def test_hostile_handins_change_no_other_row_and_a_rerun_resumes(tmp_path, capsys):
     """Three honest handins among one that hangs, one that exhausts its memory and one that forks
@@ -314,7 +314,7 @@ def test_the_likely_causes_are_listed_per_student_and_counted_for_the_class(tmp_
     assert "likely causes" not in regrade.summarize({"cy": rows["cy"]}, tmp_path)
 
 
-@pytest.mark.slow
+@pytest.mark.class_fixture
 @rubric_category("Regrade")
 def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys):
     """SIGINT once the first row is written: the run waits for the grading under way, exits 130,

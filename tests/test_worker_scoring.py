@@ -273,7 +273,7 @@ def test_a_mask_that_hides_a_key_hides_one_and_keeps_one_in_every_row():
         assert mask.any(axis=-1).all() and (~mask).any(axis=-1).all(), mask
 
 
-@pytest.mark.slow
+@pytest.mark.catalogue_sweep
 @rubric_category("Scoring")
 def test_fresh_inputs_give_the_same_score_every_time(tmp_path):
     """The reference and every catalogue mutant of a graded mytorch file, graded several times
