@@ -29,10 +29,10 @@ $(STAMP): requirements.txt requirements-grader.txt
 	touch $(STAMP)
 
 test: $(STAMP) ## run the whole test suite (slow end-to-end tests included)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms and not class_fixture and not catalogue_sweep" tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms and not class_fixture and not catalogue_sweep and not measurement" tests
 
 test-fast: $(STAMP) ## run the suite without the tests marked slow
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not platforms and not class_fixture and not catalogue_sweep" tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not platforms and not class_fixture and not catalogue_sweep and not measurement" tests
 
 # Builds the default data unless DATA_DIR holds this SEED's data from this version of the
 # generator (its .complete marker records both) or data built from real text.

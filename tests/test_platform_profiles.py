@@ -40,8 +40,7 @@ from tests.autograder_helpers import (TINY_MODEL, ZEROS_NN, attack_handin, built
 from tests.honest_weights import noised, one_ulp, rescaled
 from tests.test_autograder_e2e import FULL_LINE, MYTORCH_ZERO, read_hidden_lines, replay_handin
 from tests.test_handin_extraction import deep_mytorch_member, long_name_members, zip_directory_bomb
-from autograder.hidden_tests import mytorch_hidden
-from tests.test_answer_seconds import HOLD_ANSWERS_INIT, SLEEP_S, SLOW_FIRST_FORWARD_NN
+from tests.test_answer_seconds import SLEEP_S, SLOW_FIRST_FORWARD_NN
 from tests.test_runtime_code import DOORS, TRICKS, UTF7_SOURCE, door_mytorch
 from tests.test_worker_scoring import ZERO_LINEAR_NN
 from tests.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
@@ -393,16 +392,6 @@ def no_card_lying_report_handin(folder: Path) -> Path:
     return pack_folder(folder / "handin", handin)
 
 
-# The held answers of test_answer_seconds, in Linear's worker only (the first test's program, the
-# one in the input folder when mytorch is imported, names the category): the other categories
-# run as honest ones, so only Linear waits out its limit.
-LINEAR_TESTS = [test.name for test in mytorch_hidden.tests_of("Linear")]
-HOLD_LINEAR_ANSWERS_INIT = f"""
-import os as _os, sys as _sys
-if _os.listdir(_sys.argv[_sys.argv.index("--input") + 1])[0] in {LINEAR_TESTS!r}:
-""" + "".join(f"    {line}\n" if line else "\n" for line in HOLD_ANSWERS_INIT.splitlines())
-
-
 def linear_seconds(details: dict) -> dict[str, float | None]:
     """{Linear's hidden test: its seconds in details.json}, in the order the judge runs them."""
     return {test["name"]: test.get("seconds") for test in details.get("tests") or []
@@ -414,14 +403,6 @@ def slow_test_keeps_its_seconds(details: dict) -> bool:
     seconds = list(linear_seconds(details).values())
     return (len(seconds) > 1 and all(isinstance(value, float) for value in seconds)
             and seconds[0] >= SLEEP_S and all(value < SLEEP_S for value in seconds[1:]))
-
-
-def held_answers_keep_their_seconds(details: dict) -> bool:
-    """Held answers time out the first test, which keeps the time; no other test was asked."""
-    seconds = list(linear_seconds(details).values())
-    return (len(seconds) > 1 and isinstance(seconds[0], float)
-            and seconds[0] >= rubric.MYTORCH_TIMEOUT_S - 1
-            and all(value is None for value in seconds[1:]))
 
 
 ATTACKS = {  # the review's table, by row
@@ -490,10 +471,7 @@ ATTACKS = {  # the review's table, by row
     "29 Linear's first forward sleeps 3 s": Attack(
         lambda folder: attack_handin(folder, "", None, nn_append=SLOW_FIRST_FORWARD_NN), HONEST,
         staff=slow_test_keeps_its_seconds),
-    "30 holds its answers to send them together": Attack(
-        lambda folder: attack_handin(folder, HOLD_LINEAR_ANSWERS_INIT, None), LINEAR_0,
-        staff=held_answers_keep_their_seconds),
-    "31 reports a perplexity of 1.5 and hands in no run card": Attack(
+    "30 reports a perplexity of 1.5 and hands in no run card": Attack(
         no_card_lying_report_handin, HONEST, staff=flags_the_lying_report),
 }
 
