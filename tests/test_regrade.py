@@ -107,6 +107,18 @@ def test_gradescope_rows_carry_the_submitters_metadata(tmp_path):
     assert "does not list submission_103/" in found["submission_103"].note
 
 
+def grade_with(fake_run, monkeypatch, tmp_path: Path) -> None:
+    """Replace each grading by ``fake_run``, whose grading folder is a file holding the handin's
+    text (the student's name, in these tests)."""
+    def fake_prepare(source, handin, parent=None):
+        marker = tmp_path / f"grading-{handin.name}"
+        marker.write_text(handin.read_bytes().decode())
+        return marker
+
+    monkeypatch.setattr(regrade.grading_run, "run", fake_run)
+    monkeypatch.setattr(regrade.grading_run, "prepare", fake_prepare)
+
+
 def fake_grader(tmp_path: Path) -> Path:
     """A folder with the two files regrade requires (gradings are replaced in these tests)."""
     source = tmp_path / "grader"
@@ -149,13 +161,7 @@ def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monk
         return regrade.grading_run.GradingRun(scores, details, "report\n", 1.0,
                                               timed_out=student == "cy")
 
-    def fake_prepare(source, handin, parent=None):
-        marker = tmp_path / f"grading-{handin.name}"
-        marker.write_text(handin.read_bytes().decode())
-        return marker
-
-    monkeypatch.setattr(regrade.grading_run, "run", fake_run)
-    monkeypatch.setattr(regrade.grading_run, "prepare", fake_prepare)
+    grade_with(fake_run, monkeypatch, tmp_path)
     out = tmp_path / "out"
     rows = regrade.regrade(handins, out, fake_grader(tmp_path), jobs=2, progress=False)
     assert {key: row["status"] for key, row in rows.items()} == {

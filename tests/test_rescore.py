@@ -17,6 +17,7 @@ import pytest
 from autograder import regrade, rescore, rubric
 from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS, TEST_ZERO_MARKS_PPL,
                                       attack_handin, built_autograder, session_folder)
+from tests.test_regrade import grade_with
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Rescore": 0}
@@ -170,13 +171,7 @@ def test_a_rerun_rescores_a_new_line_and_says_why_for_each_handin(tmp_path, monk
         return regrade.grading_run.GradingRun(scores, details, f"report of {student}\n", 1.0,
                                               False)
 
-    def fake_prepare(source, handin, parent=None):
-        marker = tmp_path / f"grading-{handin.name}"
-        marker.write_text(handin.read_bytes().decode())
-        return marker
-
-    monkeypatch.setattr(regrade.grading_run, "run", fake_run)
-    monkeypatch.setattr(regrade.grading_run, "prepare", fake_prepare)
+    grade_with(fake_run, monkeypatch, tmp_path)
     out = tmp_path / "out"
     regrade.regrade(handins, out, fake_grader(tmp_path / "old", "g", OLD), progress=False)
     assert sorted(graded) == ["ann", "bo"]
