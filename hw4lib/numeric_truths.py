@@ -80,16 +80,26 @@ def leaf(x: np.ndarray) -> torch.Tensor:
 
 
 def mask_with_visible_keys(rng: np.random.Generator, shape: tuple,
-                           p_masked: float = 0.5, hides_a_key: bool = False) -> np.ndarray:
-    """Bool mask (True = do not attend) leaving an allowed key in every row (last axis); with
-    ``hides_a_key`` (needs two keys or more) every row also hides one, so that no draw of a small
-    mask leaves a wrong masking unseen."""
+                           p_masked: float = 0.5) -> np.ndarray:
+    """Bool mask (True = do not attend) leaving an allowed key in every row (last axis)."""
     mask = rng.random(shape) < p_masked
     keep = rng.integers(0, shape[-1], size=(*shape[:-1], 1))
-    if hides_a_key:
-        hide = (keep + rng.integers(1, shape[-1], size=keep.shape)) % shape[-1]
-        np.put_along_axis(mask, hide, True, axis=-1)
     np.put_along_axis(mask, keep, False, axis=-1)
+    return mask
+
+
+def finite_difference_mask(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """Bool mask (..., L, S), S >= 3, for a small finite-difference test: every row hides one key
+    at least and keeps one, so that no draw leaves a wrong masking unseen; the first row of each
+    batch keeps exactly two, so that no draw makes every softmax one-hot (then dQ and dK are 0
+    whatever scale the backward uses)."""
+    S = shape[-1]
+    keep = rng.integers(0, S, size=(*shape[:-1], 1))
+    hide = (keep + rng.integers(1, S, size=keep.shape)) % S
+    mask = rng.random(shape) < 0.4
+    np.put_along_axis(mask, hide, True, axis=-1)
+    np.put_along_axis(mask, keep, False, axis=-1)
+    mask[..., 0, :] = np.arange(S) == hide[..., 0, :]
     return mask
 
 

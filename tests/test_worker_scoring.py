@@ -262,15 +262,18 @@ print(json.dumps(scores))
 
 
 @rubric_category("Scoring")
-def test_a_mask_that_hides_a_key_hides_one_and_keeps_one_in_every_row():
+def test_the_finite_difference_mask_hides_a_key_and_keeps_a_softmax_that_is_not_one_hot():
     """The small masks of the finite-difference test: every draw hides a key and keeps one in each
-    row (a draw that hid nothing let a wrong masking score there)."""
-    from hw4lib.numeric_truths import mask_with_visible_keys
+    row (a draw that hid nothing let a wrong masking score there) and keeps two in some row of
+    each batch (a draw leaving one key per row made dQ and dK 0, and a backward without its scale
+    scored there)."""
+    from hw4lib.numeric_truths import finite_difference_mask
 
     rng = np.random.default_rng(0)
     for _ in range(500):
-        mask = mask_with_visible_keys(rng, (2, 2, 3), 0.4, hides_a_key=True)
+        mask = finite_difference_mask(rng, (2, 2, 3))
         assert mask.any(axis=-1).all() and (~mask).any(axis=-1).all(), mask
+        assert ((~mask).sum(axis=-1) >= 2).any(axis=-1).all(), mask
 
 
 @pytest.mark.catalogue_sweep

@@ -17,7 +17,8 @@ from autograder.hidden_tests.checks import (RTOL_FLOAT32, RTOL_FLOAT32_BIG_SCORE
                                             assert_all_close, assert_unchanged,
                                             assert_finite_of_dtype)
 from autograder.wire import Program, Ref
-from hw4lib.numeric_truths import RTOL_TORCH, leaf, mask_with_visible_keys
+from hw4lib.numeric_truths import (RTOL_TORCH, finite_difference_mask, leaf,
+                                   mask_with_visible_keys)
 
 
 def attention_truth(Q, K, V, mask, d_output):
@@ -132,7 +133,7 @@ def sdpa_finite_differences(p: Program, rng: Generator) -> Check:
     """dQ, dK and dV against finite differences of the forward, with a mask."""
     Q, K, V = (rng.standard_normal(shape) for shape in ((2, 2, 3), (2, 3, 3), (2, 3, 2)))
     d_output = rng.standard_normal((2, 2, 2))
-    mask = mask_with_visible_keys(rng, (2, 2, 3), 0.4, hides_a_key=True)
+    mask = finite_difference_mask(rng, (2, 2, 3))
     attention = p.new("ScaledDotProductAttention")
     qkv, held_mask = [p.array(x) for x in (Q, K, V)], p.array(mask)
     out = p.call(attention, "forward", *qkv, held_mask)
