@@ -34,7 +34,7 @@ from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE
 from hw4lib.model import DecoderOnlyTransformer
 from tests import platform_profiles
 from tests.platform_profiles import PROFILES
-from tests.autograder_helpers import (TINY_MODEL, ZEROS_NN, attack_handin, built_autograder,
+from tests.autograder_helpers import (REPO_ROOT, TINY_MODEL, ZEROS_NN, attack_handin, built_autograder,
                                       copy_reference_mytorch, honest_scores, make_model_handin,
                                       open_folder, pack_folder, run_grader, write_tar)
 from tests.honest_weights import noised, one_ulp, rescaled
@@ -643,6 +643,32 @@ def test_a_hostile_grading_leaves_a_concurrent_honest_one_alone(profile):
     assert honest_got == honest_scores(), ("\n".join(honest_lines))[-3000:]
     assert all(hostile_got[c] <= honest_scores()[c] for c in rubric.RUBRIC), hostile_got
 
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_poisoned_class_is_compared_in_each_profile(profile):
+    """Row 31: ``python -m autograder.similarity`` run by the staff in the profile on a class
+    holding a moved copy of a classmate's graded code (its classes in a module of another name,
+    a variable renamed) that also carries files ending the decoding (a codec that raises), the
+    parsing (nesting deep enough for a RecursionError, a unary chain for a MemoryError), and a
+    student whose graded file cannot be decoded: the run finishes, writes every file, ranks the
+    moved copy first and names each poisoned file as its student's finding."""
+    from tests.test_similarity import poisoned_class, poisoned_class_problems
+
+    folder = profile_folder(profile, "similarity")
+    handins, handout = poisoned_class(folder)
+    out = folder / "out"
+    out.mkdir(mode=0o777)
+    out.chmod(0o777)  # the non-root profiles' user writes the report
+    result = subprocess.run(platform_profiles.launcher(profile, [
+        sys.executable, "-m", "autograder.similarity", str(handins), "--handout", str(handout),
+        "--out", str(out)]), capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+    problems = poisoned_class_problems(result, out)
+    platform_profiles.record(TABLE, profile, "31 similarity of a class with a poisoned handin",
+                             "held: moved copy first, each poisoned file a finding"
+                             if not problems else f"GOT THROUGH: {problems[0][:200]}")
+    assert problems == []
 
 if __name__ == "__main__":
     run_module(__name__)

@@ -491,42 +491,61 @@ POISON = {  # never-imported files Python would refuse or that end ast.parse, ea
 }
 
 
-@pytest.mark.slow
-@rubric("Similarity")
-def test_a_poisoned_class_finishes_through_the_real_entry_point(tmp_path):
-    """``python -m autograder.similarity`` on a class holding a moved copy that also carries files
-    that end the decoding or the parsing, and a student whose graded file cannot be decoded:
-    every file is written, the moved copy ranks first, each poisoned file is its student's
-    finding."""
-    trees = {name: student_tree(tmp_path, STYLES[name]) for name in ("einsum", "verbose")}
+def poisoned_class(folder: Path) -> tuple[Path, Path]:
+    """(class folder, handout folder) under ``folder``: two honest students, a moved copy of one
+    of them that also carries files that end the decoding or the parsing, and a student whose
+    graded file cannot be decoded."""
+    trees = {name: student_tree(folder, STYLES[name]) for name in ("einsum", "verbose")}
     trees["moved-copy"] = {**moved(trees["einsum"], "mytorch/nn/impl_x.py",
                                    lambda path: "from .impl_x import *\n", {"flat": "rows"}),
                            **POISON}
-    trees["poisoned"] = {**student_tree(tmp_path, STYLES["loops"]),
+    trees["poisoned"] = {**student_tree(folder, STYLES["loops"]),
                          FILES[0]: POISON["mytorch/nn/notes.py"]}
-    out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "autograder.similarity",
-                             str(class_folder(tmp_path, trees)), "--handout",
-                             str(handout_folder(tmp_path)), "--out", str(out)],
-                            capture_output=True, text=True, cwd=REPO)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert sorted(path.name for path in out.iterdir()) == [
-        "findings.csv", "pairs.csv", "report.html", "runtime_code.csv"]
+    return class_folder(folder, trees), handout_folder(folder)
+
+
+def poisoned_class_problems(result: subprocess.CompletedProcess, out: Path) -> list[str]:
+    """What ``python -m autograder.similarity`` got wrong on :func:`poisoned_class` (none: every
+    file written, the moved copy ranked first, each poisoned file its student's finding)."""
+    if result.returncode != 0:
+        return [f"exit {result.returncode}: {result.stderr[-3000:]}"]
+    written = sorted(path.name for path in out.iterdir())
+    if written != ["findings.csv", "pairs.csv", "report.html", "runtime_code.csv"]:
+        return [f"files written: {written}"]
+    problems = []
     with open(out / "pairs.csv", newline="") as file:
         first = next(csv.DictReader(file))
-    assert {first["student_a"], first["student_b"]} == {"einsum", "moved-copy"}, first
-    assert first["flagged"] == "True", first
+    if {first["student_a"], first["student_b"]} != {"einsum", "moved-copy"} or (
+            first["flagged"] != "True"):
+        problems.append(f"first pair: {first}")
     with open(out / "findings.csv", newline="") as file:
         findings = [(row["student"], row["finding"]) for row in csv.DictReader(file)]
-    named = {(student, finding.split(" ")[0]) for student, finding in findings}
-    assert {("moved-copy", path) for path in (*POISON, *GRADED_FILES)} <= named, findings
-    assert ("poisoned", FILES[0]) in named, findings
-    assert {student for student, _ in findings} == {"moved-copy", "poisoned"}, findings
-    why = dict(((student, finding.split(" ")[0]), finding) for student, finding in findings)
-    assert "(UnicodeError" in why["moved-copy", "mytorch/nn/notes.py"], why
-    assert "(RecursionError" in why["moved-copy", "mytorch/nn/deep.py"], why
-    assert "(MemoryError" in why["moved-copy", "mytorch/nn/unary.py"], why
-    assert "moved-copy: mytorch/nn/deep.py could not be inspected" in result.stdout
+    why = {(student, finding.split(" ")[0]): finding for student, finding in findings}
+    expected = {("moved-copy", path) for path in (*POISON, *GRADED_FILES)} | {
+        ("poisoned", FILES[0])}
+    if not expected <= why.keys() or {student for student, _ in findings} != {
+            "moved-copy", "poisoned"}:
+        problems.append(f"findings: {findings}")
+    for path, error in (("notes.py", "(UnicodeError"), ("deep.py", "(RecursionError"),
+                        ("unary.py", "(MemoryError")):
+        if error not in why.get(("moved-copy", f"mytorch/nn/{path}"), ""):
+            problems.append(f"mytorch/nn/{path} is not a {error[1:]} finding: {findings}")
+    if "moved-copy: mytorch/nn/deep.py could not be inspected" not in result.stdout:
+        problems.append(f"the run's output does not list the finding: {result.stdout[-2000:]}")
+    return problems
+
+
+@pytest.mark.slow
+@rubric("Similarity")
+def test_a_poisoned_class_finishes_through_the_real_entry_point(tmp_path):
+    """``python -m autograder.similarity`` on :func:`poisoned_class`: every file is written, the
+    moved copy ranks first, each poisoned file is its student's finding."""
+    handins, handout = poisoned_class(tmp_path)
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "autograder.similarity", str(handins),
+                             "--handout", str(handout), "--out", str(out)],
+                            capture_output=True, text=True, cwd=REPO)
+    assert poisoned_class_problems(result, out) == []
 
 
 @rubric("Similarity")
