@@ -659,7 +659,7 @@ def test_a_poisoned_class_is_compared_in_each_profile(profile):
     folder = profile_folder(profile, "similarity")
     handins, handout = poisoned_class(folder)
     out = folder / "out"
-    out.mkdir(mode=0o777)
+    out.mkdir()
     out.chmod(0o777)  # the non-root profiles' user writes the report
     result = subprocess.run(platform_profiles.launcher(profile, [
         sys.executable, "-m", "autograder.similarity", str(handins), "--handout", str(handout),
@@ -667,6 +667,32 @@ def test_a_poisoned_class_is_compared_in_each_profile(profile):
     problems = poisoned_class_problems(result, out)
     platform_profiles.record(TABLE, profile, "31 similarity of a class with a poisoned handin",
                              "held: moved copy first, each poisoned file a finding"
+                             if not problems else f"GOT THROUGH: {problems[0][:200]}")
+    assert problems == []
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_moved_copies_rank_first_in_each_profile(profile):
+    """Row 32: ``python -m autograder.similarity`` run by the staff in the profile on three
+    independent students, the skeleton and a copy of each moved by another route (a star import
+    from a module of another name; a renamed class bound from a subpackage's module; the
+    package's __init__ re-exporting from another module), names changed and methods reordered:
+    the three copies are the three first pairs, flagged, and no independent pair is."""
+    from tests.test_similarity import class_folder, handout_folder, moved_class, \
+        moved_copies_problems
+
+    folder = profile_folder(profile, "moved")
+    handins, handout = class_folder(folder, moved_class(folder)), handout_folder(folder)
+    out = folder / "out"
+    out.mkdir()
+    out.chmod(0o777)  # the non-root profiles' user writes the report
+    result = subprocess.run(platform_profiles.launcher(profile, [
+        sys.executable, "-m", "autograder.similarity", str(handins), "--handout", str(handout),
+        "--out", str(out)]), capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+    problems = moved_copies_problems(result, out)
+    platform_profiles.record(TABLE, profile, "32 similarity of copies moved by three routes",
+                             "held: the three copies first, no independent pair flagged"
                              if not problems else f"GOT THROUGH: {problems[0][:200]}")
     assert problems == []
 

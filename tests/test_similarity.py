@@ -423,6 +423,23 @@ def moved_class(tmp_path: Path) -> dict[str, dict[str, str]]:
 COPIES = {"star-copy": "einsum", "alias-copy": "verbose", "init-copy": "loops"}
 
 
+def moved_copies_problems(result: subprocess.CompletedProcess, out: Path) -> list[str]:
+    """What ``python -m autograder.similarity`` got wrong on :func:`moved_class` (none: the three
+    moved copies are the three first pairs, each flagged, and no pair of independent students is
+    flagged)."""
+    if result.returncode != 0:
+        return [f"exit {result.returncode}: {result.stderr[-3000:]}"]
+    with open(out / "pairs.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    first = {frozenset((row["student_a"], row["student_b"])) for row in rows[:3]}
+    independent_flagged = [row for row in rows if row["flagged"] == "True"
+                           and not {row["student_a"], row["student_b"]} & set(COPIES)]
+    if first != {frozenset(pair) for pair in COPIES.items()} or independent_flagged or not all(
+            row["flagged"] == "True" for row in rows[:3]):
+        return [f"first pairs: {rows[:3]}, independent pairs flagged: {independent_flagged}"]
+    return []
+
+
 @pytest.mark.slow
 @rubric("Similarity")
 def test_graded_classes_moved_into_other_modules_are_traced_and_rank_first(tmp_path):
