@@ -55,7 +55,14 @@ def _checked(record) -> None:
         value = getattr(record, item.name)
         if not _has_type(value, hints[item.name]):
             raise ReportError(f"{type(record).__name__}.{item.name} is {value!r:.80}, not "
-                              f"{hints[item.name]}")
+                              f"{_described(hints[item.name])}: {FIX}")
+
+
+def _described(hint) -> str:
+    """A type as a report's reader would name it: a class by its name, the Status by its values."""
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return " or ".join(repr(member.value) for member in hint)
+    return hint.__name__ if isinstance(hint, type) else str(hint)
 
 
 def _has_type(value, hint) -> bool:
