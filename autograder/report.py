@@ -157,10 +157,7 @@ class GradingReport:
 
     def __post_init__(self) -> None:
         if self.version != VERSION:
-            raise ReportError(f"a grading report of version {self.version!r:.20}, and this tool "
-                              f"reads version {VERSION}: read it with the class tools of the "
-                              f"commit its autograder was built from, or grade the handins again "
-                              f"with this commit's `make autograde`")
+            raise other_version(self.version)
         _checked(self)
 
     def scoreboard(self) -> list | None:
@@ -172,12 +169,25 @@ class GradingReport:
         return dataclasses.asdict(self)
 
 
+def other_version(version) -> ReportError:
+    """The error refusing a report of ``version``, naming both versions and the fix."""
+    return ReportError(f"a grading report of version {version!r:.20}, and this tool reads version "
+                       f"{VERSION}: read it with the class tools of the commit its autograder was "
+                       f"built from, or grade the handins again with this commit's `make "
+                       f"autograde`")
+
+
 def from_json(data) -> GradingReport:
     """The report whose JSON form is ``data`` (a parsed details.json); ReportError naming what is
     wrong and the fix when it is not one of this version."""
     if not isinstance(data, dict):
         raise ReportError(f"a grading report is a JSON object, not {type(data).__name__}: "
                           f"{FIX}")
+    if "version" not in data:
+        raise ReportError(f"a grading report without a version (written before reports had one): "
+                          f"{FIX}")
+    if data["version"] != VERSION:  # before its fields: another version may have other ones
+        raise other_version(data["version"])
     try:
         data = dict(data)
         if isinstance(data.get("status"), str) and data["status"] in set(Status):
@@ -187,9 +197,6 @@ def from_json(data) -> GradingReport:
         if isinstance(data.get("tests"), list):
             data["tests"] = [TestResult(**test) if isinstance(test, dict) else test
                              for test in data["tests"]]
-        if "version" not in data:
-            raise ReportError(f"a grading report without a version (written before reports had "
-                              f"one): {FIX}")
         return GradingReport(**data)
     except TypeError as error:  # a key missing or unknown
         raise ReportError(f"not a grading report of version {VERSION} ({error}): {FIX}") from None

@@ -65,6 +65,8 @@ def test_another_version_or_a_malformed_report_is_refused_naming_the_fix(tmp_pat
     test = good["tests"][0]
     cases = {
         "version 2": ({**good, "version": 2}, "version 2"),
+        "version 2 with a new field": ({**good, "version": 2, "lm": {**lm, "bits": 3}},
+                                       "version 2"),
         "no version": ({key: value for key, value in good.items() if key != "version"},
                        "without a version"),
         "a status no judge writes": ({**good, "status": "great"}, "GradingReport.status"),
