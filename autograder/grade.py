@@ -40,13 +40,13 @@ import shutil
 import sys
 import time
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 
-from autograder import file_trees, judge, processes, rubric, sandbox, sandbox_modes
+from autograder import file_trees, judge, processes, report as grading_report, rubric, sandbox, \
+    sandbox_modes
 from autograder.lm_diagnosis import lm_hint
 from autograder.safe_tar import Extraction, HandinError, extract_handin
-from hw4lib.file_io import read_untrusted_json, write_json
+from hw4lib.file_io import file_sha256, read_untrusted_json
 from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, HANDIN_TAR, METRICS_FILE, MYTORCH_DIR,
                                   RUN_CARD_FILE, STATE_DICT_FILE, is_mytorch_source)
 
@@ -113,9 +113,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="also write every test's outcome here (for other platforms)")
     args = parser.parse_args(argv)
     scores = rubric.zero_scores()
-    # status: ok | invalid (no handin to grade) | timeout (a part hit its time limit) | crashed
-    report: dict = {"status": "ok", "tests": [], "lm": None, "sandbox": None, "handin_notes": [],
-                    "flags": [], "seconds": {}}  # seconds: {category: wall time of its grading}
+    report = grading_report.GradingReport()
     try:
         if sys.flags.optimize:
             print(f"The autograder refuses to run under python -O (PYTHONOPTIMIZE="
@@ -126,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         limit_address_space()
         grade(args, scores, report)
     except BaseException:  # noqa: BLE001 - a bug of ours must still leave a scores line
-        report["status"] = "crashed"
+        report.status = grading_report.Status.CRASHED
         print("The autograder itself failed; please send this output to the course staff:")
         traceback.print_exc(file=sys.stdout)
     finally:
@@ -139,12 +137,13 @@ def main(argv: list[str] | None = None) -> None:
         print_summary(scores)
         if args.results_json is not None:
             write_results(args.results_json, scores, report)
-        board = rubric.scoreboard(report["lm"])
+        board = report.scoreboard()
         print(json.dumps({"scores": scores, **({"scoreboard": board} if board else {})}),
               flush=True)
 
 
-def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> None:
+def grade(args: argparse.Namespace, scores: dict[str, float],
+          report: grading_report.GradingReport) -> None:
     """Fill ``scores`` category by category (it stays valid if this stops half-way)."""
     build_info = read_untrusted_json(BUILD_INFO)
     if not isinstance(build_info, dict):
@@ -164,30 +163,33 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
         handin = extract_handin(args.handin, work / "handin")
     except HandinError as error:
         print(f"  {error}")
-        report["status"] = "invalid"
+        report.status = grading_report.Status.INVALID
         handin = Extraction()
     else:
         judge.refuse_foreign_encodings(handin.files, handin.notes)
         report_extraction(handin)
-    report["handin_notes"] = summarised(handin.notes)
+    report.handin_notes = summarised(handin.notes)
+    if STATE_DICT_FILE in handin.files:
+        report.weights_sha256 = file_sha256(handin.files[STATE_DICT_FILE])
     problem = gradable_problem(handin)
     if problem:
-        report["status"] = "invalid"
+        report.status = grading_report.Status.INVALID
         print(f"  {problem}")
 
     section(f"{rubric.LM_CATEGORY} ({rubric.LM_POINTS} points)")
     thresholds = build_info.get("lm_thresholds", {})
     started = time.monotonic()
-    scores[rubric.LM_CATEGORY], report["lm"] = grade_language_model(
+    scores[rubric.LM_CATEGORY], lm = grade_language_model(
         handin, work, args.model_timeout,
         thresholds.get("full_marks_ppl", rubric.FULL_MARKS_PPL),
         thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL))
-    report["seconds"][rubric.LM_CATEGORY] = round(time.monotonic() - started, 2)
-    if report["lm"].get("timed_out"):
-        report["status"] = "timeout"
-    report["flags"] = integrity_flags(handin, report["lm"])
-    if report["flags"]:  # the facts go to the staff's channels (details.json), never to students
-        print(f"  note: {len(report['flags'])} remark(s) on how this handin's files match its "
+    report.lm = grading_report.LanguageModelResult(**lm)
+    report.seconds[rubric.LM_CATEGORY] = round(time.monotonic() - started, 2)
+    if report.lm.timed_out:
+        report.status = grading_report.Status.TIMEOUT
+    report.flags = integrity_flags(handin, lm)
+    if report.flags:  # the facts go to the staff's channels (details.json), never to students
+        print(f"  note: {len(report.flags)} remark(s) on how this handin's files match its "
               f"{RUN_CARD_FILE} are recorded for the course staff; no score depends on them")
     remove_secrets(work, args.autograde_tar)
 
@@ -198,7 +200,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
     section("Sandbox")
     mode, notes = sandbox.choose_mode(layout, judge.python_executable(), args.sandbox,
                                       args.allow_unisolated)
-    report["sandbox"] = mode
+    report.sandbox = mode
     for note in notes:
         print(f"  not used: {note}")
     if mode is None:
@@ -221,14 +223,14 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
                                                   report, failed)
 
 
-def skip_mytorch(reason: str, report: dict) -> None:
+def skip_mytorch(reason: str, report: grading_report.GradingReport) -> None:
     """Every mytorch test fails with ``reason`` (each category scores 0)."""
     for category, points in rubric.MYTORCH_RUBRIC.items():
         section(f"{category} ({points} points)")
         print(f"  {reason}. 0/{points}")
-        report["tests"] += [asdict(judge.TestResult(test.name, category, float(test.points), 0.0,
-                                                    test.summary, reason))
-                            for test in judge.tests_of(category)]
+        report.tests += [grading_report.TestResult(test.name, category, float(test.points), 0.0,
+                                                   test.summary, reason)
+                         for test in judge.tests_of(category)]
 
 
 def prepare_sandbox(handin: Extraction, work: Path) -> sandbox_modes.Layout | None:
@@ -280,15 +282,15 @@ def link_numpy(folder: Path) -> None:
 
 
 def grade_mytorch_category(category: str, layout: sandbox_modes.Layout, mode: str,
-                           timeout: float, report: dict,
+                           timeout: float, report: grading_report.GradingReport,
                            failed: frozenset[str] = frozenset()) -> float:
     """Judge one category's hidden tests (``failed``: the categories graded before that lost
     points); print each test's outcome; return the points."""
     points = rubric.MYTORCH_RUBRIC[category]
     run = judge.grade_category(category, layout, mode, timeout, failed=failed)
     if run.timed_out:
-        report["status"] = "timeout"
-    report["seconds"][category] = round(run.seconds, 2)
+        report.status = grading_report.Status.TIMEOUT
+    report.seconds[category] = round(run.seconds, 2)
     for result in run.results:
         verdict = "PASS" if result.passed else "FAIL"
         print(f"  [{verdict}] {result.name}: {result.points:g}/{result.max_points:g}")
@@ -297,7 +299,7 @@ def grade_mytorch_category(category: str, layout: sandbox_modes.Layout, mode: st
             print(indent(result.message, "         why: "))
         if result.hint:
             print(indent(result.hint, "         likely cause: "))
-        report["tests"].append(asdict(result))
+        report.tests.append(result)
     if run.output.strip():  # never echoed: it could carry whatever the worker could read
         print(f"  (your code printed {len(run.output)} characters; output is not shown, run the "
               f"public tests to see it)")
@@ -606,10 +608,13 @@ def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
         autograde_tar.unlink()
 
 
-def write_results(path: Path, scores: dict[str, float], report: dict) -> None:
-    """Every test's outcome, the model's and the scores, as JSON (for the Gradescope adapter)."""
+def write_results(path: Path, scores: dict[str, float],
+                  report: grading_report.GradingReport) -> None:
+    """The report with the scores, as its JSON form (autograder/report.py), for the Gradescope
+    adapter and the class tools."""
     try:
-        write_json(path, {"scores": scores, **report})
+        report.scores = dict(scores)
+        grading_report.write(path, report)
     except (OSError, TypeError, ValueError) as error:
         print(f"could not write {path}: {error}")
 

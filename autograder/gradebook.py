@@ -76,6 +76,7 @@ from pathlib import Path
 from autograder import rubric, spreadsheet
 from autograder.handins import members_of, submitted_time
 from autograder.regrade import row_key
+from autograder.report import Status
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 REPORT_COLUMNS = (*CANVAS_COLUMNS, "handin", "matched_by", "status", "total", "submitted_at",
@@ -83,7 +84,8 @@ REPORT_COLUMNS = (*CANVAS_COLUMNS, "handin", "matched_by", "status", "total", "s
 GRADES_COLUMNS = ("student", "status", "total")  # of grades.csv, read here
 POINTS_POSSIBLE = "Points Possible"
 DEFAULT_ASSIGNMENT = "HW4P1"
-SCORED_STATUSES = ("ok", "invalid", "timeout")  # crashed: the grader's fault, left blank
+# the grading statuses whose total is the student's score; crashed is the grader's fault, left blank
+SCORED_STATUSES = frozenset(Status) - {Status.CRASHED}
 MISSING_CHOICES = ("blank", "zero")
 NO_HANDIN, CONFLICT = "no handin", "conflict"
 DUE_EXAMPLE = "2026-11-21T00:00:00-05:00"

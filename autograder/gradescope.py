@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from autograder import grading_run, rubric
+from autograder.report import GradingReport, LanguageModelResult, Status, TestResult
 from hw4lib.file_io import write_json
 from hw4lib.handin_format import HANDIN_ARCHIVE_SUFFIXES, HANDIN_TAR
 
@@ -72,21 +73,19 @@ def grade_submission(root: Path, visibility: str, grader_flags: str) -> dict:
     (root / "source" / HIDDEN_SOURCE).unlink()
     graded = grading_run.run(grading, grader_flags)
     print(graded.output)  # the full report, for the staff (stdout_visibility is hidden)
-    summary = visible_summary(graded.scores, graded.details, handin is not None, visibility)
-    return results_payload(graded.scores, graded.details, summary, visibility)
+    report = graded.report or GradingReport(status=Status.CRASHED)
+    summary = visible_summary(graded.scores, report, handin is not None, visibility)
+    return results_payload(graded.scores, report, summary, visibility)
 
 
-def visible_summary(scores: dict[str, float], details: dict, found_handin: bool,
+def visible_summary(scores: dict[str, float], report: GradingReport, found_handin: bool,
                     visibility: str) -> str:
     """What every student may see at once: notes on the handin, the language model's measurement
     and each category's total; never a hidden test's details or anything the worker produced."""
     lines = [] if found_handin else [f"No {HANDIN_TAR} was found in the submission: upload the "
                                      f"{HANDIN_TAR} that `make handin` writes."]
-    notes = details.get("handin_notes")
-    lines += [f"{HANDIN_TAR}: {note}" for note in notes if isinstance(note, str)] \
-        if isinstance(notes, list) else []
-    lm = details.get("lm") if isinstance(details.get("lm"), dict) else {}
-    lines.append(f"{rubric.LM_CATEGORY}: {lm.get('message') or 'not graded'}")
+    lines += [f"{HANDIN_TAR}: {note}" for note in report.handin_notes]
+    lines.append(f"{rubric.LM_CATEGORY}: {report.lm and report.lm.message or 'not graded'}")
     for category, points in rubric.RUBRIC.items():
         lines.append(f"  {category:<28s} {scores[category]:>6g}/{points}")
     lines.append(f"  {'Total':<28s} {round(sum(scores.values()), 2):>6g}/"
@@ -106,43 +105,39 @@ def find_handin(submission: Path) -> Path | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
-def results_payload(scores: dict[str, float], details: dict, summary: str,
+def results_payload(scores: dict[str, float], report: GradingReport, summary: str,
                     visibility: str) -> dict:
     """Gradescope's results.json: one test per hidden test and one for the language model."""
     tests = []
     for number, category in enumerate(rubric.MYTORCH_RUBRIC, start=1):
-        ran = [t for t in details.get("tests", []) if isinstance(t, dict)
-               and t.get("category") == category]
-        if not ran or abs(sum(grading_run.clamp(t.get("points"), t.get("max_points", 0)) for t in ran)
+        ran = [test for test in report.tests if test.category == category]
+        if not ran or abs(sum(grading_run.clamp(test.points, test.max_points) for test in ran)
                           - scores[category]) > 0.01:
-            ran = [{"name": "all tests", "points": scores[category],
-                    "max_points": rubric.MYTORCH_RUBRIC[category],
-                    "summary": f"the hidden tests of {category}",
-                    "message": "" if scores[category] else "not graded: see the summary"}]
+            ran = [TestResult("all tests", category, rubric.MYTORCH_RUBRIC[category],
+                              scores[category], f"the hidden tests of {category}",
+                              "" if scores[category] else "not graded: see the summary")]
         for index, test in enumerate(ran, start=1):
-            max_points = float(test.get("max_points", 0))
-            points = grading_run.clamp(test.get("points"), max_points)
-            message = str(test.get("message") or "")
-            output = f"Checks: {test.get('summary', '')}"
-            if message:
-                output += f"\nWhat differed: {message}"
-            if message and test.get("hint"):
-                output += f"\nLikely cause: {test['hint']}"
-            tests.append({"name": f"{category}: {test.get('name', '?')}", "number": f"{number}.{index}",
+            max_points = float(test.max_points)
+            points = grading_run.clamp(test.points, max_points)
+            output = f"Checks: {test.summary}"
+            if test.message:
+                output += f"\nWhat differed: {test.message}"
+            if test.message and test.hint:
+                output += f"\nLikely cause: {test.hint}"
+            tests.append({"name": f"{category}: {test.name}", "number": f"{number}.{index}",
                           "score": points, "max_score": max_points,
                           "status": "passed" if points == max_points else "failed",
                           "output": output, "tags": [category], "visibility": visibility})
-    lm = details.get("lm") if isinstance(details.get("lm"), dict) else {}
+    lm = report.lm or LanguageModelResult(message="")
     lm_points = scores[rubric.LM_CATEGORY]
     tests.append({"name": f"{rubric.LM_CATEGORY}: perplexity on the hidden test set",
                   "number": f"{len(rubric.MYTORCH_RUBRIC) + 1}.1", "score": lm_points,
                   "max_score": float(rubric.LM_POINTS),
                   "status": "passed" if lm_points == rubric.LM_POINTS else "failed",
-                  "output": str(lm.get("message") or "see the summary")
-                  + (f"\nLikely cause: {lm['hint']}" if lm.get("hint") else ""),
+                  "output": (lm.message or "see the summary")
+                  + (f"\nLikely cause: {lm.hint}" if lm.hint else ""),
                   "tags": [rubric.LM_CATEGORY], "visibility": "visible"})
-    flags = [str(flag) for flag in details.get("flags") or [] if isinstance(flag, str)] \
-        if isinstance(details.get("flags"), list) else []
+    flags = report.flags
     if flags:  # facts for the staff: a test no student ever sees (Gradescope's "hidden")
         tests.append({"name": f"{rubric.LM_CATEGORY}: integrity notes for the course staff (no "
                               f"score depends on them)",
@@ -153,7 +148,7 @@ def results_payload(scores: dict[str, float], details: dict, summary: str,
     payload = {"score": round(sum(test["score"] for test in tests), 2),
                "output": summary[-MAX_OUTPUT_CHARS:], "visibility": "visible",
                "stdout_visibility": "hidden", "tests": tests}
-    board = rubric.scoreboard(lm)
+    board = report.scoreboard()
     if board is not None:
         payload["leaderboard"] = [
             {"name": column["hdr"], "value": value, **({"order": "asc"} if column.get("asc") else {})}

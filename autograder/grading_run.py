@@ -3,7 +3,8 @@ adapter, the bulk regrade). Standard library only.
 
 :func:`prepare` makes a fresh grading folder holding ``autograde.tar``, the Autolab Makefile and
 the handin; :func:`run` runs ``make`` there (the same judge, limits and sandbox as Autolab), reads
-the scores line and the judge's details (``--results-json``), and removes the folder.
+the scores line and the judge's report (``--results-json``, read by ``autograder/report.py``), and
+removes the folder.
 """
 from __future__ import annotations
 
@@ -21,32 +22,30 @@ from pathlib import Path
 from typing import Callable
 
 from autograder import file_trees, rubric
-from hw4lib.file_io import read_untrusted_json
+from autograder.report import GradingReport, ReportError, Status, load
 from hw4lib.handin_format import HANDIN_TAR
 
 AUTOGRADE_TAR, MAKEFILE = "autograde.tar", "autograde-Makefile"
 GRADING_TIMEOUT_S = rubric.worst_case_seconds() + 120.0  # the judge always finishes first
-STATUSES = ("ok", "invalid", "timeout", "crashed")  # the judge's own report["status"] values
 
 
 @dataclass
 class GradingRun:
     scores: dict[str, float]  # every category, clamped to its points (zeros when unreadable)
-    details: dict  # the judge's --results-json: status, tests, lm, sandbox, handin_notes
+    report: GradingReport | None  # the judge's --results-json; None when it wrote none
     output: str  # make's stdout: the full report, for the staff
     seconds: float
     timed_out: bool  # make itself outlived GRADING_TIMEOUT_S (the judge's limits failed)
     error: str = ""  # why this grading could not be run or read (then the status is crashed)
 
     @property
-    def status(self) -> str:
-        """ok | invalid | timeout | crashed (the judge's own, or crashed without one)."""
+    def status(self) -> Status:
+        """The judge's own status, or crashed without a report."""
         if self.error:
-            return "crashed"
+            return Status.CRASHED
         if self.timed_out:
-            return "timeout"
-        status = self.details.get("status")
-        return status if status in STATUSES else "crashed"
+            return Status.TIMEOUT
+        return self.report.status if self.report is not None else Status.CRASHED
 
 
 def prepare(source: Path, handin: Path | None, parent: Path | None = None) -> Path:
@@ -90,16 +89,19 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
         timed_out = True
+    details = grading / "details.json"
     try:
-        details = read_details(grading / "details.json")
+        report, error = (load(details), "") if details.exists() else (None, "")
+    except ReportError as refused:
+        report, error = None, f"the judge's report was refused: {refused}"
     finally:
         try:
             file_trees.remove_tree(grading)
         except OSError:  # a folder make could not hand back: the next grading uses a fresh one
             pass
     lines = output.splitlines()
-    return GradingRun(parse_scores(lines[-1] if lines and not timed_out else ""), details, output,
-                      time.monotonic() - start, timed_out)
+    return GradingRun(parse_scores(lines[-1] if lines and not timed_out else ""), report, output,
+                      time.monotonic() - start, timed_out, error)
 
 
 def stop(process: subprocess.Popen, grace: float = 10.0) -> None:
@@ -115,11 +117,6 @@ def stop(process: subprocess.Popen, grace: float = 10.0) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
-
-
-def read_details(path: Path) -> dict:
-    details = read_untrusted_json(path)
-    return details if isinstance(details, dict) else {}
 
 
 def parse_scores(line: str) -> dict[str, float]:

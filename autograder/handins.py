@@ -2,7 +2,6 @@
 (``autograder/regrade.py``'s docstring describes both layouts and the choice of versions)."""
 from __future__ import annotations
 
-import hashlib
 import re
 import sys
 from collections import Counter
@@ -12,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from autograder.gradescope import find_handin
+from hw4lib.file_io import file_sha256
 from hw4lib.handin_format import HANDIN_ARCHIVE_SUFFIXES
 
 GRADESCOPE_METADATA = "submission_metadata.yml"
@@ -166,7 +166,7 @@ def one_copy(copies: list[Handin]) -> Handin:
     note."""
     if len(copies) == 1:
         return copies[0]
-    digests = {sha256(copy.path) for copy in copies}
+    digests = {file_sha256(copy.path) for copy in copies}
     times = [submitted_time(copy.submitted_at) for copy in copies]
     by_time = None not in times
     newest = max(zip(copies, times), key=lambda pair: (pair[1] if by_time else 0.0,
@@ -188,12 +188,3 @@ def submitted_time(text: str) -> float | None:
     except ValueError:
         return None
     return moment.timestamp() if moment.tzinfo is not None else None
-
-
-def sha256(*paths: Path) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as file:
-            for block in iter(lambda: file.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()

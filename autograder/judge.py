@@ -29,6 +29,7 @@ from autograder.hidden_tests import diagnosis
 from autograder.hidden_tests.diagnosis import Failure
 from autograder.hidden_tests.checks import CheckFailed, HiddenTest
 from autograder.hidden_tests.mytorch_hidden import tests_of
+from autograder.report import TestResult
 from autograder.worker import FORBIDDEN_LIBRARIES, MADE_AT_RUN_TIME, NUMPY_ONLY
 
 MAX_MESSAGE_CHARS = 600
@@ -42,25 +43,6 @@ MAX_LINE = 10**6
 MAX_SOURCE_BYTES = 1 << 20  # read of a handin's file for the line that raised
 MAX_CODE_CHARS = 200  # of that line, for the hints
 MAX_FUNCTION_CHARS = 60
-
-
-@dataclass
-class TestResult:
-    """The outcome of one hidden test, as both platforms report it."""
-
-    name: str
-    category: str
-    max_points: float
-    points: float
-    summary: str  # what the test checks
-    message: str  # empty when it passed; what differed otherwise (no hidden inputs)
-    hint: str = ""  # the likely bug, when the category's failures point to one (diagnosis.py)
-    family: str = ""  # that bug's family, for the staff (the regrade's counts, the hint report)
-    seconds: float | None = None  # from its request to its answer (Lockstep); None: never asked
-
-    @property
-    def passed(self) -> bool:
-        return self.points == self.max_points
 
 
 @dataclass

@@ -72,7 +72,9 @@ from pathlib import Path
 
 from autograder import (file_trees, grading_run, rescore, rubric, similarity, spreadsheet,
                         weights_fingerprint)
-from autograder.handins import VERSION_CHOICES, Handin, find_handins, sha256
+from autograder.handins import VERSION_CHOICES, Handin, find_handins
+from autograder.report import GradingReport, LanguageModelResult, Status
+from hw4lib.file_io import file_sha256
 from hw4lib.handin_format import STATE_DICT_FILE
 
 COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "versions_graded",
@@ -83,13 +85,12 @@ COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "vers
 RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
 
 
-def inspect_handin(archive: Path) -> tuple[str, list[str], list[str]]:
-    """(sha256 of the handin's state dict or '', the ways its mytorch builds code at run time, its
-    findings for the staff's flags), read by the grader's own extractor (``safe_tar``), never run.
-    The state dict is hashed first, from its bytes alone; the mytorch is inspected under one guard
-    (``autograder/handin_guard.py``), so whatever a file does (a codec that raises, nesting that
-    ends ``ast.parse``) is a finding: "... could not be inspected (...)", or a graded file that
-    defines no graded class of its own. An archive the grader refuses has neither."""
+def inspect_handin(archive: Path) -> tuple[list[str], list[str]]:
+    """(the ways the handin's mytorch builds code at run time, its findings for the staff's
+    flags), read by the grader's own extractor (``safe_tar``), never run. The mytorch is inspected
+    under one guard (``autograder/handin_guard.py``), so whatever a file does (a codec that raises,
+    nesting that ends ``ast.parse``) is a finding: "... could not be inspected (...)", or a graded
+    file that defines no graded class of its own. An archive the grader refuses has neither."""
     from autograder.handin_guard import guarded
     from autograder.safe_tar import HandinError, extract_handin
 
@@ -98,58 +99,52 @@ def inspect_handin(archive: Path) -> tuple[str, list[str], list[str]]:
         try:
             extraction = extract_handin(archive.resolve(), work / "handin")
         except HandinError:
-            return "", [], []
-        weights = extraction.files.get(STATE_DICT_FILE)
-        digest = sha256(weights) if weights is not None else ""
+            return [], []
         inspection, finding = guarded("its mytorch", similarity.inspect_mytorch, extraction.files)
         if finding:
-            return digest, [], [finding]
-        return digest, inspection.runtime, inspection.findings
+            return [], [finding]
+        return inspection.runtime, inspection.findings
     finally:
         file_trees.remove_tree(work)
 
 
 def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grader_sha: str,
            versions: str) -> dict:
-    lm = graded.details.get("lm") if isinstance(graded.details.get("lm"), dict) else {}
-    tests = [test for test in graded.details.get("tests") or [] if isinstance(test, dict)
-             and isinstance(test.get("name"), str) and isinstance(test.get("points"), (int, float))]
-    seconds = graded.details.get("seconds") if isinstance(graded.details.get("seconds"), dict) else {}
-    integrity = [flag.replace("; ", ", ")  # "; " separates the flags in the CSV
-                 for flag in graded.details.get("flags") or [] if isinstance(flag, str)]
+    report = graded.report or GradingReport(status=Status.CRASHED)
+    lm = report.lm or LanguageModelResult(message="")
+    integrity = [flag.replace("; ", ", ") for flag in report.flags]  # "; " separates CSV flags
     notes = [note for note in (handin.note, graded.error) if note]
     return {"student": handin.student, "name": handin.name, "email": handin.email,
             "sid": handin.sid, "version": handin.version, "versions_found": handin.versions_found,
             "versions_graded": versions, "submitted_at": handin.submitted_at,
             "status": graded.status, **graded.scores,
             "total": round(sum(graded.scores.values()), 2),
-            "perplexity_recomputed": lm.get("perplexity_char", ""),
-            "perplexity_reported": lm.get("reported_perplexity_char") or "",
-            "parameters": lm.get("num_parameters") or "", "tokenizer": lm.get("token_type") or "",
+            "perplexity_recomputed": "" if lm.perplexity_char is None else lm.perplexity_char,
+            "perplexity_reported": lm.reported_perplexity_char or "",
+            "parameters": lm.num_parameters or "", "tokenizer": lm.token_type or "",
             "seconds": round(graded.seconds, 1),
-            "likely_causes": " ".join(likely_causes(graded.details)),
+            "likely_causes": " ".join(likely_causes(report)),
             "notes": "; ".join(notes), "integrity_flags": "; ".join(integrity),
-            **{f"test:{test['name']}": test["points"] for test in tests},
-            **{f"test_seconds:{test['name']}": test["seconds"] for test in tests
-               if isinstance(test.get("seconds"), (int, float))},
-            **{f"seconds:{category}": value for category, value in seconds.items()
-               if category in rubric.RUBRIC and isinstance(value, (int, float))},
+            **{f"test:{test.name}": test.points for test in report.tests},
+            **{f"test_seconds:{test.name}": test.seconds for test in report.tests
+               if test.seconds is not None},
+            **{f"seconds:{category}": value for category, value in report.seconds.items()
+               if category in rubric.RUBRIC},
+            "weights_sha256": report.weights_sha256,
             "handin_sha256": handin_sha, "grader_sha256": grader_sha,
             "weights_fingerprint": fingerprint_of(lm)}
 
 
-def fingerprint_of(lm: dict) -> str:
+def fingerprint_of(lm: LanguageModelResult) -> str:
     """The judge's ``weights_fingerprint`` of the handin's model when it is one, else ''."""
-    text = lm.get("weights_fingerprint")
-    return text if isinstance(text, str) and weights_fingerprint.decode(text) else ""
+    text = lm.weights_fingerprint
+    return text if text and weights_fingerprint.decode(text) else ""
 
 
-def likely_causes(details: dict) -> list[str]:
+def likely_causes(report: GradingReport) -> list[str]:
     """The bug families the hints named for a handin's failed hidden tests (sorted, once each)."""
-    tests = details.get("tests") if isinstance(details.get("tests"), list) else []
-    return sorted({test["family"] for test in tests
-                   if isinstance(test, dict) and isinstance(test.get("family"), str)
-                   and re.fullmatch(r"[a-z0-9-]+", test["family"])})
+    return sorted({test.family for test in report.tests
+                   if re.fullmatch(r"[a-z0-9-]+", test.family)})
 
 
 def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
@@ -219,7 +214,7 @@ def write_rows(path: Path, rows: dict[str, dict]) -> None:
 def summarize(rows: dict[str, dict], out: Path) -> str:
     """summary.txt and summary.png; returns the text."""
     counts = {status: sum(row["status"] == status for row in rows.values())
-              for status in grading_run.STATUSES}
+              for status in Status}
     totals = [float(row["total"]) for row in rows.values()]
     maximum = sum(rubric.RUBRIC.values())
     causes = Counter(cause for row in rows.values()
@@ -231,7 +226,7 @@ def summarize(rows: dict[str, dict], out: Path) -> str:
     if causes:
         lines.append("likely causes of failed hidden tests (students): "
                      + ", ".join(f"{cause} {n}" for cause, n in causes.most_common()))
-    for status in grading_run.STATUSES[1:]:
+    for status in (status for status in Status if status is not Status.OK):
         named = sorted(key for key, row in rows.items() if row["status"] == status)
         if named:
             lines.append(f"{status}: {', '.join(named)}")
@@ -262,22 +257,22 @@ def summarize(rows: dict[str, dict], out: Path) -> str:
 def next_steps(rows: dict[str, dict], out: Path) -> list[str]:
     """The summary's last lines: what to do about each kind of problem present, then the
     gradebook."""
-    def named(status: str) -> list[str]:
+    def named(status: Status) -> list[str]:
         return sorted(key for key, row in rows.items() if row["status"] == status)
 
     feedback = f"{out / 'feedback'}/<student>.txt"
     steps = []
-    if named("invalid"):
-        steps.append(f"invalid ({len(named('invalid'))}): not a handin the grader can read; its "
+    if named(Status.INVALID):
+        steps.append(f"invalid ({len(named(Status.INVALID))}): not a handin the grader can read; its "
                      f"{feedback} says what the archive held. Ask each student to run `make "
                      f"handin` after training and hand in the handin.tar it writes, unchanged; "
                      f"`make regrade` on a new download then grades the new handins alone")
-    if named("crashed"):
-        steps.append(f"crashed ({len(named('crashed'))}): the grader failed, not the student: "
+    if named(Status.CRASHED):
+        steps.append(f"crashed ({len(named(Status.CRASHED))}): the grader failed, not the student: "
                      f"the error is in the notes column of {out / 'grades.csv'}, the whole output "
                      f"in {feedback}. Fix the cause, then `make regrade ... ARGS='--only "
                      f"<student>'`; `make gradebook` leaves their cell blank until then")
-    timeouts = named("timeout")
+    timeouts = named(Status.TIMEOUT)
     if timeouts:
         again = [key for key in timeouts if RETRIED_NOTE not in rows[key].get("notes", "")]
         steps.append(f"timeout ({len(timeouts)}): " + (
@@ -312,10 +307,10 @@ def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader: rescore.
         if only and key not in only and handin.student not in only:
             reasons[key] = "not named by --only: kept"
             continue
-        digest = sha256(handin.path)
+        digest = file_sha256(handin.path)
         row = rows.get(key, {})
         action, reasons[key] = rescore.decide(row, digest, grader, force)
-        if (action != rescore.GRADE and row.get("status") == "timeout"
+        if (action != rescore.GRADE and row.get("status") == Status.TIMEOUT
                 and RETRIED_NOTE not in row.get("notes", "")):
             action, reasons[key] = rescore.GRADE, RETRIED_NOTE
         if action == rescore.GRADE:
@@ -411,14 +406,14 @@ def grader_in(source: Path) -> rescore.Grader:
 
 def grade_one(handin: Handin, source: Path, grader_flags: str, threads: int,
               processes: dict[int, object], stopping: threading.Event
-              ) -> tuple[grading_run.GradingRun, str, list[str], list[str]]:
-    """One grading, whatever happens: its GradingRun (``error`` says what failed), the state
-    dict's sha256, run-time code and findings of the handin (``inspect_handin``)."""
+              ) -> tuple[grading_run.GradingRun, list[str], list[str]]:
+    """One grading, whatever happens: its GradingRun (``error`` says what failed), the run-time
+    code and findings of the handin (``inspect_handin``)."""
     start = time.monotonic()
     try:
-        weights, runtime, findings = inspect_handin(handin.path)
+        runtime, findings = inspect_handin(handin.path)
     except Exception as error:  # noqa: BLE001 - an unreadable handin is graded all the same
-        weights, runtime = "", []
+        runtime = []
         findings = [f"its handin could not be inspected for flags ({type(error).__name__})"]
     if stopping.is_set():
         raise InterruptedError
@@ -435,14 +430,14 @@ def grade_one(handin: Handin, source: Path, grader_flags: str, threads: int,
     except Exception as error:  # noqa: BLE001 - one handin never ends a class run
         last = traceback.extract_tb(error.__traceback__)[-1]
         graded = grading_run.GradingRun(
-            rubric.zero_scores(), {}, traceback.format_exc(), time.monotonic() - start, False,
+            rubric.zero_scores(), None, traceback.format_exc(), time.monotonic() - start, False,
             error=f"the grading failed: {type(error).__name__}: {str(error)[:200]} "
                   f"({Path(last.filename).name}:{last.lineno})")
     finally:
         processes.pop(ident, None)
-    if graded.status == "crashed" and not graded.error:
+    if graded.status is Status.CRASHED and not graded.error:
         graded.error = f"the judge failed: {last_exception(graded.output)} (see its feedback)"
-    return graded, weights, runtime, findings
+    return graded, runtime, findings
 
 
 def last_exception(output: str) -> str:
@@ -481,7 +476,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
 
     def record(future, key: str, handin: Handin, digest: str, note: str) -> None:
         try:
-            graded, weights, runtime, findings = future.result()
+            graded, runtime, findings = future.result()
         except InterruptedError:
             return
         try:
@@ -489,11 +484,11 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
             row = row_of(handin, graded, digest, grader.identity, versions)
         except Exception as error:  # noqa: BLE001 - an unreadable result is a crashed row
             graded = grading_run.GradingRun(
-                rubric.zero_scores(), {}, "", graded.seconds, False,
+                rubric.zero_scores(), None, "", graded.seconds, False,
                 error=f"its result could not be read: {type(error).__name__}: {str(error)[:200]}")
             row = row_of(handin, graded, digest, grader.identity, versions)
         row["scoring"] = grader.scoring_text
-        row["weights_sha256"], row["runtime_code"] = weights, ", ".join(runtime)
+        row["runtime_code"] = ", ".join(runtime)
         row["notes"] = "; ".join(filter(None, [note, row["notes"]]))
         row["integrity_flags"] = "; ".join(filter(None, [row["integrity_flags"], *findings]))
         rows[key] = row

@@ -37,8 +37,8 @@ from pathlib import Path
 
 from autograder import rubric
 from autograder.hidden_tests.mytorch_hidden import tests_of
-from autograder.handins import sha256
 from hw4lib import grading_numbers
+from hw4lib.file_io import file_sha256
 
 BUILD_INFO_NAME = "build_info.json"
 # What holds only the scoring line's numbers, left out of the grader's identity: the archive's
@@ -125,7 +125,7 @@ def grader_of(tar: Path, makefile: Path) -> Grader:
     if info and isinstance(info.get("grader_sha256"), str) and all(key in info
                                                                     for key in SCORING_KEYS):
         return Grader(info["grader_sha256"], {key: info[key] for key in SCORING_KEYS})
-    return Grader(sha256(tar, makefile), None)
+    return Grader(file_sha256(tar, makefile), None)
 
 
 def outcomes(row: dict, scoring: dict) -> tuple[dict[str, bool], float | None]:

@@ -55,21 +55,12 @@ def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,
     return round(points * fraction, 2)
 
 
-# The leaderboard: only what the judge measured itself (never the handin's own numbers). Autolab's
-# assessment takes SCOREBOARD_COLUMNS as its scoreboard spec; Gradescope's results.json gets the
-# same values as its "leaderboard".
+# The leaderboard: only what the judge measured itself (never the handin's own numbers), the row
+# autograder/report.py's GradingReport.scoreboard gives. Autolab's assessment takes
+# SCOREBOARD_COLUMNS as its scoreboard spec; Gradescope's results.json gets the same values as its
+# "leaderboard".
 SCOREBOARD_COLUMNS = [{"hdr": "Perplexity (hidden set)", "asc": 1}, {"hdr": "Parameters", "asc": 1},
                       {"hdr": "Tokenizer"}]
-
-
-def scoreboard(lm: dict | None) -> list | None:
-    """[perplexity, parameters, tokenizer] as the judge measured them, or None when the language
-    model was not measured."""
-    if not isinstance(lm, dict) or not isinstance(lm.get("perplexity_char"), float):
-        return None
-    # 2 decimals, as in the feedback: the board is public, and it must not sharpen an oracle of
-    # the hidden set
-    return [round(lm["perplexity_char"], 2), lm.get("num_parameters"), lm.get("token_type")]
 
 
 def added(points) -> float:

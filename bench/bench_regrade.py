@@ -85,14 +85,17 @@ def phases(source: Path, handin: Path) -> tuple[float, dict[str, float]]:
     start = time.perf_counter()
     graded = grading_run.run(grading_run.prepare(source, handin), threads=os.cpu_count())
     wall = time.perf_counter() - start
-    lm = graded.details.get("lm") or {}
-    child = lm.get("phase_seconds") or {}
-    found = {"model child: interpreter, imports, exit": lm.get("seconds", 0) - sum(child.values()),
+    if graded.report is None or graded.report.lm is None:
+        raise SystemExit(f"the grading wrote no report to time ({graded.error or 'see its output'})"
+                         f":\n{graded.output[-2000:]}")
+    lm = graded.report.lm
+    child = lm.phase_seconds or {}
+    found = {"model child: interpreter, imports, exit": (lm.seconds or 0) - sum(child.values()),
              "model child: load config and weights": child.get("load", 0),
              "model child: evaluate the hidden set": child.get("hidden", 0),
              "model child: evaluate the run card's test set": child.get("compare", 0)}
     for category in rubric.MYTORCH_RUBRIC:
-        found[f"mytorch {category} (worker start + tests)"] = graded.details["seconds"][category]
+        found[f"mytorch {category} (worker start + tests)"] = graded.report.seconds[category]
     found["make, judge start, extraction, sandbox choice, clean-up"] = wall - sum(found.values())
     return wall, found
 

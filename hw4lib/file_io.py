@@ -2,6 +2,7 @@
 judge and the Gradescope adapter import it)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -17,6 +18,16 @@ def atomic_write_bytes(path: Path, write: Callable[[Path], Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
     os.replace(tmp, path)
+
+
+def file_sha256(*paths: Path) -> str:
+    """sha256 (hex) of the files ``paths``' bytes, one after the other, read in blocks."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def json_text(payload: Any) -> str:

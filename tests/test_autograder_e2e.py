@@ -8,6 +8,7 @@ modes, broken handins, the Makefile's fallback and the autograde.tar build.
 
     python -m tests.test_autograder_e2e    (or: python -m pytest -q tests/test_autograder_e2e.py)
 """
+import hashlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ import yaml
 
 import numpy as np
 
-from autograder import landlock, rubric, sandbox, sandbox_modes, wire
+from autograder import landlock, report, rubric, sandbox, sandbox_modes, wire
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.lm_dataset import load_transcript
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
@@ -104,14 +105,14 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     details_path = tmp_path / "grading/details.json"  # what the staff see (the regrade's CSV)
     lines, scores = run_grader(tmp_path, student / "handin.tar",
                                f"--results-json {details_path}")
-    details = json.loads(details_path.read_text())
+    details = report.load(details_path)  # as every class tool reads it
     text = "\n".join(lines)
     for category, points in rubric.MYTORCH_RUBRIC.items():
         assert scores[category] == points, (category, text[-4000:])
     # The language model is scored on the perplexity its weights give on the hidden set, measured
     # here independently; the 1.0 the student reported changes nothing. The feedback shows it to
     # two decimals, details.json in full.
-    measured = details["lm"]["perplexity_char"]
+    measured = details.lm.perplexity_char
     hidden = read_hidden_lines(built_autograder() / "autograde.tar")
     direct = direct_perplexity_char(model, tokenizer, hidden)
     assert measured == pytest.approx(direct, rel=1e-5)
@@ -128,13 +129,17 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     # card says) and on the card's very transcripts, both measured here too. The student's
     # feedback only says that remarks were recorded.
     compared = direct_perplexity_char(model, tokenizer, measured_set)
-    assert details["flags"] == [
+    assert details.status is report.Status.OK
+    with tarfile.open(student / "handin.tar") as tar:  # the judge hashed the weights it graded
+        weights = tar.extractfile("handin/model_state_dict.pt").read()
+    assert details.weights_sha256 == hashlib.sha256(weights).hexdigest()
+    assert details.flags == [
         f"test_metrics.json reports a test perplexity of 1.0000; these weights give "
         f"{measured:.2f} on the hidden test set, {measured - 1:.0%} above it (honest runs: at "
         f"most 25% above their report)",
         f"test_metrics.json reports a test perplexity of 1.0000; these weights give "
         f"{compared:.4f} on the same 40 transcripts (split 'test', subset 1.0): "
-        f"{abs(1 - compared) / compared:.1%} apart, more than 2%"], details["flags"]
+        f"{abs(1 - compared) / compared:.1%} apart, more than 2%"], details.flags
     assert "2 remark(s)" in text and "a test perplexity of" not in text
 
     # The same handin with other weights, a config of another dropout and edited metrics: each

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from autograder import gradebook, regrade, rubric, spreadsheet
+from autograder.report import GradingReport
 from tests.test_regrade import fake_grader
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -118,7 +119,7 @@ def graded_class(tmp_path: Path, monkeypatch) -> Path:
     def fake_run(grading, grader_flags="", threads=None, started=None):
         total = float(Path(grading).read_text())
         return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": total},
-                                              {"status": "ok"}, "report\n", 1.0, False)
+                                              GradingReport(), "report\n", 1.0, False)
 
     monkeypatch.setattr(regrade.grading_run, "prepare", fake_prepare)
     monkeypatch.setattr(regrade.grading_run, "run", fake_run)

@@ -57,12 +57,12 @@ def handin(folder: Path, members: dict[str, bytes]) -> None:
 
 @pytest.mark.slow
 @rubric_category("Handin guard")
-def test_a_poisoned_handin_is_a_flag_and_its_weights_are_still_hashed(tmp_path, monkeypatch):
+def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, monkeypatch):
     """Three handins graded by the regrade's own loop (the judge replaced): one whose never-imported
     files end the decoding and the parsing, one that moved its graded classes into another module,
-    one honest, the first two sharing their weights. The poisoned and moved ones are flagged with
-    their findings (never a note alone); both shared weights are hashed and flagged; the honest row
-    has no flag."""
+    one honest, the first two sharing their weights (the digest the judge's report gives). The
+    poisoned and moved ones are flagged with their findings (never a note alone); both shared
+    weights are flagged; the honest row has no flag."""
     reference = {path.relative_to(REPO).as_posix(): path.read_bytes()
                  for path in sorted((REPO / "mytorch").rglob("*.py"))
                  if "__pycache__" not in path.parts}
@@ -75,16 +75,20 @@ def test_a_poisoned_handin_is_a_flag_and_its_weights_are_still_hashed(tmp_path, 
                                "model_state_dict.pt": weights})
     handin(handins / "honest", {**reference, "model_state_dict.pt": b"PK weights of another"})
 
+    digest = hashlib.sha256(weights).hexdigest()
+
     def fake_run(grading, grader_flags="", threads=None, started=None):
+        # the judge's report carries the digest of the weights it extracted
+        shared = Path(grading).parent.name in ("poisoned", "moved")
         return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": 2.0},
-                                              judge_details(2.0), "report\n", 1.0, False)
+                                              judge_details(2.0, weights=digest if shared else ""),
+                                              "report\n", 1.0, False)
 
     monkeypatch.setattr(regrade.grading_run, "run", fake_run)
     monkeypatch.setattr(regrade.grading_run, "prepare", lambda source, handin, parent=None: handin)
     regrade.regrade(handins, tmp_path / "out", fake_grader(tmp_path), progress=False)
     with open(tmp_path / "out/grades.csv", newline="") as file:
         rows = {row["student"]: row for row in csv.DictReader(file)}
-    digest = hashlib.sha256(weights).hexdigest()
     assert rows["poisoned"]["weights_sha256"] == rows["moved"]["weights_sha256"] == digest
     flags = {student: row["flags"].split("; ") for student, row in rows.items()}
     for path, error in (("notes.py", "UnicodeError"), ("deep.py", "RecursionError"),

@@ -17,6 +17,7 @@ import io
 import json
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ import torch
 
 from autograder import grade, grade_model, gradescope, rubric
 from autograder.lm_diagnosis import lm_hint
+from autograder.report import GradingReport, LanguageModelResult
 from autograder.safe_tar import Extraction
 from datagen.build_data import Utterance, write_split
 from hw4lib.data import H4Tokenizer
@@ -211,8 +213,9 @@ def test_a_likely_cause_is_given_only_where_it_can_be_true():
 @rubric_category("Integrity flags")
 def test_gradescope_shows_the_flags_to_the_staff_only():
     flags = ["test_metrics.json reports a test perplexity of 5.0000; these weights give 7.5150"]
-    details = {"lm": {"message": "per-character perplexity on the hidden test set: 4.57",
-                      "perplexity_char": 4.5678}, "flags": flags, "tests": []}
+    details = GradingReport(lm=LanguageModelResult(
+        message="per-character perplexity on the hidden test set: 4.57", perplexity_char=4.5678),
+        flags=flags)
     scores = rubric.zero_scores()
     payload = gradescope.results_payload(scores, details, "summary", "after_due_date")
     staff = [test for test in payload["tests"] if flags[0] in test["output"]]
@@ -221,7 +224,7 @@ def test_gradescope_shows_the_flags_to_the_staff_only():
     assert not any("5.0000" in test["output"] for test in visible)
     assert "5.0000" not in payload["output"]
     assert payload["leaderboard"][0]["value"] == 4.57  # public: two decimals, like the feedback
-    no_flags = gradescope.results_payload(scores, {**details, "flags": []}, "s", "visible")
+    no_flags = gradescope.results_payload(scores, replace(details, flags=[]), "s", "visible")
     assert all(test["visibility"] != "hidden" for test in no_flags["tests"])
 
 
@@ -256,7 +259,7 @@ def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, 
     assert details["perplexity_char"] == pytest.approx(
         direct_perplexity_char(model, H4Tokenizer(DEFAULT_TOKEN_MAP, "char"), HIDDEN_LINES),
         rel=1e-5)
-    assert rubric.scoreboard(details)[0] == round(details["perplexity_char"], 2)
+    assert LanguageModelResult(**details).scoreboard()[0] == round(details["perplexity_char"], 2)
     # A too small max_len: what to fix, not how long the hidden transcripts are
     make_model_handin(tmp_path / "short", model_config={**TINY_MODEL, "max_len": 8})
     with pytest.raises(grade_model.GradingError) as error:

@@ -27,7 +27,8 @@ import pytest
 import torch
 import yaml
 
-from autograder import grade_model, gradescope, landlock, rubric, weights_fingerprint
+from autograder import grade_model, gradescope, landlock, report as grading_report, rubric, \
+    weights_fingerprint
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE
@@ -547,7 +548,8 @@ def report_sizes(text: str, details_path: Path, scores: dict) -> dict[str, int]:
     """Bytes of each channel of a grading's report: Autolab's feedback (also the regrade's
     feedback file), --results-json, and the results.json Gradescope's adapter makes of them."""
     details_text = details_path.read_text(encoding="utf-8") if details_path.exists() else "{}"
-    details = json.loads(details_text)
+    details = (grading_report.load(details_path) if details_path.exists()
+               else grading_report.GradingReport(status=grading_report.Status.CRASHED))
     payload = gradescope.results_payload(
         scores, details, gradescope.visible_summary(scores, details, True, "visible"), "visible")
     return {"feedback": len(text.encode()), "details.json": len(details_text.encode()),

@@ -18,6 +18,7 @@ import pytest
 
 from autograder import regrade, rubric
 from autograder.hidden_tests import mytorch_hidden
+from autograder.report import GradingReport, LanguageModelResult, Status, TestResult
 from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
                                       built_autograder, honest_scores, session_folder)
 from tests.test_autograder_e2e import MYTORCH_ZERO
@@ -128,13 +129,14 @@ def fake_grader(tmp_path: Path) -> Path:
     return source
 
 
-def judge_details(total_linear: float, status: str = "ok", weights: str = "") -> dict:
-    return {"status": status, "flags": [],
-            "tests": [{"name": "linear_forward", "category": "Linear", "points": total_linear,
-                       "max_points": 2, "family": "" if total_linear == 2 else "linear-bias",
-                       "seconds": 0.25}],
-            "seconds": {"Linear": 1.5, "LanguageModel": 9.25},
-            "lm": {"perplexity_char": 3.5, "state_dict_sha256": weights}}
+def judge_details(total_linear: float, status: str = "ok", weights: str = "") -> GradingReport:
+    """The judge's report of a handin earning ``total_linear`` of Linear's 2 points."""
+    return GradingReport(
+        status=Status(status), weights_sha256=weights,
+        tests=[TestResult("linear_forward", "Linear", 2, total_linear, "", "",
+                          family="" if total_linear == 2 else "linear-bias", seconds=0.25)],
+        seconds={"Linear": 1.5, "LanguageModel": 9.25},
+        lm=LanguageModelResult(message="", perplexity_char=3.5, state_dict_sha256=weights or None))
 
 
 @rubric_category("Regrade")
@@ -154,23 +156,25 @@ def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monk
         if student == "bo":
             raise RecursionError("maximum recursion depth exceeded")
         scores = {**rubric.zero_scores(), "Linear": 2.0}
-        details = judge_details(2.0)
-        if student == "di":
-            details["tests"][0]["points"] = float("nan")  # unreadable: left out, not fatal
-            details["seconds"] = "garbage"
-        return regrade.grading_run.GradingRun(scores, details, "report\n", 1.0,
+        if student == "di":  # what grading_run makes of a details.json report.load refuses
+            return regrade.grading_run.GradingRun(
+                scores, None, "report\n", 1.0, False,
+                error="the judge's report was refused: details.json: a grading report without "
+                      "a version")
+        return regrade.grading_run.GradingRun(scores, judge_details(2.0), "report\n", 1.0,
                                               timed_out=student == "cy")
 
     grade_with(fake_run, monkeypatch, tmp_path)
     out = tmp_path / "out"
     rows = regrade.regrade(handins, out, fake_grader(tmp_path), jobs=2, progress=False)
     assert {key: row["status"] for key, row in rows.items()} == {
-        "ann": "ok", "bo": "crashed", "cy": "timeout", "di": "ok"}
+        "ann": "ok", "bo": "crashed", "cy": "timeout", "di": "crashed"}
     assert "RecursionError: maximum recursion depth exceeded" in rows["bo"]["notes"]
+    assert "report was refused: details.json: a grading report without" in rows["di"]["notes"]
     assert rows["bo"]["total"] == 0 and rows["ann"]["total"] == 2.0
     assert rows["ann"]["test:linear_forward"] == 2.0 and rows["ann"]["seconds:Linear"] == 1.5
     summary = (out / "summary.txt").read_text()
-    assert "crashed: bo" in summary and "timeout: cy" in summary
+    assert "crashed: bo, di" in summary and "timeout: cy" in summary
     header = (out / "grades.csv").read_text().splitlines()[0].split(",")
     assert {"test:linear_forward", "seconds:Linear", "seconds:LanguageModel", "name", "email",
             "sid", "submitted_at", "version", "versions_graded"} <= set(header), header
@@ -307,11 +311,11 @@ def test_hostile_handins_change_no_other_row_and_a_rerun_resumes(tmp_path, capsy
 
 @rubric_category("Regrade")
 def test_the_likely_causes_are_listed_per_student_and_counted_for_the_class(tmp_path):
-    tests = [{"name": "a", "family": "sdpa-scale"}, {"name": "b", "family": "sdpa-scale"},
-             {"name": "c", "family": ""}, {"name": "d", "family": "linear-bias"},
-             {"name": "e", "family": "not a family; =cmd"}, "not a test"]
-    assert regrade.likely_causes({"tests": tests}) == ["linear-bias", "sdpa-scale"]
-    assert regrade.likely_causes({"tests": None}) == []
+    tests = [TestResult(name, "SDPA", 1, 0, "", "", family=family)
+             for name, family in (("a", "sdpa-scale"), ("b", "sdpa-scale"), ("c", ""),
+                                  ("d", "linear-bias"), ("e", "not a family; =cmd"))]
+    assert regrade.likely_causes(GradingReport(tests=tests)) == ["linear-bias", "sdpa-scale"]
+    assert regrade.likely_causes(GradingReport()) == []
     rows = {student: {"student": student, "status": "ok", "total": "50", "likely_causes": causes}
             for student, causes in (("ann", "linear-bias sdpa-scale"), ("bob", "sdpa-scale"),
                                     ("cy", ""))}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from autograder import regrade, rescore, rubric
+from autograder.report import GradingReport, LanguageModelResult, TestResult
 from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS, TEST_ZERO_MARKS_PPL,
                                       attack_handin, built_autograder, session_folder)
 from tests.test_regrade import grade_with
@@ -165,9 +166,10 @@ def test_a_rerun_rescores_a_new_line_and_says_why_for_each_handin(tmp_path, monk
         lm = rubric.lm_score(3.75, 3.5, 4.5)
         scores = {**rubric.zero_scores(), "Linear": 2.0 if passed else 0.0,
                   rubric.LM_CATEGORY: lm}
-        details = {"status": "ok", "flags": [], "lm": {"perplexity_char": 3.75},
-                   "tests": [{"name": "t0_0", "category": "Linear", "points": 2.0 if passed
-                              else 0.0}, {"name": "t0_1", "category": "Linear", "points": 0.0}]}
+        details = GradingReport(lm=LanguageModelResult(message="", perplexity_char=3.75),
+                                tests=[TestResult("t0_0", "Linear", 2, 2.0 if passed else 0.0,
+                                                  "", ""),
+                                       TestResult("t0_1", "Linear", 2, 0.0, "", "")])
         return regrade.grading_run.GradingRun(scores, details, f"report of {student}\n", 1.0,
                                               False)
 

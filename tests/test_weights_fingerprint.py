@@ -18,10 +18,12 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 import yaml
 
 from autograder import grade_model, regrade, weights_fingerprint as wf
+from autograder.report import LanguageModelResult, ReportError
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import STATE_DICT_FILE
@@ -166,13 +168,16 @@ def test_the_regrade_row_keeps_only_a_fingerprint_the_judge_wrote():
     """details.json's lm.weights_fingerprint reaches grades.csv when it decodes, else ''."""
     state, initial = trained(1, 1)
     fingerprint = wf.fingerprint(state, initial)
-    assert regrade.fingerprint_of({"weights_fingerprint": fingerprint}) == fingerprint
+    assert regrade.fingerprint_of(LanguageModelResult("", weights_fingerprint=fingerprint)) == \
+        fingerprint
     _, arch, data = fingerprint.split(":")
     compressed = base64.b64decode(data)
     cut = f"wf1:{arch}:{base64.b64encode(compressed[:len(compressed) // 2]).decode()}"
-    for bad in (None, 3, "wf1:0123456789abcdef:!!", fingerprint.replace("wf1", "wf2"),
+    for bad in (None, "wf1:0123456789abcdef:!!", fingerprint.replace("wf1", "wf2"),
                 fingerprint[:40], cut):
-        assert regrade.fingerprint_of({"weights_fingerprint": bad}) == "", bad
+        assert regrade.fingerprint_of(LanguageModelResult("", weights_fingerprint=bad)) == "", bad
+    with pytest.raises(ReportError, match="weights_fingerprint is 3"):  # not a string: no report
+        LanguageModelResult("", weights_fingerprint=3)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ GRADER_REQUIREMENTS = "requirements-grader.txt"
 SHIPPED_FILES = (
     "autograder/__init__.py",
     "autograder/rubric.py",
+    "autograder/report.py",
     "autograder/safe_tar.py",
     "autograder/grade.py",
     "autograder/grade_model.py",
@@ -76,7 +77,8 @@ HIDDEN_PARTITION = f"autograder/{grade.HIDDEN_SET.name}/{grade_model.PARTITION}"
 PUBLIC_PARTITION = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.PARTITION}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/rubric.py", "autograder/gradescope.py",
-                      "autograder/grading_run.py", "autograder/file_trees.py",
+                      "autograder/grading_run.py", "autograder/report.py",
+                      "autograder/file_trees.py",
                       "hw4lib/__init__.py", "hw4lib/file_io.py", "hw4lib/grading_numbers.py",
                       "hw4lib/handin_format.py")  # standard library only
 GRADESCOPE_SETUP = """\
