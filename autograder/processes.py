@@ -41,6 +41,7 @@ PR_SET_CHILD_SUBREAPER = 36
 # glibc's mallopt options for the malloc settings a fresh process reads from its environment.
 MALLOPT_OPTIONS = {"MALLOC_TRIM_THRESHOLD_": -1, "MALLOC_MMAP_THRESHOLD_": -3}
 WAIT_POLL_S = 0.005  # how often a forked child's exit is polled
+_parked_pids: set[int] = set()  # ParkedChild processes that have not run yet
 
 
 @dataclass
@@ -82,14 +83,15 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def kill_descendants(root: int | None = None, seconds: float = 10.0) -> int:
-    """SIGKILL every descendant of ``root`` (default: this process) until none is left, reaping
-    them; return how many were killed. Processes that fork while being killed are caught by the
-    next round."""
+def kill_descendants(root: int | None = None, seconds: float = 10.0,
+                     spare: frozenset[int] = frozenset()) -> int:
+    """SIGKILL every descendant of ``root`` (default: this process) but ``spare`` until none is
+    left, reaping them; return how many were killed. Processes that fork while being killed are
+    caught by the next round."""
     root = os.getpid() if root is None else root
     killed, deadline = 0, time.monotonic() + seconds
     while time.monotonic() < deadline:
-        alive = [pid for pid in descendants(root) if not _is_zombie(pid)]
+        alive = [pid for pid in descendants(root) if pid not in spare and not _is_zombie(pid)]
         for pid in alive:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -195,7 +197,7 @@ def _supervise(process, stdout, start: float, timeout: float,
         except (ProcessLookupError, PermissionError):
             pass
         process.wait()
-        kill_descendants()
+        kill_descendants(spare=frozenset(_parked_pids))  # children still parked wait their turn
         for reader in readers:
             reader.join(timeout=5)
     return Run(returncode, seconds, output.text(), result.data() if result else b"",
@@ -261,6 +263,7 @@ class ParkedChild:
         os.close(request_read)
         os.close(output_write)
         self._process = _Forked(pid)
+        _parked_pids.add(pid)
         threads = len(os.listdir("/proc/self/task"))
         if threads > 1:
             self.close()
@@ -285,6 +288,7 @@ class ParkedChild:
         finally:
             os.close(self._request)
             self._request = -1
+            _parked_pids.discard(self._process.pid)
         return _supervise(self._process, stdout, start, timeout)
 
     def close(self) -> None:
@@ -292,6 +296,7 @@ class ParkedChild:
         if self._request >= 0:
             os.close(self._request)
             self._request = -1
+            _parked_pids.discard(self._process.pid)
             os.close(self._output)
             try:  # it started nothing yet: killing it is enough
                 os.kill(self._process.pid, signal.SIGKILL)
