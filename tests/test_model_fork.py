@@ -23,6 +23,10 @@ import pytest
 import torch
 import yaml
 
+from autograder import grade_model
+from hw4lib.data import H4Tokenizer
+from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.handin_format import transcripts_sha256
 from tests.autograder_helpers import REPO_ROOT, TINY_MODEL, make_model_handin
 from tests.test_grade_model import HIDDEN_LINES, make_hidden_set
 from tests.testing_framework import rubric as rubric_category, run_module
@@ -211,26 +215,18 @@ def judge_refusals(folder: Path) -> None:
 def judge_measurements(folder: Path) -> None:
     """Each handin of ``folder/handins`` measured by a fresh child and by a model child parked as
     the judge parks it."""
-    from autograder import grade, grade_model
-    from hw4lib.data import H4Tokenizer
-    from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-    from hw4lib.handin_format import transcripts_sha256
+    from autograder import grade
 
     work = folder / "work"
     for sub in ("home", "tmp"):
         (work / sub).mkdir(parents=True)
     found, report = {}, {}
+    compare = json.loads((folder / "compare.json").read_text())
     for handin in sorted((folder / "handins").iterdir()):
-        token_type = yaml.safe_load((handin / "config.yaml").read_text())["tokenization"][
-            "token_type"]
-        public = grade_model.read_partition(folder / "public",
-                                            H4Tokenizer(DEFAULT_TOKEN_MAP, token_type))
-        count = len(PUBLIC_LINES) - 1
+        child = grade.park_model_child(report)
         arguments = ["--handin", str(handin), "--hidden-set", str(folder / "hidden"),
                      "--out", str(folder / f"{handin.name}-{{}}.json"),
-                     "--public-set", str(folder / "public"),
-                     "--compare", str(count), transcripts_sha256(public.transcripts[:count])]
-        child = grade.park_model_child(report)
+                     "--public-set", str(folder / "public"), "--compare", *compare[handin.name]]
         fresh, forked = fresh_and_forked(child, "autograder.grade_model", "main", arguments,
                                          work)
         found[handin.name] = {
@@ -293,6 +289,15 @@ def test_the_forked_child_measures_every_digit_the_fresh_one_does(tmp_path):
     make_model_handin(folder / "handins/default-1k", "1k", DEFAULT_MODEL)
     for token_type in ("char", "5k"):
         make_model_handin(folder / f"handins/tiny-{token_type}", token_type, TINY_MODEL)
+    compare = {}  # all but the last public transcript: the set a run card names
+    for handin in (folder / "handins").iterdir():
+        token_type = yaml.safe_load((handin / "config.yaml").read_text())["tokenization"][
+            "token_type"]
+        public = grade_model.read_partition(folder / "public",
+                                            H4Tokenizer(DEFAULT_TOKEN_MAP, token_type))
+        count = len(PUBLIC_LINES) - 1
+        compare[handin.name] = [str(count), transcripts_sha256(public.transcripts[:count])]
+    (folder / "compare.json").write_text(json.dumps(compare))
     result = run_judge("judge_measurements", folder, {"OMP_NUM_THREADS": "1"})
     assert result["report"] == {"model_child": "forked from the judge"}, result["report"]
     assert sorted(result["handins"]) == ["default-1k", "tiny-5k", "tiny-char"]
