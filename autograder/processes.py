@@ -196,6 +196,7 @@ def _supervise(process, stdout, start: float, timeout: float,
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        process.kill()  # a forked child may not lead its session yet
         process.wait()
         kill_descendants(spare=frozenset(_parked_pids))  # children still parked wait their turn
         for reader in readers:
@@ -213,6 +214,10 @@ class _Forked:
 
     def __init__(self, pid: int) -> None:
         self.pid, self.returncode = pid, None
+
+    def kill(self) -> None:
+        if self.returncode is None:  # until it is reaped, its pid is its own
+            os.kill(self.pid, signal.SIGKILL)
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -298,10 +303,7 @@ class ParkedChild:
             self._request = -1
             _parked_pids.discard(self._process.pid)
             os.close(self._output)
-            try:  # it started nothing yet: killing it is enough
-                os.kill(self._process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self._process.kill()  # it started nothing yet: killing it is enough
             self._process.wait()
 
 

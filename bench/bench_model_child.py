@@ -38,16 +38,15 @@ parked = grade.park_model_child(report) if sys.argv[1] == "forked" else None
 grade.limit_address_space()
 folder, data = Path(sys.argv[2]), Path(sys.argv[3])
 grade.HIDDEN_SET = grade.PUBLIC_SET = data
-work = folder / sys.argv[1]
 for sub in ("home", "tmp"):
-    (work / sub).mkdir(parents=True)
+    (folder / sub).mkdir()
 files = {name: folder / "handin" / name for name in
          ("config.yaml", "model_state_dict.pt", "test_metrics.json", "run_card.json")}
 usage = lambda: sum(getattr(resource.getrusage(who), field) for who in
                     (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
                     for field in ("ru_utime", "ru_stime"))
 start, cpu = time.monotonic(), usage()
-points, lm = grade.grade_language_model(Extraction(files=files), work, 600, 3.0, 30.0, parked)
+points, lm = grade.grade_language_model(Extraction(files=files), folder, 600, 3.0, 30.0, parked)
 print(json.dumps({"wall": time.monotonic() - start, "cpu": usage() - cpu, "model_child":
                   report.get("model_child", "fresh"), "perplexity_char": lm["perplexity_char"],
                   "compared_perplexity_char": lm["compared_perplexity_char"]}))
@@ -96,7 +95,10 @@ def main() -> None:
                 (folder / "handin").symlink_to(Path(tmp) / "handin")
                 run = subprocess.run([sys.executable, "-c", JUDGE, kind, str(folder),
                                       str(DATA_ROOT)], cwd=REPO, capture_output=True, text=True,
-                                     env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+                                     env={**os.environ, "PYTHONPATH": str(REPO)})
+                if run.returncode:
+                    raise SystemExit(f"the {kind} grading failed:\n{run.stdout[-3000:]}"
+                                     f"{run.stderr[-3000:]}")
                 found[kind].append(json.loads(run.stdout.splitlines()[-1]))
     for kind, runs in found.items():
         walls, cpus = [run["wall"] for run in runs], [run["cpu"] for run in runs]

@@ -195,7 +195,7 @@ def judge_refusals(folder: Path) -> None:
     thread.join()
     torch.set_num_threads(2)
     matrix = torch.randn(512, 512)
-    matrix @ matrix  # noqa: B018 - starts the OpenMP team
+    matrix @ matrix  # starts the OpenMP team
     try:
         processes.ParkedChild(PROBES, "describe_process").close()
         refusals.append("")
@@ -204,7 +204,7 @@ def judge_refusals(folder: Path) -> None:
     pid = os.fork()
     if pid == 0:  # what the check prevents: an OpenMP region in a child forked after one
         signal.alarm(5)
-        matrix @ matrix  # noqa: B018
+        matrix @ matrix  # waits for the team forever
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     (folder / "result.json").write_text(json.dumps({
