@@ -446,7 +446,7 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
                                     limits=model_limits())
     print(indent(run.output))
     if run.timed_out:
-        message = f"evaluating the model took more than the {timeout:.0f} s limit"
+        message = f"evaluating the model took more than the {timeout:g} s limit"
         print(f"  {message}. 0 points")
         return 0, {"message": message, "timed_out": True}
     result = read_untrusted_json(result_path)
