@@ -3,11 +3,13 @@
 ``autograder.grade.park_model_child``): it runs as the fresh ``python -m autograder.grade_model``
 command did (session, limits, folder, environment, descriptors, signals, malloc, threads, output),
 is killed whole at its time limit, is refused where a thread would not survive the fork, and
-measures every handin to the last digit as the fresh command does.
+measures every handin to the last digit as the fresh command does; a grading through the
+Autolab Makefile forks its model child.
 
 Each test runs a judge of its own (a fresh interpreter that imports ``autograder.grade`` as the
-real judge does, with another hash seed than its children's), since the fork is only safe in a
-process that has run no OpenMP region, which a pytest process cannot promise.
+real judge does, with another hash seed than its children's; or the real one, through make),
+since the fork is only safe in a process that has run no OpenMP region, which a pytest process
+cannot promise.
 
     python -m tests.test_model_fork    (or: python -m pytest -q tests/test_model_fork.py)
 """
@@ -23,11 +25,13 @@ import pytest
 import torch
 import yaml
 
-from autograder import grade_model
+from autograder import grade_model, rubric
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import transcripts_sha256
-from tests.autograder_helpers import REPO_ROOT, TINY_MODEL, make_model_handin
+from tests.autograder_helpers import (REPO_ROOT, TINY_MODEL, attack_handin, make_model_handin,
+                                      run_grader)
+from tests.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 from tests.test_grade_model import HIDDEN_LINES, make_hidden_set
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -312,6 +316,20 @@ def test_the_forked_child_measures_every_digit_the_fresh_one_does(tmp_path):
         outputs = [output.replace(f" in {measured['seconds']} s", "") for output, measured in
                    zip(found["output"], found["results"])]
         assert outputs[0] == outputs[1], (name, outputs)
+
+
+@pytest.mark.slow
+@rubric_category("Forked model child")
+def test_a_grading_through_make_forks_its_model_child(tmp_path):
+    """The judge the Autolab Makefile runs parks its model child before anything of it starts a
+    thread (details.json says the child was forked), and grades the honest handin in full."""
+    details = tmp_path / "grading" / "details.json"
+    _, scores = run_grader(tmp_path, attack_handin(tmp_path, "", None),
+                           f"--results-json {details}")
+    recorded = json.loads(details.read_text())
+    assert recorded["model_child"] == "forked from the judge", recorded.get("model_child")
+    assert recorded["lm"]["hint"] is not None and 0 < scores["LanguageModel"], recorded["lm"]
+    assert all(scores[name] == points for name, points in rubric.MYTORCH_RUBRIC.items()), scores
 
 
 if __name__ == "__main__":
