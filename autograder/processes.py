@@ -273,7 +273,7 @@ class ParkedChild:
         if threads > 1:
             self.close()
             raise ForkRefused(f"this process had {threads} threads when it forked (an OpenMP "
-                              f"team or another thread that survives a fork)")
+                              f"team, or another thread that a fork does not stop)")
 
     def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             limits: dict[int, int]) -> Run:
