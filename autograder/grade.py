@@ -11,7 +11,9 @@ or runs student code. Steps, in this order on purpose:
 1. refuse to run under ``python -O`` (it would strip asserts, and a check must never vanish); import
    everything the judge needs, the hidden mytorch tests included (before any student code runs, so
    nothing written later can shadow it); make the autograder folder private; become a child
-   subreaper, so no descendant can outlive a step unnoticed;
+   subreaper, so no descendant can outlive a step unnoticed; fork the model child of step 3 and
+   park it (:func:`park_model_child`), so that it needs no interpreter start and no
+   ``import torch`` of its own;
 2. extract handin.tar safely into ``<work>/handin`` (``autograder.safe_tar``);
 3. grade the language model in a child process (``autograder.grade_model``): the reference model
    code rebuilds the handed-in weights and measures per-character perplexity on the hidden test set.
@@ -70,6 +72,7 @@ HIDDEN_MARGIN = 0.25
 # What the worker imports.
 RUNTIME_FILES = ("__init__.py", "landlock.py", "seccomp.py", "wire.py", "worker.py")
 MODEL_FILE_BYTES = 2**20  # the model child writes only its result JSON
+MODEL_CHILD_MODULE = "autograder.grade_model"  # its main(argv) is the model child
 # Every channel (Autolab's feedback, --results-json, Gradescope's results.json, the regrade's
 # feedback files) shows the handin notes through summarised(): the first MAX_NOTES, each cut to
 # MAX_NOTE_CHARS, then a count, so that no handin, however many odd members it holds, makes a
@@ -121,8 +124,9 @@ def main(argv: list[str] | None = None) -> None:
                   f"again. Nothing was graded.")
             return
         processes.become_subreaper()
+        model_child = park_model_child(report)
         limit_address_space()
-        grade(args, scores, report)
+        grade(args, scores, report, model_child)
     except BaseException:  # noqa: BLE001 - a bug of ours must still leave a scores line
         report.status = grading_report.Status.CRASHED
         print("The autograder itself failed; please send this output to the course staff:")
@@ -143,8 +147,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def grade(args: argparse.Namespace, scores: dict[str, float],
-          report: grading_report.GradingReport) -> None:
-    """Fill ``scores`` category by category (it stays valid if this stops half-way)."""
+          report: grading_report.GradingReport,
+          model_child: processes.ParkedChild | None = None) -> None:
+    """Fill ``scores`` category by category (it stays valid if this stops half-way);
+    ``model_child``: see :func:`grade_language_model`."""
     build_info = read_untrusted_json(BUILD_INFO)
     if not isinstance(build_info, dict):
         print(f"{BUILD_INFO} not found: this is not a built autograder. Run `make autograde` and "
@@ -182,7 +188,9 @@ def grade(args: argparse.Namespace, scores: dict[str, float],
     scores[rubric.LM_CATEGORY], lm = grade_language_model(
         handin, work, args.model_timeout,
         thresholds.get("full_marks_ppl", rubric.FULL_MARKS_PPL),
-        thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL))
+        thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL), model_child)
+    if model_child is not None:
+        model_child.close()
     report.lm = grading_report.LanguageModelResult(**lm)
     report.seconds[rubric.LM_CATEGORY] = round(time.monotonic() - started, 2)
     if report.lm.timed_out:
@@ -395,9 +403,26 @@ def limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
+def park_model_child(report: grading_report.GradingReport) -> processes.ParkedChild | None:
+    """The model child, forked now from this process (which has imported torch for the hidden
+    tests and run no torch computation yet) and waiting for its arguments; None when forking is
+    not safe here, and ``report.model_child`` says why (the model child is then started
+    fresh, as a command)."""
+    try:
+        child = processes.ParkedChild(MODEL_CHILD_MODULE, "main")
+    except processes.ForkRefused as refusal:
+        report.model_child = f"started fresh: {refusal}"
+        return None
+    report.model_child = "forked from the judge"
+    return child
+
+
 def grade_language_model(handin: Extraction, work: Path, timeout: float,
-                         full_marks_ppl: float, zero_marks_ppl: float) -> tuple[float, dict]:
+                         full_marks_ppl: float, zero_marks_ppl: float,
+                         model_child: processes.ParkedChild | None = None) -> tuple[float, dict]:
     """Rebuild and evaluate the handed-in model in a child process; return (points, details).
+    The child is ``model_child`` (from :func:`park_model_child`) when given, else a fresh
+    ``python -m autograder.grade_model``: the same arguments, environment, folder and limits.
 
     The student sees the perplexity to 2 decimals, the points and a likely cause; the details
     (for details.json and the staff) hold the full measurement and what it was compared with.
@@ -412,15 +437,18 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     reported = self_reported_perplexity(handin)
     card = read_card(handin)
     compare, compare_note = compare_arguments(reported, card)
-    command = [sys.executable, "-m", "autograder.grade_model",
-               "--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
-               "--out", str(result_path), *compare]
-    run = processes.run_process(command, cwd=AUTOGRADE_ROOT,
-                                env=child_environment(work, [AUTOGRADE_ROOT]), timeout=timeout,
-                                limits=model_limits())
+    arguments = ["--handin", str(work / "handin"), "--hidden-set", str(HIDDEN_SET),
+                 "--out", str(result_path), *compare]
+    environment = child_environment(work, [AUTOGRADE_ROOT])
+    if model_child is not None:
+        run = model_child.run(arguments, AUTOGRADE_ROOT, environment, timeout, model_limits())
+    else:
+        run = processes.run_process([sys.executable, "-m", MODEL_CHILD_MODULE, *arguments],
+                                    cwd=AUTOGRADE_ROOT, env=environment, timeout=timeout,
+                                    limits=model_limits())
     print(indent(run.output))
     if run.timed_out:
-        message = f"evaluating the model took more than the {timeout:.0f} s limit"
+        message = f"evaluating the model took more than the {timeout:g} s limit"
         print(f"  {message}. 0 points")
         return 0, {"message": message, "timed_out": True}
     result = read_untrusted_json(result_path)

@@ -17,19 +17,26 @@ by the reference ``LMDataset`` and batched by ``hw4lib.data.batch_loader`` as in
 
 Writes ``{"perplexity_char": ..., ...}`` to ``--out`` and exits 0, or ``{"error": "<what went wrong
 and how to fix it>"}`` and exits 1.
+
+The judge usually runs :func:`main` in a child forked from itself before it computed anything
+(``autograder.processes.ParkedChild``), which imported torch and tqdm with the judge's environment:
+:func:`main` reads again what they read from it (:func:`follow_environment`).
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import math
+import os
 import time
 import zipfile
+from functools import partialmethod
 from pathlib import Path
 
 import torch
 import yaml
 from torch.utils.data import DataLoader
+from tqdm import tqdm
 
 from autograder import weights_fingerprint
 from autograder.lm_diagnosis import tokenizer_hint
@@ -76,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
             args.compare is not None and not args.compare[0].isdigit()):
         parser.error("--compare TRANSCRIPTS SHA256 (TRANSCRIPTS a count) goes with --public-set")
     compare = (args.public_set, int(args.compare[0]), args.compare[1]) if args.compare else None
+    follow_environment()
     start = time.monotonic()
     try:
         result = evaluate_handin(args.handin, args.hidden_set, compare)
@@ -88,6 +96,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"evaluated {result['num_parameters']:,} parameters ({result['token_type']} tokenizer) "
           f"in {result['seconds']} s")
     write_json(args.out, result)
+
+
+def follow_environment() -> None:
+    """What torch and tqdm read from the environment when imported, taken from this process's
+    environment now (a forked child imported them with its parent's): the torch threads
+    ``OMP_NUM_THREADS`` asks for, and no progress bar under ``TQDM_DISABLE`` (a bar would print
+    the hidden set's size into the feedback)."""
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0 and int(threads) != torch.get_num_threads():
+        torch.set_num_threads(int(threads))
+    if os.environ.get("TQDM_DISABLE"):  # tqdm's own rule: any value but "" disables
+        tqdm.__init__ = partialmethod(tqdm.__init__, disable=True)
 
 
 def evaluate_handin(handin: Path, hidden_set: Path,

@@ -16,7 +16,9 @@ Its JSON form is one object, each field of :class:`GradingReport` a key:
 - ``flags`` ([str]): the integrity facts for the staff (no score depends on them);
 - ``seconds`` ({category: wall seconds of its grading});
 - ``weights_sha256`` (str): sha256 of the handin's state dict file, '' when it has none (the class
-  tools compare students' weights by it without opening the handin).
+  tools compare students' weights by it without opening the handin);
+- ``model_child`` (str): "forked from the judge", or "started fresh: <why the fork was refused>"
+  ('' when the judge stopped before it).
 """
 from __future__ import annotations
 
@@ -154,6 +156,7 @@ class GradingReport:
     flags: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     weights_sha256: str = ""
+    model_child: str = ""  # how the model child started: forked from the judge, or why fresh
 
     def __post_init__(self) -> None:
         if self.version != VERSION:

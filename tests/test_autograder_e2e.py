@@ -555,7 +555,7 @@ def test_garbage_missing_incomplete_and_slow_handins_score_zero(tmp_path):
     cases = [(tmp_path / "garbage.tar", "", ["not a tar archive"]),
              (None, "", ["no handin.tar"]),
              (metrics_only, "", ["no config.yaml and no model_state_dict.pt", "no mytorch/"]),
-             (model_only, "--model-timeout 1", ["more than the 1 s limit", "no mytorch/"])]
+             (model_only, "--model-timeout 0.01", ["more than the 0.01 s limit", "no mytorch/"])]
     for index, (handin, flags, messages) in enumerate(cases):
         folder = tmp_path / f"case{index}"
         folder.mkdir()
