@@ -184,8 +184,9 @@ def judge_refusals(folder: Path) -> None:
     import threading
 
     from autograder import grade, processes
+    from autograder.report import GradingReport
 
-    report = {}
+    report = GradingReport()
     grade.park_model_child(report).close()
     refusals = []
     stop = threading.Event()
@@ -213,7 +214,7 @@ def judge_refusals(folder: Path) -> None:
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     (folder / "result.json").write_text(json.dumps({
-        "report": report, "refusals": refusals,
+        "model_child": report.model_child, "refusals": refusals,
         "unchecked child": os.waitstatus_to_exitcode(status)}))
 
 
@@ -221,11 +222,12 @@ def judge_measurements(folder: Path) -> None:
     """Each handin of ``folder/handins`` measured by a fresh child and by a model child parked as
     the judge parks it."""
     from autograder import grade
+    from autograder.report import GradingReport
 
     work = folder / "work"
     for sub in ("home", "tmp"):
         (work / sub).mkdir(parents=True)
-    found, report = {}, {}
+    found, report = {}, GradingReport()
     compare = json.loads((folder / "compare.json").read_text())
     for handin in sorted((folder / "handins").iterdir()):
         child = grade.park_model_child(report)
@@ -239,7 +241,7 @@ def judge_measurements(folder: Path) -> None:
             "results": [json.loads((folder / f"{handin.name}-{name}.json").read_text())
                         for name in ("fresh", "forked")],
             "output": [fresh.output, forked.output]}
-    (folder / "result.json").write_text(json.dumps({"report": report, "handins": found}))
+    (folder / "result.json").write_text(json.dumps({"model_child": report.model_child, "handins": found}))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def test_no_fork_beside_a_thread_that_would_not_survive_it(tmp_path):
     child fresh); without the check, the child forked after an OpenMP region hangs in its first
     parallel region (killed by its alarm)."""
     result = run_judge("judge_refusals", tmp_path)
-    assert result["report"] == {"model_child": "forked from the judge"}, result["report"]
+    assert result["model_child"] == "forked from the judge", result["model_child"]
     assert all("threads when it forked" in refusal for refusal in result["refusals"]), result
     assert result["unchecked child"] == -14, result  # SIGALRM: it never finished its product
 
@@ -304,7 +306,7 @@ def test_the_forked_child_measures_every_digit_the_fresh_one_does(tmp_path):
         compare[handin.name] = [str(count), transcripts_sha256(public.transcripts[:count])]
     (folder / "compare.json").write_text(json.dumps(compare))
     result = run_judge("judge_measurements", folder, {"OMP_NUM_THREADS": "1"})
-    assert result["report"] == {"model_child": "forked from the judge"}, result["report"]
+    assert result["model_child"] == "forked from the judge", result["model_child"]
     assert sorted(result["handins"]) == ["default-1k", "tiny-5k", "tiny-char"]
     timings = ("seconds", "phase_seconds")
     for name, found in result["handins"].items():
