@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder import file_trees, rubric
+from autograder import file_trees, rubric, thread_policy
 from hw4lib.file_io import read_untrusted_json
 from hw4lib.handin_format import HANDIN_TAR
 
@@ -62,17 +62,15 @@ def prepare(source: Path, handin: Path | None, parent: Path | None = None) -> Pa
 
 
 def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
-        timeout: float = GRADING_TIMEOUT_S, threads: int | None = None,
+        timeout: float = GRADING_TIMEOUT_S, gradings: int = 1,
         started: Callable[[subprocess.Popen], None] | None = None) -> GradingRun:
-    """Run make in ``grading`` (from :func:`prepare`), then remove it. ``threads``: the
-    math-library threads each process of the grading may use (gradings side by side share the
-    CPUs; oversubscribed OpenMP threads spin and waste them). ``started`` receives make's process
+    """Run make in ``grading`` (from :func:`prepare`), then remove it. ``gradings``: how many
+    gradings run side by side on this machine; the judge shares the CPUs out between them when it
+    chooses its math threads (``autograder.thread_policy``). ``started`` receives make's process
     once it runs (the bulk regrade stops it on a second Ctrl-C; see :func:`stop`)."""
     flags = f"{grader_flags} --results-json {grading / 'details.json'}".strip()
     env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
-    if threads is not None:
-        env.update(dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"),
-                                 str(threads)))
+    env[thread_policy.GRADINGS_VARIABLE] = str(gradings)
     start = time.monotonic()
     # A session of its own: a Ctrl-C of the caller's stops no grading, and a grading that outlives
     # its timeout is killed whole.

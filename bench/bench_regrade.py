@@ -28,35 +28,33 @@ from pathlib import Path
 import torch
 import yaml
 
-from autograder import grading_run, regrade, rubric
+from autograder import grade_model, grading_run, regrade, rubric
 from autograder.hidden_data import public_splits
 from bench.timing import interleaved_medians
-from hw4lib.data import H4Tokenizer
-from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.config import read_config, vocab_size_of
 from hw4lib.handin_format import config_digest, transcripts_sha256
-from hw4lib.model import DecoderOnlyTransformer
 
 REPO = Path(__file__).resolve().parents[1]
 HANDINS = 8
 JOBS = (1, 2)
 REPEATS = 3  # after one warm-up run of each; a run grades all 8 handins
 CLASS_SIZE = 400
-MODEL = {"num_layers": 2, "d_model": 64, "num_heads": 4, "d_ff": 128, "dropout": 0.0,
+DEFAULT_CONFIG = "configs/default.yaml"
+TINY_MODEL = {"num_layers": 2, "d_model": 64, "num_heads": 4, "d_ff": 128, "dropout": 0.0,
          "max_len": 512, "weight_tying": False, "layer_drop_rate": 0.0}
 STARTS = 5  # interpreter starts timed, median taken
 
 
-def honest_handin(folder: Path) -> Path:
-    """handin.tar with the reference mytorch, a freshly initialised small model and the run card
-    of a run that measured the whole public test split (seed 0's)."""
+def honest_handin(folder: Path, model: dict, token_type: str, seed: int = 0) -> Path:
+    """handin.tar with the reference mytorch, the weights the trainer's initialisation gives
+    ``model`` under ``seed`` (``grade_model.initial_state``, what the grader fingerprints against)
+    and the run card of a run that measured the whole public test split (seed 0's)."""
     handin = folder / "handin"
     shutil.copytree(REPO / "mytorch", handin / "mytorch",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, "char")
-    torch.manual_seed(0)
-    model = DecoderOnlyTransformer(**MODEL, num_classes=tokenizer.vocab_size)
-    torch.save(model.state_dict(), handin / "model_state_dict.pt")
-    config = {"tokenization": {"token_type": "char"}, "model": MODEL}
+    state = grade_model.initial_state(model, vocab_size_of(token_type), seed)
+    torch.save(state, handin / "model_state_dict.pt")
+    config = {"seed": seed, "tokenization": {"token_type": token_type}, "model": model}
     (handin / "config.yaml").write_text(yaml.safe_dump(config))
     test = public_splits(0)["test"]
     (handin / "test_metrics.json").write_text(json.dumps({"perplexity_char": 30.0}))
@@ -68,6 +66,14 @@ def honest_handin(folder: Path) -> Path:
     with tarfile.open(folder / "handin.tar", "w") as tar:
         tar.add(handin, arcname="handin")
     return folder / "handin.tar"
+
+
+def default_handin(folder: Path) -> Path:
+    """:func:`honest_handin` of ``configs/default.yaml``'s model and tokenizer (what most students
+    hand in: 3 layers, d_model 256, the 1k tokenizer)."""
+    config = read_config(REPO / DEFAULT_CONFIG)
+    return honest_handin(folder, config["model"], config["tokenization"]["token_type"],
+                         config["seed"])
 
 
 def start_seconds(code: str) -> float:

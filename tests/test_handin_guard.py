@@ -75,7 +75,7 @@ def test_a_poisoned_handin_is_a_flag_and_its_weights_are_still_hashed(tmp_path, 
                                "model_state_dict.pt": weights})
     handin(handins / "honest", {**reference, "model_state_dict.pt": b"PK weights of another"})
 
-    def fake_run(grading, grader_flags="", threads=None, started=None):
+    def fake_run(grading, grader_flags="", gradings=1, started=None):
         return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": 2.0},
                                               judge_details(2.0), "report\n", 1.0, False)
 

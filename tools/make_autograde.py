@@ -58,6 +58,7 @@ SHIPPED_FILES = (
     "autograder/cgroups.py",
     "autograder/file_trees.py",
     "autograder/seccomp.py",
+    "autograder/thread_policy.py",
     "autograder/wire.py",
     "autograder/worker.py",
     "autograder/hidden_tests/__init__.py",
@@ -77,6 +78,7 @@ PUBLIC_PARTITION = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.PARTITION}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/rubric.py", "autograder/gradescope.py",
                       "autograder/grading_run.py", "autograder/file_trees.py",
+                      "autograder/thread_policy.py",
                       "hw4lib/__init__.py", "hw4lib/file_io.py", "hw4lib/grading_numbers.py",
                       "hw4lib/handin_format.py")  # standard library only
 GRADESCOPE_SETUP = """\
