@@ -228,6 +228,9 @@ def makefile_text() -> str:
 # Autolab runs `make` in a folder holding this file (as Makefile), autograde.tar and the student's
 # handin.tar. The last line printed is the scores JSON. Grade each handin in a fresh folder: the
 # driver deletes autograde.tar once the hidden data is used (see autograder/README.md).
+# The judge chooses its math threads by autograder/thread_policy.py's rule and states them in the
+# feedback's first line: export HW4P1_GRADINGS=N where N gradings share this machine's CPUs, or
+# HW4P1_MATH_THREADS=N to fix the count.
 PYTHON ?= python3
 GRADER_FLAGS ?=
 # python -O would strip asserts; the judge refuses to run under it.
