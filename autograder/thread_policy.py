@@ -7,11 +7,13 @@ and its model child (:func:`environment`) and records the choice and its inputs 
 the feedback's header. The worker stays on one thread: its seccomp filter refuses new threads.
 
 The rule, from measurements (docs/results.md, "Math threads of a grading"): a thread more than the
-idle cores can hold costs far more than it gains, because torch's OpenMP threads spin while they
-wait for a core that another process holds (two threads on two loaded cores graded a default handin
-2.8 times slower than one). So a grading takes a second thread only when the load average leaves
-a whole core idle for it, never more than its share of the CPUs when ``gradings`` run side by
-side, never more than MAX_THREADS, and always at least one.
+idle cores can hold costs far more than it could gain, because torch's OpenMP threads spin while
+they wait for a core that another process holds (two threads on two loaded cores graded a default
+handin 1.7 to 3.4 times slower than one). So a grading takes a second thread only when the load
+average leaves a whole core idle for it, never more than its share of the CPUs when ``gradings``
+run side by side, never more than MAX_THREADS, and always at least one. The load average is the
+last minute's: gradings that start together on a quiet host each see it quiet, so a platform that
+runs several at once on one host sets ``GRADINGS_VARIABLE``.
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ GRADINGS_VARIABLE = "HW4P1_GRADINGS"
 # A positive count here overrides the rule (the benchmarks time each count with it; a host known to
 # be dedicated may set it).
 THREADS_VARIABLE = "HW4P1_MATH_THREADS"
-# The most threads that were measured to speed a grading up (docs/results.md, "Math threads of a
-# grading"); above it nothing was measured, so nothing is assumed.
+# The most threads a grading was measured with (docs/results.md, "Math threads of a grading", on 2
+# CPUs): that more would pay on these small matrices is not assumed.
 MAX_THREADS = 2
 # A load average this far above a whole number of busy cores still leaves the next core idle (the
 # background of a quiet machine, about 0.01 to 0.2, costs no thread).
