@@ -9,7 +9,7 @@ the feedback's header. The worker stays on one thread: its seccomp filter refuse
 The rule, from measurements (docs/results.md, "Math threads of a grading"): a thread more than the
 idle cores can hold costs far more than it could gain, because torch's OpenMP threads spin while
 they wait for a core that another process holds (two threads on two loaded cores graded a default
-handin 1.7 to 3.4 times slower than one). So a grading takes a second thread only when the load
+handin 1.6 to 3.4 times slower than one). So a grading takes a second thread only when the load
 average leaves a whole core idle for it, never more than its share of the CPUs when ``gradings``
 run side by side, never more than MAX_THREADS, and always at least one. The load average is the
 last minute's: gradings that start together on a quiet host each see it quiet, so a platform that
