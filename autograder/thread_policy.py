@@ -71,7 +71,12 @@ def measure(environ: dict[str, str] | None = None) -> ThreadChoice:
     integer); ``THREADS_VARIABLE``, when a positive integer, overrides the rule's count."""
     environ = os.environ if environ is None else environ
     gradings = positive(environ.get(GRADINGS_VARIABLE)) or 1
-    choice = choose(usable_cpus(), os.getloadavg()[0], gradings)
+    cpus = usable_cpus()
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not obtainable: taken as every CPU busy, so one thread
+        load = float(cpus)
+    choice = choose(cpus, load, gradings)
     forced = positive(environ.get(THREADS_VARIABLE))
     return replace(choice, threads=forced, why=f"set by {THREADS_VARIABLE}") if forced else choice
 

@@ -63,6 +63,13 @@ def test_measured_inputs_and_override(tmp_path, monkeypatch):
     assert (choice.cpus, choice.gradings, choice.threads) == (1, 3, 1)
     for text in ("0", "-2", "two", ""):
         assert thread_policy.measure({thread_policy.GRADINGS_VARIABLE: text}).gradings == 1
+    def no_load_average():
+        raise OSError("load average unobtainable")
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", no_load_average)
+    cpu_max.write_text("max 100000\n")
+    assert thread_policy.measure({}).threads == 1  # an unknown load is taken as busy
     forced = thread_policy.measure({thread_policy.THREADS_VARIABLE: "3"})
     assert forced.threads == 3 and thread_policy.THREADS_VARIABLE in forced.why
     assert thread_policy.measure({thread_policy.THREADS_VARIABLE: "0"}).threads == 1
