@@ -197,15 +197,17 @@ def copies(handin: Path, folder: Path) -> Path:
     return folder
 
 
-def throughput(source: Path, handins: Path, work: Path) -> dict[int, object]:
-    """{jobs: Timing} of regrading ``handins`` at each of JOBS, interleaved (Timing.result: the
-    CPU seconds of every process the gradings started)."""
+def throughput(source: Path, handins: Path) -> dict[int, object]:
+    """{jobs: Timing} of regrading ``handins`` at each of JOBS, interleaved, each run into a fresh
+    output folder beside ``handins`` (Timing.result: the CPU seconds of every process the
+    gradings started)."""
     outs = iter(range(10_000))
 
     def run(jobs: int):
         def once() -> float:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            regrade.regrade(handins, work / f"out{next(outs)}", source, jobs, progress=False)
+            out = handins.with_name(f"{handins.name}-out{next(outs)}")
+            regrade.regrade(handins, out, source, jobs, progress=False)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         return once
@@ -242,8 +244,8 @@ def main() -> None:
         starts = {"python -c pass": start_seconds("pass"),
                   "python -c 'import numpy'": start_seconds("import numpy"),
                   "python -c 'import torch'": start_seconds("import torch")}
-        default_timings = throughput(source, copies(default, work / "defaults"), work)
-        tiny_timings = throughput(source, copies(tiny, work / "tinies"), work)
+        default_timings = throughput(source, copies(default, work / "defaults"))
+        tiny_timings = throughput(source, copies(tiny, work / "tinies"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print_throughput("default-config handins (configs/default.yaml's model and tokenizer, the "
