@@ -44,8 +44,10 @@ import time
 import traceback
 from pathlib import Path
 
-from autograder import file_trees, judge, processes, report as grading_report, rubric, sandbox, \
-    sandbox_modes
+import torch
+
+from autograder import (file_trees, judge, processes, report as grading_report, rubric, sandbox,
+                        sandbox_modes, thread_policy)
 from autograder.lm_diagnosis import lm_hint
 from autograder.safe_tar import Extraction, HandinError, extract_handin
 from hw4lib.file_io import file_sha256, read_untrusted_json
@@ -126,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         processes.become_subreaper()
         model_child = park_model_child(report)
         limit_address_space()
+        report.threads = use_threads(thread_policy.measure())
         grade(args, scores, report, model_child)
     except BaseException:  # noqa: BLE001 - a bug of ours must still leave a scores line
         report.status = grading_report.Status.CRASHED
@@ -317,8 +320,18 @@ def grade_mytorch_category(category: str, layout: sandbox_modes.Layout, mode: st
     return earned
 
 
+def use_threads(choice: thread_policy.ThreadChoice) -> dict:
+    """Hold the judge's torch and, through this process's environment, its children's math
+    libraries to ``choice``; print it in the feedback's header; return details.json's entry."""
+    os.environ.update(thread_policy.environment(choice.threads))
+    torch.set_num_threads(choice.threads)  # the hidden tests' truths: torch is loaded already
+    print(f"hw4p1 autograder: {choice.summary()}")
+    return thread_policy.report(choice)
+
+
 def child_environment(work: Path, python_path: list[Path]) -> dict[str, str]:
-    """A child's environment: ``python_path`` importable first, caches and temp files in work/."""
+    """A child's environment: ``python_path`` importable first, caches and temp files in work/,
+    the math threads :func:`use_threads` chose (it set them in this process's environment)."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONSAFEPATH",
                           "PYTHONUSERBASE")}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder import file_trees, rubric
+from autograder import file_trees, rubric, thread_policy
 from autograder.report import GradingReport, ReportError, Status, load
 from hw4lib.handin_format import HANDIN_TAR
 
@@ -61,25 +61,19 @@ def prepare(source: Path, handin: Path | None, parent: Path | None = None) -> Pa
 
 
 def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
-        timeout: float = GRADING_TIMEOUT_S, threads: int | None = None,
+        timeout: float = GRADING_TIMEOUT_S, gradings: int = 1,
         started: Callable[[subprocess.Popen], None] | None = None) -> GradingRun:
-    """Run make in ``grading`` (from :func:`prepare`), then remove it. ``threads``: the
-    math-library threads each process of the grading may use (gradings side by side share the
-    CPUs; oversubscribed OpenMP threads spin and waste them). ``started`` receives make's process
+    """Run make in ``grading`` (from :func:`prepare`), then remove it. ``gradings``: how many
+    gradings run side by side on this machine; the judge shares the CPUs out between them when it
+    chooses its math threads (``autograder.thread_policy``). ``started`` receives make's process
     once it runs (the bulk regrade stops it on a second Ctrl-C; see :func:`stop`)."""
-    flags = f"{grader_flags} --results-json {grading / 'details.json'}".strip()
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
-    if threads is not None:
-        env.update(dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"),
-                                 str(threads)))
     start = time.monotonic()
     # A session of its own: a Ctrl-C of the caller's stops no grading, and a grading that outlives
     # its timeout is killed whole.
-    process = subprocess.Popen(["make", "--no-print-directory", f"PYTHON={python}",
-                                f"GRADER_FLAGS={flags}"], cwd=grading, env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, errors="replace",
-                               start_new_session=True)
+    process = subprocess.Popen(make_command(grading, grader_flags, python), cwd=grading,
+                               env=make_environment(gradings), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               errors="replace", start_new_session=True)
     if started is not None:
         started(process)
     try:
@@ -102,6 +96,20 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
     lines = output.splitlines()
     return GradingRun(parse_scores(lines[-1] if lines and not timed_out else ""), report, output,
                       time.monotonic() - start, timed_out, error)
+
+
+def make_command(grading: Path, grader_flags: str = "", python: str = sys.executable) -> list[str]:
+    """The make command line that grades ``grading`` and writes its details.json there."""
+    flags = f"{grader_flags} --results-json {grading / 'details.json'}".strip()
+    return ["make", "--no-print-directory", f"PYTHON={python}", f"GRADER_FLAGS={flags}"]
+
+
+def make_environment(gradings: int = 1) -> dict[str, str]:
+    """This process's environment for make, outside any make of the caller's, telling the judge
+    how many gradings run side by side."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    env[thread_policy.GRADINGS_VARIABLE] = str(gradings)
+    return env
 
 
 def stop(process: subprocess.Popen, grace: float = 10.0) -> None:

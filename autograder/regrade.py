@@ -404,11 +404,12 @@ def grader_in(source: Path) -> rescore.Grader:
     return rescore.grader_of(source / grading_run.AUTOGRADE_TAR, source / grading_run.MAKEFILE)
 
 
-def grade_one(handin: Handin, source: Path, grader_flags: str, threads: int,
+def grade_one(handin: Handin, source: Path, grader_flags: str, gradings: int,
               processes: dict[int, object], stopping: threading.Event
               ) -> tuple[grading_run.GradingRun, list[str], list[str]]:
     """One grading, whatever happens: its GradingRun (``error`` says what failed), the run-time
-    code and findings of the handin (``inspect_handin``)."""
+    code and findings of the handin (``inspect_handin``). ``gradings``: how many run side by side
+    (the judge shares the CPUs out between them)."""
     start = time.monotonic()
     try:
         runtime, findings = inspect_handin(handin.path)
@@ -426,7 +427,7 @@ def grade_one(handin: Handin, source: Path, grader_flags: str, threads: int,
 
     try:
         graded = grading_run.run(grading_run.prepare(source, handin.path), grader_flags,
-                                 threads=threads, started=started)
+                                 gradings=gradings, started=started)
     except Exception as error:  # noqa: BLE001 - one handin never ends a class run
         last = traceback.extract_tb(error.__traceback__)[-1]
         graded = grading_run.GradingRun(
@@ -470,7 +471,6 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
 
     bar = tqdm(total=len(todo), unit="handin", disable=not progress, file=sys.stderr)
     start = time.monotonic()
-    threads = max(1, (os.cpu_count() or 1) // jobs)  # the CPUs shared out between the gradings
     processes: dict[int, object] = {}  # thread -> the make process it runs
     stopping = threading.Event()
 
@@ -497,7 +497,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
         bar.set_postfix(per_minute=f"{bar.n / max(time.monotonic() - start, 1e-9) * 60:.1f}")
 
     pool = ThreadPoolExecutor(max_workers=jobs)
-    running = {pool.submit(grade_one, handin, source, grader_flags, threads, processes,
+    running = {pool.submit(grade_one, handin, source, grader_flags, jobs, processes,
                            stopping): (key, handin, digest, note)
                for key, (handin, digest, note) in todo.items()}
 

@@ -18,7 +18,9 @@ Its JSON form is one object, each field of :class:`GradingReport` a key:
 - ``weights_sha256`` (str): sha256 of the handin's state dict file, '' when it has none (the class
   tools compare students' weights by it without opening the handin);
 - ``model_child`` (str): "forked from the judge", or "started fresh: <why the fork was refused>"
-  ('' when the judge stopped before it).
+  ('' when the judge stopped before it);
+- ``threads`` ({threads, cpus, load, gradings, why} or null): the math threads the judge chose
+  for itself and its model child (``autograder/thread_policy.py``), and why.
 """
 from __future__ import annotations
 
@@ -157,6 +159,7 @@ class GradingReport:
     seconds: dict[str, float] = field(default_factory=dict)
     weights_sha256: str = ""
     model_child: str = ""  # how the model child started: forked from the judge, or why fresh
+    threads: dict[str, int | float | str] | None = None  # thread_policy.report: the math threads
 
     def __post_init__(self) -> None:
         if self.version != VERSION:

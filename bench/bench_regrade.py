@@ -1,13 +1,18 @@
-"""Bulk regrade throughput: handins per minute with --jobs 1 and --jobs 2 on the same 8 handins,
-the projection for a class of 400, what each phase of one grading costs, and the memory one
-grading needs at its peak (every process of its tree together), to size --jobs.
+"""Bulk regrade throughput: handins per minute with --jobs 1 and --jobs 2, for default-config
+handins and for tiny ones, the projection for a class of 400; one default handin graded alone as
+the Autolab Makefile grades it, wall and CPU seconds, phase by phase, and the math threads its
+judge chose; the memory one grading needs at its peak (every process of its tree together), to
+size --jobs.
 
     .venv/bin/python -m bench bench_regrade      # or: make bench BENCH=bench_regrade
 
-The handins are honest and packed as make handin packs a default-config run (the reference mytorch,
-a small freshly initialised char model, a run card naming the whole public test split as the set
-its test_metrics.json measured), so every grading runs every hidden test, evaluates the model on
-the hidden set and compares it on the public split: the common case of a class, and its dearest.
+The handins are honest and packed as make handin packs a run (the reference mytorch, the weights
+the trainer's initialisation gives the model, a run card naming the whole public test split as the
+set its test_metrics.json measured), so every grading runs every hidden test, evaluates the model
+on the hidden set and compares it on the public split: the common case of a class, and its
+dearest. The default-config handin is what most students hand in (3 layers, d_model 256, the 1k
+tokenizer: 2.9 M parameters); the tiny one (2 layers, d_model 64, char) is the bench's earlier
+handin, kept for comparison.
 """
 from __future__ import annotations
 
@@ -28,35 +33,41 @@ from pathlib import Path
 import torch
 import yaml
 
-from autograder import grading_run, regrade, rubric
+from autograder import file_trees, grade_model, grading_run, regrade, rubric
+from autograder import report as grading_report
+from autograder.report import GradingReport
 from autograder.hidden_data import public_splits
 from bench.timing import interleaved_medians
-from hw4lib.data import H4Tokenizer
-from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.config import read_config, vocab_size_of
 from hw4lib.handin_format import config_digest, transcripts_sha256
-from hw4lib.model import DecoderOnlyTransformer
 
 REPO = Path(__file__).resolve().parents[1]
-HANDINS = 8
+HANDINS = 4  # per run, of each kind (default-config, tiny)
 JOBS = (1, 2)
-REPEATS = 3  # after one warm-up run of each; a run grades all 8 handins
+REPEATS = 2  # after one warm-up run of each; a run grades all HANDINS handins
 CLASS_SIZE = 400
-MODEL = {"num_layers": 2, "d_model": 64, "num_heads": 4, "d_ff": 128, "dropout": 0.0,
+DEFAULT_CONFIG = "configs/default.yaml"
+TINY_MODEL = {"num_layers": 2, "d_model": 64, "num_heads": 4, "d_ff": 128, "dropout": 0.0,
          "max_len": 512, "weight_tying": False, "layer_drop_rate": 0.0}
 STARTS = 5  # interpreter starts timed, median taken
+ALONE = 3  # gradings of one default handin alone, timed phase by phase (median taken)
+PHASE_NAMES = {"Unpacking handin.tar": "extraction of handin.tar",
+               "Sandbox": "sandbox probe (the strongest mode that works)",
+               "Summary": "judge's end: leftover processes, summary; make's exit",
+               **{category: f"mytorch {category} (worker start + tests)"
+                  for category in rubric.MYTORCH_RUBRIC}}
 
 
-def honest_handin(folder: Path) -> Path:
-    """handin.tar with the reference mytorch, a freshly initialised small model and the run card
-    of a run that measured the whole public test split (seed 0's)."""
+def honest_handin(folder: Path, model: dict, token_type: str, seed: int = 0) -> Path:
+    """handin.tar with the reference mytorch, the weights the trainer's initialisation gives
+    ``model`` under ``seed`` (``grade_model.initial_state``, what the grader fingerprints against)
+    and the run card of a run that measured the whole public test split (seed 0's)."""
     handin = folder / "handin"
     shutil.copytree(REPO / "mytorch", handin / "mytorch",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, "char")
-    torch.manual_seed(0)
-    model = DecoderOnlyTransformer(**MODEL, num_classes=tokenizer.vocab_size)
-    torch.save(model.state_dict(), handin / "model_state_dict.pt")
-    config = {"tokenization": {"token_type": "char"}, "model": MODEL}
+    state = grade_model.initial_state(model, vocab_size_of(token_type), seed)
+    torch.save(state, handin / "model_state_dict.pt")
+    config = {"seed": seed, "tokenization": {"token_type": token_type}, "model": model}
     (handin / "config.yaml").write_text(yaml.safe_dump(config))
     test = public_splits(0)["test"]
     (handin / "test_metrics.json").write_text(json.dumps({"perplexity_char": 30.0}))
@@ -70,6 +81,14 @@ def honest_handin(folder: Path) -> Path:
     return folder / "handin.tar"
 
 
+def default_handin(folder: Path) -> Path:
+    """:func:`honest_handin` of ``configs/default.yaml``'s model and tokenizer (what most students
+    hand in: 3 layers, d_model 256, the 1k tokenizer)."""
+    config = read_config(REPO / DEFAULT_CONFIG)
+    return honest_handin(folder, config["model"], config["tokenization"]["token_type"],
+                         config["seed"])
+
+
 def start_seconds(code: str) -> float:
     """Median wall seconds of ``python -c code`` (an interpreter start and its imports)."""
     times = []
@@ -80,24 +99,45 @@ def start_seconds(code: str) -> float:
     return statistics.median(times)
 
 
-def phases(source: Path, handin: Path) -> tuple[float, dict[str, float]]:
-    """(wall seconds, {phase: seconds}) of one grading alone, from its details.json."""
-    start = time.perf_counter()
-    graded = grading_run.run(grading_run.prepare(source, handin), threads=os.cpu_count())
-    wall = time.perf_counter() - start
-    if graded.report is None or graded.report.lm is None:
-        raise SystemExit(f"the grading wrote no report to time ({graded.error or 'see its output'})"
-                         f":\n{graded.output[-2000:]}")
-    lm = graded.report.lm
+def timed_grading(source: Path, handin: Path) -> tuple[float, float, list[tuple[str, float]],
+                                                     GradingReport]:
+    """One grading as the Autolab Makefile runs it (one grading on the machine: the judge chooses
+    its math threads): (wall s, CPU s of its processes, [(phase, wall s)], its report).
+
+    The phases are the spans between the feedback's section headers (the judge flushes each as it
+    starts it), the model child's span split by its own ``phase_seconds``."""
+    grading = grading_run.prepare(source, handin)
+    marks = [("make, judge start (interpreter, imports), build info", time.perf_counter())]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with subprocess.Popen(grading_run.make_command(grading), cwd=grading,
+                          env=grading_run.make_environment(), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          errors="replace") as process:
+        for line in process.stdout:
+            if line.startswith("== ") and line.rstrip().endswith(" =="):
+                marks.append((line.strip(" =\n"), time.perf_counter()))
+    end = time.perf_counter()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    details = grading_report.load(grading / "details.json")
+    file_trees.remove_tree(grading)
+    marks.append(("", end))
+    spans = [(name, later - at) for (name, at), (_, later) in zip(marks, marks[1:])]
+    lm = details.lm or grading_report.LanguageModelResult(message="")
     child = lm.phase_seconds or {}
-    found = {"model child: interpreter, imports, exit": (lm.seconds or 0) - sum(child.values()),
-             "model child: load config and weights": child.get("load", 0),
-             "model child: evaluate the hidden set": child.get("hidden", 0),
-             "model child: evaluate the run card's test set": child.get("compare", 0)}
-    for category in rubric.MYTORCH_RUBRIC:
-        found[f"mytorch {category} (worker start + tests)"] = graded.report.seconds[category]
-    found["make, judge start, extraction, sandbox choice, clean-up"] = wall - sum(found.values())
-    return wall, found
+    found = []
+    for name, seconds in spans:
+        if name.startswith(rubric.LM_CATEGORY) and child:
+            found += [("model child: interpreter start, imports, exit",
+                       (lm.seconds or 0) - sum(child.values())),
+                      ("model child: load config and weights", child.get("load", 0)),
+                      ("model child: the hidden set", child.get("hidden", 0)),
+                      ("model child: the run card's test set", child.get("compare", 0)),
+                      ("judge: the rest of the model's section, removing the hidden material",
+                       seconds - (lm.seconds or 0))]
+        else:
+            found.append((PHASE_NAMES.get(name.split(" (")[0], name), seconds))
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return end - marks[0][1], cpu, found, details
 
 
 def tree_rss() -> int:
@@ -141,39 +181,44 @@ class PeakSampler:
         self._thread.join()
 
 
-def main() -> None:
-    work = Path(tempfile.mkdtemp(prefix="hw4p1-bench-regrade-"))
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), or '?'."""
     try:
-        work.chmod(0o755)
-        source = work / "autograder"  # what `make autograde` writes (tools sit above bench)
-        subprocess.run([sys.executable, "-m", "tools.make_autograde", "--out", str(source)],
-                       cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-        handins = work / "handins"
-        handins.mkdir()
-        first = honest_handin(work / "build")
-        for index in range(HANDINS):
-            shutil.copy(first, handins / f"student{index}.tar")
-        outs = iter(range(10_000))
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "?"
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                "?")
 
-        def run(jobs: int):
-            def once() -> float:  # CPU seconds of every process the gradings started
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                regrade.regrade(handins, work / f"out{next(outs)}", source, jobs, progress=False)
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-            return once
 
-        with PeakSampler() as sampler:
-            regrade.regrade(handins, work / "out-memory", source, 1, progress=False)
-        one = phases(source, first)
-        starts = {"python -c pass": start_seconds("pass"),
-                  "python -c 'import numpy'": start_seconds("import numpy"),
-                  "python -c 'import torch'": start_seconds("import torch")}
-        timings = interleaved_medians({jobs: run(jobs) for jobs in JOBS}, REPEATS)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"{HANDINS} honest handins (reference mytorch, a small char model compared on the whole "
-          f"public test split), {os.cpu_count()} CPUs, median of {REPEATS} run(s) after a warm-up")
+def copies(handin: Path, folder: Path) -> Path:
+    """``folder`` holding HANDINS copies of ``handin``, as a bulk download holds handins."""
+    folder.mkdir()
+    for index in range(HANDINS):
+        shutil.copy(handin, folder / f"student{index}.tar")
+    return folder
+
+
+def throughput(source: Path, handins: Path) -> dict[int, object]:
+    """{jobs: Timing} of regrading ``handins`` at each of JOBS, interleaved, each run into a fresh
+    output folder beside ``handins`` (Timing.result: the CPU seconds of every process the
+    gradings started)."""
+    outs = iter(range(10_000))
+
+    def run(jobs: int):
+        def once() -> float:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            out = handins.with_name(f"{handins.name}-out{next(outs)}")
+            regrade.regrade(handins, out, source, jobs, progress=False)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        return once
+
+    return interleaved_medians({jobs: run(jobs) for jobs in JOBS}, REPEATS)
+
+
+def print_throughput(what: str, timings: dict) -> None:
+    print(f"{HANDINS} {what}; median of {REPEATS} run(s) after a warm-up")
     print(f"{'jobs':>4} {'seconds':>8} {'handins/min':>11} {'CPU s/handin':>12} {'cores busy':>10} "
           f"{CLASS_SIZE:>5} handins")
     for jobs, timing in timings.items():
@@ -182,16 +227,48 @@ def main() -> None:
               f"{timing.result / HANDINS:>12.1f} {timing.result / timing.wall:>10.2f} "
               f"{CLASS_SIZE / per_minute:>5.0f} min")
     print(f"--jobs 2 / --jobs 1: {timings[1].wall / timings[2].wall:.2f}x handins per minute")
-    wall, found = one
-    print(f"one grading alone ({os.cpu_count()} math threads): {wall:.1f} s wall")
-    for name, seconds in found.items():
-        print(f"  {seconds:>6.2f} s  {name}")
+
+
+def main() -> None:
+    print(f"{os.cpu_count()} CPUs ({cpu_name()}), load average {os.getloadavg()[0]:.2f} at the "
+          f"start")
+    work = Path(tempfile.mkdtemp(prefix="hw4p1-bench-regrade-"))
+    try:
+        work.chmod(0o755)
+        source = work / "autograder"  # what `make autograde` writes (tools sit above bench)
+        subprocess.run([sys.executable, "-m", "tools.make_autograde", "--out", str(source)],
+                       cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+        default = default_handin(work / "default")
+        tiny = honest_handin(work / "tiny", TINY_MODEL, "char")
+        alone = [timed_grading(source, default) for _ in range(ALONE)]
+        with PeakSampler() as sampler:
+            timed_grading(source, default)
+        starts = {"python -c pass": start_seconds("pass"),
+                  "python -c 'import numpy'": start_seconds("import numpy"),
+                  "python -c 'import torch'": start_seconds("import torch")}
+        default_timings = throughput(source, copies(default, work / "defaults"))
+        tiny_timings = throughput(source, copies(tiny, work / "tinies"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print_throughput("default-config handins (configs/default.yaml's model and tokenizer, the "
+                     "reference initialisation, the reference mytorch, a run card naming the "
+                     "whole public test split)", default_timings)
+    print_throughput("tiny handins (a 2-layer d_model 64 char model, otherwise the same)",
+                     tiny_timings)
+    choices = {json.dumps(details.threads, sort_keys=True) for *_, details in alone}
+    print(f"one default handin graded alone as the Autolab Makefile grades it, median of {ALONE}: "
+          f"{statistics.median(wall for wall, *_ in alone):.1f} s wall, "
+          f"{statistics.median(cpu for _, cpu, *_ in alone):.1f} CPU s; the judge chose "
+          f"{' / '.join(sorted(choices))}")
+    for index, (name, _) in enumerate(alone[0][2]):
+        print(f"  {statistics.median(found[index][1] for _, _, found, _ in alone):>6.2f} s  {name}")
     print("interpreter starts (a grading starts a judge and a model child, each importing torch, "
           "and sandbox probes and one worker per mytorch category, each importing numpy):")
     for name, seconds in starts.items():
         print(f"  {seconds:>6.2f} s  {name}")
-    print(f"peak memory of one grading (its whole process tree): {sampler.peak / 2**20:,.0f} MiB; "
-          f"size --jobs so that jobs x this fits in memory, and jobs <= CPUs")
+    print(f"peak memory of one default grading (its whole process tree): "
+          f"{sampler.peak / 2**20:,.0f} MiB; size --jobs so that jobs x this fits in memory, and "
+          f"jobs <= CPUs")
 
 
 if __name__ == "__main__":

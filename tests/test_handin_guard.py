@@ -77,7 +77,7 @@ def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, 
 
     digest = hashlib.sha256(weights).hexdigest()
 
-    def fake_run(grading, grader_flags="", threads=None, started=None):
+    def fake_run(grading, grader_flags="", gradings=1, started=None):
         # the judge's report carries the digest of the weights it extracted
         shared = Path(grading).parent.name in ("poisoned", "moved")
         return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": 2.0},

@@ -59,6 +59,7 @@ SHIPPED_FILES = (
     "autograder/cgroups.py",
     "autograder/file_trees.py",
     "autograder/seccomp.py",
+    "autograder/thread_policy.py",
     "autograder/wire.py",
     "autograder/worker.py",
     "autograder/hidden_tests/__init__.py",
@@ -78,7 +79,7 @@ PUBLIC_PARTITION = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.PARTITION}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/rubric.py", "autograder/gradescope.py",
                       "autograder/grading_run.py", "autograder/report.py",
-                      "autograder/file_trees.py",
+                      "autograder/file_trees.py", "autograder/thread_policy.py",
                       "hw4lib/__init__.py", "hw4lib/file_io.py", "hw4lib/grading_numbers.py",
                       "hw4lib/handin_format.py")  # standard library only
 GRADESCOPE_SETUP = """\
@@ -228,6 +229,9 @@ def makefile_text() -> str:
 # Autolab runs `make` in a folder holding this file (as Makefile), autograde.tar and the student's
 # handin.tar. The last line printed is the scores JSON. Grade each handin in a fresh folder: the
 # driver deletes autograde.tar once the hidden data is used (see autograder/README.md).
+# The judge chooses its math threads by autograder/thread_policy.py's rule and states them in the
+# feedback's first line: export HW4P1_GRADINGS=N where N gradings share this machine's CPUs, or
+# HW4P1_MATH_THREADS=N to fix the count.
 PYTHON ?= python3
 GRADER_FLAGS ?=
 # python -O would strip asserts; the judge refuses to run under it.
