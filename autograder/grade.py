@@ -213,12 +213,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float], report: dict) -> N
     cap_note = sandbox.process_cap_note(mode)
     if cap_note:
         print(f"  note: {cap_note}")
-    for category, points in rubric.MYTORCH_RUBRIC.items():
-        section(f"{category} ({points} points)")
-        failed = frozenset(name for name, points in rubric.MYTORCH_RUBRIC.items()
-                           if scores.get(name, points) < points)
-        scores[category] = grade_mytorch_category(category, layout, mode, args.mytorch_timeout,
-                                                  report, failed)
+    grade_mytorch(layout, mode, args.mytorch_timeout, scores, report)
 
 
 def skip_mytorch(reason: str, report: dict) -> None:
@@ -279,13 +274,21 @@ def link_numpy(folder: Path) -> None:
             (folder / source.name).symlink_to(source)
 
 
-def grade_mytorch_category(category: str, layout: sandbox_modes.Layout, mode: str,
-                           timeout: float, report: dict,
-                           failed: frozenset[str] = frozenset()) -> float:
-    """Judge one category's hidden tests (``failed``: the categories graded before that lost
-    points); print each test's outcome; return the points."""
+def grade_mytorch(layout: sandbox_modes.Layout, mode: str, timeout: float,
+                  scores: dict[str, float], report: dict) -> None:
+    """Judge every mytorch category in turn with one worker start (``judge.grade_categories``),
+    ``timeout`` seconds each; print each category's outcome as it is judged and fill its score."""
+    def graded(category: str, run: judge.CategoryRun) -> None:
+        scores[category] = grade_mytorch_category(category, run, report)
+
+    judge.grade_categories(list(rubric.MYTORCH_RUBRIC), layout, mode, timeout, graded=graded)
+
+
+def grade_mytorch_category(category: str, run: judge.CategoryRun, report: dict) -> float:
+    """Print one category's section and each test's outcome from its ``run``; return the
+    points."""
     points = rubric.MYTORCH_RUBRIC[category]
-    run = judge.grade_category(category, layout, mode, timeout, failed=failed)
+    section(f"{category} ({points} points)")
     if run.timed_out:
         report["status"] = "timeout"
     report["seconds"][category] = round(run.seconds, 2)
