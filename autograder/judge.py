@@ -186,7 +186,8 @@ class WorkerSession:
                 if conversation.ask(b"!\n") is not None:
                     child.wait_end()
             if not child.ended:
-                conversation.deadline = time.monotonic()  # the run ends now
+                # the run ends: its status when it is ending (its stream ended), else killed
+                conversation.deadline = min(time.monotonic() + KILL_GRACE_S, overall)
                 self.broken = (category, child, lockstep, started, stopped_at, timed_out)
                 return
             position = child.position
