@@ -20,10 +20,10 @@ or runs student code. Steps, in this order on purpose:
    transcripts the run card says they were measured on;
 4. delete every copy of the hidden material on disk: the hidden test set, the hidden mytorch tests
    (already in memory), the reference ``hw4lib`` and the autograde.tar they came in;
-5. choose the strongest sandbox that works here (``autograder.sandbox``), then for each mytorch
-   category send the hidden tests' programs to a sandboxed worker (``autograder.worker``) and judge
-   each test on the arrays it returns (``autograder.judge``). Each test earns its share of the
-   category's points.
+5. choose the strongest sandbox that works here (``autograder.sandbox``), then start one sandboxed
+   worker (``autograder.worker``), which runs each mytorch category in a process of its own, send
+   it each category's hidden tests' programs and judge each test on the arrays it returns
+   (``autograder.judge``). Each test earns its share of the category's points.
 
 Whatever happens, every category's outcome and reason are printed and the last line is the scores
 line, printed once every worker and every process they started is dead. What the student code

@@ -2,8 +2,12 @@
 worker run it, and decides each test's points from the values that come back.
 
 Runs in the grader's own process (torch, numpy); it never imports the student's code. One worker
-per category, so a crash, a hang or an import error costs only that category; inside a category,
-each hidden test passes or fails on its own and earns its share of the points.
+start for every category: the worker confines itself and imports numpy once, then runs each
+category in a process of its own forked from it (fresh mytorch state, its own time limit, memory
+and output), so a crash, a hang, a limit or an import error costs only that category; a worker
+broken from inside (killed, its stream over the limit) is started again for the categories after
+(:func:`grade_categories`). Inside a category, each hidden test passes or fails on its own and
+earns its share of the points.
 
 Every grading draws the tests' inputs from a fresh random seed (``secrets``, never shown), so what a
 worker sent back in one grading cannot be replayed in another. The feedback is worded here from

@@ -4,14 +4,16 @@ numpy and the standard library only; this is the one grader module that runs nex
 so nothing it sends back is trusted (the judge validates every value against its own truth). The
 sandbox (``autograder/sandbox.py``) starts it as::
 
-    python -I -S -c "<bootstrap>" --input DIR --result-fd N --request-fd M
+    python -I -S -c "<bootstrap>" --input DIR --result-fd N --request-fd M --output-bytes H T
 
 with ``sys.path`` set to the runtime folder (this package's ``worker``/``wire``), a folder holding
-only numpy, and the student's folder holding only ``mytorch/``. It imports mytorch, then answers
-the judge in lockstep: for each line read from ``--request-fd`` (a test's name, whose program
-the judge has just written to ``DIR/<name>``) it writes that test's record
-(``wire.encode_record``) to file descriptor N; the judge writes the next program only once that
-record has come, so no test can start early or hand its time to another. A failure
+only numpy, and the student's folder holding only ``mytorch/``. It confines itself and imports
+numpy once, then serves every category (:func:`serve`): each in a process forked for it, which
+imports mytorch and answers the judge in lockstep: for each line read (a test's name, whose
+program the judge has just written to ``DIR/<name>``) it writes that test's record
+(``wire.encode_record``), which the worker relays to file descriptor N in frames (``wire.frame``)
+with the process's end; the judge writes the next program only once that record has come, so no
+test can start early or hand its time to another. A failure
 is sent as a few typed fields (which step, the exception's class, the line of mytorch it came
 from), never as text: the judge words the feedback itself, so nothing the student code prints or
 puts in a message reaches it.
