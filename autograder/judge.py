@@ -99,7 +99,8 @@ def grade_categories(categories: list[str], layout: sandbox_modes.Layout, mode: 
     its own inputs: from ``seed`` when given, else fresh) with one worker start: the worker forks
     a process per category (``worker.serve``), so a category's exit, crash, hang, memory or output
     costs that category only. A worker that breaks (its own process killed or stopped, its stream
-    over the limit) is started again for the categories after the one it broke in. A category
+    over the limit), or whose category left a process running, is started again for the
+    categories after that one. A category
     that lost points joins ``failed`` for the hints of those after it; ``graded(category, run)``
     is called as each one is judged. Returns {category: its run}, in order."""
     runs: dict[str, CategoryRun] = {}
@@ -199,6 +200,9 @@ class WorkerSession:
                                 (stopped_at if timed_out else child.ended_at) - started,
                                 child.output(), bytes(child.result))
             self.finish(category, run, lockstep, stopped_at)
+            if child.left_behind:  # killed with this worker; a fresh one for the rest
+                conversation.deadline = min(time.monotonic() + KILL_GRACE_S, overall)
+                return
 
     def finish(self, category: str, run: processes.Run, lockstep: Lockstep,
                stopped_at: float) -> None:
@@ -255,6 +259,7 @@ class ChildConversation:
         self.position = position  # where this category's frames start in the worker's stream
         self.result = bytearray()
         self.head, self.tail, self.omitted = b"", b"", 0
+        self.left_behind = False  # a process it started outlived it
         self.status: int | None = None
         self.ended = False
         self.ended_at: float | None = None
@@ -306,7 +311,7 @@ class ChildConversation:
         elif kind == wire.OUTPUT_TAIL:
             self.tail = payload
         else:
-            self.status, self.omitted = wire.ENDED_PAYLOAD.unpack(payload)
+            self.status, self.omitted, self.left_behind = wire.ENDED_PAYLOAD.unpack(payload)
             self.ended, self.ended_at = True, arrived
         return arrived
 

@@ -90,12 +90,12 @@ def is_native_utf8(encoding: str) -> bool:
 # that dies half-way through a record costs only its category: a frame is a kind and a payload
 # length (FRAME), then the payload. RESULT: bytes of the child's records, as they come;
 # OUTPUT_HEAD, OUTPUT_TAIL: the head and tail of what it printed, once it ended; ENDED (last):
-# ENDED_PAYLOAD, its exit status (minus the signal that killed it) and the printed bytes omitted
-# between head and tail.
+# ENDED_PAYLOAD, its exit status (minus the signal that killed it), the printed bytes omitted
+# between head and tail, and whether a process it started outlived it (holding its pipes).
 FRAME = struct.Struct("<cI")
 FRAME_BYTES = FRAME.size
 RESULT, OUTPUT_HEAD, OUTPUT_TAIL, ENDED = b"R", b"H", b"T", b"E"
-ENDED_PAYLOAD = struct.Struct("<iQ")
+ENDED_PAYLOAD = struct.Struct("<iQ?")
 MAX_FRAME_BYTES = 2**20
 
 

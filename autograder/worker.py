@@ -160,39 +160,30 @@ def serve(args: argparse.Namespace) -> None:
     an empty line closes its requests (it ends as the worker did once the judge had all it asked
     for); '!' kills it. Each process's records and output come back framed
     (``wire.frame``); its end, with its exit status, once it is dead."""
-    head_bytes, tail_bytes = args.output_bytes
     child: Category | None = None
     pending = b""
     while True:
         streams = [fd for fd in (child.results, child.output) if fd is not None] if child else []
-        wait = None
-        if child is not None and not streams:  # its pipes ended: send its end once it is dead
-            child = end_category(args.result_fd, child, wait=False)
-            wait = 0.05 if child is not None else None  # still hearing the judge ('!')
-        ready = select.select([args.request_fd, *streams], [], [], wait)[0]
+        # With a category running, its death is looked for every POLL_S: a process it left
+        # behind may hold its pipes open.
+        ready = select.select([args.request_fd, *streams], [], [],
+                              POLL_S if child is not None else None)[0]
         for fd in streams:
-            if fd not in ready:
-                continue
-            data = os.read(fd, 65536)
-            if fd == child.results and data:
-                send(args.result_fd, wire.frame(wire.RESULT, data))
-            elif fd == child.results:
-                child.results = close(fd)
-            else:
-                keep_output(child, data, head_bytes, tail_bytes)
-                if not data:
-                    child.output = close(fd)
+            if fd in ready:
+                relay(args, child, fd)
+        if child is not None:
+            child = end_category(args, child, wait=False)
         if args.request_fd not in ready:
             continue
         data = os.read(args.request_fd, 65536)
         if not data:  # the judge is done
             if child is not None:
-                end_category(args.result_fd, child, wait=True, kill=True)
+                end_category(args, child, wait=True, kill=True)
             return
         *lines, pending = (pending + data).split(b"\n")
         for line in lines:
             if child is not None and line == b"!":
-                child = end_category(args.result_fd, child, wait=True, kill=True)
+                child = end_category(args, child, wait=True, kill=True)
             elif child is not None and not line:
                 child.requests = close(child.requests)
             elif line and line != b"!":
@@ -202,6 +193,24 @@ def serve(args: argparse.Namespace) -> None:
                         send(child.requests, line + b"\n")
                     except OSError:  # it no longer reads: its end is what the judge hears
                         child.requests = close(child.requests)
+
+
+POLL_S = 0.05
+MAX_DRAIN_READS = 64  # of a dead category's pipes, before its end is sent
+
+
+def relay(args: argparse.Namespace, child: Category, fd: int) -> None:
+    """Read what is ready on one of ``child``'s pipes: records go to the judge as they come,
+    output is kept (head and tail); the pipe is closed at its end."""
+    data = os.read(fd, 65536)
+    if fd == child.results and data:
+        send(args.result_fd, wire.frame(wire.RESULT, data))
+    elif fd == child.results:
+        child.results = close(fd)
+    else:
+        keep_output(child, data, *args.output_bytes)
+        if not data:
+            child.output = close(fd)
 
 
 def close(fd: int | None) -> None:
@@ -222,21 +231,31 @@ def keep_output(child: Category, data: bytes, head_bytes: int, tail_bytes: int) 
         child.omitted += overflow
 
 
-def end_category(result_fd: int, child: Category, wait: bool, kill: bool = False) -> None:
+def end_category(args: argparse.Namespace, child: Category, wait: bool,
+                 kill: bool = False) -> Category | None:
     """Send ``child``'s output and end (wire.ENDED) once it is dead: killed first with ``kill``;
-    reaped at once with ``wait``, else only if it already ended (it is kept, returned, if not).
-    Returns None once it ended."""
+    reaped at once with ``wait``, else only if it already ended (then None is returned, else
+    ``child``). What its pipes still hold is relayed first; a pipe still open after that is held
+    by a process it left behind, which the end says (the judge then starts a worker again)."""
     if kill:
         os.kill(child.pid, signal.SIGKILL)
     pid, status = os.waitpid(child.pid, 0 if wait else os.WNOHANG)
     if pid == 0:
         return child
+    for _ in range(MAX_DRAIN_READS):
+        streams = [fd for fd in (child.results, child.output) if fd is not None]
+        ready = select.select(streams, [], [], 0)[0] if streams else []
+        if not ready:
+            break
+        for fd in ready:
+            relay(args, child, fd)
+    left_behind = child.results is not None or child.output is not None
     for fd in (child.requests, child.results, child.output):
         close(fd)
-    code = os.waitstatus_to_exitcode(status)
-    send(result_fd, wire.frame(wire.OUTPUT_HEAD, bytes(child.head))
+    send(args.result_fd, wire.frame(wire.OUTPUT_HEAD, bytes(child.head))
          + wire.frame(wire.OUTPUT_TAIL, bytes(child.tail))
-         + wire.frame(wire.ENDED, wire.ENDED_PAYLOAD.pack(code, child.omitted)))
+         + wire.frame(wire.ENDED, wire.ENDED_PAYLOAD.pack(
+             os.waitstatus_to_exitcode(status), child.omitted, left_behind)))
     return None
 
 

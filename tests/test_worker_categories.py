@@ -12,7 +12,9 @@ never reaches the next.
     .venv/bin/python -m pytest -q tests/test_worker_categories.py
 """
 import io
+import os
 import tempfile
+import time
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -51,6 +53,9 @@ ACTIONS = {
     "prints 3 MB": "print('x' * 3_000_000, file=_sys.stderr)",
 }
 HANG = "while True: pass"
+# Once, a process that outlives the category's (holding its pipes): the category still ends.
+LEAVES_A_PROCESS = ("if not _held and not _os.fork(): _os.setsid(); _time.sleep(600); "
+                    "_os._exit(0)\n        _held.append(1)")
 KILLS_THE_WORKER = "_os.kill(_os.getppid(), _signal.SIGKILL); _time.sleep(60)"
 # Linear leaves a mark in mytorch's module state; an SDPA that sees it answers zeros. A category
 # run in a process that Linear ran in would lose SDPA's points.
@@ -177,6 +182,19 @@ def test_a_category_that_kills_the_worker_costs_only_itself(tmp_path):
 
 @rubric_category("One worker for every category")
 @pytest.mark.slow
+def test_a_process_left_behind_neither_holds_its_category_nor_reaches_the_next(tmp_path):
+    """Its category ends when its own process does (not at the time limit), and the categories
+    after it run in a fresh worker, as they ran in fresh workers before."""
+    tree = mytorch_with(tmp_path, SOFTMAX_DOES.format(action=LEAVES_A_PROCESS))
+    started = time.monotonic()
+    softmax, _ = assert_only_softmax_pays(tree, TIMEOUT_S, grade_alone(tree, "Softmax",
+                                                                        TIMEOUT_S))
+    assert time.monotonic() - started < TIMEOUT_S and not softmax.timed_out
+    assert not processes.descendants(os.getpid())
+
+
+@rubric_category("One worker for every category")
+@pytest.mark.slow
 def test_no_category_runs_where_another_left_its_state(tmp_path):
     tree = mytorch_with(tmp_path, LEFT_STATE)
     scores, _, runs, _ = grade_in_one_worker(tree, TIMEOUT_S)
@@ -204,7 +222,7 @@ class Stream:
 def test_a_category_s_frames_give_its_records_its_output_and_its_end():
     first, second = wire.encode_record("a", None, {}), wire.encode_record("b", None, {})
     ended = wire.frame(wire.OUTPUT_HEAD, b"hi") + wire.frame(wire.OUTPUT_TAIL, b"there") + \
-        wire.frame(wire.ENDED, wire.ENDED_PAYLOAD.pack(-11, 7))
+        wire.frame(wire.ENDED, wire.ENDED_PAYLOAD.pack(-11, 7, False))
     # The first category's process died half-way through its second record; the next follows.
     stream = Stream(wire.frame(wire.RESULT, first + second[:5]) + wire.frame(wire.RESULT, b"")
                     + ended + wire.frame(wire.RESULT, second) + ended)
