@@ -100,9 +100,9 @@ def grade_categories(categories: list[str], layout: sandbox_modes.Layout, mode: 
     a process per category (``worker.serve``), so a category's exit, crash, hang, memory or output
     costs that category only. A worker that breaks (its own process killed or stopped, its stream
     over the limit), or whose category left a process running, is started again for the
-    categories after that one. A category
-    that lost points joins ``failed`` for the hints of those after it; ``graded(category, run)``
-    is called as each one is judged. Returns {category: its run}, in order."""
+    categories after that one. A category that lost points joins ``failed`` for the hints of
+    those after it; ``graded(category, run)`` is called as each one is judged. Returns
+    {category: its run}, in order."""
     runs: dict[str, CategoryRun] = {}
 
     def judged(category: str, run: CategoryRun) -> None:
@@ -330,7 +330,8 @@ class Lockstep:
     written before the worker starts), so the worker can neither start a test early nor hold an
     answer back to move its time onto another test. A test's seconds run from its request to
     the arrival of its answer's last byte, by the judge's clock (the first request goes out as
-    the worker starts, so it holds the start-up and mytorch's import).
+    the worker starts, or as the category's process is forked, so it holds the start-up and
+    mytorch's import).
 
     ``write(test)`` puts a test's program on disk; after :meth:`converse`, ``end`` is where the
     answers taken end in the result stream and ``note`` says why the dialogue stopped early ('':
