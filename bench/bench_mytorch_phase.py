@@ -1,18 +1,18 @@
 """The grader's mytorch phase on the reference mytorch: one worker start for the four categories
 (``judge.grade_categories``, what the grader runs) against a worker start per category
-(``judge.grade_category`` in turn, what it ran before), interleaved; wall and CPU seconds (the
-judge's own and its waited-for children's), in the sandbox mode that works here and in mode
-``none`` (whose worker processes are all waited for, so their CPU counts).
+(``judge.grade_category`` in turn, what it ran before), interleaved (``bench.timing``); wall
+and CPU seconds (the judge's own, and its waited-for children's), in the sandbox mode that works
+here and in mode ``none`` (whose worker processes are all waited for, so their CPU counts).
 
     .venv/bin/python -m bench bench_mytorch_phase
 """
 import resource
-import statistics
 import tempfile
-import time
 from pathlib import Path
+from typing import Callable
 
 from autograder import judge, rubric, sandbox
+from bench.timing import interleaved_medians
 from tools.hint_report import REPO_ROOT, worker_layout
 
 ROUNDS = 4
@@ -36,37 +36,33 @@ def worker_per_category(layout, mode) -> None:
         judge.grade_category(category, layout, mode, TIMEOUT_S)
 
 
-def measure(grade, mode: str) -> tuple[float, float, float]:
-    """(wall, judge CPU, children's CPU) seconds of one mytorch phase of the reference."""
-    with tempfile.TemporaryDirectory(prefix="hw4p1-bench-phase-") as scratch:
-        layout = reference_layout(scratch)
-        own, children = (resource.getrusage(resource.RUSAGE_SELF),
-                         resource.getrusage(resource.RUSAGE_CHILDREN))
-        start = time.monotonic()
-        grade(layout, mode)
-        wall = time.monotonic() - start
-        own_after, children_after = (resource.getrusage(resource.RUSAGE_SELF),
-                                     resource.getrusage(resource.RUSAGE_CHILDREN))
-    return (wall, own_after.ru_utime + own_after.ru_stime - own.ru_utime - own.ru_stime,
-            children_after.ru_utime + children_after.ru_stime - children.ru_utime
-            - children.ru_stime)
+def phase(grade, mode: str) -> Callable[[], float]:
+    """One mytorch phase of the reference; it returns its waited-for children's CPU seconds."""
+    def run() -> float:
+        with tempfile.TemporaryDirectory(prefix="hw4p1-bench-phase-") as scratch:
+            layout = reference_layout(scratch)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            grade(layout, mode)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+    return run
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hw4p1-bench-probe-") as scratch:
         strongest, _ = sandbox.choose_mode(reference_layout(scratch), judge.python_executable())
     print(f"{'mode':<8} {'worker starts':<24} {'wall s':>8} {'judge CPU s':>12} "
-          f"{'children CPU s':>15}   (medians of {ROUNDS}, interleaved)")
+          f"{'children CPU s':>15}   (medians of {ROUNDS} interleaved; children: the last)")
     for mode in dict.fromkeys([strongest, "none"]):
         if mode is None:
             continue
-        samples = {"one for all categories": [], "one per category": []}
-        for _ in range(ROUNDS):
-            samples["one per category"].append(measure(worker_per_category, mode))
-            samples["one for all categories"].append(measure(one_worker, mode))
-        for name, runs in samples.items():
-            wall, own, children = (statistics.median(column) for column in zip(*runs))
-            print(f"{mode:<8} {name:<24} {wall:>8.2f} {own:>12.2f} {children:>15.2f}")
+        timings = interleaved_medians({"one per category": phase(worker_per_category, mode),
+                                       "one for all categories": phase(one_worker, mode)},
+                                      ROUNDS)
+        for name, timing in timings.items():
+            print(f"{mode:<8} {name:<24} {timing.wall:>8.2f} {timing.cpu:>12.2f} "
+                  f"{timing.result:>15.2f}")
 
 
 if __name__ == "__main__":
