@@ -22,10 +22,10 @@ or runs student code. Steps, in this order on purpose:
    transcripts the run card says they were measured on;
 4. delete every copy of the hidden material on disk: the hidden test set, the hidden mytorch tests
    (already in memory), the reference ``hw4lib`` and the autograde.tar they came in;
-5. choose the strongest sandbox that works here (``autograder.sandbox``), then for each mytorch
-   category send the hidden tests' programs to a sandboxed worker (``autograder.worker``) and judge
-   each test on the arrays it returns (``autograder.judge``). Each test earns its share of the
-   category's points.
+5. choose the strongest sandbox that works here (``autograder.sandbox``), then start one sandboxed
+   worker (``autograder.worker``), which runs each mytorch category in a process of its own, send
+   it each category's hidden tests' programs and judge each test on the arrays it returns
+   (``autograder.judge``). Each test earns its share of the category's points.
 
 Whatever happens, every category's outcome and reason are printed and the last line is the scores
 line, printed once every worker and every process they started is dead. What the student code
@@ -226,12 +226,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float],
     cap_note = sandbox.process_cap_note(mode)
     if cap_note:
         print(f"  note: {cap_note}")
-    for category, points in rubric.MYTORCH_RUBRIC.items():
-        section(f"{category} ({points} points)")
-        failed = frozenset(name for name, points in rubric.MYTORCH_RUBRIC.items()
-                           if scores.get(name, points) < points)
-        scores[category] = grade_mytorch_category(category, layout, mode, args.mytorch_timeout,
-                                                  report, failed)
+    grade_mytorch(layout, mode, args.mytorch_timeout, scores, report)
 
 
 def skip_mytorch(reason: str, report: grading_report.GradingReport) -> None:
@@ -292,13 +287,22 @@ def link_numpy(folder: Path) -> None:
             (folder / source.name).symlink_to(source)
 
 
-def grade_mytorch_category(category: str, layout: sandbox_modes.Layout, mode: str,
-                           timeout: float, report: grading_report.GradingReport,
-                           failed: frozenset[str] = frozenset()) -> float:
-    """Judge one category's hidden tests (``failed``: the categories graded before that lost
-    points); print each test's outcome; return the points."""
+def grade_mytorch(layout: sandbox_modes.Layout, mode: str, timeout: float,
+                  scores: dict[str, float], report: grading_report.GradingReport) -> None:
+    """Judge every mytorch category in turn with one worker start (``judge.grade_categories``),
+    ``timeout`` seconds each; print each category's outcome as it is judged and fill its score."""
+    def graded(category: str, run: judge.CategoryRun) -> None:
+        scores[category] = grade_mytorch_category(category, run, report)
+
+    judge.grade_categories(list(rubric.MYTORCH_RUBRIC), layout, mode, timeout, graded=graded)
+
+
+def grade_mytorch_category(category: str, run: judge.CategoryRun,
+                           report: grading_report.GradingReport) -> float:
+    """Print one category's section and each test's outcome from its ``run``; return the
+    points."""
     points = rubric.MYTORCH_RUBRIC[category]
-    run = judge.grade_category(category, layout, mode, timeout, failed=failed)
+    section(f"{category} ({points} points)")
     if run.timed_out:
         report.status = grading_report.Status.TIMEOUT
     report.seconds[category] = round(run.seconds, 2)

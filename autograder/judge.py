@@ -2,8 +2,12 @@
 worker run it, and decides each test's points from the values that come back.
 
 Runs in the grader's own process (torch, numpy); it never imports the student's code. One worker
-per category, so a crash, a hang or an import error costs only that category; inside a category,
-each hidden test passes or fails on its own and earns its share of the points.
+start for every category: the worker confines itself and imports numpy once, then runs each
+category in a process of its own forked from it (fresh mytorch state, its own time limit, memory
+and output), so a crash, a hang, a limit or an import error costs only that category; a worker
+broken from inside (killed, its stream over the limit) is started again for the categories after
+(:func:`grade_categories`). Inside a category, each hidden test passes or fails on its own and
+earns its share of the points.
 
 Every grading draws the tests' inputs from a fresh random seed (``secrets``, never shown), so what a
 worker sent back in one grading cannot be replayed in another. The feedback is worded here from
@@ -18,6 +22,7 @@ import builtins
 import os
 import secrets
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,41 +69,240 @@ def grade_category(category: str, layout: sandbox_modes.Layout, mode: str, timeo
     inputs drawn from ``seed`` (default: a fresh random one, which is what grading uses);
     ``failed``: the categories that lost points already (the hints point to those this one
     uses)."""
-    tests = tests_of(category)
-    programs, checks = build_programs(tests, secrets.randbits(SEED_BITS) if seed is None else seed)
-    if layout.input_dir.exists():
-        file_trees.remove_tree(layout.input_dir)
-    layout.input_dir.mkdir(parents=True)
+    return grade_categories([category], layout, mode, timeout, seed, failed)[category]
 
-    def write(test: str) -> None:
-        programs[test].save(layout.input_dir / test)
-        sandbox.make_readable(layout.input_dir)
 
-    lockstep = Lockstep([test.name for test in tests], write)
-    write(tests[0].name)
-    run = sandbox.run_worker(mode, layout, python_executable(), ["--input", "{input}"], timeout,
-                             dialogue=lockstep.converse)
-    records, stream_note = wire.decode_records(
-        run.result[:lockstep.end], {name: program.returned for name, program in programs.items()})
-    note = worker_note(run, timeout, lockstep.note or stream_note)
-    files = student_files(layout.student_dir / "mytorch")
-    running = lockstep.running() if run.timed_out else None
-    seconds = lockstep.seconds(run.seconds if run.timed_out else None)
-    judged = [judge_test(test, records.get(test.name), checks[test.name], note,
-                         programs[test.name].steps, files,
-                         timed_out=f"after {timeout:.0f} s" if test.name == running else "",
-                         package=layout.student_dir / "mytorch")
-              for test in tests]
-    results = [result for result, _ in judged]
-    for result in results:
-        result.seconds = seconds.get(result.name)
-    hints = diagnosis.hints(category, {result.name: failure for result, failure in judged},
-                            failed)
-    for result in results:
-        if result.name in hints:
-            result.hint, result.family = hints[result.name].text, hints[result.name].family
-    return CategoryRun(results, run.output, run.seconds, note, run.timed_out,
-                       {result.name: failure for result, failure in judged if failure})
+def grade_categories(categories: list[str], layout: sandbox_modes.Layout, mode: str,
+                     timeout: float, seed: int | None = None,
+                     failed: frozenset[str] = frozenset(),
+                     graded: Callable[[str, CategoryRun], None] | None = None
+                     ) -> dict[str, CategoryRun]:
+    """Grade ``categories`` in turn (as :func:`grade_category`, each with ``timeout`` seconds and
+    its own inputs: from ``seed`` when given, else fresh) with one worker start: the worker forks
+    a process per category (``worker.serve``), so a category's exit, crash, hang, memory or output
+    costs that category only. A worker that breaks (its own process killed or stopped, its stream
+    over the limit), or whose category left a process running, is started again for the
+    categories after that one. A category that lost points joins ``failed`` for the hints of
+    those after it; ``graded(category, run)`` is called as each one is judged. Returns
+    {category: its run}, in order."""
+    runs: dict[str, CategoryRun] = {}
+
+    def judged(category: str, run: CategoryRun) -> None:
+        runs[category] = run
+        if graded is not None:
+            graded(category, run)
+
+    while len(runs) < len(categories):
+        session = WorkerSession(categories[len(runs):], layout, timeout, seed,
+                                failed | {name for name, run in runs.items()
+                                          if not all(result.passed for result in run.results)},
+                                judged)
+        session.prepare(session.categories[0])
+        run = sandbox.run_worker(mode, layout, python_executable(),
+                                 ["--input", "{input}", "--output-bytes",
+                                  str(processes.OUTPUT_HEAD_BYTES),
+                                  str(processes.OUTPUT_TAIL_BYTES)],
+                                 timeout, dialogue=session.converse,
+                                 wall_timeout=len(session.categories) * (timeout + KILL_GRACE_S))
+        session.finish_broken(run)
+    return runs
+
+
+KILL_GRACE_S = 5.0  # for a category's process killed at its time limit to be reported dead
+
+
+@dataclass
+class Prepared:
+    """A category's tests, their programs and checks, as the judge built them."""
+
+    tests: list[HiddenTest]
+    programs: dict[str, wire.Program]
+    checks: dict
+
+
+@dataclass
+class WorkerSession:
+    """The judge's side of one worker run over ``categories``: for each, the programs built, the
+    lockstep dialogue with the category's process (``ChildConversation``), then its end asked for
+    (its requests closed; killed at the time limit) and the category judged. ``broken``: the
+    category the worker broke in, judged once its run is over (:meth:`finish_broken`)."""
+
+    categories: list[str]
+    layout: sandbox_modes.Layout
+    timeout: float
+    seed: int | None
+    failed: frozenset[str]
+    judged: Callable[[str, CategoryRun], None]
+    prepared: Prepared | None = None
+    broken: tuple | None = None
+
+    def prepare(self, category: str) -> None:
+        """Build ``category``'s programs and put the first on disk, in an empty input folder."""
+        tests = tests_of(category)
+        programs, checks = build_programs(tests, secrets.randbits(SEED_BITS)
+                                          if self.seed is None else self.seed)
+        self.prepared = Prepared(tests, programs, checks)
+        if self.layout.input_dir.exists():  # emptied, never replaced: the worker's view holds it
+            for entry in list(self.layout.input_dir.iterdir()):
+                file_trees.remove_tree(entry)
+        else:
+            self.layout.input_dir.mkdir(parents=True)
+        self.write(tests[0].name)
+
+    def write(self, test: str) -> None:
+        self.prepared.programs[test].save(self.layout.input_dir / test)
+        sandbox.make_readable(self.layout.input_dir)
+
+    def converse(self, conversation: processes.Conversation) -> None:
+        overall, position = conversation.deadline, 0
+        started = 0.0  # the first category's clock starts with the worker
+        for index, category in enumerate(self.categories):
+            if index:
+                self.prepare(category)
+                started = time.monotonic() - conversation.start
+            stopped_at = started + self.timeout
+            conversation.deadline = min(conversation.start + stopped_at, overall)
+            child = ChildConversation(conversation, position)
+            lockstep = Lockstep([test.name for test in self.prepared.tests], self.write)
+            lockstep.converse(child)
+            if not child.ended and conversation.ask(b"\n") is not None:
+                child.wait_end()
+            timed_out = not child.ended and time.monotonic() >= conversation.deadline
+            if timed_out:  # killed; a worker that cannot report it in time is broken
+                conversation.deadline = min(time.monotonic() + KILL_GRACE_S, overall)
+                if conversation.ask(b"!\n") is not None:
+                    child.wait_end()
+            if not child.ended:
+                # the run ends: its status when it is ending (its stream ended), else killed
+                conversation.deadline = min(time.monotonic() + KILL_GRACE_S, overall)
+                self.broken = (category, child, lockstep, started, stopped_at, timed_out)
+                return
+            position = child.position
+            run = processes.Run(None if timed_out else child.status,
+                                (stopped_at if timed_out else child.ended_at) - started,
+                                child.output(), bytes(child.result))
+            self.finish(category, run, lockstep, stopped_at)
+            if child.left_behind:  # killed with this worker; a fresh one for the rest
+                conversation.deadline = min(time.monotonic() + KILL_GRACE_S, overall)
+                return
+
+    def finish(self, category: str, run: processes.Run, lockstep: Lockstep,
+               stopped_at: float) -> None:
+        """Judge ``category`` from its process's ``run`` (``stopped_at``: when its time limit
+        came, by the worker's clock)."""
+        prepared = self.prepared
+        records, stream_note = wire.decode_records(
+            run.result[:lockstep.end],
+            {name: program.returned for name, program in prepared.programs.items()})
+        note = worker_note(run, self.timeout, lockstep.note or stream_note)
+        files = student_files(self.layout.student_dir / "mytorch")
+        running = lockstep.running() if run.timed_out else None
+        seconds = lockstep.seconds(stopped_at if run.timed_out else None)
+        judged = [judge_test(test, records.get(test.name), prepared.checks[test.name], note,
+                             prepared.programs[test.name].steps, files,
+                             timed_out=f"after {self.timeout:.0f} s" if test.name == running else "",
+                             package=self.layout.student_dir / "mytorch")
+                  for test in prepared.tests]
+        results = [result for result, _ in judged]
+        for result in results:
+            result.seconds = seconds.get(result.name)
+        hints = diagnosis.hints(category, {result.name: failure for result, failure in judged},
+                                self.failed)
+        for result in results:
+            if result.name in hints:
+                result.hint, result.family = hints[result.name].text, hints[result.name].family
+        if not all(result.passed for result in results):
+            self.failed = self.failed | {category}
+        self.judged(category, CategoryRun(results, run.output, run.seconds, note, run.timed_out,
+                                          {result.name: failure for result, failure in judged
+                                           if failure}))
+
+    def finish_broken(self, worker: processes.Run) -> None:
+        """Judge the category the worker broke in, from what came before it broke: timed out,
+        or ended as the worker's own run did."""
+        if self.broken is None:
+            return
+        category, child, lockstep, started, stopped_at, timed_out = self.broken
+        ended = stopped_at if timed_out else worker.seconds
+        run = processes.Run(None if timed_out or worker.timed_out else worker.returncode,
+                            max(ended - started, 0.0), child.output(), bytes(child.result),
+                            worker.result_overflow)
+        self.finish(category, run, lockstep, min(ended, stopped_at))
+
+
+class ChildConversation:
+    """One category's process as :class:`Lockstep` converses with it (``ask``, ``wait_for``,
+    ``received``): the worker's frames (``wire.frame``) read from its stream as they come, the
+    category's records gathered in ``result``, its printed head and tail, and its end (exit
+    status, when it came). Nothing waits past the conversation's deadline."""
+
+    def __init__(self, conversation: processes.Conversation, position: int) -> None:
+        self.conversation = conversation
+        self.position = position  # where this category's frames start in the worker's stream
+        self.result = bytearray()
+        self.head, self.tail, self.omitted = b"", b"", 0
+        self.left_behind = False  # a process it started outlived it
+        self.status: int | None = None
+        self.ended = False
+        self.ended_at: float | None = None
+
+    def ask(self, request: bytes) -> float | None:
+        return None if self.ended else self.conversation.ask(request)
+
+    def received(self, start: int, end: int) -> bytes:
+        return bytes(self.result[start:end])
+
+    def wait_for(self, size: int) -> float | None:
+        """When this category's records reached ``size`` bytes; None when its process ended
+        short of it, or the worker's stream did, or the deadline came."""
+        arrived = None
+        while len(self.result) < size:
+            arrived = self.next_frame()
+            if arrived is None:
+                return None
+        return arrived if arrived is not None else time.monotonic() - self.conversation.start
+
+    def wait_end(self) -> None:
+        """Read frames until this category's process ended (or the stream or deadline did)."""
+        while not self.ended and self.next_frame() is not None:
+            pass
+
+    def next_frame(self) -> float | None:
+        """Read the next frame; when it came, or None (ended, a malformed frame, or nothing
+        more by the deadline)."""
+        if self.ended:
+            return None
+        start = self.position
+        if self.conversation.wait_for(start + wire.FRAME_BYTES) is None:
+            return None
+        try:  # the worker's own frames: garbled only if its process was broken into
+            kind, length = wire.frame_header(self.conversation.received(
+                start, start + wire.FRAME_BYTES))
+        except ValueError:
+            return None
+        end = start + wire.FRAME_BYTES + length
+        arrived = self.conversation.wait_for(end)
+        if arrived is None:
+            return None
+        payload = self.conversation.received(start + wire.FRAME_BYTES, end)
+        self.position = end
+        if kind == wire.RESULT:
+            self.result += payload
+        elif kind == wire.OUTPUT_HEAD:
+            self.head = payload
+        elif kind == wire.OUTPUT_TAIL:
+            self.tail = payload
+        else:
+            self.status, self.omitted, self.left_behind = wire.ENDED_PAYLOAD.unpack(payload)
+            self.ended, self.ended_at = True, arrived
+        return arrived
+
+    def output(self) -> str:
+        """What the process printed, as ``processes.BoundedCapture.text`` gives it."""
+        capture = processes.BoundedCapture(None, 0, 0)
+        capture.head, capture.tail, capture.omitted = (bytearray(self.head),
+                                                       bytearray(self.tail), self.omitted)
+        return capture.text()
 
 
 @dataclass
@@ -108,7 +312,8 @@ class Lockstep:
     written before the worker starts), so the worker can neither start a test early nor hold an
     answer back to move its time onto another test. A test's seconds run from its request to
     the arrival of its answer's last byte, by the judge's clock (the first request goes out as
-    the worker starts, so it holds the start-up and mytorch's import).
+    the worker starts, or as the category's process is forked, so it holds the start-up and
+    mytorch's import).
 
     ``write(test)`` puts a test's program on disk; after :meth:`converse`, ``end`` is where the
     answers taken end in the result stream and ``note`` says why the dialogue stopped early ('':

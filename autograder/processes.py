@@ -180,14 +180,17 @@ def _supervise(process, stdout, start: float, timeout: float,
     for reader in readers:
         reader.start()
     returncode = None
+    deadline = start + timeout
     try:
         if request_pipe:
             try:
                 if dialogue is not None and result is not None:
-                    dialogue(Conversation(request_pipe[1], result, start, start + timeout))
+                    conversation = Conversation(request_pipe[1], result, start, deadline)
+                    dialogue(conversation)
+                    deadline = min(deadline, conversation.deadline)  # the dialogue may end it
             finally:
                 os.close(request_pipe[1])
-        returncode = process.wait(timeout=max(start + timeout - time.monotonic(), 0.0))
+        returncode = process.wait(timeout=max(deadline - time.monotonic(), 0.0))
     except subprocess.TimeoutExpired:
         pass
     finally:  # whatever the dialogue raised, the child and all it started die here

@@ -118,9 +118,12 @@ def process_cap_note(mode: str) -> str | None:
 
 
 def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout: float,
-               dialogue: Callable[[Conversation], None] | None = None) -> Run:
+               dialogue: Callable[[Conversation], None] | None = None,
+               wall_timeout: float | None = None) -> Run:
     """Run the worker in ``mode`` with ``args``; its result pipe is passed as ``--result-fd``
-    and, with a ``dialogue`` (``processes.run_process``), its request pipe as ``--request-fd``."""
+    and, with a ``dialogue`` (``processes.run_process``), its request pipe as ``--request-fd``.
+    ``timeout`` bounds each of its processes' CPU time, ``wall_timeout`` (default ``timeout``)
+    the whole run."""
     cgroup = WorkerCgroup.create(MAX_PROCESSES, MAX_TREE_MEMORY)
     read_end, write_end = os.pipe()
     input_dir = worker_folders(mode, layout)["input"]
@@ -135,7 +138,8 @@ def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout:
     command = worker_command(mode, layout, python, args)
     try:
         return run_process(command, cwd=layout.tmp_dir, env=worker_environment(mode, layout),
-                           timeout=timeout, limits=worker_limits(timeout), cgroup=cgroup,
+                           timeout=wall_timeout or timeout, limits=worker_limits(timeout),
+                           cgroup=cgroup,
                            result_pipe=(read_end, write_end), request_pipe=request_pipe,
                            dialogue=dialogue)
     finally:

@@ -85,6 +85,35 @@ def is_native_utf8(encoding: str) -> bool:
     return normal == "utf-8" or str.startswith(normal, "utf-8-")
 
 
+# The worker's frames (judge side: judge.ChildConversation): one worker serves every category,
+# each in a child process of its own, and relays what each child writes, framed, so that a child
+# that dies half-way through a record costs only its category: a frame is a kind and a payload
+# length (FRAME), then the payload. RESULT: bytes of the child's records, as they come;
+# OUTPUT_HEAD, OUTPUT_TAIL: the head and tail of what it printed, once it ended; ENDED (last):
+# ENDED_PAYLOAD, its exit status (minus the signal that killed it), the printed bytes omitted
+# between head and tail, and whether a process it started outlived it (holding its pipes).
+FRAME = struct.Struct("<cI")
+FRAME_BYTES = FRAME.size
+RESULT, OUTPUT_HEAD, OUTPUT_TAIL, ENDED = b"R", b"H", b"T", b"E"
+ENDED_PAYLOAD = struct.Struct("<iQ?")
+MAX_FRAME_BYTES = 2**20
+
+
+def frame(kind: bytes, payload: bytes) -> bytes:
+    """One frame: ``kind`` (one of RESULT, OUTPUT_HEAD, OUTPUT_TAIL, ENDED), then ``payload``
+    (at most MAX_FRAME_BYTES)."""
+    return FRAME.pack(kind, len(payload)) + payload
+
+
+def frame_header(data: bytes) -> tuple[bytes, int]:
+    """(kind, payload length) of the frame whose first FRAME_BYTES are ``data``; ValueError for
+    an unknown kind or a payload over MAX_FRAME_BYTES."""
+    kind, length = FRAME.unpack(data)
+    if kind not in (RESULT, OUTPUT_HEAD, OUTPUT_TAIL, ENDED) or length > MAX_FRAME_BYTES:
+        raise ValueError(f"a frame of kind {kind!r} and {length} bytes")
+    return kind, length
+
+
 @dataclass(frozen=True)
 class Ref:
     """A value held by the worker: an input array, an object, or a returned value."""
