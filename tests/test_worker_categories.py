@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from autograder import grade, judge, processes, rubric, sandbox, wire
+from autograder.report import GradingReport, Status
 from tests.autograder_helpers import copy_reference_mytorch
 from tests.testing_framework import rubric as rubric_category, run_module
 from tools import hint_report
@@ -90,7 +91,7 @@ def mytorch_with(root: Path, appended: str) -> Path:
 def grade_in_one_worker(tree: Path, timeout: float) -> tuple[dict, dict, dict, str]:
     """(scores, report, {category: run}, printed feedback) of ``tree`` through the grader's
     mytorch phase (``grade.grade_mytorch``), inputs from SEED."""
-    scores, report = {}, {"status": "ok", "tests": [], "seconds": {}}
+    scores, report = {}, GradingReport()
     runs = {}
     with tempfile.TemporaryDirectory(prefix="hw4p1-oneworker-") as scratch:
         layout = hint_report.worker_layout(Path(scratch), tree)
@@ -165,7 +166,7 @@ def test_a_softmax_that_hangs_times_out_alone(tmp_path):
     tree = mytorch_with(tmp_path, SOFTMAX_DOES.format(action=HANG))
     softmax, report = assert_only_softmax_pays(tree, HANG_TIMEOUT_S, None)
     assert not any(r.points for r in softmax.results), outcome(softmax)
-    assert softmax.timed_out and report["status"] == "timeout"
+    assert softmax.timed_out and report.status == Status.TIMEOUT
     assert softmax.results[0].message.startswith("timed out"), softmax.results[0].message
     assert HANG_TIMEOUT_S - 1 <= softmax.seconds <= HANG_TIMEOUT_S + judge.KILL_GRACE_S + 1
 
