@@ -48,16 +48,12 @@ from hw4lib.file_io import write_json
 from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest, transcripts_sha256
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
-from hw4lib.trainers.metrics import evaluate_language_model
+from hw4lib.trainers.metrics import (evaluate_language_model, evaluation_batch_size,
+                                     transcript_losses)
 
 # The trainer's seed when a config names none (hw4lib.config's default).
 DEFAULT_SEED = Config.model_fields["seed"].default
 PARTITION = "test"  # the partition of the --hidden-set and --public-set data roots
-MAX_BATCH_SIZE = 32
-# The largest activation of one batch stays under this many elements: the attention weights (batch
-# x heads x T x T) and the widest per-position tensor (batch x T x max(d_ff, d_model, vocab)), so a
-# model with many heads or a huge feed-forward on long sequences does not exhaust memory.
-ACTIVATION_BUDGET = 2**26
 
 
 class GradingError(Exception):
@@ -276,13 +272,12 @@ def measure(model: DecoderOnlyTransformer, model_config: dict,
 def evaluation_loader(dataset: LMDataset, num_heads: int, width: int) -> DataLoader:
     """The training code's length-bucketed loader, in a fixed order, with batches small enough that
     the longest transcript's attention weights (``num_heads`` heads) and per-position tensors
-    (``width`` features) stay within ACTIVATION_BUDGET.
+    (``width`` features) stay within metrics.ACTIVATION_BUDGET.
 
     The metric is a sum over transcripts, so neither the order nor the batching changes it.
     """
-    longest = dataset.text_max_len
-    batch_size = ACTIVATION_BUDGET // (longest * max(num_heads * longest, width))
-    return batch_loader(dataset, min(max(batch_size, 1), MAX_BATCH_SIZE), shuffle=False)
+    return batch_loader(dataset, evaluation_batch_size(dataset.text_max_len, num_heads, width),
+                        shuffle=False)
 
 
 if __name__ == "__main__":
