@@ -4,7 +4,7 @@ Run by ``autograder.grade`` as a child process, from the extracted autograder (s
 reference copy shipped in autograde.tar, never the student's)::
 
     python -m autograder.grade_model --handin DIR --hidden-set DIR --out result.json \
-        [--public-set DIR --compare TRANSCRIPTS SHA256]
+        [--public-set DIR --compare TRANSCRIPTS SHA256 [--sample-seed SEED]]
 
 Nothing the student wrote runs here: ``config.yaml`` is read with ``yaml.safe_load`` and checked
 by ``hw4lib.config.validate_untrusted`` (exact types, the limits of ``hw4lib.handin_format``, the
@@ -45,7 +45,8 @@ from hw4lib.config import Config, ConfigError, short_repr, validate_untrusted, v
 from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.file_io import write_json
-from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest, transcripts_sha256
+from hw4lib.handin_format import (CONFIG_FILE, STATE_DICT_FILE, config_digest, sample_transcripts,
+                                  transcripts_sha256)
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
 from hw4lib.trainers.metrics import (evaluate_language_model, evaluation_batch_size,
@@ -72,13 +73,19 @@ def main(argv: list[str] | None = None) -> None:
                         help="also measure the model on the first TRANSCRIPTS transcripts of "
                              "--public-set if their transcripts_sha256 is SHA256 (the test set "
                              "the handin's test_metrics.json measured, as its run card names it)")
+    parser.add_argument("--sample-seed", type=int,
+                        help="with --compare: measure only the transcripts this seed draws "
+                             "(hw4lib.handin_format.sample_transcripts), one by one")
     parser.add_argument("--out", type=Path, required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if (args.compare is None) != (args.public_set is None) or (
             args.compare is not None and not args.compare[0].isdigit()):
         parser.error("--compare TRANSCRIPTS SHA256 (TRANSCRIPTS a count) goes with --public-set")
-    compare = (args.public_set, int(args.compare[0]), args.compare[1]) if args.compare else None
+    if args.sample_seed is not None and args.compare is None:
+        parser.error("--sample-seed goes with --compare")
+    compare = ((args.public_set, int(args.compare[0]), args.compare[1], args.sample_seed)
+               if args.compare else None)
     follow_environment()
     start = time.monotonic()
     try:
@@ -107,13 +114,15 @@ def follow_environment() -> None:
 
 
 def evaluate_handin(handin: Path, hidden_set: Path,
-                    compare: tuple[Path, int, str] | None = None) -> dict:
+                    compare: tuple | None = None) -> dict:
     """Rebuild the model of ``handin``; return evaluate_language_model's metrics on the hidden set.
 
-    With ``compare`` = (public set folder, transcripts, sha256): also ``compared_perplexity_char``,
-    the same measurement on the first ``transcripts`` transcripts of the public test split, which
-    is what the handin's test_metrics.json measured when their ``transcripts_sha256`` is
-    ``sha256``; otherwise ``compare_note`` says why nothing was compared.
+    With ``compare`` = (public set folder, transcripts, sha256[, sample seed]): also what
+    compare_with_report measures on the first ``transcripts`` transcripts of the public test
+    split, which is what the handin's test_metrics.json measured when their
+    ``transcripts_sha256`` is ``sha256``: ``compared_perplexity_char`` (no seed) or
+    ``compared_sample`` (the seed's sample, one by one); otherwise ``compare_note`` says why
+    nothing was compared.
 
     Raises GradingError naming the problem when the handin cannot be evaluated.
     """
@@ -224,21 +233,40 @@ def check_stored_zip(path: Path) -> None:
 
 
 def compare_with_report(model: DecoderOnlyTransformer, model_config: dict, tokenizer: H4Tokenizer,
-                        public_set: Path, count: int, digest: str) -> dict:
-    """``{"compared_perplexity_char": ...}`` on the first ``count`` public test transcripts when
-    they are the set the run card names (``digest``), else ``{"compare_note": why not}``. Only
-    that set is measured: the comparison costs what the handin's own evaluation did."""
+                        public_set: Path, count: int, digest: str, seed: int | None = None) -> dict:
+    """What the weights give on the first ``count`` public test transcripts when they are the set
+    the run card names (``digest``), else ``{"compare_note": why not}``.
+
+    With ``seed`` (a run card holding each transcript's loss): ``{"compared_sample": {"seed",
+    "transcripts": count, "characters": of the count transcripts, "indices", "names", "nll"
+    (nats), "tokens", "chars"}}``, the lists over the transcripts ``sample_transcripts(count,
+    seed)`` draws, which alone are measured. Without (an older card): ``{"compared_perplexity_char":
+    ...}`` of the whole set, which costs what the handin's own evaluation did."""
     public = read_partition(public_set, tokenizer)
     if not 0 < count <= len(public) or transcripts_sha256(public.transcripts[:count]) != digest:
         return {"compare_note": f"the test set the run card names ({count} transcripts) is not the "
                                 f"start of the public test split: it was measured on other data "
                                 f"(data built by another `make data SEED=...`, or from other text?)"}
+    too_long = {"compare_note": "a transcript of that test set is longer than the model's max_len"}
+    if seed is not None:
+        if max(len(shifted) for shifted in public.transcripts_shifted[:count]) > model.max_len:
+            return too_long
+        indices = sample_transcripts(count, seed)
+        width = max(model_config["d_ff"], model_config["d_model"], tokenizer.vocab_size)
+        batch_size = evaluation_batch_size(public.text_max_len, model_config["num_heads"], width)
+        return {"compared_sample": {
+            "seed": seed, "transcripts": count,
+            "characters": sum(len(text) for text in public.transcripts[:count]),
+            "indices": indices, "names": [public.text_files[i].stem for i in indices],
+            "nll": transcript_losses(model, public, indices, batch_size, torch.device("cpu")),
+            "tokens": [len(public.transcripts_golden[i]) for i in indices],
+            "chars": [len(public.transcripts[i]) for i in indices]}}
     if count < len(public):
         public = first_transcripts(public, count)
     try:
         compared, _ = measure(model, model_config, public)
     except GradingError:
-        return {"compare_note": "a transcript of that test set is longer than the model's max_len"}
+        return too_long
     return {"compared_perplexity_char": compared["perplexity_char"]}
 
 

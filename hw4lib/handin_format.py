@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import random
 import re
 from typing import Iterable
 
@@ -49,6 +51,18 @@ MAX_MEMBERS = 500
 MAX_MYTORCH_DEPTH = 8  # folders below mytorch/ (the given package uses 1)
 # The archive: above every member at its limit (what the packer checks), below upload limits.
 MAX_TAR_BYTES = 200 * 2**20
+
+# A perplexity this far (relative) from what the packed weights give on the same test transcripts
+# is flagged for the staff: test_metrics.json's against the run card's total, and each transcript
+# of the card against the grader's re-measurement (its per-character perplexity). The trainer may
+# have measured on a GPU and make handin on a CPU: fp32 rounding moves either far less
+# (docs/results.md, "Run-card check").
+REPORTED_TOLERANCE = 0.02
+# The grader re-measures a fresh random sample of the run card's transcripts, enough of them that a
+# card with SAMPLE_TAMPER_FRACTION of its transcripts' losses changed is caught with probability
+# SAMPLE_DETECTION at least.
+SAMPLE_TAMPER_FRACTION = 0.10
+SAMPLE_DETECTION = 0.99
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -91,3 +105,30 @@ def transcripts_sha256(transcripts: Iterable[str]) -> str:
     for text in transcripts:
         digest.update(text.encode("utf-8") + b"\n")
     return digest.hexdigest()
+
+
+def detection_probability(transcripts: int, tampered: int, sampled: int) -> float:
+    """The probability that ``sampled`` transcripts drawn without replacement from ``transcripts``
+    include at least one of ``tampered`` (hypergeometric: 1 - C(n - t, k) / C(n, k))."""
+    return 1 - math.comb(transcripts - tampered, sampled) / math.comb(transcripts, sampled)
+
+
+def sample_size(transcripts: int) -> int:
+    """The fewest transcripts to re-measure among ``transcripts`` so that a tamper of
+    SAMPLE_TAMPER_FRACTION of them (at least one) is caught with probability SAMPLE_DETECTION."""
+    tampered = max(1, math.ceil(SAMPLE_TAMPER_FRACTION * transcripts))
+    return next(k for k in range(1, transcripts + 1)
+                if detection_probability(transcripts, tampered, k) >= SAMPLE_DETECTION)
+
+
+def sample_transcripts(transcripts: int, seed: int) -> list[int]:
+    """The sorted indices, among ``transcripts``, of the sample_size(transcripts) transcripts that
+    ``seed`` draws (the grader draws a fresh seed for every grading)."""
+    return sorted(random.Random(seed).sample(range(transcripts), sample_size(transcripts)))
+
+
+def card_perplexity(total_nll: float, characters: int) -> float:
+    """Per-character perplexity from summed NLL (nats) over ``characters``: exp(total / chars), inf
+    when that overflows."""
+    exponent = total_nll / characters
+    return math.exp(exponent) if exponent < 700 else math.inf
