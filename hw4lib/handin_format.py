@@ -55,8 +55,8 @@ MAX_TAR_BYTES = 200 * 2**20
 # A perplexity this far (relative) from what the packed weights give on the same test transcripts
 # is flagged for the staff: test_metrics.json's against the run card's total, and each transcript
 # of the card against the grader's re-measurement (its per-character perplexity). The trainer may
-# have measured on a GPU and make handin on a CPU: fp32 rounding moves either far less
-# (docs/results.md, "Run-card check").
+# have measured on a GPU and make handin on a CPU, with the student's model code: fp32 rounding
+# moves either far less.
 REPORTED_TOLERANCE = 0.02
 # The grader re-measures a fresh random sample of the run card's transcripts, enough of them that a
 # card with SAMPLE_TAMPER_FRACTION of its transcripts' losses changed is caught with probability
