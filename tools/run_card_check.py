@@ -8,8 +8,11 @@ each public test transcript's summed NLL (``hw4lib.trainers.metrics.transcript_l
 measured in float32 several ways: as the grader batches (``evaluation_batch_size``, 1 math
 thread), one transcript at a time, with 2 math threads, and in float64 (the exact value, to fp32
 rounding's scale). It prints the largest gap, over the transcripts, of each way from the grader's
-in per-character perplexity (what ``autograder.grade`` holds within ``REPORTED_TOLERANCE``), then
-the seconds of ``grade_model.compare_with_report`` on the default model, the whole set (an older
+in per-character perplexity (what ``autograder.grade`` holds within ``REPORTED_TOLERANCE``); for
+each trained handin, the fewest transcripts a forged card must change to report a perplexity 5%,
+10% or 25% lower (their losses set to 0, the largest first) and the chance the sample catches it;
+for trained handins of one tokenizer, how many transcripts of the first one's card the others'
+weights give more than REPORTED_TOLERANCE apart (a swap of weights); then the seconds of ``grade_model.compare_with_report`` on the default model, the whole set (an older
 run card) against the sample of a fresh seed (a card with per-transcript losses), interleaved.
 Data: ``hw4_data/hw4p1_data`` as ``make data`` builds it.
 """
@@ -31,8 +34,8 @@ import yaml
 from autograder import grade_model
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, STATE_DICT_FILE, sample_size,
-                                  transcripts_sha256)
+from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, REPORTED_TOLERANCE, STATE_DICT_FILE,
+                                  detection_probability, sample_size, transcripts_sha256)
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers.metrics import evaluation_batch_size, transcript_losses
 
@@ -66,7 +69,10 @@ def largest_gap(losses: list[float], reference: list[float], chars: list[int]) -
     return max(abs(math.expm1((a - b) / c)) for a, b, c in zip(losses, reference, chars))
 
 
-def reproducibility(label: str, config: dict, model: DecoderOnlyTransformer) -> None:
+def reproducibility(label: str, config: dict, model: DecoderOnlyTransformer
+                    ) -> tuple[list[float], list[int]]:
+    """Print the largest per-transcript gaps; return (the grader's losses, characters) of each
+    public test transcript."""
     tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, config["tokenization"]["token_type"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -86,6 +92,30 @@ def reproducibility(label: str, config: dict, model: DecoderOnlyTransformer) -> 
     for way, losses in ways.items():
         print(f"{label}: {way}: largest per-transcript gap {largest_gap(losses, graded, chars):.2e}"
               f" (per-character perplexity, relative; {len(public)} transcripts, batch {batch})")
+    return graded, chars
+
+
+def concentrated_tampers(label: str, losses: list[float], chars: list[int]) -> None:
+    """Print the fewest transcripts a card must change (their losses set to 0, the largest first)
+    to report a perplexity 5%, 10% or 25% lower, and how often the sample catches that."""
+    n, k = len(losses), sample_size(len(losses))
+    ordered = sorted(losses, reverse=True)
+    for drop in (0.05, 0.10, 0.25):
+        needed, removed = -math.log(1 - drop) * sum(chars), 0.0
+        count = next(t for t in range(1, n + 1) if (removed := removed + ordered[t - 1]) >= needed)
+        print(f"{label}: {drop:.0%} lower: {count} transcripts ({count / n:.1%}), caught with "
+              f"probability {detection_probability(n, count, k):.4f}")
+
+
+def swapped_weights(labels: list[str], losses: list[list[float]], chars: list[int]) -> None:
+    """Print how many transcripts of the first model's card the other models' weights give more
+    than REPORTED_TOLERANCE apart, and how often the sample catches such a swap."""
+    n, k = len(chars), sample_size(len(chars))
+    for label, other in zip(labels[1:], losses[1:]):
+        apart = sum(abs(math.expm1((a - b) / c)) > REPORTED_TOLERANCE
+                    for a, b, c in zip(losses[0], other, chars))
+        print(f"{labels[0]}'s card beside {label}'s weights: {apart} of {n} transcripts apart, "
+              f"caught with probability {detection_probability(n, apart, k):.6f}")
 
 
 def seconds_saved(config: dict, model: DecoderOnlyTransformer, repeats: int) -> None:
@@ -115,8 +145,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     default = default_model()
+    trained = {}
     for label, config, model in (default, *map(handin_model, args.handin)):
-        reproducibility(label, config, model)
+        losses, chars = reproducibility(label, config, model)
+        if label != default[0]:
+            concentrated_tampers(label, losses, chars)
+            trained.setdefault(config["tokenization"]["token_type"], []).append((label, losses))
+    for same_tokenizer in trained.values():
+        if len(same_tokenizer) > 1:
+            swapped_weights(*map(list, zip(*same_tokenizer)), chars)
     seconds_saved(default[1], default[2], args.repeats)
 
 
