@@ -576,13 +576,13 @@ def card_loss_problems(card, sample: dict) -> list[str]:
     problems = []
     if abs(math.fsum(nll) - total) > 1e-9 * max(1.0, abs(total)):
         problems.append(f"{RUN_CARD_FILE}'s per-transcript losses add up to "
-                        f"{math.fsum(nll):.6g} nats, its total_nll is {total:.6g}: the card was "
-                        f"edited after packing")
+                        f"{math.fsum(nll):.6g} nats, its total_nll is {total:.6g} (make handin "
+                        f"writes their sum)")
     disagree = []
     for index, name, measured, count, chars in zip(sample["indices"], sample["names"],
                                                    sample["nll"], sample["tokens"],
                                                    sample["chars"]):
-        gap = (nll[index] - measured) / chars
+        gap = (nll[index] - measured) / max(chars, 1)  # an empty transcript still has its [EOS]
         apart = abs(math.expm1(gap)) if gap < 700 else math.inf
         if apart > REPORTED_TOLERANCE or tokens[index] != count:
             disagree.append(f"#{index} {name}: {nll[index]:.6g} nats over {tokens[index]} tokens "
