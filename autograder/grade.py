@@ -54,7 +54,8 @@ from hw4lib.file_io import file_sha256, read_untrusted_json
 # what the weights give on the test transcripts it was measured on, is flagged for the staff.
 from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, HANDIN_TAR, METRICS_FILE, MYTORCH_DIR,
                                   REPORTED_TOLERANCE, RUN_CARD_FILE, STATE_DICT_FILE,
-                                  card_perplexity, is_mytorch_source)
+                                  card_losses, card_perplexity, finite_number,
+                                  is_mytorch_source)
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
@@ -524,25 +525,6 @@ def compare_arguments(reported: float | None, card) -> tuple[list[str], str]:
             test_set["sha256"], *sample], ""
 
 
-def card_losses(card) -> tuple[list[float], list[int], float] | None:
-    """(each transcript's NLL in nats, its token count, the recorded total) as make handin writes
-    them in the run card's ``test_set``: one finite non-negative number and one positive int per
-    transcript it counts; None otherwise (an older card has none)."""
-    test_set = card.get("test_set") if isinstance(card, dict) else None
-    if not isinstance(test_set, dict):
-        return None
-    count, nll = test_set.get("transcripts"), test_set.get("transcript_nll")
-    tokens, total = test_set.get("transcript_tokens"), finite_number(test_set.get("total_nll"))
-    if not (type(count) is int and isinstance(nll, list) and isinstance(tokens, list)
-            and len(nll) == len(tokens) == count and total is not None):
-        return None
-    values = [finite_number(value) for value in nll]
-    if any(value is None or value < 0 for value in values) or not all(
-            type(value) is int and value > 0 for value in tokens):
-        return None
-    return values, tokens, total
-
-
 def has_card_losses(card) -> bool:
     """True when the card's test_set carries any of the per-transcript fields make handin writes
     (well formed or not)."""
@@ -592,9 +574,10 @@ def card_loss_problems(card, sample: dict) -> list[str]:
         listed = "; ".join(disagree[:MAX_LISTED_TRANSCRIPTS])
         more = len(disagree) - MAX_LISTED_TRANSCRIPTS
         problems.append(f"{len(disagree)} of the {len(sample['indices'])} test transcripts "
-                        f"re-measured here (a fresh random sample of the {sample['transcripts']} "
-                        f"{RUN_CARD_FILE} records, seed {sample['seed']}) disagree with it by more "
-                        f"than {REPORTED_TOLERANCE:.0%}: {listed}"
+                        f"re-measured here (a fresh random sample of {len(sample['drawn'])} of the "
+                        f"{sample['transcripts']} {RUN_CARD_FILE} records, seed {sample['seed']}, "
+                        f"and the {len(sample['lowest'])} whose recorded loss per character is "
+                        f"lowest) disagree with it by more than {REPORTED_TOLERANCE:.0%}: {listed}"
                         + (f"; and {more} more" if more > 0 else ""))
     return problems
 
@@ -620,17 +603,6 @@ def self_reported_perplexity(handin: Extraction) -> float | None:
     reported = read_untrusted_json(path) if path is not None else None
     value = reported.get("perplexity_char") if isinstance(reported, dict) else None
     return finite_number(value)
-
-
-def finite_number(value) -> float | None:
-    """``value`` as a float when it is a finite int or float (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        value = float(value)  # a 400-digit integer does not fit
-    except OverflowError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def report_self_reported_metrics(reported: float | None, compared: float | None,

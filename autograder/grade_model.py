@@ -44,8 +44,9 @@ from autograder.processes import MAX_ERROR_CHARS
 from hw4lib.config import Config, ConfigError, short_repr, validate_untrusted, vocab_size_of
 from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-from hw4lib.file_io import write_json
-from hw4lib.handin_format import (CONFIG_FILE, STATE_DICT_FILE, config_digest, sample_transcripts,
+from hw4lib.file_io import read_untrusted_json, write_json
+from hw4lib.handin_format import (CONFIG_FILE, RUN_CARD_FILE, STATE_DICT_FILE, card_losses,
+                                  config_digest, lowest_per_character, sample_transcripts,
                                   transcripts_sha256)
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
@@ -161,7 +162,9 @@ def evaluate_handin(handin: Path, hidden_set: Path,
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
                            f"infinite weights or logits)")
     if compare is not None:
-        metrics.update(compare_with_report(model, model_config, tokenizer, *compare))
+        card = read_untrusted_json(handin / RUN_CARD_FILE)
+        metrics.update(compare_with_report(model, model_config, tokenizer, *compare,
+                                           card_nll=(card_losses(card) or (None,))[0]))
     # what each step cost (bench/bench_regrade.py reports them)
     phases = {"load": loaded - started, "hidden": measured - loaded,
               "compare": time.monotonic() - measured}
@@ -233,14 +236,16 @@ def check_stored_zip(path: Path) -> None:
 
 
 def compare_with_report(model: DecoderOnlyTransformer, model_config: dict, tokenizer: H4Tokenizer,
-                        public_set: Path, count: int, digest: str, seed: int | None = None) -> dict:
+                        public_set: Path, count: int, digest: str, seed: int | None = None,
+                        card_nll: list[float] | None = None) -> dict:
     """What the weights give on the first ``count`` public test transcripts when they are the set
     the run card names (``digest``), else ``{"compare_note": why not}``.
 
-    With ``seed`` (a run card holding each transcript's loss): ``{"compared_sample": {"seed",
-    "transcripts": count, "characters": of the count transcripts, "indices", "names", "nll"
-    (nats), "tokens", "chars"}}``, the lists over the transcripts ``sample_transcripts(count,
-    seed)`` draws, which alone are measured. Without (an older card): ``{"compared_perplexity_char":
+    With ``seed`` (a run card holding each transcript's loss, ``card_nll``): ``{"compared_sample":
+    {"seed", "transcripts": count, "characters": of the count transcripts, "drawn", "lowest",
+    "indices", "names", "nll" (nats), "tokens", "chars"}}``, the lists over ``indices``: the
+    transcripts ``sample_transcripts(count, seed)`` draws (``drawn``) and the ones whose
+    ``card_nll`` per character is lowest (``lowest``), which alone are measured. Without (an older card): ``{"compared_perplexity_char":
     ...}`` of the whole set, which costs what the handin's own evaluation did."""
     public = read_partition(public_set, tokenizer)
     if not 0 < count <= len(public) or transcripts_sha256(public.transcripts[:count]) != digest:
@@ -251,11 +256,14 @@ def compare_with_report(model: DecoderOnlyTransformer, model_config: dict, token
     if seed is not None:
         if max(len(shifted) for shifted in public.transcripts_shifted[:count]) > model.max_len:
             return too_long
-        indices = sample_transcripts(count, seed)
+        drawn = sample_transcripts(count, seed)
+        lowest = (lowest_per_character(card_nll, [len(text) for text in public.transcripts[:count]])
+                  if card_nll is not None and len(card_nll) == count else [])
+        indices = sorted(set(drawn) | set(lowest))
         width = max(model_config["d_ff"], model_config["d_model"], tokenizer.vocab_size)
         batch_size = evaluation_batch_size(public.text_max_len, model_config["num_heads"], width)
         return {"compared_sample": {
-            "seed": seed, "transcripts": count,
+            "seed": seed, "transcripts": count, "drawn": drawn, "lowest": lowest,
             "characters": sum(len(text) for text in public.transcripts[:count]),
             "indices": indices, "names": [public.text_files[i].stem for i in indices],
             "nll": transcript_losses(model, public, indices, batch_size, torch.device("cpu")),

@@ -127,6 +127,44 @@ def sample_transcripts(transcripts: int, seed: int) -> list[int]:
     return sorted(random.Random(seed).sample(range(transcripts), sample_size(transcripts)))
 
 
+def lowest_per_character(losses: list[float], characters: list[int]) -> list[int]:
+    """The sorted indices of the sample_size(len(losses)) // 2 transcripts whose loss per
+    character is lowest (ties by index): the grader re-measures them besides its random sample,
+    so a card cannot lower its total much by setting a few long transcripts' losses near 0."""
+    order = sorted(range(len(losses)), key=lambda i: (losses[i] / max(characters[i], 1), i))
+    return sorted(order[:sample_size(len(losses)) // 2])
+
+
+def card_losses(card) -> tuple[list[float], list[int], float] | None:
+    """(each transcript's NLL in nats, its token count, the recorded total) as make handin writes
+    them in the run card's ``test_set``: one finite non-negative number and one positive int per
+    transcript it counts; None otherwise (an older card has none)."""
+    test_set = card.get("test_set") if isinstance(card, dict) else None
+    if not isinstance(test_set, dict):
+        return None
+    count, nll = test_set.get("transcripts"), test_set.get("transcript_nll")
+    tokens, total = test_set.get("transcript_tokens"), finite_number(test_set.get("total_nll"))
+    if not (type(count) is int and isinstance(nll, list) and isinstance(tokens, list)
+            and len(nll) == len(tokens) == count and total is not None):
+        return None
+    values = [finite_number(value) for value in nll]
+    if any(value is None or value < 0 for value in values) or not all(
+            type(value) is int and value > 0 for value in tokens):
+        return None
+    return values, tokens, total
+
+
+def finite_number(value) -> float | None:
+    """``value`` as a float when it is a finite int or float (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)  # a 400-digit integer does not fit
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def card_perplexity(total_nll: float, characters: int) -> float:
     """Per-character perplexity from summed NLL (nats) over ``characters``: exp(total / chars), inf
     when that overflows."""

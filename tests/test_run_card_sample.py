@@ -29,7 +29,8 @@ from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin import pack
 from hw4lib.handin_format import (METRICS_FILE, RUN_CARD_FILE, SAMPLE_DETECTION,
                                   SAMPLE_TAMPER_FRACTION, STATE_DICT_FILE, detection_probability,
-                                  sample_size, sample_transcripts, transcripts_sha256)
+                                  lowest_per_character, sample_size, sample_transcripts,
+                                  transcripts_sha256)
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers.metrics import evaluate_language_model, transcript_losses
 from tests.autograder_helpers import TINY_MODEL, make_run_folder
@@ -122,6 +123,12 @@ def test_the_sample_catches_a_tenth_tampered_with_the_promised_probability():
         assert draw == sorted(set(draw)) and len(draw) == k and 0 <= draw[0] and draw[-1] < n
         assert sample_transcripts(n, 12345) == draw  # a seed names its sample
     assert len({tuple(sample_transcripts(459, seed)) for seed in range(20)}) == 20
+    # The lowest losses per character, by hand: 0.1, 0.2, 0.2 (ties by index), then 0.5 and up
+    losses, chars = [5.0, 1.0, 2.0, 9.0, 2.0, 3.0, 8.0] * 10, [10, 10, 10, 10, 10, 6, 8] * 10
+    picked = lowest_per_character(losses, chars)
+    assert len(picked) == sample_size(70) // 2
+    # every 0.1, then the first six 0.2s by index
+    assert picked == sorted({i for i in range(70) if i % 7 == 1} | {2, 4, 9, 11, 16, 18})
 
 
 @rubric_category("Run-card sample")
@@ -177,23 +184,38 @@ def test_tampered_cards_are_flagged_and_honest_ones_never(tmp_path):
     folder = packed_handin(tmp_path / "run", fresh_model())
     honest = card_of(folder)
     seeds = range(12)
+    chars = [len(line) for line in LINES]
+    lowest = lowest_per_character(honest["test_set"]["transcript_nll"], chars)
+    assert len(lowest) == sample_size(len(LINES)) // 2
     for seed in seeds:
         flags, lm = graded(folder, honest, seed, hidden)
         assert flags == [], (seed, flags)
-        assert lm["compared_sample"]["indices"] == sample_transcripts(len(LINES), seed)
-    # One transcript: caught by a seed whose sample holds it, naming it with both numbers; a
-    # sample without it cannot see it (1 - detection_probability(60, 1, k) of the gradings)
+        sample = lm["compared_sample"]
+        assert sample["drawn"] == sample_transcripts(len(LINES), seed)
+        assert sample["lowest"] == lowest
+        assert sample["indices"] == sorted(set(sample["drawn"]) | set(lowest))
+    # One transcript's loss lowered (what a forgery does): among the lowest per character, so
+    # re-measured by every seed, and named with both numbers
     target = 41
+    assert target not in lowest
     catching = next(seed for seed in range(100) if target in sample_transcripts(len(LINES), seed))
     missing = next(seed for seed in range(100)
                    if target not in sample_transcripts(len(LINES), seed))
     card, reported = tampered(honest, {target: 0.5})
-    flags, lm = graded(folder, card, catching, hidden, reported)
-    text = "\n".join(flags)
-    assert f"1 of the {sample_size(len(LINES))} test transcripts re-measured here" in text, flags
-    measured = lm["compared_sample"]["nll"][lm["compared_sample"]["indices"].index(target)]
-    assert (f"#{target} 7000-{target:06d}-0000: {honest['test_set']['transcript_nll'][target] * 0.5:.6g}"
-            f" nats") in text and f"these weights {measured:.6g} over" in text, flags
+    for seed in (catching, missing):
+        flags, lm = graded(folder, card, seed, hidden, reported)
+        text = "\n".join(flags)
+        sample = lm["compared_sample"]
+        assert f"1 of the {len(sample['indices'])} test transcripts re-measured here" in text, flags
+        measured = sample["nll"][sample["indices"].index(target)]
+        assert (f"#{target} 7000-{target:06d}-0000: "
+                f"{honest['test_set']['transcript_nll'][target] * 0.5:.6g} nats") in text, flags
+        assert f"these weights {measured:.6g} over" in text, flags
+    # Raised instead: caught by a seed that draws it; a sample without it cannot see it
+    # (1 - detection_probability(60, 1, k) of the gradings)
+    card, reported = tampered(honest, {target: 1.5})
+    assert any("test transcripts re-measured here" in flag
+               for flag in graded(folder, card, catching, hidden, reported)[0])
     assert graded(folder, card, missing, hidden, reported)[0] == []
     # Half the transcripts: caught by every seed
     card, reported = tampered(honest, {index: 0.7 for index in range(0, len(LINES), 2)})
@@ -262,8 +284,8 @@ def test_the_grader_samples_a_new_card_and_measures_an_older_one_whole(tmp_path,
 
     extracted, lm, printed = grade_copy(tmp_path / "work")
     sample = lm["compared_sample"]
-    assert len(sample["indices"]) == sample_size(len(LINES)) and lm["compare_note"] == ""
-    assert sample["indices"] == sample_transcripts(len(LINES), sample["seed"])
+    assert sample["drawn"] == sample_transcripts(len(LINES), sample["seed"])
+    assert lm["compare_note"] == "" and len(sample["lowest"]) == sample_size(len(LINES)) // 2
     assert lm["compared_perplexity_char"] == pytest.approx(truth, rel=1e-5)
     assert "re-measured here agree" in printed
     assert grade.integrity_flags(extracted, lm) == []
