@@ -10,7 +10,8 @@ thread), one transcript at a time, with 2 math threads, and in float64 (the exac
 rounding's scale). It prints the largest gap, over the transcripts, of each way from the grader's
 in per-character perplexity (what ``autograder.grade`` holds within ``REPORTED_TOLERANCE``); for
 each trained handin, the fewest transcripts a forged card must change to report a perplexity 5%,
-10% or 25% lower (their losses set to 0, the largest first) and the chance the sample catches it;
+10% or 25% lower and the chance the random draw catches it (with and without the re-measuring of
+the lowest losses per character);
 for trained handins of one tokenizer, how many transcripts of the first one's card the others'
 weights give more than REPORTED_TOLERANCE apart (a swap of weights); then the seconds of ``grade_model.compare_with_report`` on the default model, the whole set (an older
 run card) against the sample of a fresh seed (a card with per-transcript losses), interleaved.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import copy
 import io
+import itertools
 import math
 import secrets
 import tarfile
@@ -96,15 +98,24 @@ def reproducibility(label: str, config: dict, model: DecoderOnlyTransformer
 
 
 def concentrated_tampers(label: str, losses: list[float], chars: list[int]) -> None:
-    """Print the fewest transcripts a card must change (their losses set to 0, the largest first)
-    to report a perplexity 5%, 10% or 25% lower, and how often the sample catches that."""
+    """Print the fewest transcripts a forged card must change to report a perplexity 5%, 10% or
+    25% lower, and how often a grading's random draw catches that. The grader also re-measures
+    the transcripts whose recorded loss per character is lowest (lowest_per_character): a forgery
+    that stays out of them lowers each transcript at most to the loss per character of the last
+    of them (the largest such cuts first); without that rule, to 0."""
     n, k = len(losses), sample_size(len(losses))
-    ordered = sorted(losses, reverse=True)
-    for drop in (0.05, 0.10, 0.25):
-        needed, removed = -math.log(1 - drop) * sum(chars), 0.0
-        count = next(t for t in range(1, n + 1) if (removed := removed + ordered[t - 1]) >= needed)
-        print(f"{label}: {drop:.0%} lower: {count} transcripts ({count / n:.1%}), caught with "
-              f"probability {detection_probability(n, count, k):.4f}")
+    floor = sorted(loss / c for loss, c in zip(losses, chars))[max(sample_size(n) // 2 - 1, 0)]
+    for rule, cuts in (("without the lowest-per-character rule", losses),
+                       ("with it", [max(0.0, loss - floor * c) for loss, c in zip(losses, chars)])):
+        ordered = sorted(cuts, reverse=True)
+        for drop in (0.05, 0.10, 0.25):
+            needed = -math.log(1 - drop) * sum(chars)
+            reach = list(itertools.accumulate(ordered))
+            count = next((t + 1 for t, total in enumerate(reach) if total >= needed), None)
+            found = ("impossible" if count is None else
+                     f"{count} transcripts ({count / n:.1%}), caught with probability "
+                     f"{detection_probability(n, count, k):.4f}")
+            print(f"{label}: {rule}: {drop:.0%} lower: {found}")
 
 
 def swapped_weights(labels: list[str], losses: list[list[float]], chars: list[int]) -> None:
