@@ -13,8 +13,10 @@ each trained handin, the fewest transcripts a forged card must change to report 
 10% or 25% lower and the chance the random draw catches it (with and without the re-measuring of
 the lowest losses per character);
 for trained handins of one tokenizer, how many transcripts of the first one's card the others'
-weights give more than REPORTED_TOLERANCE apart (a swap of weights); then the seconds of ``grade_model.compare_with_report`` on the default model, the whole set (an older
-run card) against the sample of a fresh seed (a card with per-transcript losses), interleaved.
+weights give more than REPORTED_TOLERANCE apart (a swap of weights); then the seconds of
+``grade_model.compare_with_report`` on the default model, the whole set (an older run card)
+against the sample of a fresh seed and the lowest losses per character (a card with
+per-transcript losses, its own), interleaved.
 Data: ``hw4_data/hw4p1_data`` as ``make data`` builds it.
 """
 from __future__ import annotations
@@ -129,19 +131,22 @@ def swapped_weights(labels: list[str], losses: list[list[float]], chars: list[in
               f"caught with probability {detection_probability(n, apart, k):.6f}")
 
 
-def seconds_saved(config: dict, model: DecoderOnlyTransformer, repeats: int) -> None:
+def seconds_saved(config: dict, model: DecoderOnlyTransformer, card_nll: list[float],
+                  repeats: int) -> None:
     torch.set_num_threads(1)
     tokenizer = H4Tokenizer(DEFAULT_TOKEN_MAP, config["tokenization"]["token_type"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         public = grade_model.read_partition(DATA_ROOT, tokenizer)
     count, digest = len(public), transcripts_sha256(public.transcripts)
-    times: dict[str, list[float]] = {"whole set": [], f"sample of {sample_size(count)}": []}
+    drawn_and_lowest = sample_size(count) + sample_size(count) // 2
+    times: dict[str, list[float]] = {"whole set": [],
+                                     f"sample (at most {drawn_and_lowest})": []}
     for _ in range(repeats):
         for name, seed in zip(times, (None, secrets.randbits(63))):
             start = time.perf_counter()
             result = grade_model.compare_with_report(model, config["model"], tokenizer, DATA_ROOT,
-                                                     count, digest, seed)
+                                                     count, digest, seed, card_nll)
             times[name].append(time.perf_counter() - start)
             assert "compare_note" not in result, result
     for name, values in times.items():
@@ -159,13 +164,15 @@ def main() -> None:
     trained = {}
     for label, config, model in (default, *map(handin_model, args.handin)):
         losses, chars = reproducibility(label, config, model)
-        if label != default[0]:
+        if label == default[0]:
+            default_losses = losses
+        else:
             concentrated_tampers(label, losses, chars)
             trained.setdefault(config["tokenization"]["token_type"], []).append((label, losses))
     for same_tokenizer in trained.values():
         if len(same_tokenizer) > 1:
             swapped_weights(*map(list, zip(*same_tokenizer)), chars)
-    seconds_saved(default[1], default[2], args.repeats)
+    seconds_saved(default[1], default[2], default_losses, args.repeats)
 
 
 if __name__ == "__main__":
