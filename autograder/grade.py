@@ -38,6 +38,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import sys
 import time
@@ -51,8 +52,12 @@ from autograder import (file_trees, judge, processes, report as grading_report, 
 from autograder.lm_diagnosis import lm_hint
 from autograder.safe_tar import Extraction, HandinError, extract_handin
 from hw4lib.file_io import file_sha256, read_untrusted_json
+# REPORTED_TOLERANCE: a reported test perplexity this far (relative) from the run card's, or from
+# what the weights give on the test transcripts it was measured on, is flagged for the staff.
 from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, HANDIN_TAR, METRICS_FILE, MYTORCH_DIR,
-                                  RUN_CARD_FILE, STATE_DICT_FILE, is_mytorch_source)
+                                  REPORTED_TOLERANCE, RUN_CARD_FILE, STATE_DICT_FILE,
+                                  card_losses, card_perplexity, finite_number,
+                                  is_mytorch_source)
 
 AUTOGRADE_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SET = Path(__file__).resolve().parent / "hidden_set"
@@ -63,9 +68,8 @@ REFERENCE_HW4LIB = AUTOGRADE_ROOT / "hw4lib"
 # Written by tools/make_autograde.py. The driver runs only inside a built autograder, never in the
 # repository, whose hw4lib it would otherwise delete.
 BUILD_INFO = AUTOGRADE_ROOT / "build_info.json"
-# A reported test perplexity this far (relative) from the run card's, or from what the weights give
-# on the test transcripts it was measured on, is flagged for the staff.
-REPORTED_TOLERANCE = 0.02
+# How many disagreeing transcripts a flag names one by one (then a count).
+MAX_LISTED_TRANSCRIPTS = 5
 # Whatever the run card says, a report this far (relative) below the hidden set's measurement of the
 # same weights is flagged: ten honest runs measured the hidden set at most 12.4% above their own
 # test_metrics.json (a test split cut to 1% to 4% of its transcripts), at most 1.4% above the whole
@@ -487,11 +491,23 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
     compared = result.get("compared_perplexity_char")
     compared = compared if isinstance(compared, float) else None
     compare_note = compare_note or str(result.get("compare_note") or "")
-    report_self_reported_metrics(reported, compared, compare_note)
+    sample = result.get("compared_sample") if isinstance(result.get("compared_sample"),
+                                                         dict) else None
+    if sample is not None:
+        compared, compare_note = sampled_comparison(card, sample)
+    elif compared is not None:
+        compare_note = (f"{RUN_CARD_FILE}'s per-transcript losses are not as make handin writes "
+                        f"them" if has_card_losses(card) else
+                        f"{RUN_CARD_FILE} has no per-transcript losses (an older make handin)"
+                        ) + ": the whole test set it names was re-measured"
+    report_self_reported_metrics(reported, compared, compare_note,
+                                 "" if sample is None else
+                                 f" (the sum of {RUN_CARD_FILE}'s losses of each transcript; "
+                                 f"{len(sample['indices'])} of them re-measured here agree)")
     details = {"message": message, "perplexity_char": perplexity, "seconds": round(run.seconds, 3),
                "phase_seconds": result.get("phase_seconds"),
                "reported_perplexity_char": reported, "compared_perplexity_char": compared,
-               "compare_note": compare_note,
+               "compare_note": compare_note, "compared_sample": sample,
                "num_parameters": result.get("num_parameters"),
                "token_type": result.get("token_type"),
                "state_dict_sha256": result.get("state_dict_sha256"),
@@ -509,7 +525,9 @@ def grade_language_model(handin: Extraction, work: Path, timeout: float,
 def compare_arguments(reported: float | None, card) -> tuple[list[str], str]:
     """(the model child's arguments that also measure the test set the run card names, "") or
     ([], why nothing is compared). The card comes from the handin: only a positive count and a
-    sha256 in hex reach the child's command line."""
+    sha256 in hex reach the child's command line. A card that records each transcript's loss
+    gets a fresh seed (``secrets``) on every call: the child measures only the transcripts it
+    draws; an older card, the whole set."""
     test_set = card.get("test_set") if isinstance(card, dict) else None
     if reported is None:
         return [], f"{METRICS_FILE} has no usable perplexity_char"
@@ -519,8 +537,66 @@ def compare_arguments(reported: float | None, card) -> tuple[list[str], str]:
         return [], f"{RUN_CARD_FILE} does not name the test set {METRICS_FILE} measured"
     if not PUBLIC_SET.is_dir():
         return [], "this autograder has no copy of the public test split"
+    sample = ["--sample-seed", str(secrets.randbits(63))] if card_losses(card) is not None else []
     return ["--public-set", str(PUBLIC_SET), "--compare", str(test_set["transcripts"]),
-            test_set["sha256"]], ""
+            test_set["sha256"], *sample], ""
+
+
+def has_card_losses(card) -> bool:
+    """True when the card's test_set carries any of the per-transcript fields make handin writes
+    (well formed or not)."""
+    test_set = card.get("test_set") if isinstance(card, dict) else None
+    return isinstance(test_set, dict) and any(
+        key in test_set for key in ("transcript_nll", "transcript_tokens", "total_nll"))
+
+
+def sampled_comparison(card, sample: dict) -> tuple[float | None, str]:
+    """(the perplexity the card's per-transcript losses give on the set the child verified, "")
+    when they add up to the card's total and every transcript the child re-measured agrees with
+    them; else (None, why they are not what these weights give)."""
+    problems = card_loss_problems(card, sample)
+    if problems:
+        return None, (f"{RUN_CARD_FILE}'s per-transcript losses disagree with these weights "
+                      f"(the staff have the details)")
+    nll, _, _ = card_losses(card)
+    return card_perplexity(math.fsum(nll), sample["characters"]), ""
+
+
+def card_loss_problems(card, sample: dict) -> list[str]:
+    """Facts, each with both numbers, where the card's per-transcript losses are not what the
+    weights give: unreadable, not adding up to their total, or a re-measured transcript of the
+    child's ``sample`` more than REPORTED_TOLERANCE apart in per-character perplexity (or with
+    another token count). [] when they agree."""
+    found = card_losses(card)
+    if found is None:
+        return [f"{RUN_CARD_FILE}'s per-transcript losses are not one finite non-negative loss and "
+                f"one token count per transcript it counts: not as make handin writes them"]
+    nll, tokens, total = found
+    problems = []
+    if abs(math.fsum(nll) - total) > 1e-9 * max(1.0, abs(total)):
+        problems.append(f"{RUN_CARD_FILE}'s per-transcript losses add up to "
+                        f"{math.fsum(nll):.6g} nats, its total_nll is {total:.6g} (make handin "
+                        f"writes their sum)")
+    disagree = []
+    for index, name, measured, count, chars in zip(sample["indices"], sample["names"],
+                                                   sample["nll"], sample["tokens"],
+                                                   sample["chars"]):
+        gap = (nll[index] - measured) / max(chars, 1)  # an empty transcript still has its [EOS]
+        apart = abs(math.expm1(gap)) if gap < 700 else math.inf
+        if apart > REPORTED_TOLERANCE or tokens[index] != count:
+            disagree.append(f"#{index} {name}: {nll[index]:.6g} nats over {tokens[index]} tokens "
+                            f"in {RUN_CARD_FILE}, these weights {measured:.6g} over {count} "
+                            f"({apart:.1%} apart in per-character perplexity)")
+    if disagree:
+        listed = "; ".join(disagree[:MAX_LISTED_TRANSCRIPTS])
+        more = len(disagree) - MAX_LISTED_TRANSCRIPTS
+        problems.append(f"{len(disagree)} of the {len(sample['indices'])} test transcripts "
+                        f"re-measured here (a fresh random sample of {len(sample['drawn'])} of the "
+                        f"{sample['transcripts']} {RUN_CARD_FILE} records, seed {sample['seed']}, "
+                        f"and the {len(sample['lowest'])} whose recorded loss per character is "
+                        f"lowest) disagree with it by more than {REPORTED_TOLERANCE:.0%}: {listed}"
+                        + (f"; and {more} more" if more > 0 else ""))
+    return problems
 
 
 def model_limits() -> dict[int, int]:
@@ -546,26 +622,16 @@ def self_reported_perplexity(handin: Extraction) -> float | None:
     return finite_number(value)
 
 
-def finite_number(value) -> float | None:
-    """``value`` as a float when it is a finite int or float (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        value = float(value)  # a 400-digit integer does not fit
-    except OverflowError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def report_self_reported_metrics(reported: float | None, compared: float | None,
-                                 note: str) -> None:
+                                 note: str, how: str = "") -> None:
     """Echo the student's own test_metrics.json next to what the weights give on the same test
-    transcripts (the public split's, not the hidden set's); it never counts."""
+    transcripts (the public split's, not the hidden set's; ``how``: how that was known, after the
+    number); it never counts."""
     if reported is None:
         print("  (no usable perplexity_char in test_metrics.json; only the measurement above counts)")
         return
-    measured = (f"; these weights give {compared:.4f} on the same transcripts" if compared is not None
-                else f"; not compared with these weights: {note}")
+    measured = (f"; these weights give {compared:.4f} on the same transcripts{how}"
+                if compared is not None else f"; not compared with these weights: {note}")
     print(f"  (your test_metrics.json reports {reported:.4f}{measured}; only the measurement above "
           f"counts)")
 
@@ -591,9 +657,11 @@ def card_disagreements(card, lm: dict) -> list[str]:
 
 def integrity_flags(handin: Extraction, lm: dict) -> list[str]:
     """Facts for the course staff, each with both numbers: where the handin disagrees with its
-    run_card.json (replaced weights or config, metrics edited after packing) and where
+    run_card.json (replaced weights or config, metrics edited after packing, per-transcript losses
+    that are not what the weights give on the transcripts re-measured) and where
     test_metrics.json is more than REPORTED_TOLERANCE from what the weights give on the very
-    transcripts it measured, and, whatever the card says, where test_metrics.json is more than
+    transcripts it measured (re-measured whole for an older card, else the card's per-transcript
+    losses summed), and, whatever the card says, where test_metrics.json is more than
     HIDDEN_MARGIN below the hidden set's measurement. Nothing is flagged that honest work packed by
     make handin can show: a report that cannot be compared like with like is a note
     (``compare_note``), not a flag."""
@@ -604,14 +672,31 @@ def integrity_flags(handin: Extraction, lm: dict) -> list[str]:
     if not isinstance(card, dict):
         return [f"no readable {RUN_CARD_FILE}: the handin was not packed by make handin", *hidden]
     flags = card_disagreements(card, lm) + hidden
+    test_set = card.get("test_set") if isinstance(card.get("test_set"), dict) else {}
+    where = (f"on the same {test_set.get('transcripts')} transcripts (split "
+             f"{short(test_set.get('split'))}, subset {short(test_set.get('subset'))})")
     reported, compared = lm.get("reported_perplexity_char"), lm.get("compared_perplexity_char")
-    if isinstance(reported, float) and isinstance(compared, float) and not close(reported,
-                                                                                 compared):
-        test_set = card.get("test_set") or {}
+    sample = lm.get("compared_sample")
+    if isinstance(sample, dict):
+        problems = card_loss_problems(card, sample)
+        flags += problems
+        found = card_losses(card)
+        if isinstance(reported, float) and found is not None:
+            carded = card_perplexity(math.fsum(found[0]), sample["characters"])
+            source = (f"these weights give {carded:.4f} {where} (the sum of {RUN_CARD_FILE}'s "
+                      f"per-transcript losses; the {len(sample['indices'])} of them re-measured "
+                      f"here agree)" if not problems else
+                      f"{RUN_CARD_FILE}'s per-transcript losses give {carded:.4f} {where}")
+            if not close(reported, carded):
+                flags.append(f"{METRICS_FILE} reports a test perplexity of {reported:.4f}; "
+                             f"{source}: {abs(reported - carded) / carded:.1%} apart, more than "
+                             f"{REPORTED_TOLERANCE:.0%}")
+    elif has_card_losses(card) and card_losses(card) is None:
+        flags.append(card_loss_problems(card, {})[0])
+    if sample is None and isinstance(reported, float) and isinstance(compared, float) and not close(
+            reported, compared):
         flags.append(f"{METRICS_FILE} reports a test perplexity of {reported:.4f}; these weights "
-                     f"give {compared:.4f} on the same {test_set.get('transcripts')} transcripts "
-                     f"(split {short(test_set.get('split'))}, subset "
-                     f"{short(test_set.get('subset'))}): {abs(reported - compared) / compared:.1%}"
+                     f"give {compared:.4f} {where}: {abs(reported - compared) / compared:.1%}"
                      f" apart, more than {REPORTED_TOLERANCE:.0%}")
     return flags
 

@@ -4,7 +4,7 @@ Run by ``autograder.grade`` as a child process, from the extracted autograder (s
 reference copy shipped in autograde.tar, never the student's)::
 
     python -m autograder.grade_model --handin DIR --hidden-set DIR --out result.json \
-        [--public-set DIR --compare TRANSCRIPTS SHA256]
+        [--public-set DIR --compare TRANSCRIPTS SHA256 [--sample-seed SEED]]
 
 Nothing the student wrote runs here: ``config.yaml`` is read with ``yaml.safe_load`` and checked
 by ``hw4lib.config.validate_untrusted`` (exact types, the limits of ``hw4lib.handin_format``, the
@@ -44,20 +44,18 @@ from autograder.processes import MAX_ERROR_CHARS
 from hw4lib.config import Config, ConfigError, short_repr, validate_untrusted, vocab_size_of
 from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-from hw4lib.file_io import write_json
-from hw4lib.handin_format import CONFIG_FILE, STATE_DICT_FILE, config_digest, transcripts_sha256
+from hw4lib.file_io import read_untrusted_json, write_json
+from hw4lib.handin_format import (CONFIG_FILE, RUN_CARD_FILE, STATE_DICT_FILE, card_losses,
+                                  config_digest, lowest_per_character, sample_transcripts,
+                                  transcripts_sha256)
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
-from hw4lib.trainers.metrics import evaluate_language_model
+from hw4lib.trainers.metrics import (evaluate_language_model, evaluation_batch_size,
+                                     transcript_losses)
 
 # The trainer's seed when a config names none (hw4lib.config's default).
 DEFAULT_SEED = Config.model_fields["seed"].default
 PARTITION = "test"  # the partition of the --hidden-set and --public-set data roots
-MAX_BATCH_SIZE = 32
-# The largest activation of one batch stays under this many elements: the attention weights (batch
-# x heads x T x T) and the widest per-position tensor (batch x T x max(d_ff, d_model, vocab)), so a
-# model with many heads or a huge feed-forward on long sequences does not exhaust memory.
-ACTIVATION_BUDGET = 2**26
 
 
 class GradingError(Exception):
@@ -76,13 +74,19 @@ def main(argv: list[str] | None = None) -> None:
                         help="also measure the model on the first TRANSCRIPTS transcripts of "
                              "--public-set if their transcripts_sha256 is SHA256 (the test set "
                              "the handin's test_metrics.json measured, as its run card names it)")
+    parser.add_argument("--sample-seed", type=int,
+                        help="with --compare: measure only the transcripts this seed draws "
+                             "(hw4lib.handin_format.sample_transcripts), one by one")
     parser.add_argument("--out", type=Path, required=True, help="where to write the result JSON")
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if (args.compare is None) != (args.public_set is None) or (
             args.compare is not None and not args.compare[0].isdigit()):
         parser.error("--compare TRANSCRIPTS SHA256 (TRANSCRIPTS a count) goes with --public-set")
-    compare = (args.public_set, int(args.compare[0]), args.compare[1]) if args.compare else None
+    if args.sample_seed is not None and args.compare is None:
+        parser.error("--sample-seed goes with --compare")
+    compare = ((args.public_set, int(args.compare[0]), args.compare[1], args.sample_seed)
+               if args.compare else None)
     follow_environment()
     start = time.monotonic()
     try:
@@ -111,13 +115,15 @@ def follow_environment() -> None:
 
 
 def evaluate_handin(handin: Path, hidden_set: Path,
-                    compare: tuple[Path, int, str] | None = None) -> dict:
+                    compare: tuple | None = None) -> dict:
     """Rebuild the model of ``handin``; return evaluate_language_model's metrics on the hidden set.
 
-    With ``compare`` = (public set folder, transcripts, sha256): also ``compared_perplexity_char``,
-    the same measurement on the first ``transcripts`` transcripts of the public test split, which
-    is what the handin's test_metrics.json measured when their ``transcripts_sha256`` is
-    ``sha256``; otherwise ``compare_note`` says why nothing was compared.
+    With ``compare`` = (public set folder, transcripts, sha256[, sample seed]): also what
+    compare_with_report measures on the first ``transcripts`` transcripts of the public test
+    split, which is what the handin's test_metrics.json measured when their
+    ``transcripts_sha256`` is ``sha256``: ``compared_perplexity_char`` (no seed) or
+    ``compared_sample`` (the seed's sample, one by one); otherwise ``compare_note`` says why
+    nothing was compared.
 
     Raises GradingError naming the problem when the handin cannot be evaluated.
     """
@@ -156,7 +162,9 @@ def evaluate_handin(handin: Path, hidden_set: Path,
         raise GradingError(f"the model's perplexity is {metrics['perplexity_char']} (NaN or "
                            f"infinite weights or logits)")
     if compare is not None:
-        metrics.update(compare_with_report(model, model_config, tokenizer, *compare))
+        card = read_untrusted_json(handin / RUN_CARD_FILE)
+        metrics.update(compare_with_report(model, model_config, tokenizer, *compare,
+                                           card_nll=(card_losses(card) or (None,))[0]))
     # what each step cost (bench/bench_regrade.py reports them)
     phases = {"load": loaded - started, "hidden": measured - loaded,
               "compare": time.monotonic() - measured}
@@ -228,21 +236,45 @@ def check_stored_zip(path: Path) -> None:
 
 
 def compare_with_report(model: DecoderOnlyTransformer, model_config: dict, tokenizer: H4Tokenizer,
-                        public_set: Path, count: int, digest: str) -> dict:
-    """``{"compared_perplexity_char": ...}`` on the first ``count`` public test transcripts when
-    they are the set the run card names (``digest``), else ``{"compare_note": why not}``. Only
-    that set is measured: the comparison costs what the handin's own evaluation did."""
+                        public_set: Path, count: int, digest: str, seed: int | None = None,
+                        card_nll: list[float] | None = None) -> dict:
+    """What the weights give on the first ``count`` public test transcripts when they are the set
+    the run card names (``digest``), else ``{"compare_note": why not}``.
+
+    With ``seed`` (a run card holding each transcript's loss, ``card_nll``): ``{"compared_sample":
+    {"seed", "transcripts": count, "characters": of the count transcripts, "drawn", "lowest",
+    "indices", "names", "nll" (nats), "tokens", "chars"}}``, the lists over ``indices``: the
+    transcripts ``sample_transcripts(count, seed)`` draws (``drawn``) and the ones whose
+    ``card_nll`` per character is lowest (``lowest``), which alone are measured. Without (an older card): ``{"compared_perplexity_char":
+    ...}`` of the whole set, which costs what the handin's own evaluation did."""
     public = read_partition(public_set, tokenizer)
     if not 0 < count <= len(public) or transcripts_sha256(public.transcripts[:count]) != digest:
         return {"compare_note": f"the test set the run card names ({count} transcripts) is not the "
                                 f"start of the public test split: it was measured on other data "
                                 f"(data built by another `make data SEED=...`, or from other text?)"}
+    too_long = {"compare_note": "a transcript of that test set is longer than the model's max_len"}
+    if seed is not None:
+        if max(len(shifted) for shifted in public.transcripts_shifted[:count]) > model.max_len:
+            return too_long
+        drawn = sample_transcripts(count, seed)
+        lowest = (lowest_per_character(card_nll, [len(text) for text in public.transcripts[:count]])
+                  if card_nll is not None and len(card_nll) == count else [])
+        indices = sorted(set(drawn) | set(lowest))
+        width = max(model_config["d_ff"], model_config["d_model"], tokenizer.vocab_size)
+        batch_size = evaluation_batch_size(public.text_max_len, model_config["num_heads"], width)
+        return {"compared_sample": {
+            "seed": seed, "transcripts": count, "drawn": drawn, "lowest": lowest,
+            "characters": sum(len(text) for text in public.transcripts[:count]),
+            "indices": indices, "names": [public.text_files[i].stem for i in indices],
+            "nll": transcript_losses(model, public, indices, batch_size, torch.device("cpu")),
+            "tokens": [len(public.transcripts_golden[i]) for i in indices],
+            "chars": [len(public.transcripts[i]) for i in indices]}}
     if count < len(public):
         public = first_transcripts(public, count)
     try:
         compared, _ = measure(model, model_config, public)
     except GradingError:
-        return {"compare_note": "a transcript of that test set is longer than the model's max_len"}
+        return too_long
     return {"compared_perplexity_char": compared["perplexity_char"]}
 
 
@@ -276,13 +308,12 @@ def measure(model: DecoderOnlyTransformer, model_config: dict,
 def evaluation_loader(dataset: LMDataset, num_heads: int, width: int) -> DataLoader:
     """The training code's length-bucketed loader, in a fixed order, with batches small enough that
     the longest transcript's attention weights (``num_heads`` heads) and per-position tensors
-    (``width`` features) stay within ACTIVATION_BUDGET.
+    (``width`` features) stay within metrics.ACTIVATION_BUDGET.
 
     The metric is a sum over transcripts, so neither the order nor the batching changes it.
     """
-    longest = dataset.text_max_len
-    batch_size = ACTIVATION_BUDGET // (longest * max(num_heads * longest, width))
-    return batch_loader(dataset, min(max(batch_size, 1), MAX_BATCH_SIZE), shuffle=False)
+    return batch_loader(dataset, evaluation_batch_size(dataset.text_max_len, num_heads, width),
+                        shuffle=False)
 
 
 if __name__ == "__main__":

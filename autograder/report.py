@@ -124,6 +124,8 @@ class LanguageModelResult:
     reported_perplexity_char: float | None = None  # the handin's own test_metrics.json
     compared_perplexity_char: float | None = None  # the weights on the transcripts it reported on
     compare_note: str = ""  # why nothing was compared, when nothing was
+    # the run card's transcripts re-measured, one by one (grade_model.compare_with_report)
+    compared_sample: dict | None = None
     num_parameters: int | None = None
     token_type: str | None = None
     state_dict_sha256: str | None = None

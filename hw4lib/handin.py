@@ -11,7 +11,8 @@ archive holds::
     handin/config.yaml                   from the run folder
     handin/model_state_dict.pt           the best checkpoint's model_state_dict, tensors only
     handin/run_card.json                 provenance: digests, parameters, seed, epochs, metrics,
-                                         the test set test_metrics.json measured
+                                         the test set test_metrics.json measured and what the
+                                         packed weights give on each of its transcripts
 
 The autograder rebuilds the model from ``config.yaml`` and scores ``model_state_dict.pt`` on its own
 data, so the weights must come from the same run as the config. The packer applies the grader's own
@@ -26,6 +27,7 @@ import argparse
 import hashlib
 import io
 import json
+import math
 import sys
 import tarfile
 import warnings
@@ -43,11 +45,14 @@ from hw4lib.file_io import read_json, read_untrusted_json
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_MYTORCH_DEPTH, METRICS_FILE,
                                   MYTORCH_DIR,
-                                  RUN_CARD_FILE, RUN_FILES, STATE_DICT_FILE, TIMING_FILE,
-                                  config_digest, is_mytorch_source, size_limit,
+                                  REPORTED_TOLERANCE, RUN_CARD_FILE, RUN_FILES, STATE_DICT_FILE,
+                                  TIMING_FILE,
+                                  card_perplexity, config_digest, is_mytorch_source, size_limit,
                                   transcripts_sha256)
+from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes, count_elements
 from hw4lib.trainers.base_trainer import BEST_CHECKPOINT_PATH
+from hw4lib.trainers.metrics import evaluation_batch_size, transcript_losses
 
 EXPTS_DIR = Training.model_fields["expts_dir"].default  # where runs are, unless a config moved them
 REQUIRED_METRICS = ("ce_loss_token", "ce_loss_char", "perplexity_token", "perplexity_char")
@@ -175,6 +180,14 @@ def run_card(folder: Path, config: dict, state_dict: bytes, checkpoint: dict,
     timing_path = folder / TIMING_FILE
     timing = read_json(timing_path) if timing_path.is_file() else {}
     raw = yaml.safe_load((folder / CONFIG_FILE).read_text())
+    found = read_measured_test_set(raw, metrics, root, config["tokenization"]["token_type"])
+    test_set = None
+    if found is not None:
+        test_set, dataset = found
+        reported = metrics.get("perplexity_char")
+        losses = measure_card_losses(dataset, config, state_dict,
+                                 reported if isinstance(reported, float) else None)
+        test_set.update(losses or {})
     return {"state_dict_sha256": hashlib.sha256(state_dict).hexdigest(),
             "config_sha256": config_digest(config),
             "parameters": count_elements(config["model"], vocab_size_of(
@@ -184,7 +197,7 @@ def run_card(folder: Path, config: dict, state_dict: bytes, checkpoint: dict,
             "wall_seconds": timing.get("total_seconds"),
             "val_perplexity_char": checkpoint.get("best_metric"),
             "test_perplexity_char": metrics.get("perplexity_char"),
-            "test_set": measured_test_set(raw, metrics, root),
+            "test_set": test_set,
             "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
                          "numpy": numpy.__version__}}
 
@@ -195,6 +208,14 @@ def measured_test_set(raw_config, metrics: dict, root: Path) -> dict | None:
     read as the trainer read it), so that the grader measures the packed weights on exactly that
     set. None, with a note, when the set cannot be read again or is not the one measured (its
     character count differs from test_metrics.json's ``num_chars``)."""
+    found = read_measured_test_set(raw_config, metrics, root, "char")
+    return found[0] if found is not None else None
+
+
+def read_measured_test_set(raw_config, metrics: dict, root: Path,
+                           token_type: str) -> tuple[dict, LMDataset] | None:
+    """(measured_test_set's description, the set read with the ``token_type`` tokenizer) or None,
+    with a note, as measured_test_set."""
     data = raw_config.get("data") if isinstance(raw_config, dict) else None
     if not isinstance(data, dict) or not isinstance(data.get("root"), str):
         print("note: config.yaml has no data.root; the grader will not compare test_metrics.json "
@@ -203,10 +224,10 @@ def measured_test_set(raw_config, metrics: dict, root: Path) -> dict | None:
     data_root = Path(data["root"]) if Path(data["root"]).is_absolute() else root / data["root"]
     split, subset = data.get("test_partition", "test"), data.get("subset", 1.0)
     try:
-        with warnings.catch_warnings():  # only the text is read: the tokenizer's coverage is moot
+        with warnings.catch_warnings():  # the trainer warned of the tokenizer's coverage already
             warnings.simplefilter("ignore")
             dataset = LMDataset(split, {"root": str(data_root), "subset": subset},
-                                H4Tokenizer(DEFAULT_TOKEN_MAP, "char"))
+                                H4Tokenizer(DEFAULT_TOKEN_MAP, token_type))
     except Exception as error:  # noqa: BLE001 - the student's LMDataset, or data since removed
         print(f"note: the test set of config.yaml ({data_root}/{split}, subset {subset}) could not "
               f"be read ({type(error).__name__}: {error}); the grader will not compare "
@@ -221,7 +242,44 @@ def measured_test_set(raw_config, metrics: dict, root: Path) -> dict | None:
     return {"split": split, "subset": subset,
             "data_seed": built.get("seed") if isinstance(built, dict) else None,
             "transcripts": len(dataset.transcripts), "characters": dataset.total_chars,
-            "sha256": transcripts_sha256(dataset.transcripts)}
+            "sha256": transcripts_sha256(dataset.transcripts)}, dataset
+
+
+def measure_card_losses(dataset: LMDataset, config: dict, state_dict: bytes,
+                    reported: float | None) -> dict | None:
+    """``{"transcript_nll": [nats], "transcript_tokens": [targets], "total_nll": their sum}`` of
+    the packed weights on each transcript of ``dataset`` (in its order), measured here on the CPU
+    in float32 with the run's model code, so that the grader can re-measure any of them and
+    compare one by one. None, with a note, when the model cannot be evaluated here (the grader
+    then re-measures the whole set). A note, not a refusal, when the total is more than
+    REPORTED_TOLERANCE from test_metrics.json's ``reported`` perplexity: the grader will flag it.
+    """
+    model_config = config["model"]
+    vocab_size = vocab_size_of(config["tokenization"]["token_type"])
+    print(f"measuring the packed weights on the {len(dataset)} test transcripts, one loss each "
+          f"for the run card (the grader re-measures a sample of them)")
+    try:
+        with torch.random.fork_rng(devices=[]):
+            model = DecoderOnlyTransformer(**model_config, num_classes=vocab_size)
+        model.load_state_dict(torch.load(io.BytesIO(state_dict), weights_only=True), strict=True)
+        width = max(model_config["d_ff"], model_config["d_model"], vocab_size)
+        batch_size = evaluation_batch_size(dataset.text_max_len, model_config["num_heads"], width)
+        nll = transcript_losses(model, dataset, range(len(dataset)), batch_size, "cpu")
+    except Exception as error:  # noqa: BLE001 - the student's model code
+        print(f"note: the packed weights could not be evaluated on the test set here "
+              f"({type(error).__name__}: {error}); the run card records no per-transcript losses "
+              f"and the grader re-measures the whole test set")
+        return None
+    total = math.fsum(nll)
+    measured = card_perplexity(total, dataset.total_chars)
+    if reported is not None and not abs(reported - measured) <= REPORTED_TOLERANCE * measured:
+        print(f"note: test_metrics.json reports a test perplexity of {reported:.4f}; the packed "
+              f"weights give {measured:.4f} on the same transcripts. The grader flags this for "
+              f"the staff: was test_metrics.json measured on other weights than the best "
+              f"checkpoint (the last epoch's?), or in training mode?")
+    return {"transcript_nll": nll, "transcript_tokens": [len(golden) for golden in
+                                                         dataset.transcripts_golden],
+            "total_nll": total}
 
 
 def mytorch_files(root: Path) -> list[Path]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import random
 import re
 from typing import Iterable
 
@@ -49,6 +51,18 @@ MAX_MEMBERS = 500
 MAX_MYTORCH_DEPTH = 8  # folders below mytorch/ (the given package uses 1)
 # The archive: above every member at its limit (what the packer checks), below upload limits.
 MAX_TAR_BYTES = 200 * 2**20
+
+# A perplexity this far (relative) from what the packed weights give on the same test transcripts
+# is flagged for the staff: test_metrics.json's against the run card's total, and each transcript
+# of the card against the grader's re-measurement (its per-character perplexity). The trainer may
+# have measured on a GPU and make handin on a CPU, with the student's model code: fp32 rounding
+# moves either far less.
+REPORTED_TOLERANCE = 0.02
+# The grader re-measures a fresh random sample of the run card's transcripts, enough of them that a
+# card with SAMPLE_TAMPER_FRACTION of its transcripts' losses changed is caught with probability
+# SAMPLE_DETECTION at least.
+SAMPLE_TAMPER_FRACTION = 0.10
+SAMPLE_DETECTION = 0.99
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -91,3 +105,68 @@ def transcripts_sha256(transcripts: Iterable[str]) -> str:
     for text in transcripts:
         digest.update(text.encode("utf-8") + b"\n")
     return digest.hexdigest()
+
+
+def detection_probability(transcripts: int, tampered: int, sampled: int) -> float:
+    """The probability that ``sampled`` transcripts drawn without replacement from ``transcripts``
+    include at least one of ``tampered`` (hypergeometric: 1 - C(n - t, k) / C(n, k))."""
+    return 1 - math.comb(transcripts - tampered, sampled) / math.comb(transcripts, sampled)
+
+
+def sample_size(transcripts: int) -> int:
+    """The fewest transcripts to re-measure among ``transcripts`` so that a tamper of
+    SAMPLE_TAMPER_FRACTION of them (at least one) is caught with probability SAMPLE_DETECTION."""
+    tampered = max(1, math.ceil(SAMPLE_TAMPER_FRACTION * transcripts))
+    return next(k for k in range(1, transcripts + 1)
+                if detection_probability(transcripts, tampered, k) >= SAMPLE_DETECTION)
+
+
+def sample_transcripts(transcripts: int, seed: int) -> list[int]:
+    """The sorted indices, among ``transcripts``, of the sample_size(transcripts) transcripts that
+    ``seed`` draws (the grader draws a fresh seed for every grading)."""
+    return sorted(random.Random(seed).sample(range(transcripts), sample_size(transcripts)))
+
+
+def lowest_per_character(losses: list[float], characters: list[int]) -> list[int]:
+    """The sorted indices of the sample_size(len(losses)) // 2 transcripts whose loss per
+    character is lowest (ties by index): the grader re-measures them besides its random sample,
+    so a card cannot lower its total much by setting a few long transcripts' losses near 0."""
+    order = sorted(range(len(losses)), key=lambda i: (losses[i] / max(characters[i], 1), i))
+    return sorted(order[:sample_size(len(losses)) // 2])
+
+
+def card_losses(card) -> tuple[list[float], list[int], float] | None:
+    """(each transcript's NLL in nats, its token count, the recorded total) as make handin writes
+    them in the run card's ``test_set``: one finite non-negative number and one positive int per
+    transcript it counts; None otherwise (an older card has none)."""
+    test_set = card.get("test_set") if isinstance(card, dict) else None
+    if not isinstance(test_set, dict):
+        return None
+    count, nll = test_set.get("transcripts"), test_set.get("transcript_nll")
+    tokens, total = test_set.get("transcript_tokens"), finite_number(test_set.get("total_nll"))
+    if not (type(count) is int and isinstance(nll, list) and isinstance(tokens, list)
+            and len(nll) == len(tokens) == count and total is not None):
+        return None
+    values = [finite_number(value) for value in nll]
+    if any(value is None or value < 0 for value in values) or not all(
+            type(value) is int and value > 0 for value in tokens):
+        return None
+    return values, tokens, total
+
+
+def finite_number(value) -> float | None:
+    """``value`` as a float when it is a finite int or float (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)  # a 400-digit integer does not fit
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def card_perplexity(total_nll: float, characters: int) -> float:
+    """Per-character perplexity from summed NLL (nats) over ``characters``: exp(total / chars), inf
+    when that overflows."""
+    exponent = total_nll / characters
+    return math.exp(exponent) if exponent < 700 else math.inf

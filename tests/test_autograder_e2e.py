@@ -30,7 +30,7 @@ from autograder import landlock, report, rubric, sandbox, sandbox_modes, wire
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.lm_dataset import load_transcript
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-from hw4lib.handin_format import transcripts_sha256
+from hw4lib.handin_format import sample_size, transcripts_sha256
 from hw4lib.model import DecoderOnlyTransformer
 from tests.autograder_helpers import (REPO_ROOT, TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS,
                                       TEST_ZERO_MARKS_PPL, TINY_MODEL, ZEROS_NN, alias_bomb_config,
@@ -126,8 +126,8 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     assert json.loads(lines[-1])["scoreboard"] == [round(measured, 2), parameters, "char"]
     # The weights agree with the run card make handin wrote; the 1.0 the run reports on its test
     # set is flagged for the staff against what the weights give on the hidden set (whatever the
-    # card says) and on the card's very transcripts, both measured here too. The student's
-    # feedback only says that remarks were recorded.
+    # card says) and on the card's very transcripts (their per-transcript losses, a sample of them
+    # re-measured here). The student's feedback only says that remarks were recorded.
     compared = direct_perplexity_char(model, tokenizer, measured_set)
     assert details.status is report.Status.OK
     with tarfile.open(student / "handin.tar") as tar:  # the judge hashed the weights it graded
@@ -138,8 +138,11 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
         f"{measured:.2f} on the hidden test set, {measured - 1:.0%} above it (honest runs: at "
         f"most 25% above their report)",
         f"test_metrics.json reports a test perplexity of 1.0000; these weights give "
-        f"{compared:.4f} on the same 40 transcripts (split 'test', subset 1.0): "
-        f"{abs(1 - compared) / compared:.1%} apart, more than 2%"], details.flags
+        f"{compared:.4f} on the same 40 transcripts (split 'test', subset 1.0) (the sum of "
+        f"run_card.json's per-transcript losses; the {len(details.lm.compared_sample['indices'])}"
+        f" of them re-measured here agree): {abs(1 - compared) / compared:.1%} apart, more than "
+        f"2%"], details.flags
+    assert len(details.lm.compared_sample["drawn"]) == sample_size(40)
     assert "2 remark(s)" in text and "a test perplexity of" not in text
 
     # The same handin with other weights, a config of another dropout and edited metrics: each
@@ -163,9 +166,11 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     assert "model_state_dict.pt's sha256 is" in flags, flags
     assert "config.yaml's model and tokenizer digest is" in flags
     assert "test_metrics.json reports a test perplexity of 0.9000, run_card.json 1.0000" in flags
-    assert "test_metrics.json reports a test perplexity of 0.9000; these weights give" in flags
+    assert ("test_metrics.json reports a test perplexity of 0.9000; run_card.json's per-transcript "
+            "losses give") in flags
+    assert "test transcripts re-measured here" in flags
     assert "on the hidden test set" in flags, flags
-    assert "5 remark(s)" in "\n".join(lines) and "a test perplexity of" not in "\n".join(lines)
+    assert "6 remark(s)" in "\n".join(lines) and "a test perplexity of" not in "\n".join(lines)
     remeasured = json.loads(details_path.read_text())["lm"]["perplexity_char"]
     assert scores["LanguageModel"] == rubric.lm_score(remeasured, TEST_FULL_MARKS_PPL,
                                                       TEST_ZERO_MARKS_PPL)

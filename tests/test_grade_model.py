@@ -22,6 +22,7 @@ from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.trainers import metrics
 from tests.autograder_helpers import (TINY_MODEL, alias_bomb_config, copy_reference_mytorch,
                                       deflate_zip, direct_perplexity_char, make_model_handin,
                                       make_run_folder)
@@ -162,15 +163,15 @@ def test_evaluation_batches_bound_attention_and_feed_forward_activations():
         batches = list(loader.batch_sampler)
         assert sorted(i for batch in batches for i in batch) == list(range(len(lengths))), (
             "every transcript must be evaluated exactly once")
-        assert max(map(len, batches)) <= grade_model.MAX_BATCH_SIZE, (
-            f"{num_heads} heads: expected batches of at most {grade_model.MAX_BATCH_SIZE}, "
+        assert max(map(len, batches)) <= metrics.MAX_BATCH_SIZE, (
+            f"{num_heads} heads: expected batches of at most {metrics.MAX_BATCH_SIZE}, "
             f"got one of {max(map(len, batches))}")
         for batch in batches:
             longest = max(lengths[i] for i in batch)
             largest = len(batch) * longest * max(num_heads * longest, width)
-            assert len(batch) == 1 or largest <= grade_model.ACTIVATION_BUDGET, (
+            assert len(batch) == 1 or largest <= metrics.ACTIVATION_BUDGET, (
                 f"{num_heads} heads, width {width}: a batch of {len(batch)} x {longest} holds "
-                f"{largest} activations, over {grade_model.ACTIVATION_BUDGET}")
+                f"{largest} activations, over {metrics.ACTIVATION_BUDGET}")
         # batches of similar lengths: sorted by length, each batch holds a contiguous run
         ordered = [lengths[i] for batch in batches for i in batch]
         assert ordered == sorted(lengths), f"{num_heads} heads: batches are not length-sorted"
