@@ -280,6 +280,30 @@ def prepare_sandbox(handin: Extraction, work: Path) -> sandbox_modes.Layout | No
     return layout
 
 
+def worker_layout(root: Path, mytorch: Path | None = None) -> sandbox_modes.Layout:
+    """The folders a worker reads, under ``root``, laid out as :func:`prepare_sandbox` lays them
+    out but without a grading's privacy (for the tools, benches and tests that run a worker on a
+    mytorch folder): its runtime, numpy, a copy of ``mytorch`` (an empty package when None) and
+    empty input and tmp folders."""
+    layout = sandbox_modes.Layout(root / "runtime", root / "pylib", root / "student",
+                                  root / "input", root / "tmp")
+    (layout.runtime_dir / "autograder").mkdir(parents=True)
+    for name in RUNTIME_FILES:
+        shutil.copyfile(Path(__file__).parent / name, layout.runtime_dir / "autograder" / name)
+    link_numpy(layout.pylib_dir)
+    if mytorch is None:
+        (layout.student_dir / "mytorch").mkdir(parents=True)
+    else:
+        shutil.copytree(mytorch, layout.student_dir / "mytorch",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    layout.input_dir.mkdir()
+    layout.tmp_dir.mkdir()
+    sandbox.make_readable(root)
+    if os.geteuid() == 0:
+        os.chown(layout.tmp_dir, sandbox_modes.grading_uid(), sandbox_modes.grading_uid())
+    return layout
+
+
 def link_numpy(folder: Path) -> None:
     """``folder`` holding links to numpy (and its bundled libraries) and nothing else."""
     import numpy

@@ -11,9 +11,10 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from autograder import judge, rubric, sandbox
+from autograder import grade, judge, rubric, sandbox
 from bench.timing import interleaved_medians
-from tools.hint_report import REPO_ROOT, worker_layout
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 ROUNDS = 4
 TIMEOUT_S = 60.0
@@ -21,7 +22,7 @@ TIMEOUT_S = 60.0
 
 def reference_layout(scratch: str):
     """The worker's folders holding the reference mytorch, readable to a sandbox's own uid."""
-    layout = worker_layout(Path(scratch), REPO_ROOT / "mytorch")
+    layout = grade.worker_layout(Path(scratch), REPO_ROOT / "mytorch")
     layout.input_dir.mkdir()
     sandbox.make_readable(Path(scratch))
     return layout

@@ -23,7 +23,7 @@ import yaml
 
 import numpy as np
 
-from autograder import rubric, sandbox, sandbox_modes
+from autograder import rubric
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
@@ -293,27 +293,3 @@ def honest_scores() -> dict:
     assert all(scores[c] == p for c, p in rubric.MYTORCH_RUBRIC.items()), scores
     assert 0 < scores["LanguageModel"] < rubric.LM_POINTS, scores
     return scores
-
-
-def worker_layout(folder: Path, mytorch: Path | None = None) -> sandbox_modes.Layout:
-    """The folders a worker reads, under ``folder``, as the grader lays them out: its runtime,
-    numpy, ``mytorch`` (a copy; an empty package when None) and empty input and tmp folders."""
-    from autograder import grade
-
-    layout = sandbox_modes.Layout(folder / "runtime", folder / "pylib", folder / "student",
-                                  folder / "input", folder / "tmp")
-    (layout.runtime_dir / "autograder").mkdir(parents=True)
-    for name in grade.RUNTIME_FILES:
-        shutil.copy(REPO_ROOT / "autograder" / name, layout.runtime_dir / "autograder" / name)
-    grade.link_numpy(layout.pylib_dir)
-    if mytorch is None:
-        (layout.student_dir / "mytorch").mkdir(parents=True)
-    else:
-        shutil.copytree(mytorch, layout.student_dir / "mytorch",
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    layout.input_dir.mkdir()
-    layout.tmp_dir.mkdir()
-    sandbox.make_readable(folder)
-    if os.geteuid() == 0:
-        os.chown(layout.tmp_dir, sandbox_modes.grading_uid(), sandbox_modes.grading_uid())
-    return layout

@@ -26,7 +26,7 @@ import yaml
 
 import numpy as np
 
-from autograder import landlock, report, rubric, sandbox, sandbox_modes, wire
+from autograder import grade, landlock, report, rubric, sandbox, sandbox_modes, wire
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.lm_dataset import load_transcript
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
@@ -38,7 +38,7 @@ from tests.autograder_helpers import (REPO_ROOT, TEST_FULL_MARKS_PPL, TEST_HIDDE
                                       built_autograder, copy_reference_mytorch, deflate_zip,
                                       direct_perplexity_char, honest_scores, make_model_handin,
                                       make_run_folder, open_folder, pack_folder, regular,
-                                      run_grader, worker_layout, write_tar)
+                                      run_grader, write_tar)
 from tests.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -311,7 +311,7 @@ def require_isolation() -> str:
     would hit the test run itself) the test FAILS, naming what to install, unless
     HW4P1_ALLOW_SECURITY_SKIPS=1 lets it skip: a security test never skips unnoticed."""
     probe = open_folder("hw4p1-probe-")
-    mode, notes = sandbox.choose_mode(worker_layout(probe), str(Path(sys.executable).resolve()))
+    mode, notes = sandbox.choose_mode(grade.worker_layout(probe), str(Path(sys.executable).resolve()))
     shutil.rmtree(probe)
     if mode == "none":
         message = (f"no sandbox mode isolates student code here ({notes}); install bubblewrap or "

@@ -8,8 +8,8 @@ import base64
 import zlib
 from pathlib import Path
 
-from autograder import sandbox, similarity, wire, worker
-from tests.autograder_helpers import copy_reference_mytorch, open_folder, worker_layout
+from autograder import grade, sandbox, similarity, wire, worker
+from tests.autograder_helpers import copy_reference_mytorch, open_folder
 from tests.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -222,7 +222,7 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
     packages = [("tricks", tricks, 5.0)] + [
         (door, door_mytorch(folder / door.replace(" ", "-"), DOORS[door]), 0.0) for door in DOORS]
     for name, package, points in packages:
-        layout = worker_layout(folder / f"layout-{name.replace(' ', '-')}", package)
+        layout = grade.worker_layout(folder / f"layout-{name.replace(' ', '-')}", package)
         mode, notes = sandbox.choose_mode(layout, judge.python_executable(),
                                           allow_unisolated=True)
         run = judge.grade_category("Linear", layout, mode, timeout=120)

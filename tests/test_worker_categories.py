@@ -94,7 +94,7 @@ def grade_in_one_worker(tree: Path, timeout: float) -> tuple[dict, dict, dict, s
     scores, report = {}, GradingReport()
     runs = {}
     with tempfile.TemporaryDirectory(prefix="hw4p1-oneworker-") as scratch:
-        layout = hint_report.worker_layout(Path(scratch), tree)
+        layout = grade.worker_layout(Path(scratch), tree)
         graded = judge.grade_categories
 
         def recorded(*args, **kwargs):
@@ -115,7 +115,7 @@ def grade_in_one_worker(tree: Path, timeout: float) -> tuple[dict, dict, dict, s
 def grade_alone(tree: Path, category: str, timeout: float) -> judge.CategoryRun:
     """``category`` graded by a worker of its own, inputs from SEED (the grader's way before)."""
     with tempfile.TemporaryDirectory(prefix="hw4p1-alone-") as scratch:
-        layout = hint_report.worker_layout(Path(scratch), tree)
+        layout = grade.worker_layout(Path(scratch), tree)
         return judge.grade_category(category, layout, MODE, timeout, seed=SEED)
 
 

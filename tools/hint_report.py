@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder import grade, judge, rubric, sandbox_modes
+from autograder import grade, judge, rubric
 from autograder.hidden_tests.diagnosis import describe
 from tools import handout_regions, mutants as catalogue
 
@@ -56,21 +56,6 @@ class Graded:
         return {result.family for result in self.runs[self.category].results if result.family}
 
 
-def worker_layout(root: Path, mytorch: Path) -> sandbox_modes.Layout:
-    """The worker's folders under ``root`` (as ``grade.prepare_sandbox`` makes them, without
-    the privacy a shared host needs), holding a copy of the ``mytorch`` folder."""
-    layout = sandbox_modes.Layout(runtime_dir=root / "runtime", pylib_dir=root / "pylib",
-                                  student_dir=root / "student", input_dir=root / "input",
-                                  tmp_dir=root / "tmp")
-    shutil.copytree(mytorch, layout.student_dir / "mytorch")
-    (layout.runtime_dir / "autograder").mkdir(parents=True)
-    for name in grade.RUNTIME_FILES:
-        shutil.copyfile(REPO_ROOT / "autograder" / name, layout.runtime_dir / "autograder" / name)
-    grade.link_numpy(layout.pylib_dir)
-    layout.tmp_dir.mkdir()
-    return layout
-
-
 def judge_tree(mytorch: Path, seed: int, every_category: bool = False,
                timeout: float = TIMEOUT_S) -> Graded:
     """Grade the ``mytorch`` folder category by category, as the autograder does, until one
@@ -78,7 +63,7 @@ def judge_tree(mytorch: Path, seed: int, every_category: bool = False,
     runs, first = {}, None
     for category in rubric.MYTORCH_RUBRIC:
         with tempfile.TemporaryDirectory(prefix="hw4p1-hints-") as scratch:
-            layout = worker_layout(Path(scratch), mytorch)
+            layout = grade.worker_layout(Path(scratch), mytorch)
             failed = frozenset(name for name, run in runs.items()
                                if not all(result.passed for result in run.results))
             runs[category] = judge.grade_category(category, layout, MODE, timeout, seed=seed,
