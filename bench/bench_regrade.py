@@ -39,9 +39,13 @@ from autograder.report import GradingReport
 from autograder.hidden_data import public_splits
 from bench.timing import interleaved_medians
 from hw4lib.config import read_config, vocab_size_of
-from hw4lib.handin_format import config_digest, transcripts_sha256
+from hw4lib.data import H4Tokenizer
+from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.handin import measure_card_losses
+from hw4lib.handin_format import card_perplexity, config_digest, transcripts_sha256
 
 REPO = Path(__file__).resolve().parents[1]
+DATA_ROOT = "hw4_data/hw4p1_data"  # make data's, whose test split the run cards name
 HANDINS = 4  # per run, of each kind (default-config, tiny)
 JOBS = (1, 2)
 REPEATS = 2  # after one warm-up run of each; a run grades all HANDINS handins
@@ -61,7 +65,8 @@ PHASE_NAMES = {"Unpacking handin.tar": "extraction of handin.tar",
 def honest_handin(folder: Path, model: dict, token_type: str, seed: int = 0) -> Path:
     """handin.tar with the reference mytorch, the weights the trainer's initialisation gives
     ``model`` under ``seed`` (``grade_model.initial_state``, what the grader fingerprints against)
-    and the run card of a run that measured the whole public test split (seed 0's)."""
+    and the run card of a run that measured the whole public test split (seed 0's), with each
+    transcript's loss as make handin records it."""
     handin = folder / "handin"
     shutil.copytree(REPO / "mytorch", handin / "mytorch",
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -70,12 +75,21 @@ def honest_handin(folder: Path, model: dict, token_type: str, seed: int = 0) -> 
     config = {"seed": seed, "tokenization": {"token_type": token_type}, "model": model}
     (handin / "config.yaml").write_text(yaml.safe_dump(config))
     test = public_splits(0)["test"]
-    (handin / "test_metrics.json").write_text(json.dumps({"perplexity_char": 30.0}))
+    dataset = grade_model.read_partition(REPO / DATA_ROOT, H4Tokenizer(DEFAULT_TOKEN_MAP,
+                                                                       token_type))
+    if transcripts_sha256(dataset.transcripts) != transcripts_sha256(test):
+        raise SystemExit(f"{DATA_ROOT}'s test split is not the grader's public one: make data")
+    # the losses make handin records, so that the grader re-measures a sample, as for a real card
+    losses = measure_card_losses(dataset, config, (handin / "model_state_dict.pt").read_bytes(),
+                                 None)
+    perplexity = card_perplexity(losses["total_nll"], dataset.total_chars)
+    (handin / "test_metrics.json").write_text(json.dumps({"perplexity_char": perplexity}))
     (handin / "run_card.json").write_text(json.dumps({
         "state_dict_sha256": hashlib.sha256((handin / "model_state_dict.pt").read_bytes()).hexdigest(),
-        "config_sha256": config_digest(config), "test_perplexity_char": 30.0,
+        "config_sha256": config_digest(config), "test_perplexity_char": perplexity,
         "test_set": {"split": "test", "subset": 1.0, "transcripts": len(test),
-                     "characters": sum(map(len, test)), "sha256": transcripts_sha256(test)}}))
+                     "characters": sum(map(len, test)), "sha256": transcripts_sha256(test),
+                     **losses}}))
     with tarfile.open(folder / "handin.tar", "w") as tar:
         tar.add(handin, arcname="handin")
     return folder / "handin.tar"
