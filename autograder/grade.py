@@ -130,9 +130,10 @@ def main(argv: list[str] | None = None) -> None:
                   f"again. Nothing was graded.")
             return
         processes.become_subreaper()
+        threads = thread_policy.measure()  # before the model child, which starts importing
         model_child = park_model_child(report)
         limit_address_space()
-        report.threads = use_threads(thread_policy.measure())
+        report.threads = use_threads(threads)
         grade(args, scores, report, model_child)
     except BaseException:  # noqa: BLE001 - a bug of ours must still leave a scores line
         report.status = grading_report.Status.CRASHED

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from autograder import grade, grading_run, regrade, rubric, thread_policy
 from tests.test_regrade import fake_grader, grade_with, judge_details
 from tests.testing_framework import rubric as rubric_category, run_module
@@ -47,9 +49,11 @@ def test_rule_on_given_inputs():
 
 @rubric_category("Thread policy")
 def test_measured_inputs_and_override(tmp_path, monkeypatch):
-    """measure() reads the affinity (capped by a cgroup quota), the load and the gradings;
-    HW4P1_MATH_THREADS overrides the count; a malformed variable counts as unset."""
+    """measure() reads the affinity (capped by a cgroup quota), the load (the load average where
+    /proc/stat cannot be read) and the gradings; HW4P1_MATH_THREADS overrides the count; a
+    malformed variable counts as unset."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(thread_policy, "PROC_STAT", tmp_path / "no-proc-stat")
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     cpu_max = tmp_path / "cpu.max"
     monkeypatch.setattr(thread_policy, "CGROUP_CPU_MAX", cpu_max)
@@ -73,6 +77,47 @@ def test_measured_inputs_and_override(tmp_path, monkeypatch):
     forced = thread_policy.measure({thread_policy.THREADS_VARIABLE: "3"})
     assert forced.threads == 3 and thread_policy.THREADS_VARIABLE in forced.why
     assert thread_policy.measure({thread_policy.THREADS_VARIABLE: "0"}).threads == 1
+
+
+STAT = """cpu  {user} 0 {system} {idle} {iowait} 0 0 0 0 0
+cpu0 0 0 0 0 0 0 0 0 0 0
+cpu1 0 0 0 0 0 0 0 0 0 0
+intr 0
+"""
+
+
+@rubric_category("Thread policy")
+def test_busy_cores_from_two_readings_of_proc_stat(tmp_path, monkeypatch):
+    """Busy cores between two /proc/stat texts, worked out by hand (idle and iowait count as
+    idle, the CPUs from the cpuN lines); a reading without ticks between is refused; measure()
+    uses the sampled value, not the lagging load average, and the rule gives the idle machine
+    two threads."""
+    def ticks(user, system, idle, iowait):
+        return thread_policy.cpu_ticks(STAT.format(user=user, system=system, idle=idle,
+                                                   iowait=iowait))
+
+    assert ticks(10, 5, 100, 3) == (103, 118, 2)
+    # 40 ticks pass on 2 CPUs: 20 busy (15 user, 5 system), 20 idle (18 idle, 2 iowait): 1 core
+    assert thread_policy.busy_between(ticks(10, 5, 100, 3), ticks(25, 10, 118, 5)) == 1.0
+    assert thread_policy.busy_between(ticks(10, 5, 100, 3), ticks(10, 5, 140, 3)) == 0.0
+    with pytest.raises(ValueError):
+        thread_policy.busy_between(ticks(10, 5, 100, 3), ticks(10, 5, 100, 3))
+    with pytest.raises(ValueError):
+        thread_policy.cpu_ticks("intr 0\n")
+    readings = iter([STAT.format(user=10, system=5, idle=100, iowait=3),
+                     STAT.format(user=10, system=5, idle=140, iowait=3)])
+
+    class FakeStat:
+        def read_text(self):
+            return next(readings)
+
+    monkeypatch.setattr(thread_policy, "PROC_STAT", FakeStat())
+    monkeypatch.setattr(thread_policy, "SAMPLE_S", 0.0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.1, 1.0, 1.0))  # the last grading's lag
+    monkeypatch.setattr(thread_policy, "CGROUP_CPU_MAX", tmp_path / "no-cpu-max")
+    choice = thread_policy.measure({})
+    assert (choice.load, choice.threads) == (0.0, 2), choice
 
 
 @rubric_category("Thread policy")
