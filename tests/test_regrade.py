@@ -443,12 +443,11 @@ CLASS_TABLE = {
     "disguised-copy": ("ok", FULL, OWN, [], []),
     "hang": ("timeout", {"Linear": 5}, OWN, [], []),
     "prints-10mb": ("ok", FULL, OWN, [], []),
-    # m1's card and metrics beside m2's weights: the weights are not the ones the card records, and
-    # the card's per-transcript losses are not theirs (two trainings differ by more than 2% on
-    # most transcripts: docs/results.md, "Run-card check").
+    # m1's card and metrics beside m2's weights: the weights are not the ones the card records.
+    # (This class's run cards record `test_set: null`, so no transcript is re-measured;
+    # tests/test_run_card_sample.py grades cards whose losses are not the weights'.)
     "swapped-weights": ("ok", FULL, "m2", ["not the file make handin packed",
-                                           "shares its weights with honest-m2@uni.edu",
-                                           "test transcripts re-measured here"], []),
+                                           "shares its weights with honest-m2@uni.edu"], []),
     "syntax-error": ("ok", {}, OWN, [], []),
     "stubs": ("ok", {}, OWN, [], []),
     # The worker runs only mytorch's own files: code built at run time is refused, 0 for mytorch.
