@@ -264,15 +264,7 @@ def prepare_sandbox(handin: Extraction, work: Path) -> sandbox_modes.Layout | No
         target = layout.student_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
-    (layout.runtime_dir / "autograder").mkdir(parents=True)
-    for name in RUNTIME_FILES:
-        shutil.copyfile(Path(__file__).parent / name, layout.runtime_dir / "autograder" / name)
-    link_numpy(layout.pylib_dir)
-    layout.tmp_dir.mkdir()
-    layout.input_dir.mkdir()
-    sandbox.make_readable(root)
-    if os.geteuid() == 0:
-        os.chown(layout.tmp_dir, sandbox_modes.grading_uid(), sandbox_modes.grading_uid())
+    add_worker_folders(layout, root)
     os.chmod(layout.tmp_dir, 0o700)
     os.chmod(work, 0o711)
     for private in (AUTOGRADE_ROOT, work / "handin", work / "home", work / "tmp"):
@@ -288,21 +280,27 @@ def worker_layout(root: Path, mytorch: Path | None = None) -> sandbox_modes.Layo
     empty input and tmp folders."""
     layout = sandbox_modes.Layout(root / "runtime", root / "pylib", root / "student",
                                   root / "input", root / "tmp")
-    (layout.runtime_dir / "autograder").mkdir(parents=True)
-    for name in RUNTIME_FILES:
-        shutil.copyfile(Path(__file__).parent / name, layout.runtime_dir / "autograder" / name)
-    link_numpy(layout.pylib_dir)
     if mytorch is None:
         (layout.student_dir / "mytorch").mkdir(parents=True)
     else:
         shutil.copytree(mytorch, layout.student_dir / "mytorch",
                         ignore=shutil.ignore_patterns("__pycache__"))
+    add_worker_folders(layout, root)
+    return layout
+
+
+def add_worker_folders(layout: sandbox_modes.Layout, root: Path) -> None:
+    """Beside the student's folder of ``layout``: the worker's own code, numpy, empty input and
+    tmp folders (tmp owned by the sandbox's uid when root); everything under ``root`` readable."""
+    (layout.runtime_dir / "autograder").mkdir(parents=True)
+    for name in RUNTIME_FILES:
+        shutil.copyfile(Path(__file__).parent / name, layout.runtime_dir / "autograder" / name)
+    link_numpy(layout.pylib_dir)
     layout.input_dir.mkdir()
     layout.tmp_dir.mkdir()
     sandbox.make_readable(root)
     if os.geteuid() == 0:
         os.chown(layout.tmp_dir, sandbox_modes.grading_uid(), sandbox_modes.grading_uid())
-    return layout
 
 
 def link_numpy(folder: Path) -> None:

@@ -152,20 +152,25 @@ def attack_handin(folder: Path, init_code: str, nn_code: str | None, nn_append: 
     return pack_folder(handin, folder / "handin.tar")
 
 
-def direct_perplexity_char(model: torch.nn.Module, tokenizer: H4Tokenizer,
-                           lines: list[str]) -> float:
-    """exp(NLL of [tokens, EOS] given [SOS, tokens] summed over lines / characters), line by line,
-    without padding, batching or the library's metric code."""
+def direct_nll(model: torch.nn.Module, tokenizer: H4Tokenizer, lines: list[str]) -> list[float]:
+    """Each line's NLL of [tokens, EOS] given [SOS, tokens], line by line in float64, without
+    padding, batching or the library's metric code."""
     model.eval()
-    total_nll = 0.0
+    losses = []
     with torch.no_grad():
         for text in lines:
             ids = tokenizer.encode(text)
             logits, _ = model(torch.tensor([[tokenizer.sos_id] + ids]))
             log_probs = torch.log_softmax(logits[0].double(), dim=-1)
             targets = ids + [tokenizer.eos_id]
-            total_nll -= log_probs[torch.arange(len(targets)), targets].sum().item()
-    return math.exp(total_nll / sum(len(text) for text in lines))
+            losses.append(-log_probs[torch.arange(len(targets)), targets].sum().item())
+    return losses
+
+
+def direct_perplexity_char(model: torch.nn.Module, tokenizer: H4Tokenizer,
+                           lines: list[str]) -> float:
+    """exp(:func:`direct_nll` summed over lines / characters)."""
+    return math.exp(sum(direct_nll(model, tokenizer, lines)) / sum(len(text) for text in lines))
 
 
 # ------------------------------------------------------------------------------------------------

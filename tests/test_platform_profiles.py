@@ -647,6 +647,18 @@ def test_a_hostile_grading_leaves_a_concurrent_honest_one_alone(profile):
 
 
 
+def similarity_in_profile(profile: str, handins: Path, handout: Path,
+                          out: Path) -> subprocess.CompletedProcess:
+    """``python -m autograder.similarity`` (make similarity's entry point) run by the staff in
+    ``profile`` on the class ``handins``, writing to ``out`` (made here, writable to the
+    non-root profiles' user)."""
+    out.mkdir()
+    out.chmod(0o777)
+    return subprocess.run(platform_profiles.launcher(profile, [
+        sys.executable, "-m", "autograder.similarity", str(handins), "--handout", str(handout),
+        "--out", str(out)]), capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+
+
 @rubric_category("Platform profiles")
 @pytest.mark.parametrize("profile", PROFILES)
 def test_a_poisoned_class_is_compared_in_each_profile(profile):
@@ -659,14 +671,9 @@ def test_a_poisoned_class_is_compared_in_each_profile(profile):
     from tests.test_similarity import poisoned_class, poisoned_class_problems
 
     folder = profile_folder(profile, "similarity")
-    handins, handout = poisoned_class(folder)
     out = folder / "out"
-    out.mkdir()
-    out.chmod(0o777)  # the non-root profiles' user writes the report
-    result = subprocess.run(platform_profiles.launcher(profile, [
-        sys.executable, "-m", "autograder.similarity", str(handins), "--handout", str(handout),
-        "--out", str(out)]), capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
-    problems = poisoned_class_problems(result, out)
+    problems = poisoned_class_problems(similarity_in_profile(profile, *poisoned_class(folder),
+                                                             out), out)
     platform_profiles.record(TABLE, profile, "31 similarity of a class with a poisoned handin",
                              "held: moved copy first, each poisoned file a finding"
                              if not problems else f"GOT THROUGH: {problems[0][:200]}")
@@ -685,13 +692,9 @@ def test_moved_copies_rank_first_in_each_profile(profile):
         moved_copies_problems
 
     folder = profile_folder(profile, "moved")
-    handins, handout = class_folder(folder, moved_class(folder)), handout_folder(folder)
     out = folder / "out"
-    out.mkdir()
-    out.chmod(0o777)  # the non-root profiles' user writes the report
-    result = subprocess.run(platform_profiles.launcher(profile, [
-        sys.executable, "-m", "autograder.similarity", str(handins), "--handout", str(handout),
-        "--out", str(out)]), capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+    result = similarity_in_profile(profile, class_folder(folder, moved_class(folder)),
+                                   handout_folder(folder), out)
     problems = moved_copies_problems(result, out)
     platform_profiles.record(TABLE, profile, "32 similarity of copies moved by three routes",
                              "held: the three copies first, no independent pair flagged"

@@ -33,7 +33,8 @@ from hw4lib.handin_format import (METRICS_FILE, RUN_CARD_FILE, SAMPLE_DETECTION,
                                   transcripts_sha256)
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers.metrics import evaluate_language_model, transcript_losses
-from tests.autograder_helpers import TINY_MODEL, make_run_folder
+from tests.autograder_helpers import (TINY_MODEL, direct_nll, direct_perplexity_char,
+                                      make_run_folder)
 from tests.test_grade_model import make_hidden_set
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -45,20 +46,6 @@ LINES = [f"LINE {chr(ord('A') + index % 26)} " + "THE SHIP SAILED " * (index % 4
 TOKENIZER = H4Tokenizer(DEFAULT_TOKEN_MAP, "char")
 
 
-def direct_nll(model: torch.nn.Module, lines: list[str]) -> list[float]:
-    """Each line's NLL of [tokens, EOS] given [SOS, tokens], line by line in float64."""
-    model.eval()
-    losses = []
-    with torch.no_grad():
-        for text in lines:
-            ids = TOKENIZER.encode(text)
-            logits, _ = model(torch.tensor([[TOKENIZER.sos_id] + ids]))
-            log_probs = torch.log_softmax(logits[0].double(), dim=-1)
-            targets = ids + [TOKENIZER.eos_id]
-            losses.append(-log_probs[torch.arange(len(targets)), targets].sum().item())
-    return losses
-
-
 def fresh_model(seed: int = 0) -> DecoderOnlyTransformer:
     torch.manual_seed(seed)
     return DecoderOnlyTransformer(**TINY_MODEL, num_classes=TOKENIZER.vocab_size)
@@ -67,7 +54,7 @@ def fresh_model(seed: int = 0) -> DecoderOnlyTransformer:
 def packed_handin(root: Path, model: torch.nn.Module, reported: float | None = None) -> Path:
     """make handin's folder of a run whose test split is LINES (``root/data``), extracted;
     test_metrics.json reports ``reported``, by default what the weights give."""
-    honest = math.exp(math.fsum(direct_nll(model, LINES)) / sum(map(len, LINES)))
+    honest = direct_perplexity_char(model, TOKENIZER, LINES)
     make_run_folder(root, model.state_dict(), reported or honest, test_lines=LINES)
     (root / "mytorch").mkdir()
     (root / "mytorch/__init__.py").write_text("")
@@ -138,7 +125,7 @@ def test_transcript_losses_are_each_transcripts_own_nll(tmp_path):
     dataset = grade_model.read_partition(tmp_path / "data", TOKENIZER)
     assert dataset.transcripts == LINES
     model = fresh_model()
-    truth = direct_nll(model, LINES)
+    truth = direct_nll(model, TOKENIZER, LINES)
     order = [37, 2, 59, 0, 14]  # any transcripts, in any order, any batch size
     for batch_size in (1, 3, 32):
         losses = transcript_losses(model, dataset, order, batch_size, "cpu")
@@ -157,7 +144,7 @@ def test_make_handin_records_each_transcripts_loss(tmp_path, monkeypatch, capsys
     model = fresh_model()
     card = card_of(packed_handin(tmp_path / "a", model))
     test_set = card["test_set"]
-    assert test_set["transcript_nll"] == pytest.approx(direct_nll(model, LINES), rel=1e-5)
+    assert test_set["transcript_nll"] == pytest.approx(direct_nll(model, TOKENIZER, LINES), rel=1e-5)
     assert test_set["transcript_tokens"] == [len(TOKENIZER.encode(line)) + 1 for line in LINES]
     assert test_set["total_nll"] == math.fsum(test_set["transcript_nll"])
     assert test_set["sha256"] == transcripts_sha256(LINES)
@@ -270,7 +257,7 @@ def test_the_grader_samples_a_new_card_and_measures_an_older_one_whole(tmp_path,
     monkeypatch.setattr(grade, "PUBLIC_SET", tmp_path / "run/data")
     model = fresh_model()
     packed = packed_handin(tmp_path / "run", model)
-    truth = math.exp(math.fsum(direct_nll(model, LINES)) / sum(map(len, LINES)))
+    truth = direct_perplexity_char(model, TOKENIZER, LINES)
 
     def grade_copy(work: Path) -> tuple[Extraction, dict, str]:
         """(the extraction, the lm details, what was printed) of the packed handin graded in
