@@ -67,18 +67,18 @@ autograde: $(STAMP) ## write dist/autograde.tar + dist/autograde-Makefile (Autol
 
 regrade: $(STAMP) ## grade every handin of a bulk download: HANDINS=folder [JOBS=2] [OUT=regrade] [ARGS=...]
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
-	$(PY) -m autograder.regrade $(HANDINS) --jobs $(or $(JOBS),1) --out $(or $(OUT),regrade) $(ARGS)
+	$(PY) -m autograder.classroom.regrade $(HANDINS) --jobs $(or $(JOBS),1) --out $(or $(OUT),regrade) $(ARGS)
 
 rescore: $(STAMP) ## recompute grades.csv's points under dist/'s scoring line, grading nothing: [OUT=regrade] [ARGS=...]
-	$(PY) -m autograder.regrade --rescore-only --out $(or $(OUT),regrade) $(ARGS)
+	$(PY) -m autograder.classroom.regrade --rescore-only --out $(or $(OUT),regrade) $(ARGS)
 
 similarity: $(STAMP) ## compare every pair of students' mytorch: HANDINS=folder [OUT=similarity] [ARGS=...]
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
-	$(PY) -m autograder.similarity $(HANDINS) --out $(or $(OUT),similarity) $(ARGS)
+	$(PY) -m autograder.classroom.similarity $(HANDINS) --out $(or $(OUT),similarity) $(ARGS)
 
 gradebook: $(STAMP) ## grades.csv + a Canvas roster export -> Canvas import CSV: ROSTER=file [GRADES=regrade/grades.csv] [OUT=gradebook] [ARGS='--domain D --due T --extensions F ...']
 	$(if $(ROSTER),,$(error give ROSTER=<Canvas's Gradebook export, a CSV>))
-	$(PY) -m autograder.gradebook $(ROSTER) --grades $(or $(GRADES),regrade/grades.csv) --out $(or $(OUT),gradebook) $(ARGS)
+	$(PY) -m autograder.classroom.gradebook $(ROSTER) --grades $(or $(GRADES),regrade/grades.csv) --out $(or $(OUT),gradebook) $(ARGS)
 
 class-fixture: $(STAMP) ## build (or reuse from its cache) the realistic class of tests/class_fixture.py: [OUT=class-fixture]
 	$(PY) -m tests.class_fixture --out $(or $(OUT),class-fixture)

@@ -1,11 +1,11 @@
 """The model phase of one grading (``grade.grade_language_model``) of a default-config handin, its
-model child started fresh (``python -m autograder.grade_model``, as before) and forked from the
+model child started fresh (``python -m autograder.judging.grade_model``, as before) and forked from the
 judge (``grade.park_model_child``): wall and CPU seconds (the judge's and its children's),
 interleaved.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench bench_model_child
 
-Each grading runs in a judge of its own (a fresh interpreter that imports ``autograder.grade``, then
+Each grading runs in a judge of its own (a fresh interpreter that imports ``autograder.judging.grade``, then
 parks the model child or not). The hidden set stands in as the public test split (``make data``),
 and the run card names the whole split, so the child measures it twice, as a grading measures the
 hidden set and the card's set. The judge's start and the parking (which overlaps the handin's
@@ -30,8 +30,8 @@ REPEATS = 3
 JUDGE = """
 import json, resource, sys, time
 from pathlib import Path
-from autograder import grade, processes
-from autograder.safe_tar import Extraction
+from autograder.judging import grade, processes
+from autograder.judging.safe_tar import Extraction
 processes.become_subreaper()
 report = {}
 parked = grade.park_model_child(report) if sys.argv[1] == "forked" else None
@@ -56,7 +56,7 @@ print(json.dumps({"wall": time.monotonic() - start, "cpu": usage() - cpu, "model
 def default_handin(folder: Path) -> None:
     """A default-config handin (reference initialisation, seed 0) whose run card names the whole
     public test split."""
-    from autograder import grade_model
+    from autograder.judging import grade_model
     from hw4lib.data import H4Tokenizer
     from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
     from hw4lib.handin_format import transcripts_sha256

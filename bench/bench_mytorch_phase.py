@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from autograder import grade, judge, rubric, sandbox
+from autograder.judging import grade, judge, rubric, sandbox
 from bench.timing import interleaved_medians
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -33,10 +33,11 @@ from pathlib import Path
 import torch
 import yaml
 
-from autograder import file_trees, grade_model, grading_run, regrade, rubric
-from autograder import report as grading_report
-from autograder.report import GradingReport
-from autograder.hidden_data import public_splits
+from autograder.judging import file_trees, grade_model, grading_run, rubric
+from autograder.classroom import regrade
+from autograder.judging import report as grading_report
+from autograder.judging.report import GradingReport
+from autograder.build_time.hidden_data import public_splits
 from bench.timing import interleaved_medians
 from hw4lib.config import read_config, vocab_size_of
 from hw4lib.data import H4Tokenizer

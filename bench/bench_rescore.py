@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder import grading_run, regrade, rescore, rubric
+from autograder.judging import grading_run, rubric
+from autograder.classroom import regrade, rescore
 
 CLASS_SIZE = 400
 REPEATS = 3

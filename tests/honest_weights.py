@@ -152,8 +152,8 @@ def measure(work: Path, noise_scales: tuple[float, ...] = NOISE_SCALES) -> dict:
     (distance to the original, hidden-set perplexity)}}``."""
     import yaml
 
-    from autograder import grade_model, weights_fingerprint as wf
-    from autograder.hidden_data import build_hidden_transcripts, hidden_utterances
+    from autograder.judging import grade_model, weights_fingerprint as wf
+    from autograder.build_time.hidden_data import build_hidden_transcripts, hidden_utterances
     from datagen.build_data import write_split
     from hw4lib.data import H4Tokenizer
     from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP

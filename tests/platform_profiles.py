@@ -27,7 +27,7 @@ from pathlib import Path
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from autograder import seccomp
+from autograder.sandboxed import seccomp
 
 PROFILES = ("host", "gradescope", "autolab", "laptop")
 NON_ROOT = ("autolab", "laptop")

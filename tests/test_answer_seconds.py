@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from autograder import judge, processes, wire
-from autograder.hidden_tests import mytorch_hidden
+from autograder.sandboxed import wire
+from autograder.judging import judge, processes
+from autograder.judging.hidden_tests import mytorch_hidden
 from tests.testing_framework import rubric, run_module
 from tools import hint_report
 
@@ -43,7 +44,7 @@ class Linear(_Linear):
 HOLD_ANSWERS_INIT = f'''
 import os as _os, sys as _sys
 
-_worker = _sys.modules["autograder.worker"]
+_worker = _sys.modules["autograder.sandboxed.worker"]
 _held = []
 
 

@@ -26,7 +26,8 @@ import yaml
 
 import numpy as np
 
-from autograder import grade, landlock, report, rubric, sandbox, sandbox_modes, wire
+from autograder.sandboxed import landlock, wire
+from autograder.judging import grade, report, rubric, sandbox, sandbox_modes
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.lm_dataset import load_transcript
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
@@ -90,7 +91,7 @@ def reported_perplexity(lines: list[str]) -> float:
 @pytest.mark.slow
 @rubric_category("End to end")
 def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
-    from autograder.hidden_data import public_splits
+    from autograder.build_time.hidden_data import public_splits
     from hw4lib.handin import pack
 
     student = tmp_path / "student"
@@ -179,7 +180,7 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     assert not (grading / "autograde.tar").exists()
     assert not (grading / "autograde/hw4lib").exists()
     assert not (grading / "autograde/autograder/hidden_set").exists()
-    assert not (grading / "autograde/autograder/hidden_tests").exists()
+    assert not (grading / "autograde/autograder/judging/hidden_tests").exists()
     assert (grading / "autograde").stat().st_mode & 0o077 == 0, "the extraction stays private"
     assert "secrets" not in text and "seed" not in text.lower(), "the seed is never shown"
 
@@ -257,7 +258,7 @@ main = sys.modules.get("__main__")
 for name in list(vars(main)) if main else []:
     if callable(getattr(main, name)):
         setattr(main, name, lambda *args, **kwargs: None)
-worker = sys.modules.get("autograder.worker")
+worker = sys.modules.get("autograder.sandboxed.worker")
 if worker is not None:
     worker.run_test = lambda nn, folder, test: worker.wire.encode_record(test, None, {})
 """, ZEROS_NN, ""),
@@ -354,8 +355,8 @@ def test_snooping_and_writing_outside_the_sandbox_change_nothing():
     require_isolation()
     tmp_path = open_folder("hw4p1-snoop-")
     grading = tmp_path / "grading"
-    targets = [grading / "autograde/resource.py", grading / "autograde/autograder/rubric.py",
-               grading / "work/sandbox/runtime/autograder/wire.py", grading / "Makefile",
+    targets = [grading / "autograde/resource.py", grading / "autograde/autograder/judging/rubric.py",
+               grading / "work/sandbox/runtime/autograder/sandboxed/wire.py", grading / "Makefile",
                tmp_path / "outside.txt", Path("/tmp/hw4p1-written-by-student.txt"),
                Path("autograde/resource.py"), Path("../autograde/resource.py")]
     snoop = f"""
@@ -437,8 +438,8 @@ def recorded_worker_streams(seed: int) -> dict[str, bytes]:
     for hidden-test inputs drawn from ``seed``: what a replay attack would have saved from an
     earlier grading."""
     import mytorch.nn as reference_nn
-    from autograder import worker
-    from autograder.hidden_tests.mytorch_hidden import tests_of
+    from autograder.sandboxed import worker
+    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
 
     streams = {}
     for category in rubric.MYTORCH_RUBRIC:
@@ -474,7 +475,7 @@ def replay_handin(folder: Path) -> Path:
     whose import writes a recorded result stream of the reference mytorch to the result fd."""
     import base64
 
-    from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+    from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS
 
     category_of = {test.name: test.category for test in HIDDEN_TESTS}
     handin = folder / "handin"
@@ -585,7 +586,7 @@ def test_autograde_tar_ships_the_shared_handin_format(tmp_path):
     with tarfile.open(built_autograder() / "autograde.tar") as tar:
         tar.extractall(tmp_path, filter="data")
     files = import_without_site_packages(tmp_path / "autograde", (
-        "hw4lib.handin_format", "autograder.rubric", "autograder.safe_tar"))
+        "hw4lib.handin_format", "autograder.judging.rubric", "autograder.judging.safe_tar"))
     assert Path(files["hw4lib.handin_format"]).read_bytes() == (
         REPO_ROOT / "hw4lib/handin_format.py").read_bytes(), (
         f"expected the archive to ship hw4lib/handin_format.py unchanged, got a different "
@@ -595,7 +596,7 @@ def test_autograde_tar_ships_the_shared_handin_format(tmp_path):
 @pytest.mark.slow
 @rubric_category("End to end")
 def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
-    from autograder import hidden_data
+    from autograder.build_time import hidden_data
 
     infos = [build_autograder(tmp_path / name) for name in ("first", "second")]
     first, second = (tmp_path / "first/autograde.tar", tmp_path / "second/autograde.tar")
@@ -606,10 +607,10 @@ def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
     assert str(hidden_data.HIDDEN_SEED).encode() not in shipped
     assert not [name for name in names if name.endswith(("hidden_data.py", "README.md"))
                 or name.startswith("autograde/mytorch")]
-    for needed in ("autograde/autograder/grade.py", "autograde/autograder/worker.py",
+    for needed in ("autograde/autograder/judging/grade.py", "autograde/autograder/sandboxed/worker.py",
                    "autograde/hw4lib/numeric_truths.py",
                    "autograde/hw4lib/data/tokenizer_jsons/tokenizer_char.json",
-                   "autograde/autograder/hidden_tests/mytorch_hidden.py",
+                   "autograde/autograder/judging/hidden_tests/mytorch_hidden.py",
                    "autograde/build_info.json"):
         assert needed in names, needed
     lines = read_hidden_lines(first)

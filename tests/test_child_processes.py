@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""Tests of the child process runner (autograder/processes.py): hangs with detached children,
+"""Tests of the child process runner (autograder/judging/processes.py): hangs with detached children,
 output floods, huge files, and the judge's own address space limit.
 
     python -m tests.test_child_processes    (or: python -m pytest -q tests/test_child_processes.py)
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from autograder import processes
+from autograder.judging import processes
 from tests.autograder_helpers import REPO_ROOT
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -76,10 +76,10 @@ def test_child_cannot_write_huge_files(tmp_path):
 
 @rubric_category("Child processes")
 def test_the_judge_runs_under_an_address_space_limit(tmp_path):
-    from autograder import grade
+    from autograder.judging import grade
 
     code = ("import resource\n"
-            "from autograder import grade\n"
+            "from autograder.judging import grade\n"
             "grade.limit_address_space()\n"
             "print(resource.getrlimit(resource.RLIMIT_AS)[0], flush=True)\n"
             "print(resource.getrlimit(resource.RLIMIT_AS)[1] in grade.model_limits().values())\n"

@@ -207,7 +207,7 @@ def test_full_builds_and_hidden_set_match_the_recorded_digests(tmp_path):
         build_data.build(tmp_path / str(seed), seed=seed)
         _check_recorded(tmp_path / str(seed), seed, recorded)
         shutil.rmtree(tmp_path / str(seed))
-    from autograder.hidden_data import build_hidden_transcripts
+    from autograder.build_time.hidden_data import build_hidden_transcripts
     text = "\n".join(build_hidden_transcripts(public_seed=0)) + "\n"
     got = hashlib.sha256(text.encode("utf-8")).hexdigest()
     assert got == RECORDED_HIDDEN_SET, f"hidden set: expected sha256 {RECORDED_HIDDEN_SET}, got {got}"

@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""Tests of the model grading in process (autograder/grade_model.py), on a small hidden set: the
+"""Tests of the model grading in process (autograder/judging/grade_model.py), on a small hidden set: the
 perplexity the handed-in weights give, broken configs and state dicts refused, evaluation batches
 bounded, and what make handin packs extracted whole.
 
@@ -16,8 +16,8 @@ import yaml
 
 import numpy as np
 
-from autograder import grade_model
-from autograder.safe_tar import extract_handin
+from autograder.judging import grade_model
+from autograder.judging.safe_tar import extract_handin
 from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
@@ -38,7 +38,7 @@ HIDDEN_LINES = ["THE CAPTAIN HOISTED THE SAIL", "IT'S A FINE DAY SAID THE MATE",
 def make_hidden_set(folder: Path, lines: list[str] = HIDDEN_LINES) -> Path:
     """A data root whose partition grade_model.PARTITION holds ``lines``, in their order, as
     ``make autograde`` ships the hidden set."""
-    from autograder.hidden_data import hidden_utterances
+    from autograder.build_time.hidden_data import hidden_utterances
     from datagen.build_data import write_split
 
     write_split(folder / grade_model.PARTITION, hidden_utterances(lines))

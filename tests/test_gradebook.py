@@ -1,6 +1,6 @@
 # hw4p1: instructor-only
-"""Tests of the gradebook join (autograder/gradebook.py) and of the class tools' CSV writer
-(autograder/spreadsheet.py): a Canvas roster export and a regrade's grades.csv make a CSV in
+"""Tests of the gradebook join (autograder/classroom/gradebook.py) and of the class tools' CSV writer
+(autograder/classroom/spreadsheet.py): a Canvas roster export and a regrade's grades.csv make a CSV in
 Canvas's Gradebook import format, each cell reached by one listed rule, every other case listed,
 the late policy applied only when asked and never switched off by a deadline without an offset,
 and no cell a spreadsheet runs. (The realistic class of these cases is
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gradebook, handins, regrade, spreadsheet
+from autograder.classroom import gradebook, handins, regrade, spreadsheet
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Gradebook": 0}

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gradebook, regrade, rubric, spreadsheet
-from autograder.report import GradingReport
+from autograder.judging import rubric
+from autograder.classroom import gradebook, regrade, spreadsheet
+from autograder.judging.report import GradingReport
 from tests.test_regrade import fake_grader
 from tests.testing_framework import rubric as rubric_category, run_module
 

@@ -23,8 +23,8 @@ RUBRIC = {"Packaging": 0}
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What grading starts: the judge (Autolab's Makefile and Gradescope's run_autograder call it), the
 # model child and the worker with the hidden tests.
-ENTRY_MODULES = ("autograder.grade", "autograder.grade_model", "autograder.worker",
-                 "autograder.hidden_tests.mytorch_hidden")
+ENTRY_MODULES = ("autograder.judging.grade", "autograder.judging.grade_model", "autograder.sandboxed.worker",
+                 "autograder.judging.hidden_tests.mytorch_hidden")
 
 
 # Imports inside functions that grading never calls, with what they serve: the model child imports
@@ -125,21 +125,21 @@ def test_the_grader_requirements_are_part_of_the_full_environment():
 def test_the_closure_sees_imports_inside_functions_and_relative_ones(tmp_path):
     """A package imported only inside a function of a module the judge imports is found."""
     for name, text in {"autograder/__init__.py": "", "hw4lib/__init__.py": "",
-                       "autograder/grade.py": "from . import helper\nimport hw4lib.late\n",
-                       "autograder/helper.py": "def plot():\n    import matplotlib\n",
+                       "autograder/judging/grade.py": "from . import helper\nimport hw4lib.late\n",
+                       "autograder/judging/helper.py": "def plot():\n    import matplotlib\n",
                        "hw4lib/late.py": "def f():\n    from wandb import init\n",
-                       "autograder/grade_model.py": "import numpy\n",
-                       "autograder/worker.py": "import json\n"}.items():
+                       "autograder/judging/grade_model.py": "import numpy\n",
+                       "autograder/sandboxed/worker.py": "import json\n"}.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     for index in range(20):  # the closure's sanity floor
-        (tmp_path / f"autograder/m{index}.py").write_text("")
-    (tmp_path / "autograder/grade.py").write_text(
+        (tmp_path / f"autograder/judging/m{index}.py").write_text("")
+    (tmp_path / "autograder/judging/grade.py").write_text(
         "from . import helper\nimport hw4lib.late\n" + "".join(
-            f"from autograder import m{index}\n" for index in range(20)))
+            f"from autograder.judging import m{index}\n" for index in range(20)))
     found = third_party_of_grading(tmp_path)
-    assert found == {("autograder.helper", "matplotlib"): False, ("hw4lib.late", "wandb"): False,
-                     ("autograder.grade_model", "numpy"): True}, found
+    assert found == {("autograder.judging.helper", "matplotlib"): False, ("hw4lib.late", "wandb"): False,
+                     ("autograder.judging.grade_model", "numpy"): True}, found
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""Tests of the Gradescope packaging (dist/gradescope.zip, autograder/gradescope.py).
+"""Tests of the Gradescope packaging (dist/gradescope.zip, autograder/judging/gradescope.py).
 
     python -m tests.test_gradescope     (or: .venv/bin/python -m pytest -q tests/test_gradescope.py)
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gradescope, rubric
+from autograder.judging import gradescope, rubric
 from tests import platform_profiles
 from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
                                       built_autograder, copy_reference_mytorch, honest_scores,
@@ -93,7 +93,7 @@ def test_zip_holds_gradescopes_entry_points_and_the_judge():
         setup = archive.read("setup.sh").decode()
         run = archive.read("run_autograder").decode()
     for name in ("setup.sh", "run_autograder", "requirements-grader.txt", "autograde.tar",
-                 "autograde-Makefile", "autograder/gradescope.py", "autograder/rubric.py",
+                 "autograde-Makefile", "autograder/judging/gradescope.py", "autograder/judging/rubric.py",
                  "hw4lib/handin_format.py"):
         assert name in infos, f"{name} missing from gradescope.zip: {sorted(infos)}"
     for name in ("setup.sh", "run_autograder"):
@@ -108,7 +108,7 @@ def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
     """The adapter runs on the zip's files alone; the grader inside is the Autolab archive, shared
     handin rules (hw4lib/handin_format.py) included, which import without site-packages too."""
     source = unpack_root(tmp_path, None) / "source"
-    import_without_site_packages(source, ("autograder.gradescope", "autograder.rubric",
+    import_without_site_packages(source, ("autograder.judging.gradescope", "autograder.judging.rubric",
                                           "hw4lib.handin_format"))
     inner = (source / "autograde.tar").read_bytes()
     assert inner == (built_autograder() / "autograde.tar").read_bytes(), (
@@ -116,7 +116,7 @@ def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
     with tarfile.open(source / "autograde.tar") as tar:
         tar.extractall(tmp_path / "inner", filter="data")
     import_without_site_packages(tmp_path / "inner/autograde",
-                                 ("hw4lib.handin_format", "autograder.safe_tar"))
+                                 ("hw4lib.handin_format", "autograder.judging.safe_tar"))
 
 
 @rubric_category("Results")
@@ -209,7 +209,7 @@ SNOOP_INIT = """
 import glob
 _paths = [SOURCE_TAR] + [path for pattern in ("autograde.tar",
                                                "autograde/autograder/hidden_set/*/*",
-                                               "autograde/autograder/hidden_tests/*.py")
+                                               "autograde/autograder/judging/hidden_tests/*.py")
                          for path in glob.glob("/tmp/hw4p1-grading-*/" + pattern)]
 _found = []
 for _path in _paths:
@@ -232,7 +232,7 @@ def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tm
     folder's copy and its extraction, in every sandbox mode this machine offers (setpriv is what
     Gradescope's containers give): it finds nothing and keeps full marks; what it prints reaches
     neither results.json nor the feedback; source/autograde.tar is gone after grading."""
-    from autograder import sandbox_modes
+    from autograder.judging import sandbox_modes
     from tests.autograder_helpers import session_folder
     from tests.test_autograder_e2e import read_hidden_lines
 

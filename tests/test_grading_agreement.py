@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import rescore, rubric
+from autograder.judging import rubric
+from autograder.classroom import rescore
 from tests.testing_framework import rubric as rubric_category, run_module
 from tools import make_autograde, make_handout
 from tools.handout_readme import grading_section, stated_numbers, with_thresholds

@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""Tests of the handin extraction (autograder/safe_tar.py) against its threat model: archives
+"""Tests of the handin extraction (autograder/judging/safe_tar.py) against its threat model: archives
 holding every kind of hostile member, unusable archives, deep paths, long names and zip directory
 bombs; and every ordinary way a student may re-pack the handin, read and graded alike.
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import file_trees, safe_tar, sandbox
-from autograder.safe_tar import HandinError, extract_handin
+from autograder.judging import file_trees, safe_tar, sandbox
+from autograder.judging.safe_tar import HandinError, extract_handin
 from hw4lib import handin_format
 from tests.autograder_helpers import (copy_reference_mytorch, honest_scores, make_model_handin,
                                       pack_folder, regular, run_grader, tree, write_tar)
@@ -190,7 +190,7 @@ def zip_directory_bomb(path: Path, entries: int) -> Path:
 
 @rubric_category("Handin extraction")
 def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(tmp_path):
-    from autograder import grade
+    from autograder.judging import grade
 
     limit = handin_format.MAX_MYTORCH_DEPTH
     tar = write_tar(tmp_path / "deep.tar", [deep_mytorch_member(limit), deep_mytorch_member(1500),
@@ -230,7 +230,7 @@ def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(t
 
 @rubric_category("Handin extraction")
 def test_tree_walks_and_removal_do_not_recurse(tmp_path):
-    from autograder import judge
+    from autograder.judging import judge
 
     root = deep = tmp_path / "tree"
     for _ in range(1101):  # deeper than Python's recursion limit (makedirs would recurse)

@@ -1,6 +1,6 @@
 # hw4p1: instructor-only
-"""Tests of the class tools' per-handin guard (autograder/handin_guard.py) and of the regrade's
-inspection under it (autograder/regrade.py::inspect_handin): a handin whose files end the decoding
+"""Tests of the class tools' per-handin guard (autograder/classroom/handin_guard.py) and of the regrade's
+inspection under it (autograder/classroom/regrade.py::inspect_handin): a handin whose files end the decoding
 or the parsing is a flag in grades.csv, its weights still hashed, the other rows untouched.
 
     python -m tests.test_handin_guard      (or: pytest -q tests/test_handin_guard.py)
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import handin_guard, regrade, rubric
+from autograder.judging import rubric
+from autograder.classroom import handin_guard, regrade
 from tests.test_regrade import fake_grader, judge_details
 from tests.test_similarity import POISON
 from tests.testing_framework import rubric as rubric_category, run_module

@@ -207,7 +207,7 @@ def test_build_on_a_synthetic_repository(tmp_path):
         "tests/test_ops.py": "from mytorch.nn.ops import f\n",
         "tests/test_secret.py": f"{INSTRUCTOR_ONLY}\nprint('hidden')\n",
         "tools/make.py": "print('tool')\n",
-        "autograder/grade.py": "print('grade')\n",
+        "autograder/judging/grade.py": "print('grade')\n",
         ".ci/run": "make test\n",
     }, untracked={"mytorch/stray.py": "leak = 1\n", "notes.txt": "private\n"})
     out = tmp_path / "dist" / "handout"

@@ -14,12 +14,12 @@ import pytest
 
 import yaml
 
-from autograder import grade_model, judge, rubric
-from autograder.hidden_tests.diagnosis import (Failure, attention_variant, hints,
+from autograder.judging import grade_model, judge, rubric
+from autograder.judging.hidden_tests.diagnosis import (Failure, attention_variant, hints,
                                                softmax_backward_variant)
-from autograder.lm_diagnosis import VAL_TEST_GAP, lm_hint
+from autograder.judging.lm_diagnosis import VAL_TEST_GAP, lm_hint
 from hw4lib.numeric_truths import difference_features
-from autograder.hidden_tests import mytorch_hidden
+from autograder.judging.hidden_tests import mytorch_hidden
 from tests.testing_framework import rubric as rubric_category, run_module
 from tests.autograder_helpers import make_model_handin
 from tests.test_grade_model import make_hidden_set

@@ -8,7 +8,7 @@ changes (below), not part of ``make test`` or CI.
 """
 import pytest
 
-from autograder import grade, weights_fingerprint as wf
+from autograder.judging import grade, weights_fingerprint as wf
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Honest trainings": 0}

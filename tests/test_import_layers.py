@@ -19,6 +19,10 @@ HW4LIB_ROOMS = (("hw4lib.grading_numbers", "hw4lib.versions", "hw4lib.handin_for
                 ("hw4lib.data",), ("hw4lib.model",), ("hw4lib.config",), ("hw4lib.decoding",),
                 ("hw4lib.utils",), ("hw4lib.trainers",),
                 ("hw4lib.train", "hw4lib.handin", "hw4lib.numpy_twin", "hw4lib.gpu_check"))
+# The grader's rooms by trust, bottom to top (autograder/__init__.py): what runs beside student
+# code, the judge, the class tools; the build-time secrets stand alone, imported by no room.
+AUTOGRADER_ROOMS = ("autograder.sandboxed", "autograder.judging", "autograder.classroom")
+BUILD_TIME = "autograder.build_time"
 
 
 def modules() -> dict[str, Path]:
@@ -152,6 +156,37 @@ def test_the_autograder_imports_no_entry_point_of_hw4lib():
     assert not found, f"the autograder imports hw4lib's entry points: {found}"
 
 
+def autograder_room(module: str) -> str | None:
+    """The room of AUTOGRADER_ROOMS (or BUILD_TIME) holding ``module``; None for the package."""
+    room = ".".join(module.split(".")[:2])
+    return room if room in (*AUTOGRADER_ROOMS, BUILD_TIME) else None
+
+
+def room_crossings(graph: dict[str, set[str]]) -> list[str]:
+    """``"<module> imports <target>"`` for each autograder import of a higher room, and for each
+    import of the build-time room by another room (its secrets never reach shipped code)."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = autograder_room(module)
+        for target in sorted(targets):
+            there = autograder_room(target)
+            if here is None or there is None or here == there:
+                continue
+            if BUILD_TIME in (here, there) or (
+                    AUTOGRADER_ROOMS.index(there) > AUTOGRADER_ROOMS.index(here)):
+                found.append(f"{module} imports {target}")
+    return found
+
+
+@rubric("Import layers")
+def test_every_grader_module_sits_in_a_room_and_imports_none_above_it():
+    graph = import_graph()
+    homeless = [m for m in graph if m.startswith("autograder.") and autograder_room(m) is None]
+    assert not homeless, f"autograder modules outside the rooms {AUTOGRADER_ROOMS}: {homeless}"
+    found = room_crossings(graph)
+    assert not found, f"imports across the grader's rooms ({' < '.join(AUTOGRADER_ROOMS)}): {found}"
+
+
 @rubric("Import layers")
 def test_the_checks_see_a_planted_circle_and_an_upward_import():
     graph = {"hw4lib.a": {"hw4lib.b"}, "hw4lib.b": {"hw4lib.c"}, "hw4lib.c": {"hw4lib.a"},
@@ -164,6 +199,12 @@ def test_the_checks_see_a_planted_circle_and_an_upward_import():
         "hw4lib.utils.x imports hw4lib.trainers.y"]
     assert entry_point_imports({"autograder.g": {"hw4lib.train", "hw4lib.data"}}) == [
         "autograder.g imports hw4lib.train"]
+    assert room_crossings({"autograder.sandboxed.w": {"autograder.judging.j"},
+                           "autograder.judging.j": {"autograder.sandboxed.w",
+                                                    "autograder.build_time.s"},
+                           "autograder.classroom.c": {"autograder.judging.j"}}) == [
+        "autograder.judging.j imports autograder.build_time.s",
+        "autograder.sandboxed.w imports autograder.judging.j"]
 
 
 if __name__ == "__main__":

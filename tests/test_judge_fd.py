@@ -12,7 +12,7 @@ wrong forward of its own, gets no point for them. The same attack is a row of
 import shutil
 from pathlib import Path
 
-from autograder.hidden_tests import linear_tests
+from autograder.judging.hidden_tests import linear_tests
 from tests.testing_framework import rubric, run_module
 from tools import hint_report
 
@@ -24,7 +24,7 @@ SEED = 11
 # forward, so that they agree with the honest backward while the real forward is wrong.
 FD_GAMING_INIT = '''
 import sys as _sys
-_worker = _sys.modules.get("autograder.worker")
+_worker = _sys.modules.get("autograder.sandboxed.worker")
 
 
 def _honest_forward(layer):

@@ -6,8 +6,8 @@ numbers on tampering, nothing about the hidden set.
 
 The run card names the test set test_metrics.json measured (``hw4lib.handin.measured_test_set``),
 the grader measures the packed weights on exactly those transcripts
-(``autograder.grade_model.compare_with_report``) and flags for the staff only facts that honest
-work packed by make handin cannot show (``autograder.grade.integrity_flags``). Truths here are
+(``autograder.judging.grade_model.compare_with_report``) and flags for the staff only facts that honest
+work packed by make handin cannot show (``autograder.judging.grade.integrity_flags``). Truths here are
 independent of the code under test: the transcripts' digest is recomputed from the files, the
 perplexity of the compared set line by line without the library's metric
 (``tests.autograder_helpers.direct_perplexity_char``).
@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import grade, grade_model, gradescope, rubric
-from autograder.lm_diagnosis import lm_hint
-from autograder.report import GradingReport, LanguageModelResult
-from autograder.safe_tar import Extraction
+from autograder.judging import grade, grade_model, gradescope, rubric
+from autograder.judging.lm_diagnosis import lm_hint
+from autograder.judging.report import GradingReport, LanguageModelResult
+from autograder.judging.safe_tar import Extraction
 from datagen.build_data import Utterance, write_split
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP

@@ -1,12 +1,12 @@
 # hw4p1: instructor-only
-"""Tests of the model child forked from the judge (``autograder.processes.ParkedChild``, parked by
-``autograder.grade.park_model_child``): it runs as the fresh ``python -m autograder.grade_model``
+"""Tests of the model child forked from the judge (``autograder.judging.processes.ParkedChild``, parked by
+``autograder.judging.grade.park_model_child``): it runs as the fresh ``python -m autograder.judging.grade_model``
 command did (session, limits, folder, environment, descriptors, signals, malloc, threads, output),
 is killed whole at its time limit, is refused where a thread would not survive the fork, and
 measures every handin to the last digit as the fresh command does; a grading through the
 Autolab Makefile forks its model child.
 
-Each test runs a judge of its own (a fresh interpreter that imports ``autograder.grade`` as the
+Each test runs a judge of its own (a fresh interpreter that imports ``autograder.judging.grade`` as the
 real judge does, with another hash seed than its children's; or the real one, through make),
 since the fork is only safe in a process that has run no OpenMP region, which a pytest process
 cannot promise.
@@ -25,8 +25,8 @@ import pytest
 import torch
 import yaml
 
-from autograder import grade_model, rubric
-from autograder import report as grading_report
+from autograder.judging import grade_model, rubric
+from autograder.judging import report as grading_report
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import transcripts_sha256
@@ -41,11 +41,11 @@ DEFAULT_MODEL = yaml.safe_load((REPO_ROOT / "configs/default.yaml").read_text())
 PUBLIC_LINES = ["THE MATE SANG A SONG OF THE SEA", "NO GULL CRIED THAT DAY"] * 3
 JUDGE_ENVIRONMENT = {"PYTHONHASHSEED": "4321", "PYTHONPATH": str(REPO_ROOT)}
 # The judge's side of every test: run as ``python -c JUDGE <test> <folder>``, it starts as
-# autograder.grade.main does, then runs the test's function (below), which parks its children.
+# autograder.judging.grade.main does, then runs the test's function (below), which parks its children.
 JUDGE = """
 import sys
 from pathlib import Path
-from autograder import grade, processes
+from autograder.judging import grade, processes
 processes.become_subreaper()
 grade.limit_address_space()
 from tests import test_model_fork
@@ -73,7 +73,7 @@ def fresh_and_forked(parked, module: str, function: str, arguments: list[str], w
     """(the fresh command's Run, the parked child's Run) of ``module.function(arguments)`` with
     the model child's environment, folder and limits; ``{}`` in ``arguments`` stands for
     ``fresh`` or ``forked``."""
-    from autograder import grade, processes
+    from autograder.judging import grade, processes
 
     code = f"import sys; from {module} import {function}; {function}(sys.argv[1:])"
     environment = grade.child_environment(work, [grade.AUTOGRADE_ROOT])
@@ -104,7 +104,7 @@ def describe_process(argv: list[str]) -> None:
     import signal
     import tempfile
 
-    from autograder import grade_model
+    from autograder.judging import grade_model
 
     grade_model.follow_environment()
     libc = ctypes.CDLL(None)
@@ -155,7 +155,7 @@ def judge_isolation(folder: Path) -> None:
     """Describe a fresh child and a forked one, their environment asking for one torch thread
     where the judge's torch started without a count (as a judge that chooses its children's
     threads after its imports); then time a forked sleeper out."""
-    from autograder import grade, processes
+    from autograder.judging import grade, processes
 
     parked = processes.ParkedChild(PROBES, "describe_process")
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -183,8 +183,8 @@ def judge_refusals(folder: Path) -> None:
     import signal
     import threading
 
-    from autograder import grade, processes
-    from autograder.report import GradingReport
+    from autograder.judging import grade, processes
+    from autograder.judging.report import GradingReport
 
     report = GradingReport()
     grade.park_model_child(report).close()
@@ -221,8 +221,8 @@ def judge_refusals(folder: Path) -> None:
 def judge_measurements(folder: Path) -> None:
     """Each handin of ``folder/handins`` measured by a fresh child and by a model child parked as
     the judge parks it."""
-    from autograder import grade
-    from autograder.report import GradingReport
+    from autograder.judging import grade
+    from autograder.judging.report import GradingReport
 
     work = folder / "work"
     for sub in ("home", "tmp"):
@@ -234,7 +234,7 @@ def judge_measurements(folder: Path) -> None:
         arguments = ["--handin", str(handin), "--hidden-set", str(folder / "hidden"),
                      "--out", str(folder / f"{handin.name}-{{}}.json"),
                      "--public-set", str(folder / "public"), "--compare", *compare[handin.name]]
-        fresh, forked = fresh_and_forked(child, "autograder.grade_model", "main", arguments,
+        fresh, forked = fresh_and_forked(child, "autograder.judging.grade_model", "main", arguments,
                                          work)
         found[handin.name] = {
             "returncodes": [fresh.returncode, forked.returncode],

@@ -27,8 +27,9 @@ import pytest
 import torch
 import yaml
 
-from autograder import grade_model, gradescope, landlock, report as grading_report, rubric, \
-    weights_fingerprint
+from autograder.sandboxed import landlock
+from autograder.judging import (grade_model, gradescope, report as grading_report, rubric,
+                                weights_fingerprint)
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE
@@ -161,8 +162,8 @@ for _command in (["/usr/bin/unshare", "--map-root-user", "true"], ["/usr/bin/uns
 SNOOP_HIDDEN = """
 import glob, os
 _patterns = ["autograde.tar", "*/autograde.tar", "autograde/autograder/hidden_set/*/*",
-             "*/autograde/autograder/hidden_set/*/*", "autograde/autograder/hidden_tests/*.py",
-             "*/autograde/autograder/hidden_tests/*.py", "*/source/autograde.tar"]
+             "*/autograde/autograder/hidden_set/*/*", "autograde/autograder/judging/hidden_tests/*.py",
+             "*/autograde/autograder/judging/hidden_tests/*.py", "*/source/autograde.tar"]
 _paths = [p for pattern in _patterns for p in glob.glob("/tmp/hw4p1-*/" + pattern)]
 _pid = os.getpid()
 for _ in range(12):  # the judge's memory and environment, up the parent chain
@@ -455,7 +456,7 @@ ATTACKS = {  # the review's table, by row
         staff=shares_the_classmates_weights),
     "24 reports a perplexity of 1.5, its card's test set nowhere": Attack(
         lying_report_handin, HONEST, staff=flags_the_lying_report),
-    # Code made at run time, each door of the worker's closed list (autograder/worker.py): a
+    # Code made at run time, each door of the worker's closed list (autograder/sandboxed/worker.py): a
     # mytorch whose files hide the reference's code behind a door scores full marks if it opens.
     "25 mytorch compiled by ast.parse with PyCF_ONLY_AST 0, run as functions": Attack(
         lambda folder: door_handin(folder, "ast flags"), MYTORCH_0),
@@ -649,20 +650,20 @@ def test_a_hostile_grading_leaves_a_concurrent_honest_one_alone(profile):
 
 def similarity_in_profile(profile: str, handins: Path, handout: Path,
                           out: Path) -> subprocess.CompletedProcess:
-    """``python -m autograder.similarity`` (make similarity's entry point) run by the staff in
+    """``python -m autograder.classroom.similarity`` (make similarity's entry point) run by the staff in
     ``profile`` on the class ``handins``, writing to ``out`` (made here, writable to the
     non-root profiles' user)."""
     out.mkdir()
     out.chmod(0o777)
     return subprocess.run(platform_profiles.launcher(profile, [
-        sys.executable, "-m", "autograder.similarity", str(handins), "--handout", str(handout),
+        sys.executable, "-m", "autograder.classroom.similarity", str(handins), "--handout", str(handout),
         "--out", str(out)]), capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
 
 
 @rubric_category("Platform profiles")
 @pytest.mark.parametrize("profile", PROFILES)
 def test_a_poisoned_class_is_compared_in_each_profile(profile):
-    """Row 31: ``python -m autograder.similarity`` run by the staff in the profile on a class
+    """Row 31: ``python -m autograder.classroom.similarity`` run by the staff in the profile on a class
     holding a moved copy of a classmate's graded code (its classes in a module of another name,
     a variable renamed) that also carries files ending the decoding (a codec that raises), the
     parsing (nesting deep enough for a RecursionError, a unary chain for a MemoryError), and a
@@ -683,7 +684,7 @@ def test_a_poisoned_class_is_compared_in_each_profile(profile):
 @rubric_category("Platform profiles")
 @pytest.mark.parametrize("profile", PROFILES)
 def test_moved_copies_rank_first_in_each_profile(profile):
-    """Row 32: ``python -m autograder.similarity`` run by the staff in the profile on three
+    """Row 32: ``python -m autograder.classroom.similarity`` run by the staff in the profile on three
     independent students, the skeleton and a copy of each moved by another route (a star import
     from a module of another name; a renamed class bound from a subpackage's module; the
     package's __init__ re-exporting from another module), names changed and methods reordered:

@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""Tests of the bulk regrade (autograder/regrade.py): both download layouts, one row per student,
+"""Tests of the bulk regrade (autograder/classroom/regrade.py): both download layouts, one row per student,
 faults isolated between concurrent gradings, resumable, a summary.
 
     python -m tests.test_regrade     (or: .venv/bin/python -m pytest -q tests/test_regrade.py)
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import regrade, rubric
-from autograder.hidden_tests import mytorch_hidden
-from autograder.report import GradingReport, LanguageModelResult, Status, TestResult
+from autograder.judging import rubric
+from autograder.classroom import regrade
+from autograder.judging.hidden_tests import mytorch_hidden
+from autograder.judging.report import GradingReport, LanguageModelResult, Status, TestResult
 from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
                                       built_autograder, honest_scores, session_folder)
 from tests.test_autograder_e2e import MYTORCH_ZERO
@@ -343,7 +344,7 @@ def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys)
         shutil.copy(attack_handin(folder / "build" / str(index), "", None),
                     handins / f"student{index}.tar")
     out = folder / "out"
-    run = subprocess.Popen([sys.executable, "-m", "autograder.regrade", str(handins), "--out",
+    run = subprocess.Popen([sys.executable, "-m", "autograder.classroom.regrade", str(handins), "--out",
                             str(out), "--autograder", str(built_autograder())],
                            cwd=REPO, env={**os.environ, "TQDM_DISABLE": "1"},
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -383,7 +384,7 @@ def interrupted_regrade(tmp_path: Path, sleeps: dict[str, int], jobs: int, rows_
     for student, seconds in sleeps.items():
         (handins / f"{student}.tar").write_text(str(seconds))
     out = tmp_path / "out"
-    run = subprocess.Popen([sys.executable, "-m", "autograder.regrade", str(handins), "--out",
+    run = subprocess.Popen([sys.executable, "-m", "autograder.classroom.regrade", str(handins), "--out",
                             str(out), "--autograder", str(source), "--jobs", str(jobs)],
                            cwd=REPO, env={**os.environ, "TQDM_DISABLE": "1", "TMPDIR": str(temp)},
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -509,7 +510,7 @@ def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
     flags and likely causes are CLASS_TABLE's; the highest version is graded; a rerun grades the
     timeout once more, the next rerun nothing; the same handins in Gradescope's layout carry the
     metadata; the gradebook and the similarity report read the same class."""
-    from autograder import gradebook, similarity
+    from autograder.classroom import gradebook, similarity
     from tests.class_fixture import build
 
     fixture = build()

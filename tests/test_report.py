@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""Tests of the grading report (autograder/report.py): its JSON form round-trips, a report of
+"""Tests of the grading report (autograder/judging/report.py): its JSON form round-trips, a report of
 another version or a malformed one is refused naming the fix, and every tool that reads a grading
 (the Gradescope adapter, the bulk regrade) reads the judge's details.json through report.load.
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gradebook, gradescope, grading_run, regrade, report, rubric
-from autograder.report import GradingReport, LanguageModelResult, ReportError, Status, TestResult
+from autograder.judging import gradescope, grading_run, report, rubric
+from autograder.classroom import gradebook, regrade
+from autograder.judging.report import GradingReport, LanguageModelResult, ReportError, Status, TestResult
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Grading report": 0}
@@ -163,7 +164,7 @@ def test_the_statuses_live_once():
 
 @rubric_category("Grading report")
 def test_no_class_tool_parses_a_details_json_itself():
-    """A supplement to the test above: outside autograder/report.py, no module of autograder/
+    """A supplement to the test above: outside autograder/judging/report.py, no module of autograder/
     hands anything named for the judge's details to a JSON reader."""
     readers = {"json.load", "json.loads", "read_json", "read_untrusted_json",
                "file_io.read_json", "file_io.read_untrusted_json"}

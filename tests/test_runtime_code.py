@@ -8,7 +8,9 @@ import base64
 import zlib
 from pathlib import Path
 
-from autograder import grade, sandbox, similarity, wire, worker
+from autograder.sandboxed import wire, worker
+from autograder.judging import grade, sandbox
+from autograder.classroom import similarity
 from tests.autograder_helpers import copy_reference_mytorch, open_folder
 from tests.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 from tests.testing_framework import rubric as rubric_category, run_module
@@ -213,7 +215,7 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
     library and numpy generate or import lazily keeps its points while every trick to run code
     that is not a file is refused (the mytorch stops itself if one works); a mytorch whose files
     hide their code behind each door of DOORS gets 0 and the message names the line."""
-    from autograder import judge
+    from autograder.judging import judge
 
     folder = open_folder("hw4p1-audit-")
     tricks = copy_reference_mytorch(folder / "tricks")
@@ -235,7 +237,7 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
 
 @rubric_category("Handin extraction")
 def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
-    from autograder import judge
+    from autograder.judging import judge
 
     cases = {"a.py": (UTF7_SOURCE, "utf-7"),
              "b.py": ("#!/bin/python\n# coding=latin-1\n", "latin-1"),

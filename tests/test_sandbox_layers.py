@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""Sandbox hardening that the sandbox review's attack table asks for (autograder/sandbox.py and
+"""Sandbox hardening that the sandbox review's attack table asks for (autograder/judging/sandbox.py and
 the modules it runs the worker with: processes, cgroups, sandbox_modes): process scans that survive
 any process name, no root worker inside a user namespace, sandbox commands run by the absolute
 path they were found at, a fresh uid for every grading, the worker's own layers, and a cgroup
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cgroups, processes, sandbox, sandbox_modes
+from autograder.judging import cgroups, processes, sandbox, sandbox_modes
 from tests.autograder_helpers import attack_handin, honest_scores, run_grader, session_folder
 from tests.test_autograder_e2e import MYTORCH_ZERO
 from tests.testing_framework import rubric, run_module
@@ -129,7 +129,7 @@ def test_each_mode_tells_the_worker_the_folders_it_sees(tmp_path):
 
 @rubric("Sandbox layers")
 def test_each_grading_gets_a_fresh_uid_of_its_own():
-    code = "from autograder import sandbox_modes; print(sandbox_modes.grading_uid())"
+    code = "from autograder.judging import sandbox_modes; print(sandbox_modes.grading_uid())"
     environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     uids = {int(subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True,
                                text=True, check=True).stdout) for _ in range(4)}
@@ -176,7 +176,7 @@ def test_the_workers_own_layers_confine_it_in_every_mode(tmp_path):
     no TCP connection, no new namespace, no ptrace, in the default mode and in setpriv (which alone
     prevents none of these). The attack gives up its points if anything gets through; confined, it
     scores full marks."""
-    from autograder import landlock
+    from autograder.sandboxed import landlock
 
     if landlock.abi_version() == 0:
         pytest.skip("no Landlock on this kernel")
@@ -203,7 +203,7 @@ def test_the_workers_own_layers_confine_it_in_every_mode(tmp_path):
 SECCOMP_PROBE = """
 import ctypes, os, socket, subprocess, sys, threading
 sys.path.insert(0, sys.argv[1])
-from autograder import seccomp
+from autograder.sandboxed import seccomp
 import numpy
 assert seccomp.deny_escapes(children=sys.argv[2] == "children")
 libc = ctypes.CDLL(None, use_errno=True)
@@ -243,7 +243,7 @@ print(refused)
 def test_the_seccomp_filter_refuses_escapes_and_allows_numpy(children):
     """Escapes are refused; numpy works. Without children (no cgroup caps the tree), every new
     process and thread is refused too, so RLIMIT_AS bounds the tree's memory."""
-    from autograder import seccomp
+    from autograder.sandboxed import seccomp
 
     if seccomp.unsupported():
         pytest.skip(seccomp.unsupported())

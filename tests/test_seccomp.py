@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""autograder/seccomp.py's system-call tables against libseccomp's own resolver, and the filter
+"""autograder/sandboxed/seccomp.py's system-call tables against libseccomp's own resolver, and the filter
 built for each architecture run through a model of the kernel's BPF machine: every call it names
 is refused on x86_64 and aarch64 alike, whichever machine runs the test. libseccomp is only the
 test's truth (the grader never loads it); the tests skip where it is not installed."""
@@ -10,7 +10,8 @@ import struct
 
 import pytest
 
-from autograder import sandbox, seccomp
+from autograder.sandboxed import seccomp
+from autograder.judging import sandbox
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Seccomp tables": 0}
@@ -70,7 +71,7 @@ def test_every_table_entry_is_libseccomps_number():
             f"{machine}: AUDIT_ARCH {arch.audit_arch:#x} in the table, libseccomp says {token:#x}")
         for name, number in arch.numbers.items():
             assert resolve(library, token, name) == number, (
-                f"{machine}: {name} is {number} in autograder/seccomp.py, libseccomp says "
+                f"{machine}: {name} is {number} in autograder/sandboxed/seccomp.py, libseccomp says "
                 f"{resolve(library, token, name)}")
         for name in (*seccomp.DENIED, *seccomp.NEW_TASKS, "clone3"):
             if name not in arch.numbers:

@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""Tests of the similarity report (autograder/similarity.py) on a class of fixtures: three
+"""Tests of the similarity report (autograder/classroom/similarity.py) on a class of fixtures: three
 independently written mytorch implementations (Linear, Softmax, ScaledDotProductAttention) in
 different styles, planted copies of them (identifiers renamed, methods reordered, comments and
 whitespace changed), and a student who handed in the untouched skeleton.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import similarity
+from autograder.classroom import similarity
 from tests.testing_framework import rubric, run_module
 from tools.handout_regions import file_regions, restore, stub_out
 
@@ -424,7 +424,7 @@ COPIES = {"star-copy": "einsum", "alias-copy": "verbose", "init-copy": "loops"}
 
 
 def moved_copies_problems(result: subprocess.CompletedProcess, out: Path) -> list[str]:
-    """What ``python -m autograder.similarity`` got wrong on :func:`moved_class` (none: the three
+    """What ``python -m autograder.classroom.similarity`` got wrong on :func:`moved_class` (none: the three
     moved copies are the three first pairs, each flagged, and no pair of independent students is
     flagged)."""
     if result.returncode != 0:
@@ -522,7 +522,7 @@ def poisoned_class(folder: Path) -> tuple[Path, Path]:
 
 
 def poisoned_class_problems(result: subprocess.CompletedProcess, out: Path) -> list[str]:
-    """What ``python -m autograder.similarity`` got wrong on :func:`poisoned_class` (none: every
+    """What ``python -m autograder.classroom.similarity`` got wrong on :func:`poisoned_class` (none: every
     file written, the moved copy ranked first, each poisoned file its student's finding)."""
     if result.returncode != 0:
         return [f"exit {result.returncode}: {result.stderr[-3000:]}"]
@@ -555,11 +555,11 @@ def poisoned_class_problems(result: subprocess.CompletedProcess, out: Path) -> l
 @pytest.mark.slow
 @rubric("Similarity")
 def test_a_poisoned_class_finishes_through_the_real_entry_point(tmp_path):
-    """``python -m autograder.similarity`` on :func:`poisoned_class`: every file is written, the
+    """``python -m autograder.classroom.similarity`` on :func:`poisoned_class`: every file is written, the
     moved copy ranks first, each poisoned file is its student's finding."""
     handins, handout = poisoned_class(tmp_path)
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "autograder.similarity", str(handins),
+    result = subprocess.run([sys.executable, "-m", "autograder.classroom.similarity", str(handins),
                              "--handout", str(handout), "--out", str(out)],
                             capture_output=True, text=True, cwd=REPO)
     assert poisoned_class_problems(result, out) == []

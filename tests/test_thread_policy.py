@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""Tests of the math threads a grading uses (autograder/thread_policy.py): the rule on given
+"""Tests of the math threads a grading uses (autograder/judging/thread_policy.py): the rule on given
 inputs, the environment of the judge's children and of the grading's make, the regrade's --jobs,
 and the choice in details.json and the feedback's header.
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade, grading_run, regrade, rubric, thread_policy
+from autograder.judging import grade, grading_run, rubric, thread_policy
+from autograder.classroom import regrade
 from tests.test_regrade import fake_grader, grade_with, judge_details
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -146,7 +147,7 @@ def test_details_json_and_header_name_the_choice(tmp_path):
     feedback's header) states them; here the judge stops at once (not a built autograder)."""
     out = tmp_path / "details.json"
     env = {**os.environ, thread_policy.GRADINGS_VARIABLE: "2", thread_policy.THREADS_VARIABLE: "3"}
-    run = subprocess.run([sys.executable, "-m", "autograder.grade", str(tmp_path / "none.tar"),
+    run = subprocess.run([sys.executable, "-m", "autograder.judging.grade", str(tmp_path / "none.tar"),
                           "--work", str(tmp_path / "work"), "--results-json", str(out)],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     details = json.loads(out.read_text())

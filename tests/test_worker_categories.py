@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade, judge, processes, rubric, sandbox, wire
-from autograder.report import GradingReport, Status
+from autograder.sandboxed import wire
+from autograder.judging import grade, judge, processes, rubric, sandbox
+from autograder.judging.report import GradingReport, Status
 from tests.autograder_helpers import copy_reference_mytorch
 from tests.testing_framework import rubric as rubric_category, run_module
 from tools import hint_report
@@ -246,7 +247,7 @@ def test_a_category_s_frames_give_its_records_its_output_and_its_end():
 @rubric_category("One worker for every category")
 def test_the_worker_frames_what_its_category_process_printed_as_the_judge_keeps_it():
     """The worker's head and tail of a process's output match processes.BoundedCapture's."""
-    from autograder import worker
+    from autograder.sandboxed import worker
 
     data = bytes(range(256)) * 100
     child = worker.Category(0, None, None, None)

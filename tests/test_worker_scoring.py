@@ -17,7 +17,8 @@ import pytest
 
 import numpy as np
 
-from autograder import grading_run, processes, rubric, sandbox, sandbox_modes, wire
+from autograder.sandboxed import wire
+from autograder.judging import grading_run, processes, rubric, sandbox, sandbox_modes
 from tests.autograder_helpers import REPO_ROOT, copy_reference_mytorch
 from tests.testing_framework import rubric as rubric_category, run_module
 
@@ -90,7 +91,8 @@ def test_any_malformed_worker_output_is_unreadable_and_costs_only_its_tests():
 def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
     """Each hidden test of ``tests`` replayed by the worker's own code on ``nn`` (a namespace of
     mytorch.nn classes) in this process, then judged: the checks without the sandbox's cost."""
-    from autograder import judge, worker
+    from autograder.sandboxed import worker
+    from autograder.judging import judge
 
     results = []
     programs, checks = judge.build_programs(tests, seed)
@@ -149,9 +151,9 @@ def test_no_check_that_decides_points_is_an_assert():
     def asserts_in(node) -> list[int]:
         return [n.lineno for n in ast.walk(node) if isinstance(n, ast.Assert)]
 
-    for path in [REPO_ROOT / "autograder/judge.py", REPO_ROOT / "autograder/wire.py",
+    for path in [REPO_ROOT / "autograder/judging/judge.py", REPO_ROOT / "autograder/sandboxed/wire.py",
                  REPO_ROOT / "hw4lib/numeric_truths.py",
-                 *sorted((REPO_ROOT / "autograder/hidden_tests").glob("*.py"))]:
+                 *sorted((REPO_ROOT / "autograder/judging/hidden_tests").glob("*.py"))]:
         found = asserts_in(ast.parse(path.read_text()))
         assert not found, f"{path.name} has assert statements at lines {found}"
 
@@ -160,7 +162,7 @@ def test_no_check_that_decides_points_is_an_assert():
 def test_hidden_tests_share_out_exactly_each_category_s_points():
     """The shares in the hidden tests' decorators add up to the points hw4lib/grading_numbers.py
     gives each mytorch category, and tag no other category."""
-    from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+    from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS
 
     shares: dict[str, list[float]] = {}
     for test in HIDDEN_TESTS:
@@ -178,7 +180,7 @@ def test_hidden_tests_share_out_exactly_each_category_s_points():
 def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
     """Checks that decide points are explicit (python -O strips asserts); the float32 Linear test
     checks values, not only dtypes; the judge refuses to run under -O at all."""
-    from autograder.hidden_tests.mytorch_hidden import tests_of
+    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
 
     float32_test = [t for t in tests_of("Linear") if t.name == "linear_float32_stays_float32"]
     (tmp_path / "f32").mkdir()
@@ -186,7 +188,7 @@ def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
     assert result.points == 0 and "float32 Z" in result.message, result
     code = ("import sys, tempfile\n"
             "from pathlib import Path\n"
-            "from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS\n"
+            "from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS\n"
             "from tests.autograder_helpers import ZEROS_NN\n"
             "from tests.test_worker_scoring import judge_in_process, stub_namespace\n"
             "results = judge_in_process(stub_namespace(ZEROS_NN), HIDDEN_TESTS,\n"
@@ -196,7 +198,7 @@ def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
                              capture_output=True, text=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]
     assert process.stdout.split()[-2:] == ["1", "0"], process.stdout[-2000:]
-    refused = subprocess.run([sys.executable, "-O", "-m", "autograder.grade",
+    refused = subprocess.run([sys.executable, "-O", "-m", "autograder.judging.grade",
                               str(tmp_path / "handin.tar"), "--work", str(tmp_path / "work")],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     lines = refused.stdout.splitlines()
@@ -211,7 +213,7 @@ def test_shapes_are_checked_before_arithmetic_on_returned_arrays(tmp_path):
     allocate N x N floats)."""
     import tracemalloc
 
-    from autograder.hidden_tests.mytorch_hidden import tests_of
+    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
 
     test = [t for t in tests_of("MultiHeadAttention")
             if t.name == "mha_self_attention_with_one_array_for_query_key_value"]
@@ -239,7 +241,7 @@ GRADINGS_PER_TREE = 3
 SCORE_TREES = """
 import json, secrets, sys, tempfile
 from pathlib import Path
-from autograder.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS
 from tests.test_worker_scoring import judge_in_process
 repeats, trees = int(sys.argv[1]), sys.argv[2:]
 scores = {}
@@ -316,7 +318,7 @@ def test_scores_line_is_printed_even_when_the_last_process_scan_fails(tmp_path):
     name that is not UTF-8, say) still ends the output with the summary and the scores line."""
     import contextlib
 
-    from autograder import grade
+    from autograder.judging import grade
 
     def failing_scan():
         b"\xff\xfe".decode("utf-8")
@@ -354,8 +356,8 @@ def test_documented_timeouts_cover_the_judges_worst_case():
 
 @rubric_category("Scoring")
 def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
-    from autograder import judge
-    from autograder.hidden_tests.mytorch_hidden import tests_of
+    from autograder.judging import judge
+    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
 
     program = wire.Program()
     layer = program.new("Linear", 3, 2)

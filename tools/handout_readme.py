@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import re
 
-from autograder.rescore import NUMBERS_MODULE
+from autograder.classroom.rescore import NUMBERS_MODULE
 from hw4lib.grading_numbers import (FULL_MARKS_PPL, LM_CATEGORY, LM_POINTS, MYTORCH_RUBRIC,
                                     ZERO_MARKS_PPL)
 from hw4lib.handin_format import HANDIN_TAR
@@ -47,7 +47,7 @@ TASK_ORDER: dict[str, tuple[str, ...]] = {
     "mytorch/nn/positional_encoding.py": ("test_mytorch_lm",),
     "mytorch/nn/sublayers.py": ("test_mytorch_lm",),
     "mytorch/nn/decoder_layers.py": ("test_mytorch_lm",),
-    "mytorch/nn/transformer.py": ("test_mytorch_lm",),
+    "mytorch/nn/transformers.py": ("test_mytorch_lm",),
     "mytorch/optim/adamw.py": ("test_mytorch_lm",),
 }
 BONUS_FIRST = "mytorch/nn/embedding.py"

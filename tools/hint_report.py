@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder import grade, judge, rubric
-from autograder.hidden_tests.diagnosis import describe
+from autograder.judging import grade, judge, rubric
+from autograder.judging.hidden_tests.diagnosis import describe
 from tools import handout_regions, mutants as catalogue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ Writes two files in Autolab's convention, and one for Gradescope:
 
 * ``dist/autograde.tar``: one folder ``autograde/`` holding the grading driver (``autograder/``),
   the judge, sandbox and worker, the hidden mytorch tests, the hidden test set of the language model
-  (drawn here, see ``autograder/hidden_data.py``) and the public test split, both as the ``.npy``
+  (drawn here, see ``autograder/build_time/hidden_data.py``) and the public test split, both as the ``.npy``
   partitions ``make data`` writes, the reference ``hw4lib`` with its tokenizer JSONs (and
   ``numeric_truths.py``, the truths the hidden tests share with the students' tests) and
   ``build_info.json``;
@@ -12,7 +12,7 @@ Writes two files in Autolab's convention, and one for Gradescope:
   ``Makefile``), ``autograde.tar`` and a student's ``handin.tar``, ``make`` grades the handin and
   the last line it prints is ``{"scores": {...}}``;
 * ``dist/gradescope.zip``: Gradescope's autograder convention (``setup.sh``, ``run_autograder``)
-  around the same two files and ``autograder/gradescope.py``, which grades
+  around the same two files and ``autograder/judging/gradescope.py``, which grades
   ``submission/handin.tar`` with the same judge and writes ``results/results.json``.
 
 The archive is reproducible: sorted members, fixed owners and times, so the same tree and seed give
@@ -29,8 +29,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from autograder import grade, grade_model, rescore, rubric
-from autograder.hidden_data import (HIDDEN_NUM_CHARS, build_hidden_transcripts, hidden_utterances,
+from autograder.judging import grade, grade_model, rubric
+from autograder.classroom import rescore
+from autograder.build_time.hidden_data import (HIDDEN_NUM_CHARS, build_hidden_transcripts, hidden_utterances,
                                     public_utterances)
 from datagen.build_data import Utterance, write_split
 from hw4lib.data.tokenizer import TOKENIZER_DIR, TOKENIZER_FILES
@@ -41,45 +42,20 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE_ROOT = "autograde"
 # What the grading image installs (setup.sh, autograder/Dockerfile): grading's own packages only.
 GRADER_REQUIREMENTS = "requirements-grader.txt"
-# Repository files shipped as they are (the hw4lib tree is added separately).
-SHIPPED_FILES = (
-    "autograder/__init__.py",
-    "autograder/rubric.py",
-    "autograder/report.py",
-    "autograder/safe_tar.py",
-    "autograder/grade.py",
-    "autograder/grade_model.py",
-    "autograder/lm_diagnosis.py",
-    "autograder/weights_fingerprint.py",
-    "autograder/judge.py",
-    "autograder/landlock.py",
-    "autograder/sandbox.py",
-    "autograder/sandbox_modes.py",
-    "autograder/processes.py",
-    "autograder/cgroups.py",
-    "autograder/file_trees.py",
-    "autograder/seccomp.py",
-    "autograder/thread_policy.py",
-    "autograder/wire.py",
-    "autograder/worker.py",
-    "autograder/hidden_tests/__init__.py",
-    "autograder/hidden_tests/diagnosis.py",
-    "autograder/hidden_tests/checks.py",
-    "autograder/hidden_tests/linear_tests.py",
-    "autograder/hidden_tests/softmax_tests.py",
-    "autograder/hidden_tests/sdpa_tests.py",
-    "autograder/hidden_tests/mha_tests.py",
-    "autograder/hidden_tests/mytorch_hidden.py",
-)
+# The grader's folders that ship (with the package's marker): what runs beside student code and
+# what grades a handin. The class tools (autograder/classroom/) and the build-time secrets
+# (autograder/build_time/) stay in the instructors' repository; the hw4lib tree is added separately.
+SHIPPED_FOLDERS = ("autograder/sandboxed", "autograder/judging")
 HW4LIB_SUFFIXES = (".py", ".json")
 # Where the grading driver looks for the hidden set and the public test split: each a data root
 # holding the partition the model grading reads, as `make data` writes it.
 HIDDEN_PARTITION = f"autograder/{grade.HIDDEN_SET.name}/{grade_model.PARTITION}"
 PUBLIC_PARTITION = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.PARTITION}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
-GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/rubric.py", "autograder/gradescope.py",
-                      "autograder/grading_run.py", "autograder/report.py",
-                      "autograder/file_trees.py", "autograder/thread_policy.py",
+GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/judging/__init__.py",
+                      "autograder/judging/rubric.py", "autograder/judging/gradescope.py",
+                      "autograder/judging/grading_run.py", "autograder/judging/report.py",
+                      "autograder/judging/file_trees.py", "autograder/judging/thread_policy.py",
                       "hw4lib/__init__.py", "hw4lib/file_io.py", "hw4lib/grading_numbers.py",
                       "hw4lib/handin_format.py")  # standard library only
 GRADESCOPE_SETUP = """\
@@ -103,7 +79,7 @@ GRADESCOPE_RUN = """\
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 PYTHON="${HW4P1_PYTHON:-$ROOT/venv/bin/python}"
 unset PYTHONOPTIMIZE  # python -O would strip asserts; the judge refuses to run under it
-cd "$ROOT/source" && "$PYTHON" -m autograder.gradescope --root "$ROOT" "$@"
+cd "$ROOT/source" && "$PYTHON" -m autograder.judging.gradescope --root "$ROOT" "$@"
 if ! "$PYTHON" -c 'import json, sys; json.load(open(sys.argv[1]))' "$ROOT/results/results.json"; then
     mkdir -p "$ROOT/results"
     echo '{"score": 0.0, "output": "The autograder could not start; please tell the course staff.", "tests": []}' > "$ROOT/results/results.json"
@@ -134,13 +110,13 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
         **rescore.scoring_line(rubric.RUBRIC, rescore.hidden_test_points(), full_marks_ppl,
                                zero_marks_ppl),
     }
-    members = {path: (repo / path).read_bytes() for path in SHIPPED_FILES}
+    members = {path: (repo / path).read_bytes() for path in shipped_files(repo)}
     members.update({path: (repo / path).read_bytes() for path in hw4lib_files(repo)})
     members.update(partition_members(HIDDEN_PARTITION, hidden_utterances(transcripts)))
     # the files `make data` writes for the test split, which test_metrics.json reports on
     members.update(partition_members(PUBLIC_PARTITION, public_utterances(public_seed)["test"]))
     # apart from the scoring line, so that the class tools rescore rather than regrade when only
-    # the scoring line changes (autograder/rescore.py)
+    # the scoring line changes (autograder/classroom/rescore.py)
     info["grader_sha256"] = rescore.grader_identity(members, makefile_text())
     members[grade.BUILD_INFO.name] = json_text(info).encode("utf-8")
 
@@ -150,6 +126,14 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
     (out_dir / "autograde-Makefile").write_text(makefile_text(), encoding="utf-8")
     write_gradescope_zip(out_dir / "gradescope.zip", out_dir, repo)
     return info
+
+
+def shipped_files(repo: Path) -> list[str]:
+    """Repository-relative paths of the grader's code that ships: the package's marker and every
+    source file under SHIPPED_FOLDERS."""
+    sources = sorted(path for folder in SHIPPED_FOLDERS for path in (repo / folder).rglob("*.py")
+                     if "__pycache__" not in path.parts)
+    return ["autograder/__init__.py", *(path.relative_to(repo).as_posix() for path in sources)]
 
 
 def hw4lib_files(repo: Path) -> list[str]:
@@ -202,7 +186,7 @@ def write_tar(path: Path, members: dict[str, bytes]) -> None:
 def write_gradescope_zip(path: Path, out_dir: Path, repo: Path) -> None:
     """Gradescope's autograder zip: setup.sh and run_autograder at its root, the Autolab files
     (the same judge, hidden tests and hidden data) and the stdlib-only adapter that turns the
-    judge's report into results.json (``autograder/gradescope.py``)."""
+    judge's report into results.json (``autograder/judging/gradescope.py``)."""
     files = {"setup.sh": (GRADESCOPE_SETUP.encode(), True),
              "run_autograder": (GRADESCOPE_RUN.encode(), True),
              GRADER_REQUIREMENTS: ((repo / GRADER_REQUIREMENTS).read_bytes(), False),
@@ -229,7 +213,7 @@ def makefile_text() -> str:
 # Autolab runs `make` in a folder holding this file (as Makefile), autograde.tar and the student's
 # handin.tar. The last line printed is the scores JSON. Grade each handin in a fresh folder: the
 # driver deletes autograde.tar once the hidden data is used (see autograder/README.md).
-# The judge chooses its math threads by autograder/thread_policy.py's rule and states them in the
+# The judge chooses its math threads by autograder/judging/thread_policy.py's rule and states them in the
 # feedback's first line: export HW4P1_GRADINGS=N where N gradings share this machine's CPUs, or
 # HW4P1_MATH_THREADS=N to fix the count.
 PYTHON ?= python3
@@ -239,7 +223,7 @@ unexport PYTHONOPTIMIZE
 
 all:
 \t@chmod 600 autograde.tar && (umask 077 && tar --no-same-permissions -xf autograde.tar) && \\
-\t\tcd {ARCHIVE_ROOT} && $(PYTHON) -m autograder.grade ../{HANDIN_TAR} --work ../work \\
+\t\tcd {ARCHIVE_ROOT} && $(PYTHON) -m autograder.judging.grade ../{HANDIN_TAR} --work ../work \\
 \t\t--autograde-tar ../autograde.tar $(GRADER_FLAGS) || echo '{zero_line}'
 """
 

@@ -39,8 +39,8 @@ from pathlib import Path
 from tools.handout_files import (EXCLUDED_DIRS, MAKEFILE_BEGIN, MAKEFILE_END, exclusion_reason,
                                  instructor_targets, strip_instructor_targets, tracked_files)
 from tools.handout_leaks import find_leaks
-from autograder import rubric
-from autograder.rescore import NUMBERS_MODULE
+from autograder.judging import rubric
+from autograder.classroom.rescore import NUMBERS_MODULE
 from tools.handout_readme import stated_numbers, student_readme, with_thresholds
 from tools.handout_regions import (HandoutError, Region, code_units, file_regions, is_marker_like,
                                    replace_units, stub_out)
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> Handout:
 def stale_grader(handout: Path) -> str:
     """Why the grader built beside ``handout`` (``dist/autograde.tar`` beside ``dist/handout``)
     awards other points or thresholds than the handout states, or ''."""
-    from autograder.rescore import read_build_info
+    from autograder.classroom.rescore import read_build_info
 
     tar, numbers = handout.parent / "autograde.tar", handout / NUMBERS_MODULE
     info = read_build_info(tar) if tar.is_file() else None

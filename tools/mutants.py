@@ -78,7 +78,7 @@ class Mutant:
     test: str
     bug: str
     source: str  # the catalogue file it came from, for messages
-    family: str = ""  # the bug family of autograder/hidden_tests/diagnosis.py, graded files only
+    family: str = ""  # the bug family of autograder/judging/hidden_tests/diagnosis.py, graded files only
 
 
 @dataclass

@@ -8,7 +8,7 @@ each public test transcript's summed NLL (``hw4lib.trainers.metrics.transcript_l
 measured in float32 several ways: as the grader batches (``evaluation_batch_size``, 1 math
 thread), one transcript at a time, with 2 math threads, and in float64 (the exact value, to fp32
 rounding's scale). It prints the largest gap, over the transcripts, of each way from the grader's
-in per-character perplexity (what ``autograder.grade`` holds within ``REPORTED_TOLERANCE``); for
+in per-character perplexity (what ``autograder.judging.grade`` holds within ``REPORTED_TOLERANCE``); for
 each trained handin, the fewest transcripts a forged card must change to report a perplexity 5%,
 10% or 25% lower and the chance the random draw catches it (with and without the re-measuring of
 the lowest losses per character);
@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from autograder import grade_model
+from autograder.judging import grade_model
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, REPORTED_TOLERANCE, STATE_DICT_FILE,

@@ -15,7 +15,7 @@ from .multi_head_attention import MultiHeadAttention
 from .positional_encoding import PositionalEncoding
 from .scaled_dot_product_attention import ScaledDotProductAttention
 from .sublayers import FeedForwardLayer, SelfAttentionLayer
-from .transformer import DecoderOnlyTransformer
+from .transformers import DecoderOnlyTransformer
 
 __all__ = ["Linear", "Softmax", "ScaledDotProductAttention", "MultiHeadAttention", "Embedding",
            "LayerNorm", "GELU", "erf", "Dropout", "CrossEntropyLoss", "PositionalEncoding",

@@ -1,0 +1,461 @@
+"""Processes the judge starts: run one bounded and killed whole, capture its output, find and kill
+every descendant. Standard library only.
+
+:func:`run_process` runs a command in a new session under resource limits (and, given one, in a
+cgroup of :mod:`autograder.judging.cgroups`), keeps the head and the tail of its output
+(:class:`BoundedCapture`) and reads its result pipe up to MAX_RESULT_BYTES; given a dialogue, it
+lets the caller ask the child for one thing at a time over a request pipe and wait for each answer
+(:class:`Conversation`), timed by the caller's clock. :class:`ParkedChild` runs a function
+instead of a command, in a child forked early that skips the interpreter start and the imports a
+command pays, under the same session, limits, capture and time limit. The judge makes itself a
+child subreaper (:func:`become_subreaper`), so processes that detach with ``setsid`` or a double
+fork become its children, and :func:`kill_descendants` kills every one of them before the scores
+are printed.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.judging.cgroups import WorkerCgroup
+
+MAX_RESULT_BYTES = 64 * 2**20  # the worker's result stream; beyond it the rest is dropped
+OUTPUT_HEAD_BYTES = 4_000
+OUTPUT_TAIL_BYTES = 8_000
+MAX_ERROR_CHARS = 2000  # an error message a child reports (the model grading's)
+PR_SET_CHILD_SUBREAPER = 36
+# glibc's mallopt options for the malloc settings a fresh process reads from its environment.
+MALLOPT_OPTIONS = {"MALLOC_TRIM_THRESHOLD_": -1, "MALLOC_MMAP_THRESHOLD_": -3}
+WAIT_POLL_S = 0.005  # how often a forked child's exit is polled
+_parked_pids: set[int] = set()  # ParkedChild processes that have not run yet
+
+
+@dataclass
+class Run:
+    """How a child process ended: exit status (None at the time limit), seconds, its output
+    (head and tail, control characters removed) and the bytes it wrote to its result pipe."""
+
+    returncode: int | None
+    seconds: float
+    output: str
+    result: bytes = b""
+    result_overflow: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants (setsid, double fork) children of this process; True if it worked."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process whose parent chain leads to ``root`` (not ``root`` itself)."""
+    parents: dict[int, int] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        fields = _stat_fields(stat)
+        if fields:
+            parents[int(stat.split("/")[2])] = int(fields[1])
+    found, frontier = [], {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier}
+        found.extend(sorted(frontier))
+    return found
+
+
+def kill_descendants(root: int | None = None, seconds: float = 10.0,
+                     spare: frozenset[int] = frozenset()) -> int:
+    """SIGKILL every descendant of ``root`` (default: this process) but ``spare`` until none is
+    left, reaping them; return how many were killed. Processes that fork while being killed are
+    caught by the next round."""
+    root = os.getpid() if root is None else root
+    killed, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = [pid for pid in descendants(root) if pid not in spare and not _is_zombie(pid)]
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        _reap()
+        if not alive:
+            return killed
+        time.sleep(0.02)
+    return killed
+
+
+def _stat_fields(path: str) -> list[bytes]:
+    """The fields of a /proc/<pid>/stat after the process name, read as bytes: a process may
+    name itself with any bytes (``prctl(PR_SET_NAME)``), ")" and invalid UTF-8 included, so the
+    name is skipped up to its last ")" and never decoded. Empty when the process is gone."""
+    try:
+        return Path(path).read_bytes().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _is_zombie(pid: int) -> bool:
+    fields = _stat_fields(f"/proc/{pid}/stat")
+    return not fields or fields[0] in (b"Z", b"X")
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def run_process(command: list[str], cwd: Path, env: dict[str, str], timeout: float,
+                limits: dict[int, int], cgroup: WorkerCgroup | None = None,
+                result_pipe: tuple[int, int] | None = None,
+                request_pipe: tuple[int, int] | None = None,
+                dialogue: Callable[[Conversation], None] | None = None) -> Run:
+    """Run ``command`` in a new session with ``limits``; kill it and all it started at the end.
+
+    stdout and stderr are read as they come and only their head and tail are kept; the result pipe
+    (if any: (read end, write end), the write end passed to the child) is read up to
+    MAX_RESULT_BYTES. With ``request_pipe`` (read end passed to the child) and ``dialogue``, the
+    dialogue runs in this thread once the child started, with a :class:`Conversation` on both
+    pipes that ends at the time limit; the request pipe is closed when it returns (the child reads
+    its end). Returns once the process and every descendant is dead.
+    """
+    cgroup_fds = cgroup.join_fds() if cgroup is not None else []
+
+    def in_child() -> None:  # between fork and exec: system calls only
+        for fd in cgroup_fds:
+            os.write(fd, b"0")
+        for limit, value in limits.items():
+            resource.setrlimit(limit, (value, value))
+
+    start = time.monotonic()
+    pass_fds = tuple(pipe[index] for pipe, index in ((result_pipe, 1), (request_pipe, 0)) if pipe)
+    try:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   start_new_session=True, preexec_fn=in_child, pass_fds=pass_fds)
+    finally:
+        for fd in [*cgroup_fds, *pass_fds]:
+            os.close(fd)
+    return _supervise(process, process.stdout, start, timeout, result_pipe, request_pipe, dialogue)
+
+
+def _supervise(process, stdout, start: float, timeout: float,
+               result_pipe: tuple[int, int] | None = None,
+               request_pipe: tuple[int, int] | None = None,
+               dialogue: Callable[[Conversation], None] | None = None) -> Run:
+    """Capture a started child's output (``stdout``) and result pipe, run the dialogue, wait until
+    ``start + timeout``, then kill its session and every descendant. ``process``: a
+    ``subprocess.Popen`` or a :class:`_Forked`, the leader of its own session."""
+    output = BoundedCapture(stdout, OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES)
+    readers = [threading.Thread(target=output.read_all, daemon=True)]
+    result = None
+    if result_pipe:
+        result = BoundedCapture(os.fdopen(result_pipe[0], "rb"), MAX_RESULT_BYTES, 0)
+        readers.append(threading.Thread(target=result.read_all, daemon=True))
+    for reader in readers:
+        reader.start()
+    returncode = None
+    deadline = start + timeout
+    try:
+        if request_pipe:
+            try:
+                if dialogue is not None and result is not None:
+                    conversation = Conversation(request_pipe[1], result, start, deadline)
+                    dialogue(conversation)
+                    deadline = min(deadline, conversation.deadline)  # the dialogue may end it
+            finally:
+                os.close(request_pipe[1])
+        returncode = process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+    except subprocess.TimeoutExpired:
+        pass
+    finally:  # whatever the dialogue raised, the child and all it started die here
+        seconds = time.monotonic() - start
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        process.kill()  # a forked child may not lead its session yet
+        process.wait()
+        kill_descendants(spare=frozenset(_parked_pids))  # children still parked wait their turn
+        for reader in readers:
+            reader.join(timeout=5)
+    return Run(returncode, seconds, output.text(), result.data() if result else b"",
+               bool(result and result.omitted))
+
+
+class ForkRefused(Exception):
+    """A child forked now would inherit the state of a thread it lacks; the message says which."""
+
+
+class _Forked:
+    """The ``subprocess.Popen`` surface :func:`_supervise` uses, for a child of ``os.fork``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.returncode = pid, None
+
+    def kill(self) -> None:
+        if self.returncode is None:  # until it is reaped, its pid is its own
+            os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG if deadline is not None else 0)
+            except ChildProcessError:  # reaped elsewhere: how it ended is unknown
+                self.returncode = -signal.SIGKILL
+                break
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            else:
+                time.sleep(WAIT_POLL_S)
+        return self.returncode
+
+
+class ParkedChild:
+    """A child forked from this process at construction, that imports ``module`` and waits; given
+    its arguments by :meth:`run`, it calls ``module.function(argv)`` as :func:`run_process` runs a
+    command, and is killed whole at the time limit. It serves one run.
+
+    The child is a session leader at once; on :meth:`run` it takes the limits, the working folder
+    and exactly the environment it is given, with what a fresh interpreter reads from that
+    environment at its start (stdio encoding, bytecode writing, glibc's malloc thresholds,
+    temporary folder); its standard input is /dev/null, its output goes to the caller's capture
+    and no other descriptor of this process stays open in it. What a fresh interpreter does
+    differently: the modules and the hash seed of strings are this process's.
+
+    Forking is safe only when no other thread's state is copied without its thread: an OpenMP
+    team (torch's intra-op threads, started by the first parallel region) would leave the child
+    waiting forever on threads it does not have. Libraries that stop their threads before a fork
+    (OpenBLAS, through pthread_atfork) leave this process with one thread during the fork; the
+    constructor checks that, right after the fork, and raises :class:`ForkRefused` otherwise.
+    """
+
+    def __init__(self, module: str, function: str) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()  # or the child would print what this process buffered
+        request_read, self._request = os.pipe()
+        self._output, output_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(self._request)
+            os.close(self._output)
+            _parked(request_read, output_write, module, function)
+        os.close(request_read)
+        os.close(output_write)
+        self._process = _Forked(pid)
+        _parked_pids.add(pid)
+        threads = len(os.listdir("/proc/self/task"))
+        if threads > 1:
+            self.close()
+            raise ForkRefused(f"this process had {threads} threads when it forked (an OpenMP "
+                              f"team, or another thread that a fork does not stop)")
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
+            limits: dict[int, int]) -> Run:
+        """Call the function with ``argv``, as run_process runs a command with these arguments."""
+        if self._request < 0:
+            raise RuntimeError("a parked child serves one run")
+        start = time.monotonic()
+        request = json.dumps({"argv": argv, "cwd": str(cwd), "env": env,
+                              "limits": [[int(limit), value] for limit, value in limits.items()]})
+        stdout = os.fdopen(self._output, "rb")
+        try:
+            view = memoryview(request.encode())
+            while view:
+                view = view[os.write(self._request, view):]
+        except OSError:  # the child died parked: its output says why, its status how
+            pass
+        finally:
+            os.close(self._request)
+            self._request = -1
+            _parked_pids.discard(self._process.pid)
+        return _supervise(self._process, stdout, start, timeout)
+
+    def close(self) -> None:
+        """End the child unused (a grading with no model to evaluate); nothing once it ran."""
+        if self._request >= 0:
+            os.close(self._request)
+            self._request = -1
+            _parked_pids.discard(self._process.pid)
+            os.close(self._output)
+            self._process.kill()  # it started nothing yet: killing it is enough
+            self._process.wait()
+
+
+def _parked(request_fd: int, output_fd: int, module: str, function: str) -> None:
+    """The forked child's whole life; it never returns into the caller's code."""
+    code = 1
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        for source, target in ((null, 0), (output_fd, 1), (output_fd, 2)):
+            os.dup2(source, target)
+        os.closerange(3, request_fd)
+        os.closerange(request_fd + 1, os.sysconf("SC_OPEN_MAX"))
+        sys.dont_write_bytecode = True  # the importing below writes nothing beside the code
+        target = getattr(importlib.import_module(module), function)
+        with os.fdopen(request_fd, "rb") as requests:
+            data = requests.read()
+        if not data:  # closed unused
+            code = 0
+            return
+        request = json.loads(data)
+        for limit, value in request["limits"]:
+            resource.setrlimit(limit, (value, value))
+        os.chdir(request["cwd"])
+        _start_from(request["env"])
+        sys.argv = [sys.modules[module].__file__, *request["argv"]]
+        target(request["argv"])
+        code = 0
+    except SystemExit as exit:  # as the interpreter ends on it
+        if exit.code is None or isinstance(exit.code, int):
+            code = exit.code or 0
+        else:
+            print(exit.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - reported as a command's traceback would be
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+
+def _start_from(env: dict[str, str]) -> None:
+    """Take ``env`` as this process's environment, with what an interpreter and glibc read from
+    it at their start."""
+    os.environ.clear()
+    os.environ.update(env)
+    sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
+    encoding, _, errors = env.get("PYTHONIOENCODING", "").partition(":")
+    sys.stdout = open(1, "w", encoding=encoding or None, errors=errors or None, closefd=False)
+    sys.stderr = open(2, "w", encoding=encoding or None, errors=errors or "backslashreplace",
+                      closefd=False)
+    libc = ctypes.CDLL(None)
+    for name, option in MALLOPT_OPTIONS.items():
+        if env.get(name, "").isdigit():
+            libc.mallopt(option, int(env[name]))
+    tempfile.tempdir = None  # found again from TMPDIR
+    sys.path[:0] = [path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path]
+
+
+class BoundedCapture:
+    """Keep the head and the tail of a byte stream; count the bytes dropped in between. A reader
+    in another thread can wait for the stream to reach a size (:meth:`wait_for`)."""
+
+    def __init__(self, stream, head_bytes: int, tail_bytes: int) -> None:
+        self.stream, self.head_bytes, self.tail_bytes = stream, head_bytes, tail_bytes
+        self.head, self.tail = bytearray(), bytearray()
+        self.omitted = 0
+        self.received = 0
+        self.ended = False
+        self.changed = threading.Condition()
+
+    def read_all(self) -> None:
+        with self.stream:
+            while chunk := self.stream.read1(65536):
+                with self.changed:
+                    self.received += len(chunk)
+                    room = self.head_bytes - len(self.head)
+                    if room > 0:
+                        self.head += chunk[:room]
+                        chunk = chunk[room:]
+                    self.tail += chunk
+                    overflow = len(self.tail) - self.tail_bytes
+                    if overflow > 0:
+                        del self.tail[:overflow]
+                        self.omitted += overflow
+                    self.changed.notify_all()
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
+
+    def wait_for(self, size: int, deadline: float) -> bool:
+        """Whether the head holds ``size`` bytes by ``deadline`` (a ``time.monotonic()``); False
+        as soon as the stream ended, or overflowed the head, short of it."""
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.head) >= size or self.ended or self.omitted,
+                                  timeout=max(deadline - time.monotonic(), 0.0))
+            return len(self.head) >= size
+
+    def head_bytes_between(self, start: int, end: int) -> bytes:
+        with self.changed:
+            return bytes(self.head[start:end])
+
+    def data(self) -> bytes:
+        return bytes(self.head + self.tail)
+
+    def text(self) -> str:
+        head = printable(self.head.decode("utf-8", errors="replace"))
+        tail = printable(self.tail.decode("utf-8", errors="replace"))
+        if not self.omitted:
+            return head + tail
+        return f"{head}\n[... {self.omitted:,} bytes of output omitted ...]\n{tail}"
+
+
+class Conversation:
+    """The caller's side of a lockstep exchange with a running child: a request written to the
+    child's request pipe, then the wait for its answer on the result pipe, each timed by the
+    caller's clock in seconds since the child started; nothing ends later than ``deadline``."""
+
+    def __init__(self, request_fd: int, result: BoundedCapture, start: float,
+                 deadline: float) -> None:
+        self.request_fd, self.result, self.start, self.deadline = (request_fd, result, start,
+                                                                   deadline)
+
+    def ask(self, request: bytes) -> float | None:
+        """Send ``request``; when it was sent, or None when the child no longer reads."""
+        try:
+            view = memoryview(request)
+            while view:
+                view = view[os.write(self.request_fd, view):]
+        except OSError:
+            return None
+        return time.monotonic() - self.start
+
+    def wait_for(self, size: int) -> float | None:
+        """When the result stream reached ``size`` bytes, or None when it did not by the deadline
+        (or ended, or overflowed MAX_RESULT_BYTES, first)."""
+        if not self.result.wait_for(size, self.deadline):
+            return None
+        return time.monotonic() - self.start
+
+    def received(self, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` of the result stream received so far."""
+        return self.result.head_bytes_between(start, end)
+
+
+def printable(text: str) -> str:
+    """Text with line breaks normalised and other control characters (terminal escapes) removed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "".join(c for c in text if c in "\n\t" or (c.isprintable() and c != "\x7f"))
