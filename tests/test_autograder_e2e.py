@@ -630,5 +630,37 @@ def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
     assert shipped == made, f"{len(shipped)} files shipped, {len(made)} written by make data"
 
 
+# The rooms of autograder/ that grade a handin and ship (autograder/__init__.py), named here apart
+# from the build's own list, so that a build shipping another room fails.
+GRADING_ROOMS = ("sandboxed", "judging")
+
+
+@pytest.mark.slow
+@rubric_category("End to end")
+def test_the_shipped_grader_is_its_two_rooms_and_no_other_file_holds_hidden_text():
+    """autograde.tar's grader code is autograder/__init__.py and every source of the grading rooms,
+    byte for byte; nothing of the class tools or the build-time secrets; and no shipped file but the
+    hidden partition holds a hidden transcript."""
+    archive = built_autograder() / "autograde.tar"
+    with tarfile.open(archive) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    grader = {name.removeprefix("autograde/"): data for name, data in files.items()
+              if name.startswith("autograde/autograder/") and name.endswith(".py")}
+    sources = [path for room in GRADING_ROOMS
+               for path in (REPO_ROOT / "autograder" / room).rglob("*.py")
+               if "__pycache__" not in path.parts]
+    expected = {"autograder/__init__.py",
+                *(path.relative_to(REPO_ROOT).as_posix() for path in sources)}
+    assert set(grader) == expected, f"shipped but in no grading room: {set(grader) - expected}; " \
+                                    f"in a grading room but not shipped: {expected - set(grader)}"
+    assert [path for path in expected if grader[path] != (REPO_ROOT / path).read_bytes()] == []
+    hidden = [line.encode() for line in read_hidden_lines(archive) if len(line) >= 20]
+    assert len(hidden) > 10, "the hidden set's transcripts could not be read back"
+    elsewhere = [name for name, data in files.items()
+                 if not name.startswith(HIDDEN_PARTITION_MEMBER + "/")
+                 and any(line in data for line in hidden)]
+    assert not elsewhere, f"files outside the hidden partition hold hidden transcripts: {elsewhere}"
+
+
 if __name__ == "__main__":
     run_module(__name__)
