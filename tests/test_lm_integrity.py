@@ -7,7 +7,7 @@ numbers on tampering, nothing about the hidden set.
 The run card names the test set test_metrics.json measured (``hw4lib.handin.measured_test_set``),
 the grader measures the packed weights on exactly those transcripts
 (``autograder.judging.grade_model.compare_with_report``) and flags for the staff only facts that honest
-work packed by make handin cannot show (``autograder.judging.grade.integrity_flags``). Truths here are
+work packed by make handin cannot show (``autograder.judging.integrity.integrity_flags``). Truths here are
 independent of the code under test: the transcripts' digest is recomputed from the files, the
 perplexity of the compared set line by line without the library's metric
 (``tests.autograder_helpers.direct_perplexity_char``).

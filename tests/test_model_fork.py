@@ -1,6 +1,6 @@
 # hw4p1: instructor-only
 """Tests of the model child forked from the judge (``autograder.judging.processes.ParkedChild``, parked by
-``autograder.judging.grade.park_model_child``): it runs as the fresh ``python -m autograder.judging.grade_model``
+``autograder.judging.model_child.park_model_child``): it runs as the fresh ``python -m autograder.judging.grade_model``
 command did (session, limits, folder, environment, descriptors, signals, malloc, threads, output),
 is killed whole at its time limit, is refused where a thread would not survive the fork, and
 measures every handin to the last digit as the fresh command does; a grading through the
