@@ -45,9 +45,9 @@ import time
 import traceback
 from pathlib import Path
 
-from autograder.judging import (file_trees, judge, judge_process, model_child, processes,
-                                report as grading_report, rubric, sandbox, sandbox_modes,
-                                thread_policy)
+from autograder.judging import (command_line, file_trees, judge, judge_process, model_child,
+                                processes, report as grading_report, rubric, sandbox,
+                                sandbox_modes, thread_policy)
 from autograder.judging.autograder_paths import (AUTOGRADE_ROOT, BUILD_INFO, HIDDEN_SET,
                                                  HIDDEN_TESTS, REFERENCE_HW4LIB)
 from autograder.judging.feedback import (gradable_problem, print_summary, report_extraction,
@@ -62,28 +62,7 @@ from hw4lib.handin_format import RUN_CARD_FILE, STATE_DICT_FILE
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Grade a hw4p1 handin.tar; the scores line "
-                                                 "comes last.")
-    parser.add_argument("handin", type=Path, help="the student's handin.tar")
-    parser.add_argument("--work", type=Path, default=AUTOGRADE_ROOT.parent / "work",
-                        help="scratch folder, emptied first (default: beside the autograder)")
-    parser.add_argument("--autograde-tar", type=Path,
-                        help="the autograde.tar this autograder came in: deleted with the "
-                             "hidden set before student code runs")
-    parser.add_argument("--mytorch-timeout", type=float, default=rubric.MYTORCH_TIMEOUT_S,
-                        help="seconds allowed to each mytorch category")
-    parser.add_argument("--model-timeout", type=float, default=rubric.MODEL_TIMEOUT_S,
-                        help="seconds allowed to rebuild and evaluate the model")
-    parser.add_argument("--sandbox", choices=sandbox_modes.MODES,
-                        help="force one isolation mode (default: the strongest that works): "
-                             + "; ".join(f"{mode.name}: {mode.isolates}"
-                                         for mode in sandbox_modes.MODES.values()))
-    parser.add_argument("--allow-unisolated", action="store_true",
-                        help="run student code even where no isolation layer works (never on a "
-                             "shared grading host)")
-    parser.add_argument("--results-json", type=Path,
-                        help="also write every test's outcome here (for other platforms)")
-    args = parser.parse_args(argv)
+    args = command_line.parse(argv)
     scores = rubric.zero_scores()
     report = grading_report.GradingReport()
     try:
