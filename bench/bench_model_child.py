@@ -47,7 +47,8 @@ usage = lambda: sum(getattr(resource.getrusage(who), field) for who in
                     (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
                     for field in ("ru_utime", "ru_stime"))
 start, cpu = time.monotonic(), usage()
-points, lm = language_model.grade_language_model(Extraction(files=files), folder, 600, 3.0, 30.0, parked)
+points, lm = language_model.grade_language_model(Extraction(files=files), folder, 600, 3.0, 30.0,
+                                                 parked)
 print(json.dumps({"wall": time.monotonic() - start, "cpu": usage() - cpu, "model_child":
                   report.get("model_child", "fresh"), "perplexity_char": lm["perplexity_char"],
                   "compared_perplexity_char": lm["compared_perplexity_char"]}))

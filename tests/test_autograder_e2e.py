@@ -312,7 +312,8 @@ def require_isolation() -> str:
     would hit the test run itself) the test FAILS, naming what to install, unless
     HW4P1_ALLOW_SECURITY_SKIPS=1 lets it skip: a security test never skips unnoticed."""
     probe = open_folder("hw4p1-probe-")
-    mode, notes = sandbox.choose_mode(worker_folders.worker_layout(probe), str(Path(sys.executable).resolve()))
+    mode, notes = sandbox.choose_mode(worker_folders.worker_layout(probe),
+                                      str(Path(sys.executable).resolve()))
     shutil.rmtree(probe)
     if mode == "none":
         message = (f"no sandbox mode isolates student code here ({notes}); install bubblewrap or "

@@ -204,7 +204,8 @@ def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(t
     shown = feedback.summarised(result.notes)
     assert len(shown) == feedback.MAX_NOTES + 1 and "459 more notes" in shown[-1], shown[-1]
     assert len(json.dumps(shown)) < 10_000
-    assert len(json.dumps(feedback.summarised(["x" * 10**6] * 3))) < 3 * feedback.MAX_NOTE_CHARS + 20
+    shown = json.dumps(feedback.summarised(["x" * 10**6] * 3))
+    assert len(shown) < 3 * feedback.MAX_NOTE_CHARS + 20
     # a zip's directory is sized from its end record before zipfile reads any of it
     bomb = zip_directory_bomb(tmp_path / "handin.tar", 200_000)
     assert safe_tar.zip_directory(bomb) == (0xFFFF, 200_000 * 47)

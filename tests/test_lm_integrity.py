@@ -180,8 +180,8 @@ def test_each_tampering_is_flagged_with_both_numbers(tmp_path):
                            ["config.yaml's model and tokenizer digest is 'eeee"]),
     }
     for name, (card, lm, expected) in cases.items():
-        flags = integrity.integrity_flags(extraction(tmp_path, card, lm["reported_perplexity_char"]),
-                                      lm)
+        flags = integrity.integrity_flags(
+            extraction(tmp_path, card, lm["reported_perplexity_char"]), lm)
         text = "\n".join(flags)
         for part in expected:
             assert part in text, (name, flags)
@@ -248,8 +248,9 @@ def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, 
     monkeypatch.setattr(language_model, "HIDDEN_SET", hidden)
     model = make_model_handin(tmp_path / "work/handin")
     files = {name: tmp_path / "work/handin" / name for name in ("config.yaml", STATE_DICT_FILE)}
-    points, details = language_model.grade_language_model(Extraction(files=files), tmp_path / "work", 120,
-                                                 rubric.FULL_MARKS_PPL, rubric.ZERO_MARKS_PPL)
+    points, details = language_model.grade_language_model(
+        Extraction(files=files), tmp_path / "work", 120, rubric.FULL_MARKS_PPL,
+        rubric.ZERO_MARKS_PPL)
     feedback = capsys.readouterr().out + details["message"] + details["hint"]
     assert f"{details['perplexity_char']:.2f}" in feedback, feedback
     assert leaks(feedback, model, HIDDEN_LINES) == [], feedback
@@ -303,7 +304,8 @@ def test_a_report_far_below_the_hidden_set_is_flagged_whatever_the_card_says(tmp
                              f"report)"], (name, below)
         else:
             assert below == [], (name, below)
-    assert integrity.below_hidden_set({"reported_perplexity_char": None, "perplexity_char": 9.0}) == []
+    assert integrity.below_hidden_set({"reported_perplexity_char": None,
+                                       "perplexity_char": 9.0}) == []
 
 
 if __name__ == "__main__":

@@ -78,7 +78,8 @@ def graded(folder: Path, card: dict, seed: int, hidden: Path, reported: float | 
     test_set = card["test_set"]
     result = grade_model.evaluate_handin(folder, hidden, (folder.parents[1] / "data", len(LINES),
                                                           test_set["sha256"], seed))
-    lm = {"reported_perplexity_char": language_model.self_reported_perplexity(Extraction(files=files)),
+    self_reported = language_model.self_reported_perplexity(Extraction(files=files))
+    lm = {"reported_perplexity_char": self_reported,
           "compared_sample": result.get("compared_sample"),
           "compared_perplexity_char": result.get("compared_perplexity_char")}
     return integrity.integrity_flags(Extraction(files=files), lm), lm
@@ -235,8 +236,8 @@ def test_each_grading_draws_a_fresh_sample_and_older_cards_are_compared_whole(tm
         seeds.add(int(args[6]))
     assert len(seeds) == 5, "every grading draws its own sample"
     older = {"test_set": {"transcripts": 2, "sha256": "d" * 64}}
-    assert language_model.compare_arguments(7.5, older)[0] == ["--public-set", str(tmp_path), "--compare",
-                                                      "2", "d" * 64]
+    assert language_model.compare_arguments(7.5, older)[0] == [
+        "--public-set", str(tmp_path), "--compare", "2", "d" * 64]
     # A card whose losses are not as make handin writes them: compared whole, and flagged
     for broken in ({**losses, "transcript_nll": [1.5]}, {**losses, "transcript_nll": [1.5, -1]},
                    {**losses, "transcript_nll": [1.5, float("nan")]},
@@ -244,8 +245,9 @@ def test_each_grading_draws_a_fresh_sample_and_older_cards_are_compared_whole(tm
         card = {"test_set": {"transcripts": 2, "sha256": "d" * 64, **broken}}
         assert "--sample-seed" not in language_model.compare_arguments(7.5, card)[0], broken
         (tmp_path / RUN_CARD_FILE).write_text(json.dumps(card))
-        flags = integrity.integrity_flags(Extraction(files={RUN_CARD_FILE: tmp_path / RUN_CARD_FILE}),
-                                      {"compared_perplexity_char": 7.5})
+        flags = integrity.integrity_flags(
+            Extraction(files={RUN_CARD_FILE: tmp_path / RUN_CARD_FILE}),
+            {"compared_perplexity_char": 7.5})
         assert any("not as make handin writes them" in flag for flag in flags), broken
 
 
@@ -265,8 +267,8 @@ def test_the_grader_samples_a_new_card_and_measures_an_older_one_whole(tmp_path,
         shutil.copytree(packed, work / "handin")
         files = {path.name: path for path in (work / "handin").iterdir() if path.is_file()}
         with contextlib.redirect_stdout(io.StringIO()) as printed:
-            _, lm = language_model.grade_language_model(Extraction(files=files), work, 120,
-                                               rubric.FULL_MARKS_PPL, rubric.ZERO_MARKS_PPL)
+            _, lm = language_model.grade_language_model(
+                Extraction(files=files), work, 120, rubric.FULL_MARKS_PPL, rubric.ZERO_MARKS_PPL)
         return Extraction(files=files), lm, printed.getvalue()
 
     extracted, lm, printed = grade_copy(tmp_path / "work")
