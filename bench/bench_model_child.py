@@ -1,6 +1,6 @@
-"""The model phase of one grading (``grade.grade_language_model``) of a default-config handin, its
+"""The model phase of one grading (``language_model.grade_language_model``) of a default-config handin, its
 model child started fresh (``python -m autograder.judging.grade_model``, as before) and forked from the
-judge (``grade.park_model_child``): wall and CPU seconds (the judge's and its children's),
+judge (``model_child.park_model_child``): wall and CPU seconds (the judge's and its children's),
 interleaved.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench bench_model_child
@@ -30,14 +30,15 @@ REPEATS = 3
 JUDGE = """
 import json, resource, sys, time
 from pathlib import Path
-from autograder.judging import grade, processes
+from autograder.judging import grade  # the judge's imports, as its main has them
+from autograder.judging import judge_process, language_model, model_child, processes
 from autograder.judging.safe_tar import Extraction
 processes.become_subreaper()
 report = {}
-parked = grade.park_model_child(report) if sys.argv[1] == "forked" else None
-grade.limit_address_space()
+parked = model_child.park_model_child(report) if sys.argv[1] == "forked" else None
+judge_process.limit_address_space()
 folder, data = Path(sys.argv[2]), Path(sys.argv[3])
-grade.HIDDEN_SET = grade.PUBLIC_SET = data
+language_model.HIDDEN_SET = language_model.PUBLIC_SET = data
 for sub in ("home", "tmp"):
     (folder / sub).mkdir()
 files = {name: folder / "handin" / name for name in
@@ -46,7 +47,8 @@ usage = lambda: sum(getattr(resource.getrusage(who), field) for who in
                     (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
                     for field in ("ru_utime", "ru_stime"))
 start, cpu = time.monotonic(), usage()
-points, lm = grade.grade_language_model(Extraction(files=files), folder, 600, 3.0, 30.0, parked)
+points, lm = language_model.grade_language_model(Extraction(files=files), folder, 600, 3.0, 30.0,
+                                                 parked)
 print(json.dumps({"wall": time.monotonic() - start, "cpu": usage() - cpu, "model_child":
                   report.get("model_child", "fresh"), "perplexity_char": lm["perplexity_char"],
                   "compared_perplexity_char": lm["compared_perplexity_char"]}))

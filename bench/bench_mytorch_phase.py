@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from autograder.judging import grade, judge, rubric, sandbox
+from autograder.judging import judge, rubric, sandbox, worker_folders
 from bench.timing import interleaved_medians
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ TIMEOUT_S = 60.0
 
 def reference_layout(scratch: str):
     """The worker's folders holding the reference mytorch, readable to a sandbox's own uid."""
-    layout = grade.worker_layout(Path(scratch), REPO_ROOT / "mytorch")
+    layout = worker_folders.worker_layout(Path(scratch), REPO_ROOT / "mytorch")
     layout.input_dir.mkdir()
     sandbox.make_readable(Path(scratch))
     return layout

@@ -27,7 +27,7 @@ import yaml
 import numpy as np
 
 from autograder.sandboxed import landlock, wire
-from autograder.judging import grade, report, rubric, sandbox, sandbox_modes
+from autograder.judging import report, rubric, sandbox, sandbox_modes, worker_folders
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.lm_dataset import load_transcript
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
@@ -312,7 +312,8 @@ def require_isolation() -> str:
     would hit the test run itself) the test FAILS, naming what to install, unless
     HW4P1_ALLOW_SECURITY_SKIPS=1 lets it skip: a security test never skips unnoticed."""
     probe = open_folder("hw4p1-probe-")
-    mode, notes = sandbox.choose_mode(grade.worker_layout(probe), str(Path(sys.executable).resolve()))
+    mode, notes = sandbox.choose_mode(worker_folders.worker_layout(probe),
+                                      str(Path(sys.executable).resolve()))
     shutil.rmtree(probe)
     if mode == "none":
         message = (f"no sandbox mode isolates student code here ({notes}); install bubblewrap or "

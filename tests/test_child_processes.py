@@ -76,22 +76,23 @@ def test_child_cannot_write_huge_files(tmp_path):
 
 @rubric_category("Child processes")
 def test_the_judge_runs_under_an_address_space_limit(tmp_path):
-    from autograder.judging import grade
+    from autograder.judging import judge_process
 
     code = ("import resource\n"
-            "from autograder.judging import grade\n"
-            "grade.limit_address_space()\n"
+            "from autograder.judging import grade, judge_process, model_child\n"
+            "judge_process.limit_address_space()\n"
             "print(resource.getrlimit(resource.RLIMIT_AS)[0], flush=True)\n"
-            "print(resource.getrlimit(resource.RLIMIT_AS)[1] in grade.model_limits().values())\n"
+            "print(resource.getrlimit(resource.RLIMIT_AS)[1] in "
+            "model_child.model_limits().values())\n"
             "try:\n"
-            "    block = bytearray(grade.judge_address_space())\n"
+            "    block = bytearray(judge_process.judge_address_space())\n"
             "except MemoryError:\n"
             "    print('refused')\n")
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
                          text=True, timeout=120)
     limit, model_unlimited, refused = run.stdout.split()
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert int(limit) == grade.judge_address_space() <= physical, run.stdout
+    assert int(limit) == judge_process.judge_address_space() <= physical, run.stdout
     assert model_unlimited == "True" and refused == "refused", run.stdout + run.stderr
 
 

@@ -8,7 +8,7 @@ changes (below), not part of ``make test`` or CI.
 """
 import pytest
 
-from autograder.judging import grade, weights_fingerprint as wf
+from autograder.judging import integrity, weights_fingerprint as wf
 from tests.testing_framework import rubric as rubric_category, run_module
 
 RUBRIC = {"Honest trainings": 0}
@@ -30,7 +30,7 @@ def test_honest_trainings_are_apart_and_their_copies_are_flagged(tmp_path):
     assert max(gap for gap, _ in measured["copies"].values()) <= wf.TOLERANCE, measured["copies"]
     for run in measured["runs"].values():
         lm = {"reported_perplexity_char": run["reported"], "perplexity_char": run["hidden"]}
-        assert grade.below_hidden_set(lm) == [], run
+        assert integrity.below_hidden_set(lm) == [], run
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ numbers on tampering, nothing about the hidden set.
 The run card names the test set test_metrics.json measured (``hw4lib.handin.measured_test_set``),
 the grader measures the packed weights on exactly those transcripts
 (``autograder.judging.grade_model.compare_with_report``) and flags for the staff only facts that honest
-work packed by make handin cannot show (``autograder.judging.grade.integrity_flags``). Truths here are
+work packed by make handin cannot show (``autograder.judging.integrity.integrity_flags``). Truths here are
 independent of the code under test: the transcripts' digest is recomputed from the files, the
 perplexity of the compared set line by line without the library's metric
 (``tests.autograder_helpers.direct_perplexity_char``).
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.judging import grade, grade_model, gradescope, rubric
+from autograder.judging import grade_model, gradescope, integrity, language_model, rubric
 from autograder.judging.lm_diagnosis import lm_hint
 from autograder.judging.report import GradingReport, LanguageModelResult
 from autograder.judging.safe_tar import Extraction
@@ -41,7 +41,7 @@ RUBRIC = {"Run card": 0, "Integrity flags": 0, "Language-model feedback": 0}
 
 PUBLIC_LINES = [f"THE PUBLIC TEST SPLIT {chr(ord('A') + index)}" + " LA" * (index % 7)
                 for index in range(20)]
-TOLERANCE = grade.REPORTED_TOLERANCE
+TOLERANCE = integrity.REPORTED_TOLERANCE
 
 
 def write_test_partition(root: Path, lines: list[str]) -> Path:
@@ -114,20 +114,20 @@ def test_the_grader_measures_exactly_the_set_the_card_names(tmp_path):
 
 @rubric_category("Run card")
 def test_only_a_count_and_a_digest_from_the_card_reach_the_model_child(tmp_path, monkeypatch):
-    monkeypatch.setattr(grade, "PUBLIC_SET", tmp_path)
+    monkeypatch.setattr(language_model, "PUBLIC_SET", tmp_path)
     good = {"transcripts": 45, "sha256": "d" * 64}
-    args, note = grade.compare_arguments(7.5, {"test_set": good})
+    args, note = language_model.compare_arguments(7.5, {"test_set": good})
     assert args == ["--public-set", str(tmp_path), "--compare", "45", "d" * 64] and note == ""
     for test_set in (None, [], {**good, "transcripts": -1}, {**good, "transcripts": 0},
                      {**good, "transcripts": True}, {**good, "transcripts": 4.0},
                      {**good, "sha256": "D" * 64}, {**good, "sha256": "--out=/etc/x" + "d" * 52},
                      {**good, "sha256": None}):
-        args, note = grade.compare_arguments(7.5, {"test_set": test_set})
+        args, note = language_model.compare_arguments(7.5, {"test_set": test_set})
         assert args == [] and "does not name the test set" in note, test_set
-    assert grade.compare_arguments(None, {"test_set": good}) == (
+    assert language_model.compare_arguments(None, {"test_set": good}) == (
         [], "test_metrics.json has no usable perplexity_char")
-    monkeypatch.setattr(grade, "PUBLIC_SET", tmp_path / "absent")
-    assert grade.compare_arguments(7.5, {"test_set": good})[0] == []
+    monkeypatch.setattr(language_model, "PUBLIC_SET", tmp_path / "absent")
+    assert language_model.compare_arguments(7.5, {"test_set": good})[0] == []
 
 
 def extraction(tmp_path: Path, card: dict | None, reported: float | None) -> Extraction:
@@ -154,11 +154,11 @@ MEASURED = {"state_dict_sha256": "a" * 64, "config_sha256": "c" * 64,
 def test_honest_handins_are_never_flagged(tmp_path):
     # A data.subset 0.1 run: 7.5149 reported on its tenth of the test split, and measured there
     # (the whole split, a different set, would give another value: it is not what is compared).
-    assert grade.integrity_flags(extraction(tmp_path, CARD, 7.5149), MEASURED) == []
+    assert integrity.integrity_flags(extraction(tmp_path, CARD, 7.5149), MEASURED) == []
     # The set could not be compared (other data, an older make handin): a note, never a flag
     not_compared = {**MEASURED, "compared_perplexity_char": None,
                     "compare_note": "the test set the run card names is not ..."}
-    assert grade.integrity_flags(extraction(tmp_path, {**CARD, "test_set": None}, 7.5149),
+    assert integrity.integrity_flags(extraction(tmp_path, {**CARD, "test_set": None}, 7.5149),
                                  not_compared) == []
 
 
@@ -180,12 +180,12 @@ def test_each_tampering_is_flagged_with_both_numbers(tmp_path):
                            ["config.yaml's model and tokenizer digest is 'eeee"]),
     }
     for name, (card, lm, expected) in cases.items():
-        flags = grade.integrity_flags(extraction(tmp_path, card, lm["reported_perplexity_char"]),
-                                      lm)
+        flags = integrity.integrity_flags(
+            extraction(tmp_path, card, lm["reported_perplexity_char"]), lm)
         text = "\n".join(flags)
         for part in expected:
             assert part in text, (name, flags)
-    assert grade.integrity_flags(extraction(tmp_path, None, 7.5), MEASURED) == [
+    assert integrity.integrity_flags(extraction(tmp_path, None, 7.5), MEASURED) == [
         "no readable run_card.json: the handin was not packed by make handin"]
 
 
@@ -245,11 +245,12 @@ def leaks(feedback: str, model: torch.nn.Module, lines: list[str]) -> list[str]:
 @rubric_category("Language-model feedback")
 def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, capsys):
     hidden = make_hidden_set(tmp_path / "hidden")
-    monkeypatch.setattr(grade, "HIDDEN_SET", hidden)
+    monkeypatch.setattr(language_model, "HIDDEN_SET", hidden)
     model = make_model_handin(tmp_path / "work/handin")
     files = {name: tmp_path / "work/handin" / name for name in ("config.yaml", STATE_DICT_FILE)}
-    points, details = grade.grade_language_model(Extraction(files=files), tmp_path / "work", 120,
-                                                 rubric.FULL_MARKS_PPL, rubric.ZERO_MARKS_PPL)
+    points, details = language_model.grade_language_model(
+        Extraction(files=files), tmp_path / "work", 120, rubric.FULL_MARKS_PPL,
+        rubric.ZERO_MARKS_PPL)
     feedback = capsys.readouterr().out + details["message"] + details["hint"]
     assert f"{details['perplexity_char']:.2f}" in feedback, feedback
     assert leaks(feedback, model, HIDDEN_LINES) == [], feedback
@@ -278,8 +279,8 @@ def test_a_report_far_below_the_hidden_set_is_flagged_whatever_the_card_says(tmp
     both numbers, with a card naming a test set that cannot be found and with no card at all; the
     same handin reporting the hidden set's own value (2% off: an honest split's gap) is not."""
     hidden = make_hidden_set(tmp_path / "hidden")
-    monkeypatch.setattr(grade, "HIDDEN_SET", hidden)
-    monkeypatch.setattr(grade, "PUBLIC_SET", tmp_path / "no-public-split")
+    monkeypatch.setattr(language_model, "HIDDEN_SET", hidden)
+    monkeypatch.setattr(language_model, "PUBLIC_SET", tmp_path / "no-public-split")
     model = make_model_handin(tmp_path / "work/handin")
     truth = direct_perplexity_char(model, H4Tokenizer(DEFAULT_TOKEN_MAP, "char"), HIDDEN_LINES)
     lost_set = {**CARD, "test_set": {**CARD["test_set"], "sha256": "0" * 64}}
@@ -292,18 +293,19 @@ def test_a_report_far_below_the_hidden_set_is_flagged_whatever_the_card_says(tmp
         handin = extraction(tmp_path / "work/handin", card, reported)
         handin.files["config.yaml"] = tmp_path / "work/handin/config.yaml"
         with contextlib.redirect_stdout(io.StringIO()):
-            _, lm = grade.grade_language_model(handin, tmp_path / "work", 120,
+            _, lm = language_model.grade_language_model(handin, tmp_path / "work", 120,
                                                rubric.FULL_MARKS_PPL, rubric.ZERO_MARKS_PPL)
         assert lm["perplexity_char"] == pytest.approx(truth, rel=1e-5), name
-        below = [flag for flag in grade.integrity_flags(handin, lm) if "hidden" in flag]
+        below = [flag for flag in integrity.integrity_flags(handin, lm) if "hidden" in flag]
         if flagged:
             assert below == [f"{METRICS_FILE} reports a test perplexity of {reported:.4f}; these "
                              f"weights give {truth:.2f} on the hidden test set, 200% above it "
-                             f"(honest runs: at most {grade.HIDDEN_MARGIN:.0%} above their "
+                             f"(honest runs: at most {integrity.HIDDEN_MARGIN:.0%} above their "
                              f"report)"], (name, below)
         else:
             assert below == [], (name, below)
-    assert grade.below_hidden_set({"reported_perplexity_char": None, "perplexity_char": 9.0}) == []
+    assert integrity.below_hidden_set({"reported_perplexity_char": None,
+                                       "perplexity_char": 9.0}) == []
 
 
 if __name__ == "__main__":

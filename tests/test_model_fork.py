@@ -1,6 +1,6 @@
 # hw4p1: instructor-only
 """Tests of the model child forked from the judge (``autograder.judging.processes.ParkedChild``, parked by
-``autograder.judging.grade.park_model_child``): it runs as the fresh ``python -m autograder.judging.grade_model``
+``autograder.judging.model_child.park_model_child``): it runs as the fresh ``python -m autograder.judging.grade_model``
 command did (session, limits, folder, environment, descriptors, signals, malloc, threads, output),
 is killed whole at its time limit, is refused where a thread would not survive the fork, and
 measures every handin to the last digit as the fresh command does; a grading through the
@@ -45,9 +45,9 @@ JUDGE_ENVIRONMENT = {"PYTHONHASHSEED": "4321", "PYTHONPATH": str(REPO_ROOT)}
 JUDGE = """
 import sys
 from pathlib import Path
-from autograder.judging import grade, processes
+from autograder.judging import grade, judge_process, processes  # grade: the judge's imports
 processes.become_subreaper()
-grade.limit_address_space()
+judge_process.limit_address_space()
 from tests import test_model_fork
 getattr(test_model_fork, sys.argv[1])(Path(sys.argv[2]))
 """
@@ -73,15 +73,16 @@ def fresh_and_forked(parked, module: str, function: str, arguments: list[str], w
     """(the fresh command's Run, the parked child's Run) of ``module.function(arguments)`` with
     the model child's environment, folder and limits; ``{}`` in ``arguments`` stands for
     ``fresh`` or ``forked``."""
-    from autograder.judging import grade, processes
+    from autograder.judging import autograder_paths, model_child, processes
 
     code = f"import sys; from {module} import {function}; {function}(sys.argv[1:])"
-    environment = grade.child_environment(work, [grade.AUTOGRADE_ROOT])
+    environment = model_child.child_environment(work, [autograder_paths.AUTOGRADE_ROOT])
     fresh = processes.run_process(
         [sys.executable, "-c", code, *(a.format("fresh") for a in arguments)],
-        cwd=grade.AUTOGRADE_ROOT, env=environment, timeout=timeout, limits=grade.model_limits())
-    forked = parked.run([a.format("forked") for a in arguments], grade.AUTOGRADE_ROOT,
-                        environment, timeout, grade.model_limits())
+        cwd=autograder_paths.AUTOGRADE_ROOT, env=environment, timeout=timeout,
+        limits=model_child.model_limits())
+    forked = parked.run([a.format("forked") for a in arguments], autograder_paths.AUTOGRADE_ROOT,
+                        environment, timeout, model_child.model_limits())
     return fresh, forked
 
 
@@ -155,7 +156,7 @@ def judge_isolation(folder: Path) -> None:
     """Describe a fresh child and a forked one, their environment asking for one torch thread
     where the judge's torch started without a count (as a judge that chooses its children's
     threads after its imports); then time a forked sleeper out."""
-    from autograder.judging import grade, processes
+    from autograder.judging import autograder_paths, model_child, processes
 
     parked = processes.ParkedChild(PROBES, "describe_process")
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -167,9 +168,9 @@ def judge_isolation(folder: Path) -> None:
     described = {name: json.loads((folder / f"{name}.json").read_text())
                  for name in ("fresh", "forked")}
     sleeper = processes.ParkedChild(PROBES, "sleep_with_a_detached_child")
-    timed = sleeper.run([str(folder / "grandchild.pid")], grade.AUTOGRADE_ROOT,
-                        grade.child_environment(work, [grade.AUTOGRADE_ROOT]), 3,
-                        grade.model_limits())
+    timed = sleeper.run([str(folder / "grandchild.pid")], autograder_paths.AUTOGRADE_ROOT,
+                        model_child.child_environment(work, [autograder_paths.AUTOGRADE_ROOT]), 3,
+                        model_child.model_limits())
     (folder / "result.json").write_text(json.dumps({
         "described": described, "output": [fresh.output, forked.output],
         "returncodes": [fresh.returncode, forked.returncode],
@@ -183,11 +184,11 @@ def judge_refusals(folder: Path) -> None:
     import signal
     import threading
 
-    from autograder.judging import grade, processes
+    from autograder.judging import model_child, processes
     from autograder.judging.report import GradingReport
 
     report = GradingReport()
-    grade.park_model_child(report).close()
+    model_child.park_model_child(report).close()
     refusals = []
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
@@ -221,7 +222,7 @@ def judge_refusals(folder: Path) -> None:
 def judge_measurements(folder: Path) -> None:
     """Each handin of ``folder/handins`` measured by a fresh child and by a model child parked as
     the judge parks it."""
-    from autograder.judging import grade
+    from autograder.judging import model_child
     from autograder.judging.report import GradingReport
 
     work = folder / "work"
@@ -230,7 +231,7 @@ def judge_measurements(folder: Path) -> None:
     found, report = {}, GradingReport()
     compare = json.loads((folder / "compare.json").read_text())
     for handin in sorted((folder / "handins").iterdir()):
-        child = grade.park_model_child(report)
+        child = model_child.park_model_child(report)
         arguments = ["--handin", str(handin), "--hidden-set", str(folder / "hidden"),
                      "--out", str(folder / f"{handin.name}-{{}}.json"),
                      "--public-set", str(folder / "public"), "--compare", *compare[handin.name]]

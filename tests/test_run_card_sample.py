@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.judging import grade, grade_model, rubric
+from autograder.judging import grade_model, integrity, language_model, rubric
 from autograder.judging.safe_tar import Extraction
 from datagen.build_data import Utterance, write_split
 from hw4lib import handin
@@ -78,10 +78,11 @@ def graded(folder: Path, card: dict, seed: int, hidden: Path, reported: float | 
     test_set = card["test_set"]
     result = grade_model.evaluate_handin(folder, hidden, (folder.parents[1] / "data", len(LINES),
                                                           test_set["sha256"], seed))
-    lm = {"reported_perplexity_char": grade.self_reported_perplexity(Extraction(files=files)),
+    self_reported = language_model.self_reported_perplexity(Extraction(files=files))
+    lm = {"reported_perplexity_char": self_reported,
           "compared_sample": result.get("compared_sample"),
           "compared_perplexity_char": result.get("compared_perplexity_char")}
-    return grade.integrity_flags(Extraction(files=files), lm), lm
+    return integrity.integrity_flags(Extraction(files=files), lm), lm
 
 
 def tampered(card: dict, changes: dict[int, float]) -> tuple[dict, float]:
@@ -224,28 +225,29 @@ def test_tampered_cards_are_flagged_and_honest_ones_never(tmp_path):
 @rubric_category("Run-card sample")
 def test_each_grading_draws_a_fresh_sample_and_older_cards_are_compared_whole(tmp_path,
                                                                               monkeypatch):
-    monkeypatch.setattr(grade, "PUBLIC_SET", tmp_path)
+    monkeypatch.setattr(language_model, "PUBLIC_SET", tmp_path)
     losses = {"transcript_nll": [1.5, 2.0], "transcript_tokens": [3, 4], "total_nll": 3.5}
     card = {"test_set": {"transcripts": 2, "sha256": "d" * 64, **losses}}
     seeds = set()
     for _ in range(5):
-        args, note = grade.compare_arguments(7.5, card)
+        args, note = language_model.compare_arguments(7.5, card)
         assert args[:5] == ["--public-set", str(tmp_path), "--compare", "2", "d" * 64]
         assert args[5] == "--sample-seed" and note == ""
         seeds.add(int(args[6]))
     assert len(seeds) == 5, "every grading draws its own sample"
     older = {"test_set": {"transcripts": 2, "sha256": "d" * 64}}
-    assert grade.compare_arguments(7.5, older)[0] == ["--public-set", str(tmp_path), "--compare",
-                                                      "2", "d" * 64]
+    assert language_model.compare_arguments(7.5, older)[0] == [
+        "--public-set", str(tmp_path), "--compare", "2", "d" * 64]
     # A card whose losses are not as make handin writes them: compared whole, and flagged
     for broken in ({**losses, "transcript_nll": [1.5]}, {**losses, "transcript_nll": [1.5, -1]},
                    {**losses, "transcript_nll": [1.5, float("nan")]},
                    {**losses, "transcript_tokens": [3, True]}, {**losses, "total_nll": "3.5"}):
         card = {"test_set": {"transcripts": 2, "sha256": "d" * 64, **broken}}
-        assert "--sample-seed" not in grade.compare_arguments(7.5, card)[0], broken
+        assert "--sample-seed" not in language_model.compare_arguments(7.5, card)[0], broken
         (tmp_path / RUN_CARD_FILE).write_text(json.dumps(card))
-        flags = grade.integrity_flags(Extraction(files={RUN_CARD_FILE: tmp_path / RUN_CARD_FILE}),
-                                      {"compared_perplexity_char": 7.5})
+        flags = integrity.integrity_flags(
+            Extraction(files={RUN_CARD_FILE: tmp_path / RUN_CARD_FILE}),
+            {"compared_perplexity_char": 7.5})
         assert any("not as make handin writes them" in flag for flag in flags), broken
 
 
@@ -253,8 +255,8 @@ def test_each_grading_draws_a_fresh_sample_and_older_cards_are_compared_whole(tm
 @rubric_category("Run-card sample")
 def test_the_grader_samples_a_new_card_and_measures_an_older_one_whole(tmp_path, monkeypatch):
     """The grader's own steps (compare_arguments, the model child, the details)."""
-    monkeypatch.setattr(grade, "HIDDEN_SET", make_hidden_set(tmp_path / "hidden"))
-    monkeypatch.setattr(grade, "PUBLIC_SET", tmp_path / "run/data")
+    monkeypatch.setattr(language_model, "HIDDEN_SET", make_hidden_set(tmp_path / "hidden"))
+    monkeypatch.setattr(language_model, "PUBLIC_SET", tmp_path / "run/data")
     model = fresh_model()
     packed = packed_handin(tmp_path / "run", model)
     truth = direct_perplexity_char(model, TOKENIZER, LINES)
@@ -265,8 +267,8 @@ def test_the_grader_samples_a_new_card_and_measures_an_older_one_whole(tmp_path,
         shutil.copytree(packed, work / "handin")
         files = {path.name: path for path in (work / "handin").iterdir() if path.is_file()}
         with contextlib.redirect_stdout(io.StringIO()) as printed:
-            _, lm = grade.grade_language_model(Extraction(files=files), work, 120,
-                                               rubric.FULL_MARKS_PPL, rubric.ZERO_MARKS_PPL)
+            _, lm = language_model.grade_language_model(
+                Extraction(files=files), work, 120, rubric.FULL_MARKS_PPL, rubric.ZERO_MARKS_PPL)
         return Extraction(files=files), lm, printed.getvalue()
 
     extracted, lm, printed = grade_copy(tmp_path / "work")
@@ -275,7 +277,7 @@ def test_the_grader_samples_a_new_card_and_measures_an_older_one_whole(tmp_path,
     assert lm["compare_note"] == "" and len(sample["lowest"]) == sample_size(len(LINES)) // 2
     assert lm["compared_perplexity_char"] == pytest.approx(truth, rel=1e-5)
     assert "re-measured here agree" in printed
-    assert grade.integrity_flags(extracted, lm) == []
+    assert integrity.integrity_flags(extracted, lm) == []
     # The same handin with an older card (no per-transcript losses): the whole set, with a note
     card = card_of(packed)
     for key in ("transcript_nll", "transcript_tokens", "total_nll"):
@@ -285,7 +287,7 @@ def test_the_grader_samples_a_new_card_and_measures_an_older_one_whole(tmp_path,
     assert lm["compared_sample"] is None
     assert lm["compared_perplexity_char"] == pytest.approx(truth, rel=1e-5)
     assert "no per-transcript losses (an older make handin)" in lm["compare_note"]
-    assert grade.integrity_flags(extracted, lm) == []
+    assert integrity.integrity_flags(extracted, lm) == []
 
 
 if __name__ == "__main__":

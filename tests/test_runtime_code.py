@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 
 from autograder.sandboxed import wire, worker
-from autograder.judging import grade, sandbox
+from autograder.judging import sandbox, worker_folders
 from autograder.classroom import similarity
 from tests.autograder_helpers import copy_reference_mytorch, open_folder
 from tests.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
@@ -224,7 +224,7 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
     packages = [("tricks", tricks, 5.0)] + [
         (door, door_mytorch(folder / door.replace(" ", "-"), DOORS[door]), 0.0) for door in DOORS]
     for name, package, points in packages:
-        layout = grade.worker_layout(folder / f"layout-{name.replace(' ', '-')}", package)
+        layout = worker_folders.worker_layout(folder / f"layout-{name.replace(' ', '-')}", package)
         mode, notes = sandbox.choose_mode(layout, judge.python_executable(),
                                           allow_unisolated=True)
         run = judge.grade_category("Linear", layout, mode, timeout=120)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import grade, grading_run, rubric, thread_policy
+from autograder.judging import grading_run, judge_process, model_child, rubric, thread_policy
 from autograder.classroom import regrade
 from tests.test_regrade import fake_grader, grade_with, judge_details
 from tests.testing_framework import rubric as rubric_category, run_module
@@ -131,9 +131,9 @@ def test_the_model_child_runs_with_the_chosen_count(tmp_path, monkeypatch):
         monkeypatch.setenv(name, "2")  # what the judge was started with; restored after the test
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the test process keeps its own
     choice = thread_policy.ThreadChoice(1, 2, 1.5, 1, "given")
-    entry = grade.use_threads(choice)
+    entry = judge_process.use_threads(choice)
     assert entry == {"threads": 1, "cpus": 2, "load": 1.5, "gradings": 1, "why": "given"}
-    env = grade.child_environment(tmp_path, [REPO])
+    env = model_child.child_environment(tmp_path, [REPO])
     assert {name: env[name] for name in thread_policy.THREAD_VARIABLES} == dict.fromkeys(
         thread_policy.THREAD_VARIABLES, "1")
     child = subprocess.run([sys.executable, "-c", TORCH_THREADS], env=env, cwd=tmp_path,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from autograder.sandboxed import wire
-from autograder.judging import grade, judge, processes, rubric, sandbox
+from autograder.judging import judge, mytorch_categories, processes, rubric, sandbox, worker_folders
 from autograder.judging.report import GradingReport, Status
 from tests.autograder_helpers import copy_reference_mytorch
 from tests.testing_framework import rubric as rubric_category, run_module
@@ -91,11 +91,11 @@ def mytorch_with(root: Path, appended: str) -> Path:
 
 def grade_in_one_worker(tree: Path, timeout: float) -> tuple[dict, dict, dict, str]:
     """(scores, report, {category: run}, printed feedback) of ``tree`` through the grader's
-    mytorch phase (``grade.grade_mytorch``), inputs from SEED."""
+    mytorch phase (``mytorch_categories.grade_mytorch``), inputs from SEED."""
     scores, report = {}, GradingReport()
     runs = {}
     with tempfile.TemporaryDirectory(prefix="hw4p1-oneworker-") as scratch:
-        layout = grade.worker_layout(Path(scratch), tree)
+        layout = worker_folders.worker_layout(Path(scratch), tree)
         graded = judge.grade_categories
 
         def recorded(*args, **kwargs):
@@ -107,7 +107,7 @@ def grade_in_one_worker(tree: Path, timeout: float) -> tuple[dict, dict, dict, s
         printed = io.StringIO()
         try:
             with redirect_stdout(printed):
-                grade.grade_mytorch(layout, MODE, timeout, scores, report)
+                mytorch_categories.grade_mytorch(layout, MODE, timeout, scores, report)
         finally:
             judge.grade_categories = graded
     return scores, report, runs, printed.getvalue()
@@ -116,7 +116,7 @@ def grade_in_one_worker(tree: Path, timeout: float) -> tuple[dict, dict, dict, s
 def grade_alone(tree: Path, category: str, timeout: float) -> judge.CategoryRun:
     """``category`` graded by a worker of its own, inputs from SEED (the grader's way before)."""
     with tempfile.TemporaryDirectory(prefix="hw4p1-alone-") as scratch:
-        layout = grade.worker_layout(Path(scratch), tree)
+        layout = worker_folders.worker_layout(Path(scratch), tree)
         return judge.grade_category(category, layout, MODE, timeout, seed=SEED)
 
 

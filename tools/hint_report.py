@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder.judging import grade, judge, rubric
+from autograder.judging import judge, rubric, worker_folders
 from autograder.judging.hidden_tests.diagnosis import describe
 from tools import handout_regions, mutants as catalogue
 
@@ -63,7 +63,7 @@ def judge_tree(mytorch: Path, seed: int, every_category: bool = False,
     runs, first = {}, None
     for category in rubric.MYTORCH_RUBRIC:
         with tempfile.TemporaryDirectory(prefix="hw4p1-hints-") as scratch:
-            layout = grade.worker_layout(Path(scratch), mytorch)
+            layout = worker_folders.worker_layout(Path(scratch), mytorch)
             failed = frozenset(name for name, run in runs.items()
                                if not all(result.passed for result in run.results))
             runs[category] = judge.grade_category(category, layout, MODE, timeout, seed=seed,

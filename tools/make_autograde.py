@@ -29,7 +29,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from autograder.judging import grade, grade_model, rubric
+from autograder.judging import autograder_paths, grade_model, rubric
 from autograder.classroom import rescore
 from autograder.build_time.hidden_data import (HIDDEN_NUM_CHARS, build_hidden_transcripts, hidden_utterances,
                                     public_utterances)
@@ -49,8 +49,8 @@ SHIPPED_FOLDERS = ("autograder/sandboxed", "autograder/judging")
 HW4LIB_SUFFIXES = (".py", ".json")
 # Where the grading driver looks for the hidden set and the public test split: each a data root
 # holding the partition the model grading reads, as `make data` writes it.
-HIDDEN_PARTITION = f"autograder/{grade.HIDDEN_SET.name}/{grade_model.PARTITION}"
-PUBLIC_PARTITION = f"autograder/{grade.PUBLIC_SET.name}/{grade_model.PARTITION}"
+HIDDEN_PARTITION = f"autograder/{autograder_paths.HIDDEN_SET.name}/{grade_model.PARTITION}"
+PUBLIC_PARTITION = f"autograder/{autograder_paths.PUBLIC_SET.name}/{grade_model.PARTITION}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/judging/__init__.py",
                       "autograder/judging/rubric.py", "autograder/judging/gradescope.py",
@@ -118,7 +118,7 @@ def build(out_dir: Path, public_seed: int = 0, hidden_chars: int = HIDDEN_NUM_CH
     # apart from the scoring line, so that the class tools rescore rather than regrade when only
     # the scoring line changes (autograder/classroom/rescore.py)
     info["grader_sha256"] = rescore.grader_identity(members, makefile_text())
-    members[grade.BUILD_INFO.name] = json_text(info).encode("utf-8")
+    members[autograder_paths.BUILD_INFO.name] = json_text(info).encode("utf-8")
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_tar(out_dir / "autograde.tar",

@@ -38,7 +38,7 @@ BOOTSTRAP = ("import sys; sys.path[:0] = {paths!r}; "
 class Layout:
     """The folders a worker reads, as the judge sees them (``*_dir``) on the host."""
 
-    runtime_dir: Path  # holds the worker's own code (autograder/sandboxed/, grade.RUNTIME_FOLDER)
+    runtime_dir: Path  # holds the worker's own code (autograder/sandboxed/, worker_folders.RUNTIME_FOLDER)
     pylib_dir: Path  # holds numpy only (symlinks, for the modes that see the host's files)
     student_dir: Path  # holds mytorch/ only
     input_dir: Path  # one program folder per test, each written as the judge asks for it

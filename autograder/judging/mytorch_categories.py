@@ -1,0 +1,54 @@
+"""Step 5 of the judge, once the sandbox is chosen: judge every mytorch category with one sandboxed
+worker (``autograder.judging.judge``), print each test's outcome and fill the scores and the
+report; or, when no student code may run, fail every test with the reason."""
+from __future__ import annotations
+
+from autograder.judging import judge, report as grading_report, rubric, sandbox_modes
+from autograder.judging.feedback import indent, section
+
+
+def skip_mytorch(reason: str, report: grading_report.GradingReport) -> None:
+    """Every mytorch test fails with ``reason`` (each category scores 0)."""
+    for category, points in rubric.MYTORCH_RUBRIC.items():
+        section(f"{category} ({points} points)")
+        print(f"  {reason}. 0/{points}")
+        report.tests += [grading_report.TestResult(test.name, category, float(test.points), 0.0,
+                                                   test.summary, reason)
+                         for test in judge.tests_of(category)]
+
+
+def grade_mytorch(layout: sandbox_modes.Layout, mode: str, timeout: float,
+                  scores: dict[str, float], report: grading_report.GradingReport) -> None:
+    """Judge every mytorch category in turn with one worker start (``judge.grade_categories``),
+    ``timeout`` seconds each; print each category's outcome as it is judged and fill its score."""
+    def graded(category: str, run: judge.CategoryRun) -> None:
+        scores[category] = grade_mytorch_category(category, run, report)
+
+    judge.grade_categories(list(rubric.MYTORCH_RUBRIC), layout, mode, timeout, graded=graded)
+
+
+def grade_mytorch_category(category: str, run: judge.CategoryRun,
+                           report: grading_report.GradingReport) -> float:
+    """Print one category's section and each test's outcome from its ``run``; return the
+    points."""
+    points = rubric.MYTORCH_RUBRIC[category]
+    section(f"{category} ({points} points)")
+    if run.timed_out:
+        report.status = grading_report.Status.TIMEOUT
+    report.seconds[category] = round(run.seconds, 2)
+    for result in run.results:
+        verdict = "PASS" if result.passed else "FAIL"
+        print(f"  [{verdict}] {result.name}: {result.points:g}/{result.max_points:g}")
+        print(f"         checks: {result.summary}")
+        if result.message:
+            print(indent(result.message, "         why: "))
+        if result.hint:
+            print(indent(result.hint, "         likely cause: "))
+        report.tests.append(result)
+    if run.output.strip():  # never echoed: it could carry whatever the worker could read
+        print(f"  (your code printed {len(run.output)} characters; output is not shown, run the "
+              f"public tests to see it)")
+    earned = rubric.added(result.points for result in run.results)
+    reason = f" ({run.note})" if run.note else ""
+    print(f"  => {category}: {earned:g}/{points}{reason}   [{run.seconds:.1f} s]")
+    return earned
