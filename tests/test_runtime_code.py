@@ -8,7 +8,7 @@ import base64
 import zlib
 from pathlib import Path
 
-from autograder.sandboxed import wire, worker
+from autograder.sandboxed import refusals, wire
 from autograder.judging import grade, sandbox
 from autograder.classroom import similarity
 from tests.autograder_helpers import copy_reference_mytorch, open_folder
@@ -231,7 +231,7 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
         messages = [result.message for result in run.results]
         assert sum(result.points for result in run.results) == points, (name, mode, messages,
                                                                         run.output[-3000:])
-        assert points or all(f"{worker.MADE_AT_RUN_TIME} (at mytorch/__init__.py:" in message
+        assert points or all(f"{refusals.MADE_AT_RUN_TIME} (at mytorch/__init__.py:" in message
                              for message in messages), (name, messages)
 
 

@@ -36,7 +36,7 @@ from autograder.judging.hidden_tests.diagnosis import Failure
 from autograder.judging.hidden_tests.checks import CheckFailed, HiddenTest
 from autograder.judging.hidden_tests.mytorch_hidden import tests_of
 from autograder.judging.report import TestResult
-from autograder.sandboxed.worker import FORBIDDEN_LIBRARIES, MADE_AT_RUN_TIME, NUMPY_ONLY
+from autograder.sandboxed.refusals import FORBIDDEN_LIBRARIES, MADE_AT_RUN_TIME, NUMPY_ONLY
 
 MAX_MESSAGE_CHARS = 600
 SEED_BITS = 128
