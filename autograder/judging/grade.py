@@ -47,8 +47,9 @@ from pathlib import Path
 
 import torch
 
-from autograder.judging import (file_trees, judge, processes, report as grading_report, rubric,
-                                sandbox, sandbox_modes, thread_policy)
+from autograder.judging import (file_trees, judge, parked_child, processes,
+                                report as grading_report, rubric, sandbox, sandbox_modes,
+                                thread_policy)
 from autograder.judging.lm_diagnosis import lm_hint
 from autograder.judging.safe_tar import Extraction, HandinError, extract_handin
 from hw4lib.file_io import file_sha256, read_untrusted_json
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def grade(args: argparse.Namespace, scores: dict[str, float],
           report: grading_report.GradingReport,
-          model_child: processes.ParkedChild | None = None) -> None:
+          model_child: parked_child.ParkedChild | None = None) -> None:
     """Fill ``scores`` category by category (it stays valid if this stops half-way);
     ``model_child``: see :func:`grade_language_model`."""
     build_info = read_untrusted_json(BUILD_INFO)
@@ -450,14 +451,14 @@ def limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def park_model_child(report: grading_report.GradingReport) -> processes.ParkedChild | None:
+def park_model_child(report: grading_report.GradingReport) -> parked_child.ParkedChild | None:
     """The model child, forked now from this process (which has imported torch for the hidden
     tests and run no torch computation yet) and waiting for its arguments; None when forking is
     not safe here, and ``report.model_child`` says why (the model child is then started
     fresh, as a command)."""
     try:
-        child = processes.ParkedChild(MODEL_CHILD_MODULE, "main")
-    except processes.ForkRefused as refusal:
+        child = parked_child.ParkedChild(MODEL_CHILD_MODULE, "main")
+    except parked_child.ForkRefused as refusal:
         report.model_child = f"started fresh: {refusal}"
         return None
     report.model_child = "forked from the judge"
@@ -466,7 +467,7 @@ def park_model_child(report: grading_report.GradingReport) -> processes.ParkedCh
 
 def grade_language_model(handin: Extraction, work: Path, timeout: float,
                          full_marks_ppl: float, zero_marks_ppl: float,
-                         model_child: processes.ParkedChild | None = None) -> tuple[float, dict]:
+                         model_child: parked_child.ParkedChild | None = None) -> tuple[float, dict]:
     """Rebuild and evaluate the handed-in model in a child process; return (points, details).
     The child is ``model_child`` (from :func:`park_model_child`) when given, else a fresh
     ``python -m autograder.judging.grade_model``: the same arguments, environment, folder and limits.
