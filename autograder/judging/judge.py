@@ -11,11 +11,11 @@ broken from inside (killed, its stream over the limit) is started again for the 
 earns its share of the points.
 
 Every grading draws the tests' inputs from a fresh random seed (``secrets``, never shown), so what a
-worker sent back in one grading cannot be replayed in another. The feedback is worded here from
-the judge's own knowledge (the test, the step, shapes, sizes of errors); nothing the worker prints
-or returns is quoted, and a failure reported by the worker is reduced to typed fields checked
-against what the judge knows (the exception class against Python's own, the file against the
-handin's mytorch files).
+worker sent back in one grading cannot be replayed in another. The feedback is worded from the
+judge's own knowledge (the test, the step, shapes, sizes of errors); nothing the worker prints or
+returns is quoted, and a failure reported by the worker is reduced to typed fields checked against
+what the judge knows (the exception class against Python's own, the file against the handin's
+mytorch files).
 """
 from __future__ import annotations
 
