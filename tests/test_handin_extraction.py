@@ -231,7 +231,7 @@ def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(t
 
 @rubric_category("Handin extraction")
 def test_tree_walks_and_removal_do_not_recurse(tmp_path):
-    from autograder.judging import judge
+    from autograder.judging import verdicts
 
     root = deep = tmp_path / "tree"
     for _ in range(1101):  # deeper than Python's recursion limit (makedirs would recurse)
@@ -242,7 +242,7 @@ def test_tree_walks_and_removal_do_not_recurse(tmp_path):
     (root / "link").symlink_to("/usr")  # never followed, never changed
     sandbox.make_readable(root)
     assert (deep / "m.py").stat().st_mode & 0o777 == 0o644 and deep.stat().st_mode & 0o777 == 0o755
-    assert judge.student_files(root) == {"a/" * 1100 + "m.py"}
+    assert verdicts.student_files(root) == {"a/" * 1100 + "m.py"}
     file_trees.remove_tree(root)
     assert not root.exists() and Path("/usr").is_dir()
     file_trees.remove_tree(root)  # nothing there: nothing to do

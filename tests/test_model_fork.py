@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
-"""Tests of the model child forked from the judge (``autograder.judging.processes.ParkedChild``, parked by
-``autograder.judging.model_child.park_model_child``): it runs as the fresh ``python -m autograder.judging.grade_model``
-command did (session, limits, folder, environment, descriptors, signals, malloc, threads, output),
+"""Tests of the model child forked from the judge (``autograder.judging.parked_child.ParkedChild``,
+parked by ``autograder.judging.model_child.park_model_child``): it runs as the fresh
+``python -m autograder.judging.grade_model`` command did (session, limits, folder, environment, descriptors, signals, malloc, threads, output),
 is killed whole at its time limit, is refused where a thread would not survive the fork, and
 measures every handin to the last digit as the fresh command does; a grading through the
 Autolab Makefile forks its model child.
@@ -156,9 +156,9 @@ def judge_isolation(folder: Path) -> None:
     """Describe a fresh child and a forked one, their environment asking for one torch thread
     where the judge's torch started without a count (as a judge that chooses its children's
     threads after its imports); then time a forked sleeper out."""
-    from autograder.judging import autograder_paths, model_child, processes
+    from autograder.judging import autograder_paths, model_child, parked_child
 
-    parked = processes.ParkedChild(PROBES, "describe_process")
+    parked = parked_child.ParkedChild(PROBES, "describe_process")
     os.environ["OMP_NUM_THREADS"] = "1"
     work = folder / "work"
     for sub in ("home", "tmp"):
@@ -167,7 +167,7 @@ def judge_isolation(folder: Path) -> None:
                                      [str(folder / "{}.json")], work)
     described = {name: json.loads((folder / f"{name}.json").read_text())
                  for name in ("fresh", "forked")}
-    sleeper = processes.ParkedChild(PROBES, "sleep_with_a_detached_child")
+    sleeper = parked_child.ParkedChild(PROBES, "sleep_with_a_detached_child")
     timed = sleeper.run([str(folder / "grandchild.pid")], autograder_paths.AUTOGRADE_ROOT,
                         model_child.child_environment(work, [autograder_paths.AUTOGRADE_ROOT]), 3,
                         model_child.model_limits())
@@ -184,7 +184,7 @@ def judge_refusals(folder: Path) -> None:
     import signal
     import threading
 
-    from autograder.judging import model_child, processes
+    from autograder.judging import model_child, parked_child
     from autograder.judging.report import GradingReport
 
     report = GradingReport()
@@ -194,9 +194,9 @@ def judge_refusals(folder: Path) -> None:
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
-        processes.ParkedChild(PROBES, "describe_process").close()
+        parked_child.ParkedChild(PROBES, "describe_process").close()
         refusals.append("")
-    except processes.ForkRefused as refusal:
+    except parked_child.ForkRefused as refusal:
         refusals.append(str(refusal))
     stop.set()
     thread.join()
@@ -204,9 +204,9 @@ def judge_refusals(folder: Path) -> None:
     matrix = torch.randn(512, 512)
     matrix @ matrix  # starts the OpenMP team
     try:
-        processes.ParkedChild(PROBES, "describe_process").close()
+        parked_child.ParkedChild(PROBES, "describe_process").close()
         refusals.append("")
-    except processes.ForkRefused as refusal:
+    except parked_child.ForkRefused as refusal:
         refusals.append(str(refusal))
     pid = os.fork()
     if pid == 0:  # what the check prevents: an OpenMP region in a child forked after one

@@ -456,7 +456,7 @@ ATTACKS = {  # the review's table, by row
         staff=shares_the_classmates_weights),
     "24 reports a perplexity of 1.5, its card's test set nowhere": Attack(
         lying_report_handin, HONEST, staff=flags_the_lying_report),
-    # Code made at run time, each door of the worker's closed list (autograder/sandboxed/worker.py): a
+    # Code made at run time, each door of the worker's closed list (autograder/sandboxed/refusals.py): a
     # mytorch whose files hide the reference's code behind a door scores full marks if it opens.
     "25 mytorch compiled by ast.parse with PyCF_ONLY_AST 0, run as functions": Attack(
         lambda folder: door_handin(folder, "ast flags"), MYTORCH_0),

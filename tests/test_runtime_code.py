@@ -8,7 +8,7 @@ import base64
 import zlib
 from pathlib import Path
 
-from autograder.sandboxed import wire, worker
+from autograder.sandboxed import refusals, wire
 from autograder.judging import sandbox, worker_folders
 from autograder.classroom import similarity
 from tests.autograder_helpers import copy_reference_mytorch, open_folder
@@ -231,8 +231,31 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
         messages = [result.message for result in run.results]
         assert sum(result.points for result in run.results) == points, (name, mode, messages,
                                                                         run.output[-3000:])
-        assert points or all(f"{worker.MADE_AT_RUN_TIME} (at mytorch/__init__.py:" in message
+        assert points or all(f"{refusals.MADE_AT_RUN_TIME} (at mytorch/__init__.py:" in message
                              for message in messages), (name, messages)
+
+
+def standard_library_codec(source: bytes) -> str | None:
+    """The codec Python's own detection reads ``source`` with (``tokenize.detect_encoding``, a
+    BOM aside), by its registry name; None for a name no codec has."""
+    import io
+    import tokenize
+
+    try:
+        found = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+    except SyntaxError:
+        return None
+    return codec_name(found.removesuffix("-sig"))
+
+
+def codec_name(declared: str | None) -> str | None:
+    """The registry's name of a declared encoding (UTF-8 when none is declared); None if unknown."""
+    import codecs
+
+    try:
+        return codecs.lookup(declared or "utf-8").name
+    except LookupError:
+        return None
 
 
 @rubric_category("Handin extraction")
@@ -245,18 +268,21 @@ def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
              "d.py": ("\ufeff# coding: utf-8\n", "utf-8"), "e.py": ("# coding: UTF_8\n", "UTF_8"),
              "i.py": ("# coding: u8\n", "u8"),
              "f.py": ("x = 1  # coding: utf-7\n", None), "g.py": ("x = 1\n# coding: utf-7\n", None),
-             "h.py": ("# -*- coding: no-such-codec -*-\n", "no-such-codec")}
+             "h.py": ("# -*- coding: no-such-codec -*-\n", "no-such-codec"),
+             "j.py": ("  \f\t\n\f# coding: latin-1\n", "latin-1"),
+             "k.py": ("\ufeff\r\n# coding: utf-8\n", "utf-8")}
     files = {}
     for name, (text, encoding) in cases.items():
         files[f"mytorch/{name}"] = tmp_path / name
         files[f"mytorch/{name}"].write_bytes(text.encode("utf-8"))
         assert wire.declared_encoding(text.encode("utf-8")) == encoding, name
+        assert standard_library_codec(text.encode("utf-8")) == codec_name(encoding), name
     files["config.yaml"] = tmp_path / "config.yaml"
     files["config.yaml"].write_text("# coding: utf-7\n")
     notes: list[str] = []
     judge.refuse_foreign_encodings(files, notes)
     assert sorted(files) == ["config.yaml", "mytorch/d.py", "mytorch/e.py", "mytorch/f.py",
-                             "mytorch/g.py"]
+                             "mytorch/g.py", "mytorch/k.py"]
     assert notes[0].startswith("mytorch/a.py: declares the source encoding 'utf-7'; the grader "
                                "reads mytorch as UTF-8 only"), notes
 

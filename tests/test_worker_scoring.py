@@ -92,7 +92,7 @@ def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
     """Each hidden test of ``tests`` replayed by the worker's own code on ``nn`` (a namespace of
     mytorch.nn classes) in this process, then judged: the checks without the sandbox's cost."""
     from autograder.sandboxed import worker
-    from autograder.judging import judge
+    from autograder.judging import judge, verdicts
 
     results = []
     programs, checks = judge.build_programs(tests, seed)
@@ -101,7 +101,7 @@ def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
         program.save(folder / test.name)
         stream = worker.run_test(nn, folder / test.name, test.name)
         records, note = wire.decode_records(stream, {test.name: program.returned})
-        result, _ = judge.judge_test(test, records.get(test.name), checks[test.name], note,
+        result, _ = verdicts.judge_test(test, records.get(test.name), checks[test.name], note,
                                      program.steps, frozenset())
         results.append(result)
     return results
@@ -151,7 +151,8 @@ def test_no_check_that_decides_points_is_an_assert():
     def asserts_in(node) -> list[int]:
         return [n.lineno for n in ast.walk(node) if isinstance(n, ast.Assert)]
 
-    for path in [REPO_ROOT / "autograder/judging/judge.py", REPO_ROOT / "autograder/sandboxed/wire.py",
+    for path in [REPO_ROOT / "autograder/judging/judge.py", REPO_ROOT / "autograder/judging/verdicts.py",
+                 REPO_ROOT / "autograder/sandboxed/wire.py",
                  REPO_ROOT / "hw4lib/numeric_truths.py",
                  *sorted((REPO_ROOT / "autograder/judging/hidden_tests").glob("*.py"))]:
         found = asserts_in(ast.parse(path.read_text()))
@@ -356,7 +357,7 @@ def test_documented_timeouts_cover_the_judges_worst_case():
 
 @rubric_category("Scoring")
 def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
-    from autograder.judging import judge
+    from autograder.judging import verdicts
     from autograder.judging.hidden_tests.mytorch_hidden import tests_of
 
     program = wire.Program()
@@ -369,15 +370,15 @@ def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
     stream = wire.encode_record("t", forged, {}, refused=[])
     records, note = wire.decode_records(stream, {"t": []})
     assert "extra" not in records["t"].error, "fields the protocol does not name are dropped"
-    message = judge.describe_failure(records["t"].error, program.steps, files)
+    message = verdicts.describe_failure(records["t"].error, program.steps, files)
     assert message == "Linear.forward raised an exception of its own class", message
     honest = {"kind": "raised", "step": 1, "type": "NotImplementedError", "file": "nn/linear.py",
               "line": 12}
-    assert judge.describe_failure(honest, program.steps, files) == (
+    assert verdicts.describe_failure(honest, program.steps, files) == (
         "not written yet: Linear.forward raised NotImplementedError (at mytorch/nn/linear.py:12)")
     numpy_only = {"kind": "numpy only", "step": -1, "module": secret}
-    assert secret not in judge.describe_failure(numpy_only, program.steps, files)
-    assert judge.describe_failure({"kind": "numpy only", "module": "torch"}, [], files) == (
+    assert secret not in verdicts.describe_failure(numpy_only, program.steps, files)
+    assert verdicts.describe_failure({"kind": "numpy only", "module": "torch"}, [], files) == (
         "mytorch must be written with numpy only: it imports torch")
     # a failed check names shapes and error sizes, never the values: here values that spell a
     # secret as character codes come back where floats were expected
@@ -386,7 +387,7 @@ def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
     check = test.build(check_program, np.random.default_rng(0))
     codes = np.array([float(ord(c)) for c in secret])
     values = {name: codes for name in check_program.returned}
-    result, _ = judge.judge_test(test, wire.Record(None, values, {}), check, "",
+    result, _ = verdicts.judge_test(test, wire.Record(None, values, {}), check, "",
                                  check_program.steps, files)
     assert result.points == 0 and "shape" in result.message
     assert not any(str(int(code)) in result.message for code in codes[:3]), result.message

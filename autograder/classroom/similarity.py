@@ -430,7 +430,8 @@ def moved_classes(resolver: Resolver) -> list[str]:
 
 RUNTIME_CALLS = {"exec", "eval", "compile", "__import__", "__builtins__"}
 # Modules (None: any use) or their attributes that make or run code other than mytorch's files,
-# the families of the worker's audit hook (autograder/sandboxed/worker.py, refuse_code_made_at_run_time):
+# the families of the worker's audit hook (autograder/sandboxed/refusals.py,
+# refuse_code_made_at_run_time):
 # text and trees compiled, code objects and functions built by hand, marshal and pickle, import
 # machinery, native libraries and raw memory (ctypes), programs, the garbage collector's lists.
 RUNTIME_MODULES = {"marshal": None, "zlib": {"decompress"}, "base64": None, "codecs": {"decode"},

@@ -46,8 +46,8 @@ import traceback
 from pathlib import Path
 
 from autograder.judging import (command_line, file_trees, judge, judge_process, model_child,
-                                processes, report as grading_report, rubric, sandbox,
-                                sandbox_modes, thread_policy)
+                                parked_child, processes, report as grading_report, rubric,
+                                sandbox, sandbox_modes, thread_policy)
 from autograder.judging.autograder_paths import (AUTOGRADE_ROOT, BUILD_INFO, HIDDEN_SET,
                                                  HIDDEN_TESTS, REFERENCE_HW4LIB)
 from autograder.judging.feedback import (gradable_problem, print_summary, report_extraction,
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def grade(args: argparse.Namespace, scores: dict[str, float],
           report: grading_report.GradingReport,
-          parked: processes.ParkedChild | None = None) -> None:
+          parked: parked_child.ParkedChild | None = None) -> None:
     """Fill ``scores`` category by category (it stays valid if this stops half-way);
     ``parked``: see :func:`autograder.judging.language_model.grade_language_model`."""
     build_info = read_untrusted_json(BUILD_INFO)
@@ -151,7 +151,7 @@ def unpack(handin_tar: Path, work: Path, report: grading_report.GradingReport) -
 
 def grade_model(handin: Extraction, work: Path, thresholds: dict, timeout: float,
                 scores: dict[str, float], report: grading_report.GradingReport,
-                parked: processes.ParkedChild | None) -> None:
+                parked: parked_child.ParkedChild | None) -> None:
     """Step 3: score the language model against the build's ``thresholds`` (the rubric's when
     absent), then close the parked child; record the result and the integrity flags."""
     section(f"{rubric.LM_CATEGORY} ({rubric.LM_POINTS} points)")

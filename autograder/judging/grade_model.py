@@ -19,7 +19,7 @@ Writes ``{"perplexity_char": ..., ...}`` to ``--out`` and exits 0, or ``{"error"
 and how to fix it>"}`` and exits 1.
 
 The judge usually runs :func:`main` in a child forked from itself before it computed anything
-(``autograder.judging.processes.ParkedChild``), which imported torch and tqdm with the judge's environment:
+(``autograder.judging.parked_child.ParkedChild``), which imported torch and tqdm with the judge's environment:
 :func:`main` reads again what they read from it (:func:`follow_environment`).
 """
 from __future__ import annotations

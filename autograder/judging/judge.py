@@ -1,5 +1,6 @@
 """The judge of the mytorch categories: builds each hidden test's program, has the sandboxed
-worker run it, and decides each test's points from the values that come back.
+worker run it, and decides each test's points from the values that come back (the verdict on one
+test and its feedback: ``verdicts.py``).
 
 Runs in the grader's own process (torch, numpy); it never imports the student's code. One worker
 start for every category: the worker confines itself and imports numpy once, then runs each
@@ -10,16 +11,14 @@ broken from inside (killed, its stream over the limit) is started again for the 
 earns its share of the points.
 
 Every grading draws the tests' inputs from a fresh random seed (``secrets``, never shown), so what a
-worker sent back in one grading cannot be replayed in another. The feedback is worded here from
-the judge's own knowledge (the test, the step, shapes, sizes of errors); nothing the worker prints
-or returns is quoted, and a failure reported by the worker is reduced to typed fields checked
-against what the judge knows (the exception class against Python's own, the file against the
-handin's mytorch files).
+worker sent back in one grading cannot be replayed in another. The feedback is worded from the
+judge's own knowledge (the test, the step, shapes, sizes of errors); nothing the worker prints or
+returns is quoted, and a failure reported by the worker is reduced to typed fields checked against
+what the judge knows (the exception class against Python's own, the file against the handin's
+mytorch files).
 """
 from __future__ import annotations
 
-import builtins
-import os
 import secrets
 import sys
 import time
@@ -33,22 +32,12 @@ from autograder.sandboxed import wire
 from autograder.judging import file_trees, processes, sandbox, sandbox_modes
 from autograder.judging.hidden_tests import diagnosis
 from autograder.judging.hidden_tests.diagnosis import Failure
-from autograder.judging.hidden_tests.checks import CheckFailed, HiddenTest
+from autograder.judging.hidden_tests.checks import HiddenTest
 from autograder.judging.hidden_tests.mytorch_hidden import tests_of
 from autograder.judging.report import TestResult
-from autograder.sandboxed.worker import FORBIDDEN_LIBRARIES, MADE_AT_RUN_TIME, NUMPY_ONLY
+from autograder.judging.verdicts import judge_test, student_files, worker_note
 
-MAX_MESSAGE_CHARS = 600
 SEED_BITS = 128
-# Exception classes named in the feedback; any other class is "an exception of its own class".
-KNOWN_EXCEPTIONS = frozenset(
-    [name for name, value in vars(builtins).items()
-     if isinstance(value, type) and issubclass(value, BaseException)]
-    + ["LinAlgError", "AxisError"])
-MAX_LINE = 10**6
-MAX_SOURCE_BYTES = 1 << 20  # read of a handin's file for the line that raised
-MAX_CODE_CHARS = 200  # of that line, for the hints
-MAX_FUNCTION_CHARS = 60
 
 
 @dataclass
@@ -404,168 +393,6 @@ def refuse_foreign_encodings(files: dict[str, Path], notes: list[str]) -> None:
                          f"name, even another for UTF-8, is decoded by a codec that code run "
                          f"before can replace), so this file is not graded (save it as UTF-8 "
                          f"and remove the coding line)")
-
-
-def student_files(package: Path) -> frozenset[str]:
-    """The handin's mytorch sources, relative to ``mytorch/``: the files feedback may name."""
-    return frozenset(Path(entry.path).relative_to(package).as_posix()
-                     for entry in file_trees.tree_entries(package)
-                     if entry.name.endswith(".py") and entry.is_file(follow_symlinks=False))
-
-
-def worker_note(run: processes.Run, timeout: float, stream_note: str) -> str:
-    """Why tests may lack a result, in words."""
-    if run.timed_out:
-        return f"the tests were stopped at the {timeout:.0f} s time limit"
-    if run.result_overflow:
-        return "the worker sent more than the grader reads"
-    if run.returncode != 0:
-        return f"the test process ended with exit status {run.returncode}"
-    return stream_note
-
-
-def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
-               steps: list[dict], files: frozenset[str],
-               timed_out: str = "",
-               package: Path | None = None) -> tuple[TestResult, Failure | None]:
-    """Pass or fail one test from the worker's record (``steps``: the test's program); with the
-    result, what the failure tells about the bug (None when the test passed). ``timed_out``
-    ("after 60 s"): this test was running when the worker was stopped. ``package``: the handin's
-    ``mytorch/`` folder, whose line that raised the judge reads itself for the hint.
-
-    The kind of failure comes first: not written yet, does not import or parse, timed out, raised;
-    only a test whose values came back is compared (and only then can a hint name a bug family).
-    """
-    def result(message: str, failure: Failure | None = None) -> tuple[TestResult, Failure | None]:
-        points = 0.0 if message else float(test.points)
-        return (TestResult(test.name, test.category, float(test.points), points, test.summary,
-                           message[:MAX_MESSAGE_CHARS]),
-                (failure or Failure("stopped")) if message else None)
-
-    if record is None:
-        if timed_out:
-            return result(f"timed out: this test was still running when the tests were stopped "
-                          f"{timed_out}", Failure("timeout"))
-        return result(f"no result: {note or 'the test process stopped before this test'}")
-    if record.error is not None:
-        message = describe_failure(record.error, steps, files)
-        kind = failure_kind(record.error)
-        if kind not in ("raised", "not written"):
-            return result(message, Failure(kind) if kind == "import" else None)
-        if kind == "raised":
-            earlier = wrong_before_the_raise(check, record)
-            if earlier is not None:
-                return result(f"{message}; before it, {earlier}", earlier.failure)
-        step = wire.step_label(steps, record.error.get("step", -1))
-        return result(message, Failure(kind, step.rpartition(".")[2], step=step,
-                                       exception=str(record.error.get("type", "")),
-                                       code=source_line(package, files, record.error)))
-    try:
-        check(Values(record.values, record.problems))
-    except CheckFailed as error:
-        return result(str(error) or "a check failed", error.failure)
-    except KeyError:
-        return result("a value the test needs was not returned")
-    except Exception as error:  # noqa: BLE001 - any other surprise fails the test, never passes it
-        return result(f"the values returned could not be compared ({type(error).__name__})")
-    return result("")
-
-
-def source_line(package: Path | None, files: frozenset[str], error: dict) -> str:
-    """The line of the handin's mytorch that raised (the worker names its file and number), read
-    by the judge from the handin itself, stripped and cut to :data:`MAX_CODE_CHARS`; '' when the
-    file is not one of the handin's ``files`` or the line is not there. Only the hints read it."""
-    file, line = error.get("file"), error.get("line")
-    if (package is None or file not in files or not isinstance(line, int)
-            or not 0 < line < MAX_LINE):
-        return ""
-    try:  # a regular file when listed; never follow a link or wait on a pipe put there since
-        descriptor = os.open(package / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(descriptor, "rb") as source:
-            lines = source.read(MAX_SOURCE_BYTES).splitlines()
-    except OSError:
-        return ""
-    return (lines[line - 1].decode("utf-8", "replace").strip()[:MAX_CODE_CHARS]
-            if line <= len(lines) else "")
-
-
-def wrong_before_the_raise(check, record: wire.Record) -> CheckFailed | None:
-    """The first check that fails on the values a program returned before one of its steps
-    raised, or None. A wrong value there is the likelier cause: a forward pass that skipped a
-    layer makes its backward raise before any gradient is compared."""
-    try:
-        check(Values(record.values, record.problems))
-    except CheckFailed as error:
-        return None if error.failure.kind == "missing" else error
-    except Exception:  # noqa: BLE001 - a value the check needs was not returned: nothing to add
-        return None
-    return None
-
-
-PARSE_ERRORS = ("SyntaxError", "IndentationError", "TabError")
-
-
-def failure_kind(error: dict) -> str:
-    """What a failure the worker reported is, first: "not written" (NotImplementedError, the
-    handout's stubs), "import" (importing mytorch failed), "raised" (a step raised), or the
-    worker's own kind ("numpy only", "not a tuple", ...)."""
-    kind = error.get("kind")
-    if kind != "raised":
-        return str(kind)
-    if error.get("type") == "NotImplementedError":
-        return "not written"
-    return "import" if error.get("step", -1) < 0 else "raised"
-
-
-def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> str:
-    """The feedback for a failure the worker reported, worded from the judge's own knowledge; the
-    kind of failure first."""
-    kind = error.get("kind")
-    where = wire.step_label(steps, error.get("step", -1))
-    if kind == "numpy only":
-        module = error.get("module")
-        return f"{NUMPY_ONLY}: it imports {module if module in FORBIDDEN_LIBRARIES else 'one'}"
-    file, line = error.get("file"), error.get("line")
-    at = (f" (at mytorch/{file}:{line})" if file in files and isinstance(line, int)
-          and 0 < line < MAX_LINE else "")
-    if kind == "code at run time":
-        return f"{where}: {MADE_AT_RUN_TIME}{at}"
-    file, line, function = error.get("file"), error.get("line"), error.get("function")
-    known = file in files and isinstance(line, int) and 0 < line < MAX_LINE
-    named = (isinstance(function, str) and function.isidentifier()
-             and len(function) <= MAX_FUNCTION_CHARS)
-    in_function = f", in {function}" if named else ""
-    at = f" (at mytorch/{file}:{line}{in_function})" if known else ""
-    if kind == "raised":
-        name = error.get("type")
-        what = name if name in KNOWN_EXCEPTIONS else "an exception of its own class"
-        if failure_kind(error) == "not written":
-            return f"not written yet: {where} raised {what}{at}"
-        if name in PARSE_ERRORS and where == "importing mytorch":
-            return (f"mytorch does not parse: {what} in mytorch/{file} line {line}" if known
-                    else f"mytorch does not parse: {what}")
-        if where == "importing mytorch":
-            return f"mytorch does not import: {what}{at}"
-        return f"{where} raised {what}{at}"
-    if kind == "not a tuple" and isinstance(error.get("count"), int):
-        return f"{where} must return a tuple of {error['count']} arrays"
-    if kind == "lost":
-        return "the test process lost values the test needs"
-    return f"{where} failed"
-
-
-class Values(dict):
-    """The worker's returned values, looked up by the Refs the test recorded; reading a value that
-    was refused (not a numeric array) fails the test with the reason."""
-
-    def __init__(self, values: dict, problems: dict[str, str]) -> None:
-        super().__init__(values)
-        self.problems = problems
-
-    def __getitem__(self, ref: wire.Ref):
-        if ref.name in self.problems:
-            raise CheckFailed(f"a value is {self.problems[ref.name]}", Failure("missing"))
-        return super().__getitem__(ref.name)
 
 
 def python_executable() -> str:

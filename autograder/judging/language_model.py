@@ -9,7 +9,7 @@ import re
 import secrets
 from pathlib import Path
 
-from autograder.judging import model_child, processes, rubric
+from autograder.judging import model_child, parked_child, processes, rubric
 from autograder.judging.autograder_paths import HIDDEN_SET, PUBLIC_SET
 from autograder.judging.feedback import indent
 from autograder.judging.integrity import (card_disagreements, card_loss_problems, has_card_losses,
@@ -23,7 +23,7 @@ from hw4lib.handin_format import (CONFIG_FILE, METRICS_FILE, REPORTED_TOLERANCE,
 
 def grade_language_model(handin: Extraction, work: Path, timeout: float,
                          full_marks_ppl: float, zero_marks_ppl: float,
-                         parked: processes.ParkedChild | None = None) -> tuple[float, dict]:
+                         parked: parked_child.ParkedChild | None = None) -> tuple[float, dict]:
     """Rebuild and evaluate the handed-in model in a child process; return (points, details).
     The child is ``parked`` (from :func:`autograder.judging.model_child.park_model_child`) when
     given, else a fresh one (:func:`autograder.judging.model_child.launch`).

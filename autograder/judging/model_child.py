@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from autograder.judging import processes, report as grading_report
+from autograder.judging import parked_child, processes, report as grading_report
 from autograder.judging.autograder_paths import AUTOGRADE_ROOT
 
 MODEL_FILE_BYTES = 2**20  # the model child writes only its result JSON
@@ -20,14 +20,14 @@ MODEL_CHILD_MODULE = "autograder.judging.grade_model"  # its main(argv) is the m
 MALLOC_REUSE_BYTES = 2**30
 
 
-def park_model_child(report: grading_report.GradingReport) -> processes.ParkedChild | None:
+def park_model_child(report: grading_report.GradingReport) -> parked_child.ParkedChild | None:
     """The model child, forked now from this process (which has imported torch for the hidden
     tests and run no torch computation yet) and waiting for its arguments; None when forking is
     not safe here, and ``report.model_child`` says why (the model child is then started
     fresh, as a command)."""
     try:
-        child = processes.ParkedChild(MODEL_CHILD_MODULE, "main")
-    except processes.ForkRefused as refusal:
+        child = parked_child.ParkedChild(MODEL_CHILD_MODULE, "main")
+    except parked_child.ForkRefused as refusal:
         report.model_child = f"started fresh: {refusal}"
         return None
     report.model_child = "forked from the judge"
@@ -35,7 +35,7 @@ def park_model_child(report: grading_report.GradingReport) -> processes.ParkedCh
 
 
 def launch(arguments: list[str], work: Path, timeout: float,
-           parked: processes.ParkedChild | None) -> processes.Run:
+           parked: parked_child.ParkedChild | None) -> processes.Run:
     """Run the model child on ``arguments`` for at most ``timeout`` seconds: ``parked`` (from
     :func:`park_model_child`) when given, else a fresh ``python -m`` of MODEL_CHILD_MODULE with the
     same arguments, environment, folder and limits."""

@@ -23,6 +23,7 @@ import io
 import json
 import re
 import struct
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +44,13 @@ ERROR_FIELDS = {"kind": str, "step": int, "type": str, "file": str, "line": int,
 MAX_FIELD_CHARS = 200
 NOT_AN_ARRAY = "not a numeric array"
 UNREADABLE = "unreadable worker output"
-CODING_LINE = re.compile(rb"[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")  # PEP 263
-BLANK_OR_COMMENT = re.compile(rb"[ \t\f]*(#.*)?\Z")
+# PEP 263's declaration, and the blank or comment line 1 that lets line 2 declare, as the standard
+# library's tokenize matches them (its pattern, on bytes). tokenize.detect_encoding itself would
+# not do inside the sandbox: it looks the name up in the codec registry, which code run before can
+# extend (codecs.register), and reads tokenize's module globals at each call, which student code
+# can replace; these compiled patterns are bound once, before any student code runs.
+CODING_LINE = re.compile(tokenize.cookie_re.pattern.encode("ascii"), re.ASCII)
+BLANK_OR_COMMENT = tokenize.blank_re
 UTF8_BOM = codecs.BOM_UTF8
 
 
