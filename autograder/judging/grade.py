@@ -18,9 +18,10 @@ or runs student code. Steps, in this order on purpose:
 2. extract handin.tar safely into ``<work>/handin`` (``autograder.judging.safe_tar``);
 3. grade the language model (``autograder.judging.language_model``) in a child process
    (``autograder.judging.grade_model``): the reference model code rebuilds the handed-in weights
-   and measures per-character perplexity on the hidden test set. No student code runs there. The student's self-reported metrics never count: they are echoed,
-   and compared (for the staff's integrity flags) with what the weights give on the very test
-   transcripts the run card says they were measured on (``autograder.judging.integrity``);
+   and measures per-character perplexity on the hidden test set. No student code runs there.
+   The student's self-reported metrics never count: they are echoed, and compared (for the
+   staff's integrity flags) with what the weights give on the very test transcripts the run card
+   says they were measured on (``autograder.judging.integrity``);
 4. delete every copy of the hidden material on disk: the hidden test set, the hidden mytorch tests
    (already in memory), the reference ``hw4lib`` and the autograde.tar they came in;
 5. lay out the worker's folders (``autograder.judging.worker_folders``), choose the strongest
