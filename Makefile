@@ -80,8 +80,8 @@ gradebook: $(STAMP) ## grades.csv + a Canvas roster export -> Canvas import CSV:
 	$(if $(ROSTER),,$(error give ROSTER=<Canvas's Gradebook export, a CSV>))
 	$(PY) -m autograder.classroom.gradebook $(ROSTER) --grades $(or $(GRADES),regrade/grades.csv) --out $(or $(OUT),gradebook) $(ARGS)
 
-class-fixture: $(STAMP) ## build (or reuse from its cache) the realistic class of tests/class_fixture.py: [OUT=class-fixture]
-	$(PY) -m tests.class_fixture --out $(or $(OUT),class-fixture)
+class-fixture: $(STAMP) ## build (or reuse from its cache) the realistic class of tools/class_fixture.py: [OUT=class-fixture]
+	$(PY) -m tools.class_fixture --out $(or $(OUT),class-fixture)
 
 figures: $(STAMP) ## redraw the diagrams in figures/
 	$(PY) -m tools.draw_figures
@@ -89,13 +89,13 @@ figures: $(STAMP) ## redraw the diagrams in figures/
 bench: $(STAMP) ## print speed and memory measurements (mytorch, data, model, training)
 	$(PY) -m bench $(BENCH)
 
-test-class: $(STAMP) ## grade the realistic class (tests/class_fixture.py) and check every cell of its table
+test-class: $(STAMP) ## grade the realistic class (tools/class_fixture.py) and check every cell of its table
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m class_fixture tests
 
 test-platforms: $(STAMP) ## the grader's attacks in emulated Gradescope, Autolab and laptop profiles (root)
 	rm -rf dist/platform-table && mkdir -p dist/platform-table
 	HW4P1_PROFILE_TABLE=$(CURDIR)/dist/platform-table $(PY) -m pytest -n $(PYTEST_WORKERS) \
-		-m platforms tests; status=$$?; $(PY) tests/platform_profiles.py --table dist/platform-table; \
+		-m platforms tests; status=$$?; $(PY) tools/platform_profiles.py --table dist/platform-table; \
 		exit $$status
 
 lint: $(STAMP) ## ruff with pyproject.toml's rules (CI runs it)

@@ -15,7 +15,7 @@ of their time waiting for each other). "same tokens" and the largest score diffe
 that both generators agreed. Where greedy search or sampling did not, the line names the first
 differing token and the gap between the two best logits of ``model.score`` there: a gap near
 float rounding (about 1e-5 of the logits) is a near-tie that the two summation orders break
-differently, not a cache error (tests/test_kv_cache.py checks exactness). For beam search it
+differently, not a cache error (tests/library/test_kv_cache.py checks exactness). For beam search it
 names the first prompt whose beams differ.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench bench_decoding

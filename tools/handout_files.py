@@ -14,9 +14,13 @@ INSTRUCTOR_ONLY = "# hw4p1: instructor-only"
 MAKEFILE_BEGIN = "# BEGIN INSTRUCTOR TARGETS"
 MAKEFILE_END = "# END INSTRUCTOR TARGETS"
 
-# Top-level paths (directories end with "/") that only instructors get, or that are built locally.
+# Paths (directories end with "/") that only instructors get, or that are built locally. The
+# instructor's tests live in tests/'s sub-folders by what they test; tests/ itself holds what
+# students get (their component tests and the helpers those import).
+INSTRUCTOR_TESTS = ("tests/grader/", "tests/platforms/", "tests/classroom/", "tests/kit/",
+                    "tests/library/")
 EXCLUDED_DIRS = ("autograder/", "tools/", "bench/", ".ci/", "docs/", "hw4_data/hw4p1_data/",
-                 "expts/", "dist/", ".venv/")
+                 "expts/", "dist/", ".venv/", *INSTRUCTOR_TESTS)
 EXCLUDED_FILES = ("DEVELOPERS.md", "pyproject.toml")
 # Directory names that are caches or metadata wherever they appear.
 EXCLUDED_PARTS = ("__pycache__", ".pytest_cache", ".ipynb_checkpoints", ".git")

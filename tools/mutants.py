@@ -57,7 +57,7 @@ CATALOGUE_DIR = REPO_ROOT / "tools" / "mutant_catalogue"
 KEYS = ("id", "file", "find", "replace", "test", "bug")
 OPTIONAL_KEYS = ("family",)
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-TEST_PATTERN = re.compile(r"^tests\.test_[a-z0-9_]+$")
+TEST_PATTERN = re.compile(r"^tests\.([a-z]+\.)?test_[a-z0-9_]+$")
 DEFAULT_TIMEOUT_S = 300
 # Built, untracked data that some tests read: linked into each copy when it exists here.
 DATA_PATHS = ("hw4_data/hw4p1_data",)
@@ -112,7 +112,8 @@ def load_catalogue(paths: list[Path]) -> list[Mutant]:
             if entry["id"] in seen:
                 raise CatalogueError(f"{where}: id {entry['id']!r} is already used in {seen[entry['id']]}")
             if not TEST_PATTERN.match(entry["test"]):
-                raise CatalogueError(f"{where}: {entry['id']}: test must look like tests.test_x, got {entry['test']!r}")
+                raise CatalogueError(f"{where}: {entry['id']}: test must look like tests.test_x "
+                                     f"(or tests.<folder>.test_x), got {entry['test']!r}")
             if entry["find"] == entry["replace"]:
                 raise CatalogueError(f"{where}: {entry['id']}: replace is the same as find")
             seen[entry["id"]] = str(where)

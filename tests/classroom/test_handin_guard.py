@@ -1,0 +1,110 @@
+# hw4p1: instructor-only
+"""Tests of the class tools' per-handin guard (autograder/classroom/handin_guard.py) and of the regrade's
+inspection under it (autograder/classroom/regrade.py::inspect_handin): a handin whose files end the decoding
+or the parsing is a flag in grades.csv, its weights still hashed, the other rows untouched.
+
+    python -m tests.classroom.test_handin_guard      (or: pytest -q tests/classroom/test_handin_guard.py)
+"""
+import csv
+import hashlib
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from autograder.judging import rubric
+from autograder.classroom import handin_guard, regrade
+from tests.classroom.test_regrade import fake_grader, judge_details
+from tests.classroom.test_similarity import POISON
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Handin guard": 0}
+REPO = Path(__file__).resolve().parents[2]
+
+
+@rubric_category("Handin guard")
+def test_any_failure_is_one_line_finding_and_the_read_is_bounded(tmp_path):
+    def deep():
+        return deep()
+
+    value, finding = handin_guard.guarded("mytorch/x.py", deep)
+    assert value is None and finding.startswith("mytorch/x.py could not be inspected "
+                                                 "(RecursionError: maximum recursion depth")
+    _, finding = handin_guard.guarded("its handin", lambda: b"\xff".decode("idna", "replace"))
+    assert finding.startswith("its handin could not be inspected (UnicodeError: "), finding
+    _, finding = handin_guard.guarded("f", lambda: (_ for _ in ()).throw(
+        ValueError("a; b\nc" + "x" * 500)))
+    assert finding == f"f could not be inspected (ValueError: a, b c{'x' * 154})", finding
+    assert handin_guard.guarded("f", lambda x: x + 1, 1) == (2, "")
+    with pytest.raises(KeyboardInterrupt):
+        handin_guard.guarded("f", lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+    (tmp_path / "big.py").write_bytes(b"x" * 11)
+    assert handin_guard.read_bounded(tmp_path / "big.py", 11) == b"x" * 11
+    with pytest.raises(ValueError, match="big.py is larger than 10 bytes"):
+        handin_guard.read_bounded(tmp_path / "big.py", 10)
+
+
+def handin(folder: Path, members: dict[str, bytes]) -> None:
+    """``folder``'s handin.tar holding ``members`` under handin/."""
+    folder.mkdir(parents=True)
+    with tarfile.open(folder / "handin.tar", "w") as tar:
+        for name, data in members.items():
+            path = folder / "build" / "handin" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            tar.add(path, arcname=f"handin/{name}")
+
+
+@pytest.mark.slow
+@rubric_category("Handin guard")
+def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, monkeypatch):
+    """Three handins graded by the regrade's own loop (the judge replaced): one whose never-imported
+    files end the decoding and the parsing, one that moved its graded classes into another module,
+    one honest, the first two sharing their weights (the digest the judge's report gives). The
+    poisoned and moved ones are flagged with their findings (never a note alone); both shared
+    weights are flagged; the honest row has no flag."""
+    reference = {path.relative_to(REPO).as_posix(): path.read_bytes()
+                 for path in sorted((REPO / "mytorch").rglob("*.py"))
+                 if "__pycache__" not in path.parts}
+    weights = b"PK weights of one student"
+    handins = tmp_path / "handins"
+    handin(handins / "poisoned", {**reference, **POISON, "model_state_dict.pt": weights})
+    handin(handins / "moved", {**reference, "mytorch/nn/lin_impl.py":
+                               reference["mytorch/nn/linear.py"],
+                               "mytorch/nn/linear.py": b"from .lin_impl import Linear\n",
+                               "model_state_dict.pt": weights})
+    handin(handins / "honest", {**reference, "model_state_dict.pt": b"PK weights of another"})
+
+    digest = hashlib.sha256(weights).hexdigest()
+
+    def fake_run(grading, grader_flags="", gradings=1, started=None):
+        # the judge's report carries the digest of the weights it extracted
+        shared = Path(grading).parent.name in ("poisoned", "moved")
+        return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": 2.0},
+                                              judge_details(2.0, weights=digest if shared else ""),
+                                              "report\n", 1.0, False)
+
+    monkeypatch.setattr(regrade.grading_run, "run", fake_run)
+    monkeypatch.setattr(regrade.grading_run, "prepare", lambda source, handin, parent=None: handin)
+    regrade.regrade(handins, tmp_path / "out", fake_grader(tmp_path), progress=False)
+    with open(tmp_path / "out/grades.csv", newline="") as file:
+        rows = {row["student"]: row for row in csv.DictReader(file)}
+    assert rows["poisoned"]["weights_sha256"] == rows["moved"]["weights_sha256"] == digest
+    flags = {student: row["flags"].split("; ") for student, row in rows.items()}
+    for path, error in (("notes.py", "UnicodeError"), ("deep.py", "RecursionError"),
+                        ("unary.py", "MemoryError")):
+        assert any(flag.startswith(f"mytorch/nn/{path} could not be inspected ({error}")
+                   for flag in flags["poisoned"]), flags["poisoned"]
+    assert flags["moved"][0] == ("mytorch/nn/linear.py defines no graded class of its own "
+                                 "(Linear is defined in mytorch/nn/lin_impl.py)"), flags["moved"]
+    for student, partner in (("poisoned", "moved"), ("moved", "poisoned")):
+        assert f"shares its weights with {partner} (byte-identical model_state_dict.pt)" in \
+            flags[student], flags[student]
+    assert rows["honest"]["flags"] == "" and rows["honest"]["notes"] == "", rows["honest"]
+    assert "flagged (see the flags column): moved, poisoned" in \
+        (tmp_path / "out/summary.txt").read_text()
+
+
+if __name__ == "__main__":
+    run_module(__name__)

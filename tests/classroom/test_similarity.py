@@ -1,0 +1,467 @@
+# hw4p1: instructor-only
+"""Tests of the similarity report (autograder/classroom/similarity.py) on a class of fixtures: three
+independently written mytorch implementations (Linear, Softmax, ScaledDotProductAttention) in
+different styles, planted copies of them (identifiers renamed, methods reordered, comments and
+whitespace changed), and a student who handed in the untouched skeleton.
+
+    python -m tests.classroom.test_similarity     (or: .venv/bin/python -m pytest -q tests/classroom/test_similarity.py)
+"""
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from autograder.classroom import similarity
+from tests.testing_framework import rubric, run_module
+from tools.mytorch_styles import FILES, STYLES, disguised, student_tree
+
+pytest.importorskip("copydetect")
+RUBRIC = {"Similarity": 0}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_handin(folder: Path, tree: dict[str, str | bytes]) -> Path:
+    handin = folder / "handin"
+    for path, text in tree.items():
+        (handin / path).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            (handin / path).write_bytes(text)
+        else:
+            (handin / path).write_text(text)
+    with tarfile.open(folder / "handin.tar", "w") as tar:
+        tar.add(handin, arcname="handin")
+    return folder / "handin.tar"
+
+
+@rubric("Similarity")
+def test_planted_copies_rank_above_every_independent_pair(tmp_path):
+    handins = tmp_path / "handins"
+    handins.mkdir()
+    trees = {name: student_tree(tmp_path, style) for name, style in STYLES.items()}
+    trees["skeleton"] = student_tree(tmp_path, None)
+    trees["einsum-copy"] = disguised(trees["einsum"], {"flat": "rows", "shifted": "centered",
+                                                       "logits": "scores", "inner": "dot"},
+                                   reorder=False)
+    trees["verbose-copy"] = disguised(trees["verbose"], {"matrix": "m", "upstream": "up",
+                                                         "weights": "probs", "factor": "k"},
+                                    reorder=True)
+    for name, tree in trees.items():
+        (handins / name).mkdir()
+        shutil.move(write_handin(tmp_path / "build" / name, tree), handins / name / "handin.tar")
+    for name in ("einsum", "verbose-copy"):
+        compile(trees[name]["mytorch/nn/scaled_dot_product_attention.py"], name, "exec")
+
+    handout = tmp_path / "handout"
+    for path, text in student_tree(tmp_path, None).items():
+        (handout / path).parent.mkdir(parents=True, exist_ok=True)
+        (handout / path).write_text(text)
+    documents, runtime, findings = similarity.class_documents(handins)
+    assert runtime == {} and findings == {}, (runtime, findings)
+    rows = similarity.compare(documents, similarity.handout_document(handout), tmp_path / "out")
+
+    pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
+    assert len(pairs) == 6 * 5 // 2, sorted(map(sorted, pairs))
+    copies = [frozenset(("einsum", "einsum-copy")), frozenset(("verbose", "verbose-copy"))]
+    independent = [pair for pair in pairs if pair not in copies]
+    lowest_copy = min(pairs[pair]["similarity"] for pair in copies)
+    highest_other = max(pairs[pair]["similarity"] for pair in independent)
+    assert lowest_copy > highest_other, (
+        f"a planted copy scores {lowest_copy}, an independent pair {highest_other}: "
+        + str([(sorted(p), pairs[p]["similarity"]) for p in pairs]))
+    assert all(pairs[pair]["flagged"] for pair in copies), [pairs[p] for p in copies]
+    assert not any(pairs[pair]["flagged"] for pair in independent), [
+        (sorted(p), pairs[p]["similarity"]) for p in independent if pairs[p]["flagged"]]
+    with open(tmp_path / "out/pairs.csv", newline="") as file:
+        written = list(csv.DictReader(file))
+    assert len(written) == len(rows) and written[0]["flagged"] == "True"
+    report = (tmp_path / "out/report.html").read_text()
+    assert "einsum-copy" in report and "verbose-copy" in report and "<mark>" in report
+    assert str(tmp_path) not in report and "/tmp" not in report  # labelled, relative paths
+    assert "# file: mytorch/nn/linear.py" in report
+
+
+def class_folder(tmp_path: Path, trees: dict[str, dict[str, str]]) -> Path:
+    """A Gradescope-layout folder of one handin per student of ``trees``."""
+    handins = tmp_path / "handins"
+    for name, tree in trees.items():
+        (handins / name).mkdir(parents=True)
+        shutil.move(write_handin(tmp_path / "build" / name, tree), handins / name / "handin.tar")
+    return handins
+
+
+def handout_folder(tmp_path: Path) -> Path:
+    handout = tmp_path / "handout"
+    for path, text in student_tree(tmp_path, None).items():
+        (handout / path).parent.mkdir(parents=True, exist_ok=True)
+        (handout / path).write_text(text)
+    return handout
+
+
+def encoded(tree: dict[str, str], encoding: str) -> dict[str, bytes]:
+    """The same files, each written in ``encoding`` under a PEP 263 declaration."""
+    return {path: f"# coding: {encoding}\n".encode("ascii") + text.encode(encoding)
+            for path, text in tree.items()}
+
+
+@rubric("Similarity")
+def test_a_copy_in_another_source_encoding_is_still_a_copy(tmp_path):
+    """A copy saved as UTF-7 (valid Python under its coding declaration; read as UTF-8 its text
+    shares almost nothing with the original) is decoded as Python decodes it and found."""
+    original = student_tree(tmp_path, STYLES["einsum"])
+    copy = encoded(original, "utf-7")
+    for text in copy.values():
+        compile(text, "copy", "exec")
+    assert similarity.python_text(copy[FILES[0]]).endswith(original[FILES[0]])
+    handins = class_folder(tmp_path, {"einsum": original, "verbose": student_tree(
+        tmp_path, STYLES["verbose"]), "utf7-copy": copy})
+    documents = similarity.class_documents(handins).documents
+    rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
+                              tmp_path / "out")
+    pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
+    assert pairs[frozenset(("einsum", "utf7-copy"))]["flagged"], rows
+    assert not pairs[frozenset(("einsum", "verbose"))]["flagged"], rows
+
+
+@rubric("Similarity")
+def test_the_bonus_is_compared_on_its_own(tmp_path):
+    """Two independent graded parts and one shared bonus: not flagged by default (only the graded
+    files are compared); flagged with part='bonus'."""
+    bonus = "mytorch/nn/gelu.py"
+    assert similarity.part_targets("graded") == {
+        "mytorch.nn.Linear": FILES[0], "mytorch.nn.Softmax": FILES[1],
+        "mytorch.nn.ScaledDotProductAttention": FILES[2],
+        "mytorch.nn.MultiHeadAttention": "mytorch/nn/multi_head_attention.py"}
+    assert similarity.part_targets("bonus")["mytorch.nn.GELU"] == bonus
+    shared = (REPO / bonus).read_text()
+    trees = {name: {**student_tree(tmp_path, STYLES[name]), bonus: shared}
+             for name in ("einsum", "loops")}
+    handins = class_folder(tmp_path, trees)
+    handout = handout_folder(tmp_path)
+    for part, flagged in (("graded", False), ("bonus", True)):
+        documents = similarity.class_documents(handins, part).documents
+        rows = similarity.compare(documents, similarity.handout_document(handout, part),
+                                  tmp_path / part)
+        assert [row["flagged"] for row in rows] == [flagged], (part, rows)
+
+
+@rubric("Similarity")
+def test_symlinked_handins_and_past_semesters(tmp_path):
+    """A symlinked archive is read through its link (as the regrade grades it); a past
+    semester's handin is compared with every current student, never with another past one."""
+    trees = {"einsum": student_tree(tmp_path, STYLES["einsum"]),
+             "loops": student_tree(tmp_path, STYLES["loops"])}
+    handins = tmp_path / "handins"
+    handins.mkdir()
+    for name, tree in trees.items():
+        (handins / f"{name}.tar").symlink_to(write_handin(tmp_path / "build" / name, tree))
+    past = class_folder(tmp_path / "past", {"old-copy": disguised(trees["loops"], {}, False),
+                                            "old-verbose": student_tree(tmp_path,
+                                                                        STYLES["verbose"])})
+    documents = similarity.class_documents(handins).documents
+    assert sorted(documents) == ["einsum", "loops"]
+    rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
+                              tmp_path / "out", past=similarity.class_documents(past).documents)
+    pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
+    assert frozenset(("past:old-copy", "past:old-verbose")) not in pairs, sorted(map(sorted, pairs))
+    assert len(pairs) == 5, sorted(map(sorted, pairs))
+    assert [sorted(p) for p in pairs if pairs[p]["flagged"]] == [["loops", "past:old-copy"]], rows
+
+
+GRADED_FILES = (*FILES, "mytorch/nn/multi_head_attention.py")
+GRADED_IMPORT = re.compile(r"^from \.(linear|activation|scaled_dot_product_attention|"
+                           r"multi_head_attention) import .*\n", re.M)
+
+
+def moved(tree: dict[str, str], target: str, graded_file, renamed: dict[str, str] | None = None,
+          init: str | None = None) -> dict[str, str]:
+    """A copy whose graded classes all live in ``target`` (one module of another name, their
+    imports of each other dropped, ``renamed`` applied to it), each graded file replaced by
+    ``graded_file(path)`` (a one-line import), and ``init`` (if given) as mytorch/nn/__init__.py."""
+    combined = "from __future__ import annotations\n" + "".join(
+        GRADED_IMPORT.sub("", tree[path]).replace("from __future__ import annotations\n", "")
+        for path in GRADED_FILES)
+    if target.count("/") > 2:  # a subpackage: the given checks are one level up
+        combined = combined.replace("from ._checks", "from .._checks")
+        tree = {**tree, target.rsplit("/", 1)[0] + "/__init__.py": ""}
+    out = {**tree, target: disguised({target: combined}, renamed or {}, reorder=True)[target],
+           **{path: graded_file(path) for path in GRADED_FILES}}
+    if init is not None:
+        out["mytorch/nn/__init__.py"] = init
+    return out
+
+
+def python_binds(trees: dict[str, dict[str, str]], tmp_path: Path) -> dict[str, dict[str, str]]:
+    """{name: {graded class: the path of the module Python's own import of ``mytorch.nn`` takes it
+    from}} for each mytorch of ``trees``: the truth the static tracing must agree with."""
+    for name, tree in trees.items():
+        for path, text in tree.items():
+            (tmp_path / "python" / name / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "python" / name / path).write_text(text)
+    script = ("import importlib, json, sys\nfound = {}\n"
+              f"for name in {sorted(trees)!r}:\n"
+              f"    sys.path.insert(0, {str(tmp_path / 'python')!r} + '/' + name)\n"
+              "    nn = importlib.import_module('mytorch.nn')\n"
+              f"    found[name] = {{cls: getattr(nn, cls).__module__.replace('.', '/') + '.py'"
+              f" for cls in {list(similarity.rubric.MYTORCH_RUBRIC)!r}}}\n"
+              "    sys.path.pop(0)\n"
+              "    for module in [m for m in sys.modules if m.split('.')[0] == 'mytorch']:\n"
+              "        del sys.modules[module]\n"
+              "print(json.dumps(found))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=tmp_path, check=True)
+    return json.loads(result.stdout)
+
+
+def moved_class(tmp_path: Path) -> dict[str, dict[str, str]]:
+    """Three independent students, the skeleton, and a copy of each independent one moved by
+    another route (renamed, methods reordered): a star import from a module of another name; a
+    module attribute of a renamed class in a subpackage; the package's __init__ re-exporting from
+    another module, each graded file a star import of it."""
+    trees = {name: student_tree(tmp_path, style) for name, style in STYLES.items()}
+    trees["skeleton"] = student_tree(tmp_path, None)
+    trees["star-copy"] = moved(trees["einsum"], "mytorch/nn/impl_x.py",
+                               lambda path: "from .impl_x import *\n",
+                               {"flat": "rows", "shifted": "centered", "logits": "scores"})
+    classes = {name: f"_{name}Impl" for name in similarity.rubric.MYTORCH_RUBRIC}
+    trees["alias-copy"] = moved(
+        trees["verbose"], "mytorch/nn/parts/work.py",
+        lambda path: "from .parts import work\n" + "".join(
+            f"{name} = work.{impl}\n" for name, impl in classes.items()),
+        {**classes, "matrix": "m", "upstream": "up"})
+    init = student_tree(tmp_path, None)["mytorch/nn/__init__.py"]
+    for module in ("linear", "activation", "scaled_dot_product_attention",
+                   "multi_head_attention"):
+        init = init.replace(f"from .{module} import", "from .blocks import")
+    trees["init-copy"] = moved(trees["loops"], "mytorch/nn/blocks.py",
+                               lambda path: "from mytorch.nn.blocks import *\n",
+                               {"top": "peak", "scale": "factor"}, init=init)
+    return trees
+
+
+COPIES = {"star-copy": "einsum", "alias-copy": "verbose", "init-copy": "loops"}
+
+
+def moved_copies_problems(result: subprocess.CompletedProcess, out: Path) -> list[str]:
+    """What ``python -m autograder.classroom.similarity`` got wrong on :func:`moved_class` (none: the three
+    moved copies are the three first pairs, each flagged, and no pair of independent students is
+    flagged)."""
+    if result.returncode != 0:
+        return [f"exit {result.returncode}: {result.stderr[-3000:]}"]
+    with open(out / "pairs.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    first = {frozenset((row["student_a"], row["student_b"])) for row in rows[:3]}
+    independent_flagged = [row for row in rows if row["flagged"] == "True"
+                           and not {row["student_a"], row["student_b"]} & set(COPIES)]
+    if first != {frozenset(pair) for pair in COPIES.items()} or independent_flagged or not all(
+            row["flagged"] == "True" for row in rows[:3]):
+        return [f"first pairs: {rows[:3]}, independent pairs flagged: {independent_flagged}"]
+    return []
+
+
+@pytest.mark.slow
+@rubric("Similarity")
+def test_graded_classes_moved_into_other_modules_are_traced_and_rank_first(tmp_path):
+    """Each moved copy is traced to where Python's own import finds its classes, ranks above every
+    independent pair (and is flagged), and its four graded files are findings; honest students
+    have none, and no independent pair is flagged."""
+    trees = moved_class(tmp_path)
+    truth = python_binds({name: trees[name] for name in (*COPIES, "einsum")}, tmp_path)
+    assert truth["star-copy"]["Linear"] == "mytorch/nn/impl_x.py", truth
+    assert truth["alias-copy"]["Softmax"] == "mytorch/nn/parts/work.py", truth
+    assert truth["init-copy"]["MultiHeadAttention"] == "mytorch/nn/blocks.py", truth
+    for name, classes in truth.items():
+        resolver = similarity.Resolver(trees[name])
+        traced = {cls: similarity.resolve_qualified(resolver, f"mytorch.nn.{cls}")
+                  for cls in classes}
+        assert {cls: found.path for cls, found in traced.items()} == classes, (name, traced)
+
+    documents, runtime, findings = similarity.class_documents(class_folder(tmp_path, trees))
+    assert runtime == {}, runtime
+    assert sorted(findings) == sorted(COPIES), findings
+    for name in COPIES:
+        assert [finding.split(" (")[0] for finding in findings[name]] == [
+            f"{path} defines no graded class of its own" for path in GRADED_FILES], findings[name]
+    assert "Linear is defined in mytorch/nn/impl_x.py" in findings["star-copy"][0]
+    rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
+                              tmp_path / "out", findings=findings)
+    pairs = {frozenset((row["student_a"], row["student_b"])): row["similarity"] for row in rows}
+    copies = [frozenset(pair) for pair in COPIES.items()]
+    # A copy and the other copies are not independent work; every other pair is.
+    independent = [pair for pair in pairs if not pair & set(COPIES)]
+    assert min(pairs[pair] for pair in copies) > max(pairs[pair] for pair in independent), pairs
+    assert {frozenset((row["student_a"], row["student_b"])) for row in rows[:3]} == set(copies)
+    assert all(row["flagged"] for row in rows[:3]), rows[:3]
+    assert not any(row["flagged"] for row in rows
+                   if frozenset((row["student_a"], row["student_b"])) in independent), rows
+    report = (tmp_path / "out/report.html").read_text()
+    assert "# file: mytorch/nn/impl_x.py" in report and "defines no graded class" in report
+
+
+@rubric("Similarity")
+def test_a_moved_bonus_class_is_compared_where_it_lives(tmp_path):
+    """--part bonus traces the bonus's classes too: GELU written once and moved, by its copier,
+    into a module of another name (gelu.py a star import of it) is flagged; the graded part of the
+    same two students (independent) is not."""
+    bonus = "mytorch/nn/gelu.py"
+    own = (REPO / bonus).read_text()
+    trees = {"einsum": {**student_tree(tmp_path, STYLES["einsum"]), bonus: own},
+             "loops": {**student_tree(tmp_path, STYLES["loops"]),
+                       "mytorch/nn/act_helpers.py": disguised({bonus: own}, {}, True)[bonus],
+                       bonus: "from .act_helpers import *\n"}}
+    handins = class_folder(tmp_path, trees)
+    handout = handout_folder(tmp_path)
+    for part, flagged in (("graded", False), ("bonus", True)):
+        documents = similarity.class_documents(handins, part).documents
+        if part == "bonus":
+            assert "# file: mytorch/nn/act_helpers.py\nclass GELU" in documents["loops"]
+        rows = similarity.compare(documents, similarity.handout_document(handout, part),
+                                  tmp_path / part)
+        assert [row["flagged"] for row in rows] == [flagged], (part, rows)
+
+
+POISON = {  # never-imported files Python would refuse or that end ast.parse, each a finding
+    "mytorch/nn/notes.py": b"# coding: idna\nx = '\xff'\n",
+    "mytorch/nn/deep.py": b"x = " + b"1+" * 100_000 + b"1\n",
+    "mytorch/nn/unary.py": b"x = " + b"-" * 100_000 + b"1\n",
+}
+
+
+def poisoned_class(folder: Path) -> tuple[Path, Path]:
+    """(class folder, handout folder) under ``folder``: two honest students, a moved copy of one
+    of them that also carries files that end the decoding or the parsing, and a student whose
+    graded file cannot be decoded."""
+    trees = {name: student_tree(folder, STYLES[name]) for name in ("einsum", "verbose")}
+    trees["moved-copy"] = {**moved(trees["einsum"], "mytorch/nn/impl_x.py",
+                                   lambda path: "from .impl_x import *\n", {"flat": "rows"}),
+                           **POISON}
+    trees["poisoned"] = {**student_tree(folder, STYLES["loops"]),
+                         FILES[0]: POISON["mytorch/nn/notes.py"]}
+    return class_folder(folder, trees), handout_folder(folder)
+
+
+def poisoned_class_problems(result: subprocess.CompletedProcess, out: Path) -> list[str]:
+    """What ``python -m autograder.classroom.similarity`` got wrong on :func:`poisoned_class` (none: every
+    file written, the moved copy ranked first, each poisoned file its student's finding)."""
+    if result.returncode != 0:
+        return [f"exit {result.returncode}: {result.stderr[-3000:]}"]
+    written = sorted(path.name for path in out.iterdir())
+    if written != ["findings.csv", "pairs.csv", "report.html", "runtime_code.csv"]:
+        return [f"files written: {written}"]
+    problems = []
+    with open(out / "pairs.csv", newline="") as file:
+        first = next(csv.DictReader(file))
+    if {first["student_a"], first["student_b"]} != {"einsum", "moved-copy"} or (
+            first["flagged"] != "True"):
+        problems.append(f"first pair: {first}")
+    with open(out / "findings.csv", newline="") as file:
+        findings = [(row["student"], row["finding"]) for row in csv.DictReader(file)]
+    why = {(student, finding.split(" ")[0]): finding for student, finding in findings}
+    expected = {("moved-copy", path) for path in (*POISON, *GRADED_FILES)} | {
+        ("poisoned", FILES[0])}
+    if not expected <= why.keys() or {student for student, _ in findings} != {
+            "moved-copy", "poisoned"}:
+        problems.append(f"findings: {findings}")
+    for path, error in (("notes.py", "(UnicodeError"), ("deep.py", "(RecursionError"),
+                        ("unary.py", "(MemoryError")):
+        if error not in why.get(("moved-copy", f"mytorch/nn/{path}"), ""):
+            problems.append(f"mytorch/nn/{path} is not a {error[1:]} finding: {findings}")
+    if "moved-copy: mytorch/nn/deep.py could not be inspected" not in result.stdout:
+        problems.append(f"the run's output does not list the finding: {result.stdout[-2000:]}")
+    return problems
+
+
+@pytest.mark.slow
+@rubric("Similarity")
+def test_a_poisoned_class_finishes_through_the_real_entry_point(tmp_path):
+    """``python -m autograder.classroom.similarity`` on :func:`poisoned_class`: every file is written, the
+    moved copy ranks first, each poisoned file is its student's finding."""
+    handins, handout = poisoned_class(tmp_path)
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "autograder.classroom.similarity", str(handins),
+                             "--handout", str(handout), "--out", str(out)],
+                            capture_output=True, text=True, cwd=REPO)
+    assert poisoned_class_problems(result, out) == []
+
+
+@rubric("Similarity")
+def test_each_region_of_the_report_is_under_its_file():
+    """A hand-made marked document (two files, CONTEXT_LINES of 3): the lines near a match,
+    "...", where lines are left out, and each run of lines under its file's line."""
+    assert similarity.CONTEXT_LINES == 3
+    marked = "\n".join(["# file: a.py", "a1", "a2", "a3", "a4", "<mark>x", "y</mark>", "a5", "a6",
+                        "a7", "a8", "<mark># file: b.py</mark>", *(f"b{i}" for i in range(1, 9)),
+                        "<mark>z</mark>"])
+    assert similarity.around_marks(marked).split("\n") == [
+        "# file: a.py", "a2", "a3", "a4", "<mark>x", "y</mark>", "a5", "a6", "a7", "a8",
+        "<mark># file: b.py</mark>", "b1", "b2", "b3", "...",
+        "<mark># file: b.py</mark>", "b6", "b7", "b8", "<mark>z</mark>"]
+
+
+@rubric("Similarity")
+def test_the_tracing_of_a_hostile_package_is_bounded():
+    """Two modules star-importing each other thousands of times, an alias chain deeper than
+    MAX_IMPORT_DEPTH: each is traced within the bounds and is a finding (an alias chain within
+    the depth is traced to its class, as Python binds it)."""
+    reference = {path.relative_to(REPO).as_posix(): path.read_text()
+                 for path in (REPO / "mytorch").rglob("*.py") if "__pycache__" not in path.parts}
+    depth = similarity.MAX_IMPORT_DEPTH
+    chain = "class L0:\n    pass\n" + "".join(f"L{i + 1} = L{i}\n" for i in range(depth + 10))
+    cases = {  # linear.py's text: where Linear is traced (None: it cannot be)
+        "from .a import *\n" * 3000: None,
+        chain + f"Linear = L{depth + 10}\n": None,
+        chain + "Linear = L9\n": 1,
+    }
+    for text, line in cases.items():
+        sources = {**reference, FILES[0]: text, "mytorch/nn/a.py": "from .linear import *\n" * 3000}
+        resolver = similarity.Resolver(sources)
+        found = similarity.resolve_qualified(resolver, "mytorch.nn.Linear")
+        assert (found and found.node.lineno) == line, (text[:40], found)
+        assert resolver.steps <= similarity.MAX_STEPS + 1, resolver.steps
+        moved = similarity.moved_classes(resolver)
+        assert (moved == []) == (line is not None), moved
+        assert line or moved[0] == f"{FILES[0]} defines no graded class of its own (Linear " \
+                                   f"cannot be traced)", moved
+
+
+RUNTIME_CASES = {  # source: what runtime_code must name (hand-written truth)
+    "exec(open('x').read())\n": ["exec"],
+    "f = eval\n": ["eval"],
+    "code = compile('1', 'x', 'eval')\n": ["compile"],
+    "import marshal as m\nm.loads(b'')\n": ["marshal.loads"],
+    "from zlib import decompress\ndecompress(b'')\n": ["zlib.decompress"],
+    "import base64\nbase64.b64decode('')\n": ["base64.b64decode"],
+    "import importlib.util\nimportlib.util.spec_from_loader('m', None)\n": ["importlib.util"],
+    "import types\ntypes.FunctionType(None, {})\n": ["types.FunctionType"],
+    f"BLOB = '{'QUJD' * 60}'\n": ["an encoded blob"],
+    "import numpy as np\nimport importlib\nnp.exp(1)\nimportlib.import_module('math')\n"
+    "self.eval()\n": [],
+    "def broken(:\n": [],
+    # an honest parameter named like a builtin is the caller's value, not the builtin
+    "def forward(self, A, eval=False):\n    return A if eval else -A\n": [],
+    "f = lambda compile: compile + 1\n": [],
+    # ... but a default or an argument that reads the builtin, and a global, are flagged
+    "def f(eval=eval):\n    return eval('1')\n": ["eval"],
+    "g(exec=exec)\n": ["exec"],
+    "def f(exec=0):\n    def g():\n        global exec\n        return exec('1')\n": ["exec"],
+}
+
+
+@rubric("Similarity")
+def test_code_built_at_run_time_is_named_with_its_line(tmp_path):
+    for source, expected in RUNTIME_CASES.items():
+        found = similarity.runtime_code({"mytorch/nn/x.py": source})
+        assert [entry.split(" (")[0] for entry in found] == expected, (source, found)
+        assert all(entry.endswith(")") and "mytorch/nn/x.py:" in entry for entry in found)
+    reference = {path.relative_to(REPO).as_posix(): path.read_text()
+                 for path in (REPO / "mytorch").rglob("*.py")}
+    assert similarity.runtime_code(reference) == []
+
+
+if __name__ == "__main__":
+    run_module(__name__)

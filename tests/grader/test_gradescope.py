@@ -1,0 +1,259 @@
+# hw4p1: instructor-only
+"""Tests of the Gradescope packaging (dist/gradescope.zip, autograder/judging/gradescope.py).
+
+    python -m tests.grader.test_gradescope     (or: .venv/bin/python -m pytest -q tests/grader/test_gradescope.py)
+
+The zip built by ``make_autograde.build`` is unpacked into a fake ``AUTOGRADER_ROOT`` (source/,
+submission/handin.tar, results/) and its ``run_autograder`` is run as Gradescope would; results.json
+is checked against Gradescope's specification (required keys and types, per-test scores adding up
+to the score) and against the Autolab run of the same handin.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder.judging import gradescope, rubric
+from tools import platform_profiles
+from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
+                                      built_autograder, copy_reference_mytorch, honest_scores,
+                                      make_model_handin, pack_folder, remove_session_folders,
+                                      run_grader)
+from tests.grader.test_autograder_e2e import ATTACKS, MYTORCH_ZERO, import_without_site_packages
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Packaging": 0, "Results": 0}
+assert remove_session_folders  # the session fixture that removes the shared built autograder
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def unpack_root(tmp_path: Path, handin: Path | None) -> Path:
+    """A fake /autograder: source/ (the zip's contents), submission/ and results/."""
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(built_autograder() / "gradescope.zip") as archive:
+        archive.extractall(root / "source")
+    for name in ("setup.sh", "run_autograder"):
+        (root / "source" / name).chmod(0o755)
+    (root / "submission").mkdir()
+    (root / "results").mkdir()
+    if handin is not None:
+        (root / "submission/handin.tar").write_bytes(handin.read_bytes())
+    return root
+
+
+def run_autograder(root: Path, *args: str, profile: str = "host") -> dict:
+    """Run source/run_autograder as Gradescope does (``args`` passed on), in the emulated
+    ``profile`` (``tools/platform_profiles.py``); return the parsed results.json."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    env.update(AUTOGRADER_ROOT=str(root), HW4P1_PYTHON=sys.executable)
+    command = platform_profiles.launcher(profile, [str(root / "source/run_autograder"), *args])
+    process = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
+                             timeout=900)
+    assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
+    return json.loads((root / "results/results.json").read_text())
+
+
+def check_spec(results: dict) -> None:
+    """results.json as Gradescope's specification asks, with per-test scores summing to score."""
+    assert isinstance(results.get("score"), float) and math.isfinite(results["score"]), results
+    assert isinstance(results.get("output"), str) and results["output"], "no output"
+    assert results.get("visibility") in VISIBILITIES
+    tests = results.get("tests")
+    assert isinstance(tests, list) and tests, "no tests"
+    for test in tests:
+        for key, kind in (("name", str), ("score", float), ("max_score", float), ("output", str),
+                          ("visibility", str), ("status", str)):
+            assert isinstance(test.get(key), kind), f"test {test.get('name')}: {key} is " \
+                                                    f"{test.get(key)!r}, expected {kind.__name__}"
+        assert 0 <= test["score"] <= test["max_score"], test
+        assert test["visibility"] in VISIBILITIES and test["status"] in ("passed", "failed"), test
+    total = sum(test["score"] for test in tests)
+    assert abs(total - results["score"]) < 1e-6, f"tests add up to {total}, score {results['score']}"
+    maximum = sum(test["max_score"] for test in tests)
+    assert maximum == sum(rubric.RUBRIC.values()), f"max scores add up to {maximum}"
+
+
+def category_totals(results: dict) -> dict[str, float]:
+    totals = dict.fromkeys(rubric.RUBRIC, 0.0)
+    for test in results["tests"]:
+        totals[test["name"].split(":")[0]] += test["score"]
+    return {category: round(total, 2) for category, total in totals.items()}
+
+
+@rubric_category("Packaging")
+def test_zip_holds_gradescopes_entry_points_and_the_judge():
+    with zipfile.ZipFile(built_autograder() / "gradescope.zip") as archive:
+        infos = {info.filename: info for info in archive.infolist()}
+        setup = archive.read("setup.sh").decode()
+        run = archive.read("run_autograder").decode()
+    for name in ("setup.sh", "run_autograder", "requirements-grader.txt", "autograde.tar",
+                 "autograde-Makefile", "autograder/judging/gradescope.py", "autograder/judging/rubric.py",
+                 "hw4lib/handin_format.py"):
+        assert name in infos, f"{name} missing from gradescope.zip: {sorted(infos)}"
+    for name in ("setup.sh", "run_autograder"):
+        assert infos[name].external_attr >> 16 & 0o111, f"{name} is not executable"
+    assert "bubblewrap" in setup and "-r /autograder/source/requirements-grader.txt" in setup
+    assert "requirements.txt" not in infos, "the grading image installs grading's packages only"
+    assert "AUTOGRADER_ROOT" in run and "results.json" in run
+
+
+@rubric_category("Packaging")
+def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
+    """The adapter runs on the zip's files alone; the grader inside is the Autolab archive, shared
+    handin rules (hw4lib/handin_format.py) included, which import without site-packages too."""
+    source = unpack_root(tmp_path, None) / "source"
+    import_without_site_packages(source, ("autograder.judging.gradescope", "autograder.judging.rubric",
+                                          "hw4lib.handin_format"))
+    inner = (source / "autograde.tar").read_bytes()
+    assert inner == (built_autograder() / "autograde.tar").read_bytes(), (
+        "gradescope.zip must carry the Autolab autograde.tar unchanged")
+    with tarfile.open(source / "autograde.tar") as tar:
+        tar.extractall(tmp_path / "inner", filter="data")
+    import_without_site_packages(tmp_path / "inner/autograde",
+                                 ("hw4lib.handin_format", "autograder.judging.safe_tar"))
+
+
+@rubric_category("Results")
+def test_results_are_always_valid_json_even_without_a_submission(tmp_path):
+    garbage = tmp_path / "garbage.tar"
+    garbage.write_bytes(b"not a tar at all\n" * 50)
+    for name, handin in (("garbage", garbage), ("nothing", None)):
+        folder = tmp_path / name
+        folder.mkdir()
+        results = run_autograder(unpack_root(folder, handin))
+        check_spec(results)
+        assert results["score"] == 0.0, (name, results["score"])
+    assert "No handin.tar was found" in results["output"]
+    payload = gradescope.failure_results("broken")
+    check_spec(payload)
+
+
+@pytest.mark.slow
+@rubric_category("Results")
+def test_honest_broken_and_hostile_handins_match_the_autolab_scores(tmp_path):
+    """For the same handin, Gradescope's per-category totals equal the Autolab run's scores; the
+    hidden tests are hidden until the due date and carry their shares."""
+    honest = attack_handin(tmp_path / "honest", "", None)
+    parameters = sum(p.numel() for p in make_model_handin(tmp_path / "count").parameters())
+    model_only = tmp_path / "model_only"
+    make_model_handin(model_only / "handin")
+    init_code, nn_code, _ = ATTACKS["forged_line_then_os_exit"]
+    cases = {"honest": (honest, honest_scores()),
+             "broken": (pack_folder(model_only / "handin", model_only / "handin.tar"),
+                        {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}),
+             "forged": (attack_handin(tmp_path / "forged", init_code, nn_code),
+                        {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]})}
+    for name, (handin, autolab) in cases.items():
+        folder = tmp_path / f"gs-{name}"
+        folder.mkdir()
+        results = run_autograder(unpack_root(folder, handin))
+        check_spec(results)
+        assert category_totals(results) == autolab, (name, category_totals(results), autolab)
+        assert results["score"] == pytest.approx(sum(autolab.values())), name
+        hidden = [t for t in results["tests"] if not t["name"].startswith("LanguageModel")]
+        assert len(hidden) > len(rubric.MYTORCH_RUBRIC), f"{name}: one test per hidden test"
+        assert {t["visibility"] for t in hidden} == {"after_due_date"}, name
+        if name == "honest":
+            assert all(t["status"] == "passed" for t in hidden)
+        else:
+            assert all(t["score"] == 0 and "What differed" in t["output"] for t in hidden), name
+        # the leaderboard: the judge's own measurement, ascending perplexity first
+        board = {entry["name"]: entry for entry in results["leaderboard"]}
+        perplexity = board["Perplexity (hidden set)"]
+        assert perplexity["order"] == "asc" and perplexity["value"] > 1.0, results["leaderboard"]
+        assert rubric.lm_score(perplexity["value"], TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL) \
+            == pytest.approx(autolab["LanguageModel"], abs=0.01)
+        assert board["Parameters"]["value"] == parameters and board["Tokenizer"]["value"] == "char"
+        # the visible output: category totals, never a hidden test's details
+        assert "Total" in results["output"] and "What differed" not in results["output"], name
+        assert not any(t["output"].split("\n")[-1] in results["output"] for t in hidden
+                       if "What differed" in t["output"]), name
+
+
+@pytest.mark.slow
+@rubric_category("Results")
+def test_a_failed_hidden_test_shows_the_likely_cause_on_both_platforms(tmp_path):
+    """A mytorch whose Linear forgets the bias: Autolab's output and Gradescope's per-test output
+    give that family's hint under every failed Linear test, point every failed MultiHeadAttention
+    test (whose projections are Linears) to Linear, and say nothing under passed tests."""
+    handin = tmp_path / "handin"
+    make_model_handin(handin)
+    linear = copy_reference_mytorch(handin) / "nn" / "linear.py"
+    linear.write_text(linear.read_text().replace("Z += self.b\n", "Z += 0.0\n"))
+    tar = pack_folder(handin, tmp_path / "handin.tar")
+    hints = {"Linear": "Z is off by the same vector in every row",
+             "MultiHeadAttention": "MultiHeadAttention calls your Linear, which fails its own"}
+    (tmp_path / "autolab").mkdir()
+    lines, scores = run_grader(tmp_path / "autolab", tar)
+    assert scores["Linear"] < rubric.MYTORCH_RUBRIC["Linear"], scores
+    causes = [line for line in lines if "likely cause:" in line]
+    assert causes and all(any(hint in line for hint in hints.values()) for line in causes), causes
+    (tmp_path / "gs").mkdir()
+    results = run_autograder(unpack_root(tmp_path / "gs", tar))
+    failed = [t for t in results["tests"] if t["status"] == "failed"
+              and t["tags"][0] in rubric.MYTORCH_RUBRIC]
+    assert {t["tags"][0] for t in failed} == set(hints), failed
+    assert all(f"Likely cause: {hints[t['tags'][0]]}" in t["output"] for t in failed), failed
+    assert not any("Likely cause" in t["output"] for t in results["tests"]
+                   if t["status"] == "passed")
+
+
+# Reads every copy of the hidden material it can find; if any, prints it and breaks mytorch.
+SNOOP_INIT = """
+import glob
+_paths = [SOURCE_TAR] + [path for pattern in ("autograde.tar",
+                                               "autograde/autograder/hidden_set/*/*",
+                                               "autograde/autograder/judging/hidden_tests/*.py")
+                         for path in glob.glob("/tmp/hw4p1-grading-*/" + pattern)]
+_found = []
+for _path in _paths:
+    try:
+        with open(_path, "rb") as _file:
+            _found.append(_file.read(1 << 20))
+    except OSError:
+        pass
+if _found:
+    print("LEAKED", _found[0][-3000:].decode("latin-1"))
+    raise ImportError("LEAKED " + _found[0][-3000:].decode("latin-1"))
+print("SNOOPED_NOTHING")
+"""
+
+
+@pytest.mark.slow
+@rubric_category("Results")
+def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tmp_path):
+    """A mytorch that looks for source/autograde.tar (0644 as Gradescope unpacks it), the grading
+    folder's copy and its extraction, in every sandbox mode this machine offers (setpriv is what
+    Gradescope's containers give): it finds nothing and keeps full marks; what it prints reaches
+    neither results.json nor the feedback; source/autograde.tar is gone after grading."""
+    from autograder.judging import sandbox_modes
+    from tests.grader.autograder_helpers import session_folder
+    from tests.grader.test_autograder_e2e import read_hidden_lines
+
+    hidden = read_hidden_lines(built_autograder() / "autograde.tar")
+    modes = [""] + (["--sandbox setpriv"] if os.geteuid() == 0 and "setpriv" in sandbox_modes.MODES
+                    else [])
+    for flags in modes:
+        folder = session_folder("hw4p1-gs-snoop-")
+        folder.chmod(0o755)  # like /autograder: every user may traverse it
+        root_source = folder / "autograder/source/autograde.tar"
+        handin = attack_handin(folder, f"SOURCE_TAR = {str(root_source)!r}\n{SNOOP_INIT}", None)
+        root = unpack_root(folder, handin)
+        assert root_source.is_file() and root_source.stat().st_mode & 0o004
+        results = run_autograder(root, *(["--grader-flags", flags] if flags else []))
+        check_spec(results)
+        text = json.dumps(results)
+        assert category_totals(results) == honest_scores(), (flags, category_totals(results))
+        assert "LEAKED" not in text and "SNOOPED_NOTHING" not in text, flags
+        assert not any(line in text for line in hidden if len(line) > 20), flags
+        assert not root_source.exists(), "source/autograde.tar must be deleted once copied"
+
+
+if __name__ == "__main__":
+    run_module(__name__)

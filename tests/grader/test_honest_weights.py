@@ -1,0 +1,37 @@
+# hw4p1: instructor-only
+"""The shared-weights tolerance and the hidden-set margin hold on the honest trainings they were
+derived from (``tools/honest_weights.py``, docs/results.md). Marked ``measurement``: ten
+trainings on a fresh machine are a measurement to repeat when the fingerprint or the margin
+changes (below), not part of ``make test`` or CI.
+
+    python -m tests.grader.test_honest_weights
+"""
+import pytest
+
+from autograder.judging import integrity, weights_fingerprint as wf
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Honest trainings": 0}
+
+
+@pytest.mark.measurement
+@rubric_category("Honest trainings")
+def test_honest_trainings_are_apart_and_their_copies_are_flagged(tmp_path):
+    """The trainings of tools/honest_weights.py (seeds, subsets, the same seed with other
+    hyperparameters): every pair of one architecture is farther apart than TOLERANCE, every copy
+    (one ulp, rescaled, noise of 1% of what was learned) within it; the initialisation the
+    fingerprint removes is the one training used; no honest run reports a perplexity
+    HIDDEN_MARGIN below the hidden set's."""
+    from tools.honest_weights import measure
+
+    measured = measure(tmp_path, noise_scales=(0.01,))
+    assert all(run["initialisation_reproduced"] for run in measured["runs"].values())
+    assert min(measured["honest"].values()) > wf.TOLERANCE, measured["honest"]
+    assert max(gap for gap, _ in measured["copies"].values()) <= wf.TOLERANCE, measured["copies"]
+    for run in measured["runs"].values():
+        lm = {"reported_perplexity_char": run["reported"], "perplexity_char": run["hidden"]}
+        assert integrity.below_hidden_set(lm) == [], run
+
+
+if __name__ == "__main__":
+    run_module(__name__)

@@ -1,0 +1,82 @@
+# hw4p1: instructor-only
+"""Finite differences take nothing from the student's process but its outputs.
+
+The judge moves each entry of an input or weight itself and asks the sandboxed worker for ordinary
+forward calls; every finite-difference test also checks the unperturbed forward against PyTorch.
+A mytorch that rewires the worker's side of the finite differences to an honest forward, beside a
+wrong forward of its own, gets no point for them. The same attack is a row of
+``tests/platforms/test_platform_profiles.py``'s table.
+
+    .venv/bin/python -m pytest -q tests/grader/test_judge_fd.py
+"""
+import shutil
+from pathlib import Path
+
+from autograder.judging.hidden_tests import linear_tests
+from tests.testing_framework import rubric, run_module
+from tools import hint_report
+
+RUBRIC = {"Finite differences": 0}
+SEED = 11
+
+# Run at mytorch's import: wherever the worker's process offers a hook for the finite differences
+# (its perturbed-outputs function, or the call it makes), answer them with an honest Linear
+# forward, so that they agree with the honest backward while the real forward is wrong.
+FD_GAMING_INIT = '''
+import sys as _sys
+_worker = _sys.modules.get("autograder.sandboxed.worker")
+
+
+def _honest_forward(layer):
+    return lambda A: A @ layer.W.T + layer.b
+
+
+if _worker is not None and hasattr(_worker, "perturbed_outputs"):
+    _perturbed = _worker.perturbed_outputs
+
+    def _gamed(env, step):
+        layer = env[step["obj"]]
+        layer.forward = _honest_forward(layer)
+        try:
+            return _perturbed(env, step)
+        finally:
+            del layer.forward
+
+    _worker.perturbed_outputs = _gamed
+'''
+# Appended to mytorch/nn/__init__.py: a Linear whose forward doubles A W^T, with the honest
+# backward. It passes the second-forward test alone: 1 of Linear's 5 points is fair.
+DOUBLED_LINEAR_NN = '''
+from .linear import Linear as _Linear
+
+
+class Linear(_Linear):
+    def forward(self, A):
+        return super().forward(A) + A @ self.W.T
+'''
+FAIR_LINEAR_POINTS = 1.0
+
+
+def fd_gaming_tree(folder: Path) -> Path:
+    """The reference mytorch with the wrong Linear and the finite-difference hook."""
+    tree = folder / "mytorch"
+    shutil.copytree(hint_report.REPO_ROOT / "mytorch", tree,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "__init__.py").write_text(FD_GAMING_INIT + (tree / "__init__.py").read_text())
+    (tree / "nn" / "__init__.py").write_text((tree / "nn" / "__init__.py").read_text()
+                                             + DOUBLED_LINEAR_NN)
+    return tree
+
+
+@rubric("Finite differences")
+def test_a_wrong_forward_gets_no_finite_difference_point_whatever_its_hooks(tmp_path):
+    graded = hint_report.judge_tree(fd_gaming_tree(tmp_path), SEED)
+    results = {r.name: r for r in graded.runs["Linear"].results}
+    assert sum(r.points for r in results.values()) == FAIR_LINEAR_POINTS, {
+        name: (r.points, r.message) for name, r in results.items()}
+    fd = results[linear_tests.linear_finite_differences.__name__]
+    assert not fd.passed and fd.message.startswith("Z:"), fd.message
+
+
+if __name__ == "__main__":
+    run_module(__name__)

@@ -1,0 +1,183 @@
+# hw4p1: instructor-only
+"""Tests of the grading report (autograder/judging/report.py): its JSON form round-trips, a report of
+another version or a malformed one is refused naming the fix, and every tool that reads a grading
+(the Gradescope adapter, the bulk regrade) reads the judge's details.json through report.load.
+
+    python -m tests.grader.test_report     (or: .venv/bin/python -m pytest -q tests/grader/test_report.py)
+"""
+import ast
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autograder.judging import gradescope, grading_run, report, rubric
+from autograder.classroom import gradebook, regrade
+from autograder.judging.report import GradingReport, LanguageModelResult, ReportError, Status, TestResult
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Grading report": 0}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def full_report() -> GradingReport:
+    """A report with every field set to a value other than its default."""
+    return GradingReport(
+        status=Status.TIMEOUT, scores={**rubric.zero_scores(), "Linear": 2.5},
+        tests=[TestResult("linear_forward", "Linear", 2.5, 2.5, "Linear's forward", ""),
+               TestResult("linear_backward", "Linear", 2.5, 0, "Linear's backward", "dW differs",
+                          hint="the bias gradient is summed over the wrong axis",
+                          family="linear-bias", seconds=0.125)],
+        lm=LanguageModelResult(
+            message="per-character perplexity on the hidden test set: 3.71", timed_out=False,
+            perplexity_char=3.7123, seconds=12.5, phase_seconds={"load": 1.5, "hidden": 11.0},
+            reported_perplexity_char=3.6, compared_perplexity_char=3.61, compare_note="",
+            num_parameters=123456, token_type="char", state_dict_sha256="ab" * 32,
+            config_sha256="cd" * 32, weights_fingerprint="wf1:0123456789abcdef:AAAA",
+            hint="the model is undertrained"),
+        sandbox="bwrap", handin_notes=["handin/notes.txt: skipped"],
+        flags=["test_metrics.json reports 1.0, these weights give 3.71"],
+        seconds={"Linear": 1.25, "LanguageModel": 12.75}, weights_sha256="ab" * 32)
+
+
+@rubric_category("Grading report")
+def test_the_json_form_round_trips(tmp_path):
+    written = full_report()
+    report.write(tmp_path / "details.json", written)
+    text = (tmp_path / "details.json").read_text()
+    data = json.loads(text)
+    # the keys today's readers look up, with their JSON types
+    assert data["version"] == report.VERSION and data["status"] == "timeout"
+    assert data["lm"]["perplexity_char"] == 3.7123 and data["tests"][1]["family"] == "linear-bias"
+    assert data["scores"]["Linear"] == 2.5 and data["weights_sha256"] == "ab" * 32
+    read = report.load(tmp_path / "details.json")
+    assert read == written and read.status is Status.TIMEOUT
+    assert isinstance(read.lm, LanguageModelResult) and isinstance(read.tests[0], TestResult)
+    # a report of defaults (the judge stopped before the model) round-trips too
+    empty = GradingReport(status=Status.CRASHED)
+    assert report.from_json(json.loads(json.dumps(empty.to_json()))) == empty
+
+
+@rubric_category("Grading report")
+def test_another_version_or_a_malformed_report_is_refused_naming_the_fix(tmp_path):
+    good = full_report().to_json()
+    lm = good["lm"]
+    test = good["tests"][0]
+    cases = {
+        "version 2": ({**good, "version": 2}, "version 2"),
+        "version 2 with a new field": ({**good, "version": 2, "lm": {**lm, "bits": 3}},
+                                       "version 2"),
+        "no version": ({key: value for key, value in good.items() if key != "version"},
+                       "without a version"),
+        "a status no judge writes": ({**good, "status": "great"}, "GradingReport.status"),
+        "an unknown key": ({**good, "grade": "A"}, "grade"),
+        "a test without its points": ({**good, "tests": [{k: v for k, v in test.items()
+                                                         if k != "points"}]}, "points"),
+        "a perplexity as text": ({**good, "lm": {**lm, "perplexity_char": "3.7"}},
+                                 "LanguageModelResult.perplexity_char"),
+        "a bool for a number": ({**good, "seconds": {"Linear": True}}, "GradingReport.seconds"),
+        "flags as one string": ({**good, "flags": "shares its weights"}, "GradingReport.flags"),
+        "a list": ([good], "not list"),
+    }
+    for name, (data, named) in cases.items():
+        with pytest.raises(ReportError) as refused:
+            report.from_json(data)
+        message = str(refused.value)
+        assert named in message and "make autograde" in message, (name, message)
+    (tmp_path / "half.json").write_text(json.dumps(good)[:100])
+    (tmp_path / "old.json").write_text(json.dumps({**good, "version": 0}))
+    for name in ("half.json", "missing.json", "old.json"):
+        with pytest.raises(ReportError, match=f"{name}: .*make autograde"):
+            report.load(tmp_path / name)
+    # the judge cannot build a report that every reader would then refuse
+    with pytest.raises(ReportError, match="LanguageModelResult.num_parameters"):
+        LanguageModelResult(message="", num_parameters=1.5)
+    with pytest.raises(ReportError, match="version"):
+        replace(full_report(), version=2)
+
+
+def fake_judge(source: Path, written: dict | str) -> None:
+    """``source`` as a built autograder whose Makefile writes ``written`` (a report's JSON form,
+    or any text) where --results-json says and prints the scores of ``full_report``."""
+    source.mkdir(parents=True, exist_ok=True)
+    (source / grading_run.AUTOGRADE_TAR).write_text("not the hidden set")
+    (source / "report.json").write_text(written if isinstance(written, str)
+                                        else json.dumps(written))
+    scores = json.dumps({"scores": full_report().scores})
+    (source / grading_run.MAKEFILE).write_text(
+        f"all:\n\t@cp {source / 'report.json'} $(lastword $(GRADER_FLAGS))\n"
+        f"\t@echo '{scores}'\n")
+
+
+@rubric_category("Grading report")
+def test_every_class_tool_reads_the_judges_report_through_load(tmp_path, monkeypatch):
+    """The regrade and the Gradescope adapter each run a grading whose judge wrote a report
+    (a fake Makefile); each reads it once, through report.from_json, and what they write comes
+    from it. A report of another version is each grading's crashed row, naming the fix."""
+    parsed = []
+
+    def spy(data):
+        parsed.append(data)
+        return from_json(data)
+
+    from_json = report.from_json
+    monkeypatch.setattr(report, "from_json", spy)
+    written = full_report()
+    fake_judge(tmp_path / "grader", written.to_json())
+    handins = tmp_path / "handins"
+    handins.mkdir()
+    for student in ("ann", "bo"):
+        (handins / f"{student}_1_handin.tar").write_bytes(student.encode())
+    rows = regrade.regrade(handins, tmp_path / "out", tmp_path / "grader", progress=False)
+    assert len(parsed) == 2
+    for row in rows.values():
+        assert row["status"] == "timeout" and row["weights_sha256"] == written.weights_sha256
+        assert row["perplexity_recomputed"] == written.lm.perplexity_char
+        assert row["test:linear_backward"] == 0 and row["test_seconds:linear_backward"] == 0.125
+        assert row["likely_causes"] == "linear-bias" and row["integrity_flags"] == written.flags[0]
+    assert "shares its weights with bo (byte-identical" in rows["ann"]["flags"]
+
+    root = tmp_path / "gradescope"
+    fake_judge(root / "source", written.to_json())
+    (root / "submission").mkdir(parents=True)
+    (root / "submission/handin.tar").write_bytes(b"ann")
+    gradescope.main(["--root", str(root)])
+    assert len(parsed) == 3
+    results = json.loads((root / "results/results.json").read_text())
+    backward = next(test for test in results["tests"] if test["name"].endswith("linear_backward"))
+    assert "Likely cause: the bias gradient is summed" in backward["output"]
+    assert [entry["value"] for entry in results["leaderboard"]] == written.scoreboard()
+
+    fake_judge(tmp_path / "newer", {**written.to_json(), "version": report.VERSION + 1})
+    refused = grading_run.run(grading_run.prepare(tmp_path / "newer", handins / "ann_1_handin.tar"))
+    assert refused.status is Status.CRASHED and refused.report is None
+    assert f"version {report.VERSION + 1}" in refused.error and "make autograde" in refused.error
+
+
+@rubric_category("Grading report")
+def test_the_statuses_live_once():
+    """The gradebook scores every status but crashed, from the one Status list."""
+    assert gradebook.SCORED_STATUSES == {"ok", "invalid", "timeout"}
+    assert [status.value for status in Status] == ["ok", "invalid", "timeout", "crashed"]
+
+
+@rubric_category("Grading report")
+def test_no_class_tool_parses_a_details_json_itself():
+    """A supplement to the test above: outside autograder/judging/report.py, no module of autograder/
+    hands anything named for the judge's details to a JSON reader."""
+    readers = {"json.load", "json.loads", "read_json", "read_untrusted_json",
+               "file_io.read_json", "file_io.read_untrusted_json"}
+    found = []
+    for path in sorted((REPO / "autograder").rglob("*.py")):
+        if path.name == "report.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in readers:
+                if "details" in ast.unparse(node):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    assert found == [], found
+
+
+if __name__ == "__main__":
+    run_module(__name__)

@@ -1,0 +1,320 @@
+# hw4p1: instructor-only
+"""Sandbox hardening that the sandbox review's attack table asks for (autograder/judging/sandbox.py and
+the modules it runs the worker with: processes, cgroups, sandbox_modes): process scans that survive
+any process name, no root worker inside a user namespace, sandbox commands run by the absolute
+path they were found at, a fresh uid for every grading, the worker's own layers, and a cgroup
+that caps the worker tree."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder.judging import cgroups, processes, sandbox, sandbox_modes
+from tests.grader.autograder_helpers import attack_handin, honest_scores, run_grader, session_folder
+from tests.grader.test_autograder_e2e import MYTORCH_ZERO
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Sandbox layers": 0}
+NAMES = (b"\xff\xfe", b"a) 0 0 (Z", b"\xc3(")  # invalid UTF-8; a ")" that fakes the stat fields
+
+
+def named_child(name: bytes) -> subprocess.Popen:
+    """A child that renames itself ``name`` (prctl PR_SET_NAME) and sleeps."""
+    code = ("import ctypes, sys, time\n"
+            "ctypes.CDLL(None).prctl(15, ctypes.c_char_p(bytes.fromhex(sys.argv[1])), 0, 0, 0)\n"
+            "print('renamed', flush=True)\n"
+            "time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, name.hex()], stdout=subprocess.PIPE)
+    assert child.stdout.readline().strip() == b"renamed"
+    return child
+
+
+@rubric("Sandbox layers")
+def test_process_scans_survive_names_that_are_not_utf8():
+    for name in NAMES:
+        child = named_child(name)
+        try:
+            assert Path(f"/proc/{child.pid}/comm").read_bytes().rstrip(b"\n") == name
+            assert child.pid in processes.descendants(os.getpid()), (
+                f"a child named {name!r} must still be found")
+            assert not processes._is_zombie(child.pid)
+            assert processes.kill_descendants(os.getpid()) >= 1
+            deadline = time.monotonic() + 5
+            while child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert child.poll() is not None, f"the child named {name!r} must be killed"
+        finally:
+            if child.poll() is None:
+                child.kill()
+
+
+@rubric("Sandbox layers")
+def test_a_root_judge_never_uses_unshare():
+    reason = sandbox_modes.unavailable("unshare")
+    if os.geteuid() == 0:
+        assert reason and "host root" in reason, (
+            f"as root, unshare --map-root-user would run the worker as host uid 0; got {reason!r}")
+    elif sandbox_modes.command_path("unshare"):
+        assert reason is None, reason
+
+
+@rubric("Sandbox layers")
+@pytest.mark.slow
+def test_forcing_unshare_as_root_runs_no_student_code(tmp_path):
+    """The attack: as host root inside the namespace, mytorch replaced /usr/bin/unshare (run as
+    root for the next category) and forged the scores line. Forced now, it is refused: mytorch 0,
+    the model graded, the system file untouched."""
+    if os.geteuid() != 0:
+        pytest.skip("the attack needs a root judge")
+    target = sandbox_modes.command_path("unshare") or "/usr/bin/unshare"
+    before = Path(target).read_bytes() if Path(target).exists() else None
+    init_code = (f"open({target!r}, 'wb').write(b'#!/bin/sh\\necho forged\\n')\n"
+                 "print('{\"scores\": {\"LanguageModel\": 50}}')\n")
+    folder = session_folder("hw4p1-unshare-root-")
+    lines, scores = run_grader(folder, attack_handin(tmp_path, init_code, None), "--sandbox unshare")
+    assert scores == {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}, scores
+    assert "student code was not run" in "\n".join(lines)
+    if before is not None:
+        assert Path(target).read_bytes() == before, f"{target} was modified"
+
+
+@rubric("Sandbox layers")
+def test_sandbox_commands_run_from_the_path_they_were_found_at(tmp_path, monkeypatch):
+    """bwrap installed outside /usr/bin:/bin is found on the judge's PATH; the worker's PATH is
+    /usr/bin:/bin, so the command must name the file itself, for the probe and the runs alike."""
+    real = shutil.which("bwrap")
+    if real is None:
+        pytest.skip("no bwrap here")
+    elsewhere = tmp_path / "opt-bin"
+    elsewhere.mkdir()
+    shutil.copy2(real, elsewhere / "bwrap")
+    monkeypatch.setenv("PATH", f"{elsewhere}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(sandbox_modes, "_COMMAND_PATHS", {})
+    found = sandbox_modes.command_path("bwrap")
+    assert found == str(elsewhere / "bwrap"), found
+    layout = sandbox_modes.Layout(*(tmp_path / name
+                                    for name in ("rt", "pylib", "st", "in", "tmp")))
+    for name in ("rt", "pylib", "st", "in", "tmp"):
+        (tmp_path / name).mkdir()
+    command = sandbox_modes.worker_command("bwrap", layout, sys.executable, ["--probe"])
+    assert command[0] == found, f"bwrap must be started as {found}, got {command[0]!r}"
+    if os.geteuid() == 0:
+        command = sandbox_modes.worker_command("setpriv", layout, sys.executable, ["--probe"])
+        assert os.path.isabs(command[0]), command[0]
+
+
+@rubric("Sandbox layers")
+def test_each_mode_tells_the_worker_the_folders_it_sees(tmp_path):
+    """A mode with its own view mounts every folder the worker is told about where it says (and
+    gives a private /tmp); any other mode hands the worker the host's folders of the layout."""
+    layout = sandbox_modes.Layout(*(tmp_path / name for name in ("rt", "pylib", "st", "in", "tmp")))
+    for name, mode in sandbox_modes.MODES.items():
+        folders = sandbox_modes.worker_folders(name, layout)
+        command = sandbox_modes.worker_command(name, layout, sys.executable, [])
+        assert [folders[key] for key in ("runtime", "pylib", "student")] == command[-3:], name
+        if not mode.own_view:
+            assert folders == {key: str(getattr(layout, f"{key}_dir"))
+                               for key in ("runtime", "pylib", "student", "input", "tmp")}, name
+            continue
+        mounted = {command[i + 2] for i, arg in enumerate(command) if arg == "--ro-bind"}
+        assert {folders[key] for key in ("runtime", "student", "input")} <= mounted, (name, command)
+        assert f"{folders['pylib']}/numpy" in mounted, (name, command)
+        assert any(command[i:i + 2] == ["--tmpfs", folders["tmp"]] for i in range(len(command))), (
+            name, command)
+
+
+@rubric("Sandbox layers")
+def test_each_grading_gets_a_fresh_uid_of_its_own():
+    code = "from autograder.judging import sandbox_modes; print(sandbox_modes.grading_uid())"
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    uids = {int(subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True,
+                               text=True, check=True).stdout) for _ in range(4)}
+    assert len(uids) == 4, f"four gradings drew the uids {uids}: each needs its own"
+    accounts = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines()
+                if line.count(":") >= 2 and line.split(":")[2].isdigit()}
+    assert not uids & (accounts | {0, sandbox_modes.SANDBOX_UID}), uids & accounts
+    low, high = sandbox_modes.FRESH_UIDS
+    assert all(low <= uid < high for uid in uids), uids
+    if os.geteuid() == 0:
+        layout = sandbox_modes.Layout(*(Path("/nonexistent") / n for n in "abcde"))
+        command = sandbox_modes.worker_command("setpriv", layout, sys.executable, [])
+        uid = sandbox_modes.grading_uid()
+        assert f"--reuid={uid}" in command and f"--regid={uid}" in command, command
+
+
+LANDLOCK_ATTACK = """
+import os, signal, socket
+try:
+    open({secret!r}).read()
+    raise SystemExit("read a world-readable file outside the sandbox")
+except (PermissionError, FileNotFoundError):  # Landlock, or not even mounted (bubblewrap)
+    pass
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+    raise SystemExit("opened a TCP connection")
+except PermissionError:
+    pass
+except OSError:
+    raise SystemExit("a TCP connection was attempted, not refused by the sandbox")
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER: root of a new namespace
+    raise SystemExit("created a user namespace")
+if libc.ptrace(16, os.getppid(), None, None) == 0:  # PTRACE_ATTACH to the parent
+    raise SystemExit("attached to another process with ptrace")
+"""
+
+
+@rubric("Sandbox layers")
+@pytest.mark.slow
+def test_the_workers_own_layers_confine_it_in_every_mode(tmp_path):
+    """The worker's own layers, Landlock and seccomp: no world-readable file outside its folders,
+    no TCP connection, no new namespace, no ptrace, in the default mode and in setpriv (which alone
+    prevents none of these). The attack gives up its points if anything gets through; confined, it
+    scores full marks."""
+    from autograder.sandboxed import landlock
+
+    if landlock.abi_version() == 0:
+        pytest.skip("no Landlock on this kernel")
+    folder = session_folder("hw4p1-landlock-")
+    folder.chmod(0o755)  # setpriv's uid must reach the grading folders, and the secret
+    secret = folder / "world-readable" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("hidden\n")
+    secret.parent.chmod(0o755)
+    secret.chmod(0o644)
+    modes = [""] + (["--sandbox setpriv"] if os.geteuid() == 0 else [])
+    for flags in modes:
+        grading = folder / (flags.replace(" ", "").replace("-", "") or "default")
+        grading.mkdir()
+        grading.chmod(0o755)
+        handin = attack_handin(tmp_path / (grading.name + "-handin"),
+                               LANDLOCK_ATTACK.format(secret=str(secret)), None)
+        lines, scores = run_grader(grading, handin, flags)
+        assert scores == honest_scores(), f"{flags or 'default'}: {scores}\n" + "\n".join(lines[-40:])
+        assert any("layers: Landlock ABI" in line and "a seccomp filter" in line
+                   for line in lines), lines[-40:]
+
+
+SECCOMP_PROBE = """
+import ctypes, os, socket, subprocess, sys, threading
+sys.path.insert(0, sys.argv[1])
+from autograder.sandboxed import seccomp
+import numpy
+assert seccomp.deny_escapes(children=sys.argv[2] == "children")
+libc = ctypes.CDLL(None, use_errno=True)
+refused = {"ptrace": libc.ptrace(0, 0, None, None) == -1 and ctypes.get_errno() == 1,
+           "unshare": libc.unshare(0x10000000) == -1 and ctypes.get_errno() == 1}
+try:
+    socket.socket()
+    refused["socket"] = False
+except PermissionError:
+    refused["socket"] = True
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3)
+    refused["a child process"] = os.waitpid(pid, 0)[1] >> 8 != 3
+except PermissionError:
+    refused["a child process"] = True
+try:
+    refused["a subprocess"] = subprocess.run(["/bin/true"]).returncode != 0
+except PermissionError:
+    refused["a subprocess"] = True
+ran = []
+try:
+    thread = threading.Thread(target=ran.append, args=[1])
+    thread.start()
+    thread.join()
+except RuntimeError:
+    pass
+refused["a thread"] = ran != [1]
+refused["numpy"] = float(numpy.linalg.inv(numpy.eye(2)).sum()) != 2.0
+print(refused)
+"""
+
+
+@rubric("Sandbox layers")
+@pytest.mark.parametrize("children", ["children", "single-process"])
+def test_the_seccomp_filter_refuses_escapes_and_allows_numpy(children):
+    """Escapes are refused; numpy works. Without children (no cgroup caps the tree), every new
+    process and thread is refused too, so RLIMIT_AS bounds the tree's memory."""
+    from autograder.sandboxed import seccomp
+
+    if seccomp.unsupported():
+        pytest.skip(seccomp.unsupported())
+    run = subprocess.run([sys.executable, "-c", SECCOMP_PROBE, str(Path(__file__).parents[2]),
+                          children], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    single = children == "single-process"
+    assert run.stdout.strip() == str({"ptrace": True, "unshare": True, "socket": True,
+                                      "a child process": single, "a subprocess": single,
+                                      "a thread": single, "numpy": False}), run.stdout
+    arch = seccomp.architecture()
+    assert seccomp.worker_filter(arch, True) != seccomp.worker_filter(arch, False)
+
+
+TREE = """
+import os, sys
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(150 * 2**20)  # zero-filled: every page is touched
+        os._exit(0)
+    children.append(pid)
+finished = sum(os.waitpid(pid, 0)[1] == 0 for pid in children)
+print(f"finished={finished}", flush=True)
+"""
+
+
+@rubric("Sandbox layers")
+def test_the_worker_trees_memory_is_capped_by_a_cgroup_under_the_judges(tmp_path):
+    """Three children of 150 MiB under a 256 MiB cap for the tree: each is under any per-process
+    limit, together they are not. The cgroups sit under the judge's own."""
+    parents = {controller: parent for controller, parent, _ in cgroups.cgroup_parents()}
+    cgroup = cgroups.WorkerCgroup.create(sandbox.MAX_PROCESSES, 256 * 2**20)
+    if cgroup is None or "memory" not in cgroup.paths:
+        pytest.skip("no memory cgroup can be created here (not root, or not delegated)")
+    try:
+        for controller, path in cgroup.paths.items():
+            assert path.parent == parents[controller], (
+                f"the {controller} cgroup must be nested under the judge's own "
+                f"{parents[controller]}, got {path}")
+        run = processes.run_process([sys.executable, "-c", TREE], cwd=tmp_path,
+                                    env=dict(os.environ), timeout=60, limits={}, cgroup=cgroup)
+    finally:
+        cgroup.remove()
+    assert "finished=3" not in run.output, (
+        f"all three 150 MiB children finished under a 256 MiB cap for the tree: {run.output!r}")
+    uncapped = processes.run_process([sys.executable, "-c", TREE], cwd=tmp_path,
+                                     env=dict(os.environ), timeout=60, limits={})
+    assert "finished=3" in uncapped.output, f"without the cap all three finish: {uncapped.output!r}"
+
+
+@rubric("Sandbox layers")
+def test_making_the_sandbox_readable_leaves_linked_folders_alone(tmp_path):
+    """The sandbox's pylib links to the installed numpy: chmod through the link would change the
+    system's files as root, and fail (mytorch 0 for every handin) as Autolab's non-root user."""
+    installed = tmp_path / "site-packages" / "numpy.libs"
+    installed.mkdir(parents=True)
+    installed.chmod(0o700)
+    (installed / "lib.so").write_bytes(b"")
+    (installed / "lib.so").chmod(0o600)
+    sandbox_folder = tmp_path / "sandbox"
+    (sandbox_folder / "pylib").mkdir(parents=True)
+    (sandbox_folder / "pylib" / "numpy.libs").symlink_to(installed)
+    (sandbox_folder / "pylib" / "own.py").write_text("")
+    sandbox.make_readable(sandbox_folder)
+    assert installed.stat().st_mode & 0o777 == 0o700
+    assert (installed / "lib.so").stat().st_mode & 0o777 == 0o600
+    assert (sandbox_folder / "pylib" / "own.py").stat().st_mode & 0o777 == 0o644
+    assert (sandbox_folder / "pylib").stat().st_mode & 0o777 == 0o755
+
+
+if __name__ == "__main__":
+    run_module(__name__)

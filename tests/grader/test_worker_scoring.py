@@ -1,0 +1,397 @@
+# hw4p1: instructor-only
+"""Tests of the scoring: the language model's score curve, the worker's records decoded without
+trusting them, the hidden tests' shares of each category's points, the judge's checks (no assert,
+shapes before arithmetic, values not only dtypes), the scores line and the feedback's wording.
+
+    python -m tests.grader.test_worker_scoring    (or: python -m pytest -q tests/grader/test_worker_scoring.py)
+"""
+import io
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import numpy as np
+
+from autograder.sandboxed import wire
+from autograder.judging import grading_run, processes, rubric, sandbox, sandbox_modes
+from tests.grader.autograder_helpers import REPO_ROOT, copy_reference_mytorch
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Scoring": 0}
+
+
+@rubric_category("Scoring")
+def test_lm_score_curve():
+    points = rubric.LM_POINTS
+    assert rubric.lm_score(1.0) == rubric.lm_score(rubric.FULL_MARKS_PPL) == points
+    assert rubric.lm_score(rubric.ZERO_MARKS_PPL) == rubric.lm_score(100.0) == 0
+    middle = (rubric.FULL_MARKS_PPL + rubric.ZERO_MARKS_PPL) / 2
+    assert rubric.lm_score(middle) == pytest.approx(points / 2, abs=0.01)
+    grid = [rubric.FULL_MARKS_PPL + k * 0.01 for k in range(120)]
+    scores = [rubric.lm_score(p) for p in grid]
+    assert all(a >= b for a, b in zip(scores, scores[1:]))
+    for bad in (math.nan, math.inf, -math.inf, "1.0", None, True):
+        assert rubric.lm_score(bad) == 0, bad
+    assert rubric.lm_score(3.0, full_marks_ppl=2.0, zero_marks_ppl=4.0) == pytest.approx(points / 2)
+    with pytest.raises(ValueError):
+        rubric.lm_score(3.0, full_marks_ppl=4.0, zero_marks_ppl=4.0)
+
+
+@rubric_category("Scoring")
+def test_worker_records_are_decoded_without_trusting_them():
+    good = {"r1": np.arange(6.0).reshape(2, 3), "r2": np.array([True, False]), "r3": None}
+    stream = wire.encode_record("t", None, good)
+    records, note = wire.decode_records(stream, {"t": ["r1", "r2", "r3"]})
+    assert note == "" and records["t"].error is None and not records["t"].problems
+    assert np.array_equal(records["t"].values["r1"], good["r1"]) and records["t"].values["r3"] is None
+    # strings and pickled objects are refused, never unpickled; the first record of a test counts
+    pickled = io.BytesIO()
+    np.save(pickled, np.array([object()], dtype=object), allow_pickle=True)
+    forged = bytearray(wire.encode_record("t", None, {"r1": np.array(["text"])}))
+    header = json.dumps({"test": "u", "error": None, "sizes": {"r1": len(pickled.getvalue())},
+                         "none": []}).encode()
+    forged += len(header).to_bytes(8, "little") + header + pickled.getvalue()
+    records, note = wire.decode_records(bytes(forged) + stream, {"t": ["r1"], "u": ["r1"]})
+    assert "r1" not in records["t"].values and records["t"].problems["r1"] == wire.NOT_AN_ARRAY
+    assert "r1" not in records["u"].values and "not a plain .npy" in records["u"].problems["r1"]
+    # garbage, huge headers and truncated arrays end the decoding with a note
+    for junk in (b"\xff" * 100, (2**40).to_bytes(8, "little"), stream[:-5]):
+        records, note = wire.decode_records(junk, {"t": ["r1"]})
+        assert "unreadable" in note and "t" not in records, (junk[:20], note)
+
+
+@rubric_category("Scoring")
+def test_any_malformed_worker_output_is_unreadable_and_costs_only_its_tests():
+    good = wire.encode_record("t", None, {"r1": np.zeros(2)})
+
+    def record(header: str) -> bytes:
+        return len(header.encode()).to_bytes(8, "little") + header.encode()
+
+    nested = "[" * 32_000 + "]" * 32_000
+    junk = {"nested 32,000 deep": record(nested),
+            "nested in a field": record('{"test": "u", "error": ' + nested[:60_000] + "}"),
+            "NaN size": record('{"test": "u", "error": null, "sizes": {"r1": NaN}, "none": []}'),
+            "huge number": record('{"test": "u", "sizes": {"r1": ' + "9" * 5000 + "}}"),
+            "a list": record("[1, 2]"),
+            "unhashable test": record('{"test": [], "error": null, "sizes": {}, "none": []}'),
+            "unhashable none": record('{"test": "u", "error": null, "sizes": {}, "none": [[]]}'),
+            "long size text": record('{"test": "u", "error": null, "sizes": {"r1": "'
+                                     + "x" * 60_000 + '"}, "none": []}')}
+    for name, bad in junk.items():
+        records, note = wire.decode_records(good + bad + good, {"t": ["r1"], "u": ["r1"]})
+        assert note.startswith(f"{wire.UNREADABLE} after 1 results"), (name, note[:300])
+        assert len(note) < 300 and list(records) == ["t"], (name, note[:300])
+
+
+def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
+    """Each hidden test of ``tests`` replayed by the worker's own code on ``nn`` (a namespace of
+    mytorch.nn classes) in this process, then judged: the checks without the sandbox's cost."""
+    from autograder.sandboxed import worker
+    from autograder.judging import judge, verdicts
+
+    results = []
+    programs, checks = judge.build_programs(tests, seed)
+    for test in tests:
+        program = programs[test.name]
+        program.save(folder / test.name)
+        stream = worker.run_test(nn, folder / test.name, test.name)
+        records, note = wire.decode_records(stream, {test.name: program.returned})
+        result, _ = verdicts.judge_test(test, records.get(test.name), checks[test.name], note,
+                                     program.steps, frozenset())
+        results.append(result)
+    return results
+
+
+def stub_namespace(code: str):
+    """A mytorch.nn stand-in: the module ``code`` defines."""
+    import types
+
+    module = types.ModuleType("stub_nn")
+    exec(code, module.__dict__)  # noqa: S102 - test-defined stubs
+    return module
+
+
+# A Linear that returns zeros of the right shapes and dtypes: a dtype-only check passes it.
+ZERO_LINEAR_NN = """
+import numpy as np
+class Linear:
+    def __init__(self, in_features, out_features):
+        self.W = np.zeros((out_features, in_features))
+        self.b = np.zeros(out_features)
+    def init_weights(self, W, b):
+        self.W, self.b = W, b
+    def forward(self, A):
+        self.A = A
+        return np.zeros((*A.shape[:-1], self.W.shape[0]), dtype=A.dtype)
+    def backward(self, dLdZ):
+        self.dLdW, self.dLdb = np.zeros_like(self.W), np.zeros_like(self.b)
+        return np.zeros_like(self.A)
+"""
+# MultiHeadAttention.backward returning (N, 1) and (1, N) arrays: adding them broadcasts to N x N.
+BROADCAST_MHA_NN = """
+import numpy as np
+from mytorch.nn import MultiHeadAttention as Reference
+class MultiHeadAttention(Reference):
+    def backward(self, d_output):
+        return np.zeros((N, 1)), np.zeros((1, N)), np.zeros((N, 1))
+"""
+
+
+@rubric_category("Scoring")
+def test_no_check_that_decides_points_is_an_assert():
+    """python -O strips asserts: the judge, the hidden tests and the truths they share with the
+    students' tests hold none (so a zero stub cannot pass a check that vanished)."""
+    import ast
+
+    def asserts_in(node) -> list[int]:
+        return [n.lineno for n in ast.walk(node) if isinstance(n, ast.Assert)]
+
+    for path in [REPO_ROOT / "autograder/judging/judge.py", REPO_ROOT / "autograder/judging/verdicts.py",
+                 REPO_ROOT / "autograder/sandboxed/wire.py",
+                 REPO_ROOT / "hw4lib/numeric_truths.py",
+                 *sorted((REPO_ROOT / "autograder/judging/hidden_tests").glob("*.py"))]:
+        found = asserts_in(ast.parse(path.read_text()))
+        assert not found, f"{path.name} has assert statements at lines {found}"
+
+
+@rubric_category("Scoring")
+def test_hidden_tests_share_out_exactly_each_category_s_points():
+    """The shares in the hidden tests' decorators add up to the points hw4lib/grading_numbers.py
+    gives each mytorch category, and tag no other category."""
+    from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+
+    shares: dict[str, list[float]] = {}
+    for test in HIDDEN_TESTS:
+        shares.setdefault(test.category, []).append(test.points)
+    assert set(shares) == set(rubric.MYTORCH_RUBRIC), (
+        f"the hidden tests grade {sorted(shares)}, the rubric {sorted(rubric.MYTORCH_RUBRIC)}")
+    for category, points in rubric.MYTORCH_RUBRIC.items():
+        assert math.isclose(sum(shares[category]), points), (
+            f"the hidden tests of {category} share out {sum(shares[category])} points "
+            f"({shares[category]}), but the category is worth {points}")
+
+
+@pytest.mark.slow
+@rubric_category("Scoring")
+def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
+    """Checks that decide points are explicit (python -O strips asserts); the float32 Linear test
+    checks values, not only dtypes; the judge refuses to run under -O at all."""
+    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
+
+    float32_test = [t for t in tests_of("Linear") if t.name == "linear_float32_stays_float32"]
+    (tmp_path / "f32").mkdir()
+    result, = judge_in_process(stub_namespace(ZERO_LINEAR_NN), float32_test, tmp_path / "f32", 0)
+    assert result.points == 0 and "float32 Z" in result.message, result
+    code = ("import sys, tempfile\n"
+            "from pathlib import Path\n"
+            "from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS\n"
+            "from tests.grader.autograder_helpers import ZEROS_NN\n"
+            "from tests.grader.test_worker_scoring import judge_in_process, stub_namespace\n"
+            "results = judge_in_process(stub_namespace(ZEROS_NN), HIDDEN_TESTS,\n"
+            "                           Path(tempfile.mkdtemp(dir=sys.argv[1])), 0)\n"
+            "print(sys.flags.optimize, f'{sum(r.points for r in results):g}')\n")
+    process = subprocess.run([sys.executable, "-O", "-c", code, str(tmp_path)], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert process.stdout.split()[-2:] == ["1", "0"], process.stdout[-2000:]
+    refused = subprocess.run([sys.executable, "-O", "-m", "autograder.judging.grade",
+                              str(tmp_path / "handin.tar"), "--work", str(tmp_path / "work")],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    lines = refused.stdout.splitlines()
+    assert "refuses to run under python -O" in refused.stdout, refused.stdout[-2000:]
+    assert json.loads(lines[-1]) == {"scores": rubric.zero_scores()}
+    assert not (tmp_path / "work").exists(), "nothing is graded under -O"
+
+
+@rubric_category("Scoring")
+def test_shapes_are_checked_before_arithmetic_on_returned_arrays(tmp_path):
+    """(N, 1) and (1, N) gradients are refused by shape before the judge adds them (which would
+    allocate N x N floats)."""
+    import tracemalloc
+
+    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
+
+    test = [t for t in tests_of("MultiHeadAttention")
+            if t.name == "mha_self_attention_with_one_array_for_query_key_value"]
+    for n in (10, 4000):  # the first run warms up lazy imports; N x N float64 at 4000: 128 MB
+        nn = stub_namespace(BROADCAST_MHA_NN.replace("(N, 1)", f"({n}, 1)")
+                            .replace("(1, N)", f"(1, {n})"))
+        (tmp_path / str(n)).mkdir()
+        tracemalloc.start()
+        try:
+            result, = judge_in_process(nn, test, tmp_path / str(n), 0)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert result.points == 0 and "expected shape" in result.message, result
+    assert peak < 16 * 2**20, f"the judge allocated {peak / 2**20:.0f} MiB for 32 KB arrays"
+
+
+# mytorch files the hidden tests grade (each category's class, and MultiHeadAttention's parts)
+GRADED_MYTORCH_FILES = ("mytorch/nn/linear.py", "mytorch/nn/activation.py",
+                        "mytorch/nn/scaled_dot_product_attention.py",
+                        "mytorch/nn/multi_head_attention.py")
+GRADINGS_PER_TREE = 3
+# Grades each mytorch tree named on the command line GRADINGS_PER_TREE times, each with a fresh
+# secrets seed as the judge draws it, in one process (mytorch is re-imported for each tree).
+SCORE_TREES = """
+import json, secrets, sys, tempfile
+from pathlib import Path
+from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+from tests.grader.test_worker_scoring import judge_in_process
+repeats, trees = int(sys.argv[1]), sys.argv[2:]
+scores = {}
+for tree in trees:
+    for name in [name for name in sys.modules if name.partition(".")[0] == "mytorch"]:
+        del sys.modules[name]
+    sys.path.insert(0, tree)
+    import mytorch.nn as nn
+    sys.path.remove(tree)
+    scores[tree] = []
+    for _ in range(repeats):
+        results = judge_in_process(nn, HIDDEN_TESTS, Path(tempfile.mkdtemp()),
+                                   secrets.randbits(128))
+        totals = {}
+        for result in results:
+            totals[result.category] = totals.get(result.category, 0) + result.points
+        scores[tree].append(totals)
+print(json.dumps(scores))
+"""
+
+
+@rubric_category("Scoring")
+def test_the_finite_difference_mask_hides_a_key_and_keeps_a_softmax_that_is_not_one_hot():
+    """The small masks of the finite-difference test: every draw hides a key and keeps one in each
+    row (a draw that hid nothing let a wrong masking score there) and keeps two in some row of
+    each batch (a draw leaving one key per row made dQ and dK 0, and a backward without its scale
+    scored there)."""
+    from hw4lib.numeric_truths import finite_difference_mask
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        mask = finite_difference_mask(rng, (2, 2, 3))
+        assert mask.any(axis=-1).all() and (~mask).any(axis=-1).all(), mask
+        assert ((~mask).sum(axis=-1) >= 2).any(axis=-1).all(), mask
+
+
+@pytest.mark.catalogue_sweep
+@rubric_category("Scoring")
+def test_fresh_inputs_give_the_same_score_every_time(tmp_path):
+    """The reference and every catalogue mutant of a graded mytorch file, graded several times
+    with fresh hidden-test inputs: each scores the same every time (the tolerances hold for any
+    draw), the reference scores full marks and every mutant loses points."""
+    from tools import mutants
+
+    catalogue = [m for m in mutants.load_catalogue(sorted(
+        (REPO_ROOT / "tools/mutant_catalogue").glob("*.yaml"))) if m.file in GRADED_MYTORCH_FILES]
+    assert len(catalogue) >= 10, "the catalogue's mytorch mutants are missing"
+    trees = {"reference": tmp_path / "reference"}
+    copy_reference_mytorch(trees["reference"])
+    for mutant in catalogue:
+        trees[mutant.id] = tmp_path / mutant.id
+        copy_reference_mytorch(trees[mutant.id])
+        target = trees[mutant.id] / mutant.file
+        target.write_text(mutants.mutate(target.read_text(), mutant))
+    process = subprocess.run([sys.executable, "-c", SCORE_TREES, str(GRADINGS_PER_TREE),
+                              *map(str, trees.values())], cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=1800)
+    assert process.returncode == 0, process.stderr[-3000:]
+    scores = json.loads(process.stdout.splitlines()[-1])
+    full = sum(rubric.MYTORCH_RUBRIC.values())
+    for name, tree in trees.items():
+        runs = scores[str(tree)]
+        assert all(run == runs[0] for run in runs), f"{name} scored differently: {runs}"
+        total = sum(runs[0].values())
+        if name == "reference":
+            assert total == full, runs[0]
+        else:
+            assert total < full, f"mutant {name} keeps full marks on the hidden tests"
+
+
+@rubric_category("Scoring")
+def test_scores_line_is_printed_even_when_the_last_process_scan_fails(tmp_path):
+    """A failure in the judge's final sweep of leftover processes (a /proc scan meeting a process
+    name that is not UTF-8, say) still ends the output with the summary and the scores line."""
+    import contextlib
+
+    from autograder.judging import grade
+
+    def failing_scan():
+        b"\xff\xfe".decode("utf-8")
+
+    saved = processes.kill_descendants, processes.become_subreaper
+    output = io.StringIO()
+    try:
+        processes.kill_descendants, processes.become_subreaper = failing_scan, lambda: None
+        with contextlib.redirect_stdout(output):
+            grade.main([str(tmp_path / "handin.tar"), "--work", str(tmp_path / "work")])
+    finally:
+        processes.kill_descendants, processes.become_subreaper = saved
+    lines = output.getvalue().splitlines()
+    assert "UnicodeDecodeError" in output.getvalue() and "Summary" in output.getvalue()
+    assert json.loads(lines[-1]) == {"scores": rubric.zero_scores()}, lines[-5:]
+
+
+@rubric_category("Scoring")
+def test_documented_timeouts_cover_the_judges_worst_case():
+    """The platform timeouts the README asks for exceed every limit of the judge reached at once
+    (rubric.worst_case_seconds), whose own allowance covers a probe of every sandbox mode."""
+    worst = rubric.worst_case_seconds()
+    assert worst == (rubric.MODEL_TIMEOUT_S + len(rubric.MYTORCH_RUBRIC) * rubric.MYTORCH_TIMEOUT_S
+                     + rubric.JUDGE_OVERHEAD_S)
+    own_work_s = 60  # draining outputs, extraction, truths: seconds in practice
+    probes_s = len(sandbox_modes.MODES) * sandbox.PROBE_TIMEOUT_S
+    assert probes_s + own_work_s <= rubric.JUDGE_OVERHEAD_S
+    readme = (REPO_ROOT / "autograder/README.md").read_text()
+    autolab = int(re.search(r"autograding timeout to at\s+least (\d+) s", readme).group(1))
+    assert autolab >= worst, f"README asks Autolab for {autolab} s, the worst case is {worst} s"
+    assert grading_run.GRADING_TIMEOUT_S >= worst
+    minutes = int(re.search(r"\*\*Autograder timeout\*\*: (\d+) minutes", readme).group(1))
+    assert minutes * 60 > grading_run.GRADING_TIMEOUT_S, "Gradescope must outlast the adapter"
+
+
+@rubric_category("Scoring")
+def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
+    from autograder.judging import verdicts
+    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
+
+    program = wire.Program()
+    layer = program.new("Linear", 3, 2)
+    program.call(layer, "forward", np.zeros((1, 3)))
+    files = frozenset({"nn/linear.py", "__init__.py"})
+    secret = "HIDDEN_TRANSCRIPT_LEAK"
+    forged = {"kind": "raised", "step": 1, "type": secret, "file": f"../{secret}.py", "line": 7,
+              "module": secret, "extra": secret * 100}
+    stream = wire.encode_record("t", forged, {}, refused=[])
+    records, note = wire.decode_records(stream, {"t": []})
+    assert "extra" not in records["t"].error, "fields the protocol does not name are dropped"
+    message = verdicts.describe_failure(records["t"].error, program.steps, files)
+    assert message == "Linear.forward raised an exception of its own class", message
+    honest = {"kind": "raised", "step": 1, "type": "NotImplementedError", "file": "nn/linear.py",
+              "line": 12}
+    assert verdicts.describe_failure(honest, program.steps, files) == (
+        "not written yet: Linear.forward raised NotImplementedError (at mytorch/nn/linear.py:12)")
+    numpy_only = {"kind": "numpy only", "step": -1, "module": secret}
+    assert secret not in verdicts.describe_failure(numpy_only, program.steps, files)
+    assert verdicts.describe_failure({"kind": "numpy only", "module": "torch"}, [], files) == (
+        "mytorch must be written with numpy only: it imports torch")
+    # a failed check names shapes and error sizes, never the values: here values that spell a
+    # secret as character codes come back where floats were expected
+    test = tests_of("Linear")[1]
+    check_program = wire.Program()
+    check = test.build(check_program, np.random.default_rng(0))
+    codes = np.array([float(ord(c)) for c in secret])
+    values = {name: codes for name in check_program.returned}
+    result, _ = verdicts.judge_test(test, wire.Record(None, values, {}), check, "",
+                                 check_program.steps, files)
+    assert result.points == 0 and "shape" in result.message
+    assert not any(str(int(code)) in result.message for code in codes[:3]), result.message
+
+
+if __name__ == "__main__":
+    run_module(__name__)

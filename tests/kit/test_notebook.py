@@ -1,0 +1,98 @@
+# hw4p1: instructor-only
+"""Run HW4P1_nb.ipynb headless, top to bottom, on the tiny config.
+
+    python -m tests.kit.test_notebook        (or: .venv/bin/python -m pytest -q tests/kit/test_notebook.py)
+
+The notebook runs in a copy of the repository (its tracked and not-ignored files) in a temporary
+directory, in a fresh ``python3`` kernel of this interpreter, with its parameters cell replaced so it
+starts from a smaller ``configs/tiny.yaml`` (a twentieth of the data) and skips the component-test
+cells (the component tests run on their own in the suite). The copy has no built data, so the
+set-up cell builds it, as it does on a fresh clone. Then ``python -m hw4lib.train`` (what
+``make train`` runs) trains the same config in the copy: the two runs' test metrics and generations
+must be identical, whatever the notebook's cells look at in between.
+"""
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.testing_framework import rubric, run_module
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = "HW4P1_nb.ipynb"
+CHECK_CONFIG = "configs/notebook_check.yaml"  # written into the copy only
+CHECK_CONFIG_TEXT = "base: tiny.yaml\nname: notebook-check\ndata: {subset: 0.05}\n"
+TEST_PARAMETERS = f'CONFIG_FILE = "{CHECK_CONFIG}"\nRUN_TESTS = False\n'
+RUN_FILES = ("config.yaml", "model_arch.txt", "test_metrics.json", "test_generated_results.json",
+             "checkpoints/checkpoint-best-metric-model.pth",
+             "checkpoints/checkpoint-last-epoch-model.pth")
+
+RUBRIC = {"Notebook": 0}
+CLI_RUN = "command-line"
+
+
+def copy_repository(target: Path) -> None:
+    """Copy the files git tracks or would track: not the ignored ones (.venv, data, runs)."""
+    listed = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], check=True, capture_output=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            (target / name).write_bytes(source.read_bytes())
+
+
+def error_outputs(notebook) -> list[str]:
+    return [f"cell {index}: {output.get('ename')}: {output.get('evalue')}"
+            for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"
+            for output in cell.get("outputs", []) if output.get("output_type") == "error"]
+
+
+@rubric("Notebook")
+@pytest.mark.slow
+def test_notebook_runs_to_the_end_on_the_tiny_config(tmp_path):
+    committed = nbformat.read(REPO_ROOT / NOTEBOOK, as_version=4)
+    assert not any(cell.get("outputs") or cell.get("execution_count")
+                   for cell in committed.cells if cell.cell_type == "code"), \
+        f"{NOTEBOOK} is committed with outputs: clear them (Kernel > Restart & Clear Output)"
+    parameters = [cell for cell in committed.cells if "parameters" in cell.metadata.get("tags", [])]
+    assert len(parameters) == 1, "the notebook needs exactly one cell tagged 'parameters'"
+
+    repo = tmp_path / "repo"
+    copy_repository(repo)
+    (repo / CHECK_CONFIG).write_text(CHECK_CONFIG_TEXT)
+    notebook = nbformat.read(repo / NOTEBOOK, as_version=4)
+    next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])).source = \
+        TEST_PARAMETERS
+    # a fresh "python3" kernel runs this interpreter (jupyter_client maps "python" to it)
+    NotebookClient(notebook, timeout=600, kernel_name="python3", allow_errors=False,
+                   resources={"metadata": {"path": str(repo)}}).execute()
+    assert not error_outputs(notebook), error_outputs(notebook)
+
+    runs = [p for p in (repo / "expts").iterdir() if p.is_dir()]
+    assert len(runs) == 1, f"expected one run folder, found {runs}"
+    missing = [name for name in RUN_FILES if not (runs[0] / name).is_file()]
+    assert not missing, f"the run folder lacks {missing}"
+    with tarfile.open(repo / "handin.tar") as tar:
+        names = set(tar.getnames())
+    assert {"handin/model_state_dict.pt", "handin/config.yaml", "handin/mytorch/__init__.py"} <= names
+
+    subprocess.run([sys.executable, "-m", "hw4lib.train", "--config", CHECK_CONFIG, "--run-name",
+                    CLI_RUN], cwd=repo, check=True, capture_output=True,
+                   env={**os.environ, "WANDB_MODE": "disabled"})
+    for name in ("test_metrics.json", "test_generated_results.json"):
+        notebook_result = json.loads((runs[0] / name).read_text())
+        cli_result = json.loads((repo / "expts" / CLI_RUN / name).read_text())
+        assert notebook_result == cli_result, (
+            f"{name}: the notebook and python -m hw4lib.train (make train) trained the same config "
+            f"and seed differently:\nnotebook {notebook_result}\ncommand line {cli_result}")
+
+
+if __name__ == "__main__":
+    run_module(__name__)

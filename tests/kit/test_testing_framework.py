@@ -1,0 +1,316 @@
+# hw4p1: instructor-only
+"""The rubric runner: grouping, each test's share of its category, failures of every kind reported
+with their case, an unfinished function reported once, the device check."""
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+from hw4lib.grading_numbers import MYTORCH_RUBRIC
+from tests.testing_framework import BONUS_WORK, THROUGH_LM_WORK, collect, rubric
+
+REPO = Path(__file__).resolve().parents[2]
+
+RUBRIC = {"Framework": 0}
+
+
+def _module(rubric_points: dict, **tests) -> types.ModuleType:
+    module = types.ModuleType("fake_tests")
+    module.RUBRIC = rubric_points
+    for name, fn in tests.items():
+        fn.__module__ = module.__name__
+        setattr(module, name, fn)
+    return module
+
+
+def _passes():
+    assert 1 + 1 == 2
+
+
+def run_standalone(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess:
+    """``python -m fakepkg.test_fake ARGS`` for a test module made of ``body``, as a student runs
+    a module of tests/ (the runner imported from this repository)."""
+    package = tmp_path / "fakepkg"
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "test_fake.py").write_text(
+        "import pytest\nfrom tests.testing_framework import rubric, run_module\n\n"
+        + textwrap.dedent(body)
+        + "\n\nif __name__ == '__main__':\n    run_module(__name__)\n")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    return subprocess.run([sys.executable, "-m", "fakepkg.test_fake", *args], cwd=tmp_path,
+                          env=environment, capture_output=True, text=True, timeout=120)
+
+
+MIXED = """
+    RUBRIC = {"Good": 5, "Bad": 7, "Free": 0, "Extra": 0, "Model": 0}
+    BONUS = ("Extra",)
+    THROUGH_LM = ("Model",)
+
+    @rubric("Good")
+    def test_a():
+        assert 1 + 1 == 2
+
+    @rubric("Bad")
+    def test_c():
+        assert 1 + 1 == 2
+
+    @rubric("Good")
+    def test_b(tmp_path, monkeypatch, capsys):
+        monkeypatch.setenv("FAKE_VARIABLE", "1")
+        print("captured")
+        assert capsys.readouterr().out == "captured\\n"
+        (tmp_path / "f.txt").write_text("x")
+
+    @rubric("Bad")
+    def test_d():
+        got = [1, 2]
+        assert got == [1, 3], "arithmetic is broken"
+
+    @rubric("Free")
+    def test_e():
+        pytest.fail("pytest.fail is reported too")
+
+    @rubric("Extra")
+    def test_f():
+        pass
+
+    @rubric("Model")
+    def test_g():
+        pass
+
+    @rubric("Model")
+    def test_h():
+        raise NotImplementedError("fakepkg.stub.build: return the thing")
+
+    @rubric("Model")
+    def test_i():
+        raise NotImplementedError("fakepkg.stub.build: return the thing")
+
+    @rubric("Model")
+    def test_j():
+        import numpy as np
+        from tests.testing_framework import in_case
+
+        x = np.zeros((2, 3), dtype=np.float32)
+        with in_case("two rows", x=x, mask=None):
+            x.reshape(4)
+"""
+
+
+@rubric("Framework")
+def test_each_test_earns_its_share_of_the_category_with_any_fixture(tmp_path):
+    run = run_standalone(tmp_path, MIXED, "--json")
+    lines = run.stdout.splitlines()
+    assert run.returncode == 1, f"a failure must exit with status 1 (make mutants relies on it):\n{run.stdout}{run.stderr}"
+    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": 3.5, "Free": 0, "Extra": 0,
+                                                "Model": 0}}, lines[-1]
+    assert any("3.5/7  (1 of 2 tests pass)" in line for line in lines), run.stdout
+    passed = [line.split()[1] for line in lines if line.startswith("  passed")]
+    failed = [line.split()[1] for line in lines if line.startswith("  FAILED")]
+    assert passed == ["test_a", "test_b", "test_c", "test_f", "test_g"] and \
+        failed == ["test_d", "test_e", "test_h", "test_i", "test_j"], (
+        f"tests run category by category, fixtures (tmp_path, monkeypatch, capsys) work:\n{run.stdout}")
+    for expected in ("arithmetic is broken", "[1, 2]", "[1, 3]", "pytest.fail is reported too"):
+        assert expected in run.stdout, f"the report must show {expected!r}:\n{run.stdout}"
+
+
+@rubric("Framework")
+def test_zero_point_categories_are_labelled_given_code_bonus_or_graded_through_the_model(tmp_path):
+    run = run_standalone(tmp_path, MIXED)
+    lines = run.stdout.splitlines()
+    free = [line for line in lines if line.strip().startswith("Free")]
+    extra = [line for line in lines if line.strip().startswith("Extra")]
+    model = [line for line in lines if line.strip().startswith("Model")]
+    assert free and all("given code" in line for line in free), free
+    assert extra and all(BONUS_WORK in line and "given code" not in line for line in extra), extra
+    assert model and all(THROUGH_LM_WORK in line and "given code" not in line
+                         for line in model), model
+    assert not any("given code" in line for line in lines if line.strip().startswith("Good")), lines
+
+
+@rubric("Framework")
+def test_an_exception_names_its_case_and_a_stub_is_reported_once(tmp_path):
+    lines = run_standalone(tmp_path, MIXED).stdout.splitlines()
+    block = [line.strip() for line in lines[lines.index("  FAILED  test_j"):][:7]]
+    assert block[1].startswith("ValueError: cannot reshape") and \
+        "in the case: two rows (x (2, 3) float32, mask None)" in block, block
+    assert "a shape error: the arrays' shapes do not fit the operation" in block, block
+    assert "raised at test_fake.py:" in "\n".join(block) and "with x (2, 3) float32" in block
+    stub = lines[lines.index("  FAILED  test_h") + 1].strip()
+    again = lines[lines.index("  FAILED  test_i") + 1].strip()
+    assert stub == "NotImplementedError: fakepkg.stub.build: return the thing", stub
+    assert again == "NotImplementedError: fakepkg.stub.build is not written yet (as above)", again
+
+
+@rubric("Framework")
+def test_device_check_rejects_a_tensor_built_without_device():
+    import torch
+
+    from tests.testing_framework import check_built_on_input_device
+
+    check_built_on_input_device(lambda device: torch.zeros(3, device=device) + 1, "a sum")
+    with pytest.raises(AssertionError, match="returned a tensor on meta"):
+        check_built_on_input_device(lambda device: torch.zeros(3), "a tensor without device=")
+    with pytest.raises(AssertionError, match="failed while torch's default device was meta"):
+        check_built_on_input_device(lambda device: torch.zeros(3, device=device) + torch.ones(3),
+                                    "a mixed sum")
+    # A dtype bug is named as one, though it raised in the device check.
+    with pytest.raises(AssertionError, match="a dtype error: an in-place operation .* writes "
+                       "Float values into a Long tensor.*not a device problem"):
+        check_built_on_input_device(
+            lambda device: torch.zeros(3, dtype=torch.long, device=device).add_(
+                torch.full((3,), 0.5, device=device)), "an accumulator")
+
+
+STUDENT_LINES = """
+def project(A, W):
+    Z = A @ W.T
+    return Z
+
+
+def loss_of(values):
+    return values.abs()
+"""
+
+
+@rubric("Framework")
+def test_an_exception_is_named_by_its_own_kind_with_the_shapes_at_the_raising_line(tmp_path,
+                                                                                  monkeypatch):
+    import numpy as np
+    import torch
+
+    from tests.testing_framework import _describe, exception_kind, in_case
+
+    (tmp_path / "student_lines.py").write_text(STUDENT_LINES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from student_lines import loss_of, project
+
+    def described(action, **case) -> str:
+        try:
+            with in_case("the case", **case):
+                action()
+        except Exception as error:  # noqa: BLE001 - what the report prints of any exception
+            return _describe(error)
+        raise AssertionError("the action did not raise")
+
+    A, W = np.ones((4, 3)), np.ones((5, 2))
+    text = described(lambda: project(A, W), expect="Z of shape (4, 5)", A=A)
+    for words in ("a shape error: a matrix product A @ B needs A's last dimension to equal B's "
+                  "second to last: here 3 and 2", "raised at student_lines.py:3: Z = A @ W.T",
+                  "with A (4, 3) float64, W.T (2, 5) float64",
+                  "expected: Z of shape (4, 5)", "in the case: the case (A (4, 3) float64)"):
+        assert words in text, (words, text)
+    # Raised at the test's own line, outside in_case: a loss left unreduced.
+    text = described(lambda: loss_of(torch.ones(6)).item())
+    assert "a single number was expected" in text and "6 elements: reduce it" in text, text
+    scores, mask = np.zeros((2, 3, 4)), np.ones((3, 4), bool)
+    text = described(lambda: scores.__getitem__(mask))
+    assert "an index error: indexing with a boolean mask" in text, text
+    kinds = {}
+    for name, action in {
+            "device": lambda: torch.zeros(2, device="meta") + torch.ones(2).add_(1),
+            "dtype": lambda: torch.zeros(2, dtype=torch.long).add_(torch.full((2,), 0.5)),
+            "numpy dtype": lambda: np.zeros(2, np.int64).__iadd__(np.full(2, 0.5)),
+            "index": lambda: torch.ones(3)[torch.tensor([5])],
+            "axis": lambda: np.ones(3).sum(axis=2),
+            "broadcast": lambda: np.ones((2, 3)) + np.ones((4, 3)),
+            "other": lambda: {}["missing"]}.items():
+        try:
+            action()
+        except Exception as error:  # noqa: BLE001
+            kinds[name] = exception_kind(error)
+    assert kinds == {"device": "device", "dtype": "dtype", "numpy dtype": "dtype",
+                     "index": "index", "axis": "shape", "broadcast": "shape", "other": ""}, kinds
+
+
+@rubric("Framework")
+def test_one_category_can_be_run_and_a_broken_module_fails_cleanly(tmp_path):
+    run = run_standalone(tmp_path, MIXED, "--category", "Good", "--json")
+    assert run.returncode == 0 and json.loads(run.stdout.splitlines()[-1]) == {"scores": {"Good": 5}}, (
+        f"--category Good runs only that category:\n{run.stdout}{run.stderr}")
+    broken = run_standalone(tmp_path, 'RUBRIC = {"Good": 5}\n\n@rubric("Good")\ndef test_a():\n'
+                                      '    from not_a_module import thing\n')
+    assert broken.returncode == 1 and "ModuleNotFoundError" in broken.stdout, (
+        f"an import error inside a test fails that test:\n{broken.stdout}{broken.stderr}")
+
+
+@rubric("Framework")
+def test_unknown_or_empty_category_is_an_error():
+    with pytest.raises(ValueError, match="not in RUBRIC"):
+        collect(_module({"Good": 5}, test_a=rubric("Typo")(_passes)))
+    with pytest.raises(ValueError, match="without tests"):
+        collect(_module({"Good": 5, "Empty": 3}, test_a=rubric("Good")(_passes)))
+
+
+@rubric("Framework")
+def test_only_the_categories_a_grader_scores_carry_points():
+    """Points only where the autograder awards the same ones (test_mytorch's categories, from
+    hw4lib/grading_numbers.py); every other module's categories are worth 0, and THROUGH_LM and
+    BONUS name 0-point categories only."""
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        module = importlib.import_module(f"tests.{path.stem}")
+        collect(module)  # refuses THROUGH_LM or BONUS naming a category with points
+        scored = {c: p for c, p in module.RUBRIC.items() if p}
+        assert scored == (MYTORCH_RUBRIC if path.stem == "test_mytorch" else {}), path.stem
+    fake = _module({"Model": 3}, test_a=rubric("Model")(_passes))
+    fake.THROUGH_LM = ("Model",)
+    with pytest.raises(ValueError, match="THROUGH_LM in fake_tests names"):
+        collect(fake)
+
+
+@rubric("Framework")
+def test_mutant_runner_matches_whole_lines_at_any_indentation():
+    from tools.mutants import CatalogueError, Mutant, locate, load_catalogue, mutate
+
+    source = "def f(x):\n    if x:\n        y = x + 1\n        return y\n    z = x + 1\n    return z\n"
+    block = Mutant("m", "f.py", "y = x + 1\nreturn y\n", "y = x - 1\nreturn y\n", "tests.test_x", "bug", "c")
+    assert len(locate(source, block)) == 1, f"a two-line find must match once, got {locate(source, block)}"
+    expected = source.replace("        y = x + 1", "        y = x - 1")
+    assert mutate(source, block) == expected, f"expected\n{expected}\ngot\n{mutate(source, block)}"
+    line = Mutant("m", "f.py", "x + 1\n", "x\n", "tests.test_x", "bug", "c")
+    assert len(locate(source, line)) == 0, "a whole-line find must not match the end of a longer line"
+    fragment = Mutant("m", "f.py", "x + 1", "x", "tests.test_x", "bug", "c")
+    assert len(locate(source, fragment)) == 2, "a fragment (no final newline) matches anywhere"
+
+    def catalogue(tmp, text):
+        path = tmp / "c.yaml"
+        path.write_text(text)
+        return load_catalogue([path])
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        entry = "- {id: a-b, file: f.py, find: x, replace: y, test: tests.test_x, bug: z}\n"
+        assert [m.id for m in catalogue(Path(tmp), entry)] == ["a-b"], "a valid entry must load"
+        for bad, why in ((entry * 2, "already used"), (entry.replace("a-b", "A_b"), "kebab-case"),
+                         (entry.replace(", bug: z", ""), "must have the keys"),
+                         (entry.replace("tests.test_x", "test_x"), "tests.test_x")):
+            with pytest.raises(CatalogueError, match=why):
+                catalogue(Path(tmp), bad)
+
+
+@rubric("Framework")
+def test_every_catalogue_entry_still_applies_to_the_tree():
+    """A change that moves or rewrites a mutant's find text fails here, naming the entry, instead
+    of only at the end of make mutants."""
+    from tools.mutants import CATALOGUE_DIR, applicability_problem, load_catalogue
+
+    mutants = load_catalogue(sorted(CATALOGUE_DIR.glob("*.yaml")))
+    stale = {mutant.id: problem for mutant in mutants
+             if (problem := applicability_problem(mutant)) is not None}
+    assert mutants and not stale, (f"update these entries of tools/mutant_catalogue/ to the code "
+                                   f"they mutate: {stale}")
+
+
+if __name__ == "__main__":
+    from tests.testing_framework import run_module
+
+    run_module(__name__)

@@ -1,0 +1,87 @@
+# hw4p1: instructor-only
+"""Tests of the prepared GPU check, ``python -m hw4lib.gpu_check`` (``make gpu-check``), on the CPU.
+
+    python -m tests.library.test_gpu_check        (or: .venv/bin/python -m pytest -q tests/library/test_gpu_check.py)
+
+Without a GPU the check runs on the CPU and says so; these tests run it there on a twentieth of the
+tiny config's data, and show that a cached generator that drifts from the plain one fails it and
+that missing packages are named. On the CPU the device comparisons of the masks and the positional
+encoding compare the CPU with itself: only a GPU run checks those.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hw4lib import gpu_check
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"GPU check": 0}
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(monkeypatch, tmp_path, capsys, *argv) -> tuple[int, str]:
+    """Run the check from the repository root on a small copy of the tiny config."""
+    config = tmp_path / "small.yaml"
+    config.write_text(f"base: {REPO / 'configs/tiny.yaml'}\ndata: {{subset: 0.05}}\n")
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(gpu_check, "CONFIG", config)
+    code = gpu_check.main(list(argv))
+    return code, capsys.readouterr().out
+
+
+@rubric("GPU check")
+@pytest.mark.slow
+def test_the_check_passes_on_the_cpu_and_says_it_is_not_a_gpu(monkeypatch, tmp_path, capsys):
+    code, out = _run(monkeypatch, tmp_path, capsys, "--device", "cpu")
+    assert code == 0, out
+    assert "NOTE: no CUDA device, so this runs on the CPU" in out, out
+    for check in ("masks and positional encoding on the device", "one epoch of the tiny config",
+                  "cached and plain generators give the same tokens", "the handin packs and loads"):
+        assert any(line.strip().startswith(check) and "PASS" in line for line in out.splitlines()), \
+            f"{check}: no PASS line in\n{out}"
+    assert "tokens/s" in out and "peak GPU memory: n/a (CPU)" in out, out
+    assert not (REPO / "expts" / "gpu-check").exists(), "the check writes only to a temporary folder"
+
+
+@rubric("GPU check")
+@pytest.mark.slow
+def test_a_cached_generator_that_scores_differently_fails_the_check(monkeypatch, tmp_path, capsys):
+    from hw4lib.model.kv_cache import CachedScorer
+
+    score = CachedScorer.__call__
+
+    def favours_one_token(self, x):  # a cache whose logits drift from the full forward's
+        logits = score(self, x).clone()
+        logits[..., 7] += 100.0
+        return logits
+
+    monkeypatch.setattr(CachedScorer, "__call__", favours_one_token)
+    code, out = _run(monkeypatch, tmp_path, capsys, "--device", "cpu")
+    assert code == 1, out
+    line = next(line for line in out.splitlines() if "cached and plain generators" in line)
+    assert "FAIL" in line and "tokens differ" in line, line
+
+
+@rubric("GPU check")
+def test_missing_packages_are_named_with_the_command_that_installs_them(monkeypatch, capsys):
+    monkeypatch.setitem(gpu_check.NEEDED, "hw4p1_no_such_module", "hw4p1-no-such-package")
+    assert gpu_check.main([]) == 2
+    out = capsys.readouterr().out
+    assert "missing packages: hw4p1-no-such-package" in out and "-m pip install" in out, out
+
+
+@rubric("GPU check")
+def test_it_imports_nothing_but_the_standard_library_before_the_package_check():
+    # A Python without numpy or tokenizers must get the message, not an ImportError.
+    code = ("import sys; sys.modules['numpy'] = None; sys.modules['tokenizers'] = None; "
+            "from hw4lib import gpu_check; sys.exit(gpu_check.main([]))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert "missing packages: numpy>=2 tokenizers" in result.stdout, result.stdout
+
+
+if __name__ == "__main__":
+    run_module(__name__)

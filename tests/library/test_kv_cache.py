@@ -1,0 +1,238 @@
+# hw4p1: instructor-only
+"""The key/value cache of ``generator_for_model`` and ``SequenceGenerator.for_model``
+(``hw4lib.model.kv_cache``).
+
+The truth is the model itself: ``SequenceGenerator(model.score, ...)`` recomputes every prefix from
+scratch, so the cached generator must return the same tokens and the same scores (to float
+rounding) for every search and setting: random models (with an EOS bias that ends some sequences
+mid-way) and a tiny model trained here for a few seconds. The scorer is also checked call by call
+against ``model.score`` (prefill, reordered rows as in beam search, a cache grown past its
+capacity), and it must not spend compute on finished sequences.
+
+Run: ``python -m tests.library.test_kv_cache`` (or pytest).
+"""
+import itertools
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from hw4lib.decoding import SequenceGenerator, generator_for_model
+from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.model.kv_cache import CachedScorer
+from tests.testing_framework import rubric, run_module
+
+RUBRIC = {"Same results as model.score": 0, "Scorer calls": 0}
+
+PAD, EOS = 0, 1
+
+
+def tokenizer(vocab_size: int) -> SimpleNamespace:
+    """The attributes SequenceGenerator reads from a tokenizer."""
+    return SimpleNamespace(pad_id=PAD, eos_id=EOS, vocab_size=vocab_size)
+
+
+def random_model(seed: int, vocab_size: int = 40, num_layers: int = 2, d_model: int = 32,
+                 num_heads: int = 4, max_len: int = 48, eos_bias: float = 0.0) -> DecoderOnlyTransformer:
+    """An untrained model with weights scaled up so its distributions are peaked (no near-ties).
+
+    ``eos_bias`` is added to the EOS logit: with a suitable value some sequences end mid-way.
+    """
+    torch.manual_seed(seed)
+    model = DecoderOnlyTransformer(num_layers, d_model, num_heads, 2 * d_model, dropout=0.1,
+                                   max_len=max_len, num_classes=vocab_size)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(6.0)
+        model.final_linear.bias[EOS] += eos_bias
+        model.final_linear.bias[PAD] -= 50.0  # a real model never predicts padding
+    return model.eval()
+
+
+def prompts(seed: int, num_prompts: int, length: int, vocab_size: int) -> torch.Tensor:
+    """(num_prompts, length) int64 prompts of ordinary tokens (no PAD, no EOS)."""
+    return torch.randint(2, vocab_size, (num_prompts, length), generator=torch.Generator().manual_seed(seed))
+
+
+def assert_same(name: str, uncached, cached) -> None:
+    """Identical tokens, scores equal to float rounding."""
+    (seqs, scores), (cached_seqs, cached_scores) = uncached, cached
+    assert torch.equal(seqs, cached_seqs), (
+        f"{name}: the cached generator returned different tokens;\nexpected {seqs.tolist()}\n"
+        f"got      {cached_seqs.tolist()}")
+    assert torch.allclose(scores, cached_scores, rtol=1e-4, atol=1e-3), (
+        f"{name}: scores differ; expected {scores.tolist()}, got {cached_scores.tolist()}")
+
+
+def compare_searches(model, vocab_size: int, max_length: int, searches,
+                     build=generator_for_model) -> list[torch.Tensor]:
+    """Run each (name, search) on ``SequenceGenerator(model.score, ...)`` and on
+    ``build(model, ...)``; return the former's sequences."""
+    uncached = SequenceGenerator(model.score, tokenizer(vocab_size), max_length, "cpu")
+    cached = build(model, tokenizer(vocab_size), max_length, "cpu")
+    outputs = []
+    with torch.no_grad():
+        for name, search in searches:
+            expected = search(uncached)
+            assert_same(name, expected, search(cached))
+            outputs.append(expected[0])
+    return outputs
+
+
+def ends_mid_way(seqs: torch.Tensor, prompt_length: int) -> tuple[bool, bool]:
+    """(some sequence emitted EOS before the end, some sequence never emitted EOS)."""
+    has_eos = (seqs[..., prompt_length:] == EOS).any(-1)
+    early = (seqs[..., -1] == PAD) & has_eos
+    return bool(early.any()), bool((~has_eos).any())
+
+
+@rubric("Same results as model.score")
+def test_greedy_same_tokens_and_scores():
+    max_length = 24
+    model = random_model(0, eos_bias=4.6)
+    searches = []
+    for length, (temperature, penalty) in itertools.product((1, 5, max_length - 1, max_length),
+                                                            ((1.0, 1.0), (0.7, 1.3))):
+        x = prompts(length, 6, length, 40)
+        searches.append((f"greedy(prompt length {length}, temperature {temperature}, repeat_penalty {penalty})",
+                         lambda g, x=x, t=temperature, p=penalty: g.generate_greedy(x, t, p)))
+    outputs = compare_searches(model, 40, max_length, searches)
+    early, unfinished = ends_mid_way(outputs[0], 1)  # prompt length 1, temperature 1, no penalty
+    assert early and unfinished, ("the test model should end some sequences mid-way and not others, "
+                                  f"got early EOS: {early}, a sequence without EOS: {unfinished}")
+
+
+@rubric("Same results as model.score")
+def test_beam_same_tokens_and_scores():
+    max_length = 20
+    model = random_model(1, eos_bias=8.0)
+    searches = []
+    for width, length, (temperature, penalty) in itertools.product((1, 3, 5), (1, 4, max_length),
+                                                                   ((1.0, 1.0), (1.5, 1.2))):
+        x = prompts(width + length, 4, length, 40)
+        searches.append((f"beam(width {width}, prompt length {length}, temperature {temperature}, "
+                         f"repeat_penalty {penalty})",
+                         lambda g, x=x, w=width, t=temperature, p=penalty: g.generate_beam(x, w, t, p)))
+    outputs = compare_searches(model, 40, max_length, searches)
+    assert any(ends_mid_way(seqs, 1)[0] for seqs in outputs), "no beam ended mid-way: EOS is never tested"
+    assert any(ends_mid_way(seqs, 1)[1] for seqs in outputs), "every beam ended: long beams are never tested"
+
+
+@rubric("Same results as model.score")
+def test_sampling_same_tokens_and_scores():
+    max_length = 24
+    model = random_model(2, eos_bias=9.0)
+    searches = []
+    settings = ((1.0, 0, 1.0), (0.6, 5, 1.0), (1.8, 0, 0.8), (1.0, 5, 0.8))
+    for (temperature, top_k, top_p), length in itertools.product(settings, (1, 6)):
+        x = prompts(length, 6, length, 40)
+        searches.append((f"sample(temperature {temperature}, top_k {top_k}, top_p {top_p}, prompt length {length})",
+                         lambda g, x=x, t=temperature, k=top_k, p=top_p: g.generate_sample(
+                             x, t, k, p, generator=torch.Generator().manual_seed(7))))
+    outputs = compare_searches(model, 40, max_length, searches)
+    assert any(ends_mid_way(seqs, 1)[0] for seqs in outputs), "no sample ended mid-way: EOS is never tested"
+
+
+@rubric("Same results as model.score")
+def test_for_model_builds_the_cached_generator():
+    """``SequenceGenerator.for_model``, the interface's name, gives ``generator_for_model``'s
+    generator: the cached one, with the given settings and model.score's results."""
+    max_length = 24
+    model = random_model(0, eos_bias=4.6)
+    built = SequenceGenerator.for_model(model, tokenizer(40), max_length, "cpu")
+    expected = generator_for_model(model, tokenizer(40), max_length, "cpu")
+    assert type(built) is type(expected), (
+        f"for_model returned a {type(built).__name__}, expected generator_for_model's "
+        f"{type(expected).__name__}")
+    assert (built.max_length, built.device) == (max_length, torch.device("cpu")), (
+        f"for_model's generator has max_length={built.max_length}, device={built.device}; "
+        f"expected {max_length}, cpu")
+    x = prompts(1, 6, 1, 40)  # some sequences end mid-way (test_greedy_same_tokens_and_scores)
+    compare_searches(model, 40, max_length, [("for_model greedy", lambda g: g.generate_greedy(x)),
+                                             ("for_model beam(width 3)", lambda g: g.generate_beam(x, 3))],
+                     build=SequenceGenerator.for_model)
+
+
+def train_tiny_model(steps: int = 100) -> DecoderOnlyTransformer:
+    """A one-layer model trained to continue counting sequences (k, k+1, ... mod 10, then EOS).
+
+    Its distributions are as peaked as a real model's, which the random models only imitate.
+    """
+    torch.manual_seed(0)
+    vocab_size, length = 14, 16
+    model = DecoderOnlyTransformer(1, 32, 2, 64, dropout=0.0, max_len=32, num_classes=vocab_size)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        starts = torch.randint(0, 10, (16, 1))
+        stops = torch.randint(6, length, (16, 1))
+        positions = torch.arange(length + 1)
+        tokens = torch.where(positions < stops, 4 + (starts + positions) % 10, EOS)
+        tokens = torch.where(positions > stops, PAD, tokens)
+        tokens = torch.cat([torch.full((16, 1), 2), tokens], dim=1)          # 2 plays SOS
+        logits, _ = model(tokens[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], ignore_index=PAD)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()
+
+
+@pytest.mark.slow
+@rubric("Same results as model.score")
+def test_trained_tiny_model_all_searches():
+    model = train_tiny_model()
+    x = torch.cat([torch.full((5, 1), 2), 4 + (torch.arange(5).unsqueeze(1) + torch.arange(3)) % 10], dim=1)
+    searches = [
+        ("greedy", lambda g: g.generate_greedy(x)),
+        ("greedy(repeat_penalty 1.5)", lambda g: g.generate_greedy(x, repeat_penalty=1.5)),
+        ("beam(width 3)", lambda g: g.generate_beam(x, 3)),
+        ("beam(width 4, temperature 0.5)", lambda g: g.generate_beam(x, 4, temperature=0.5)),
+        ("sample(top_k 3, top_p 0.9)", lambda g: g.generate_sample(
+            x, 1.0, 3, 0.9, generator=torch.Generator().manual_seed(3))),
+    ]
+    greedy = compare_searches(model, 14, 30, searches)[0]
+    counted = (greedy[:, 1:4] - 4 + 1) % 10 + 4
+    assert torch.equal(greedy[:, 2:5], counted), (
+        f"the tiny model did not learn to count (expected {counted.tolist()}, got {greedy[:, 2:5].tolist()}), "
+        "so this test would not exercise a trained model")
+
+
+@rubric("Scorer calls")
+def test_scorer_matches_score_after_reordering_and_growth():
+    model = random_model(3)
+    scorer = CachedScorer(model, capacity=6)
+    x = prompts(0, 4, 3, 40)
+    with torch.no_grad():
+        for step in range(6):  # lengths 3..8: past the capacity of 6
+            logits = scorer(x)
+            expected = model.score(x)
+            assert torch.allclose(logits, expected, atol=1e-3, rtol=1e-4), (
+                f"step {step} (length {x.size(1)}): cached logits differ from model.score by "
+                f"{(logits - expected).abs().max().item():.2e}")
+            parents = torch.tensor([2, 0, 0, 3])  # as beam search: rows continue other rows
+            x = torch.cat([x[parents], torch.randint(2, 40, (4, 1))], dim=1)
+        fresh = prompts(1, 3, 5, 40)  # not a continuation: starts over
+        assert torch.allclose(scorer(fresh), model.score(fresh), atol=1e-3, rtol=1e-4), \
+            "a batch that continues nothing must be scored from scratch"
+
+
+@rubric("Scorer calls")
+def test_finished_sequences_cost_nothing():
+    model = random_model(0, eos_bias=9.0)
+    rows_per_step = []
+    hook = model.final_linear.register_forward_hook(lambda module, args, out: rows_per_step.append(args[0].shape[0]))
+    x = prompts(5, 6, 1, 40)
+    try:
+        with torch.no_grad():
+            seqs, _ = generator_for_model(model, tokenizer(40), 24, "cpu").generate_greedy(x)
+    finally:
+        hook.remove()
+    finished_before = [int(((seqs[:, 1:step] == EOS).any(1)).sum()) for step in range(1, seqs.size(1))]
+    expected = [6 - finished for finished in finished_before]
+    assert rows_per_step == expected, (
+        f"rows run through the model per step: expected the unfinished ones {expected}, got {rows_per_step}")
+    assert expected[-1] < expected[0], "no sequence finished early: the test does not exercise skipping"
+
+
+if __name__ == "__main__":
+    run_module(__name__)

@@ -1,0 +1,221 @@
+# hw4p1: instructor-only
+"""Training precision (``training.precision``) and the fused attention path of the trainer.
+
+* ``resolve_precision`` picks bf16 only where the hardware has it (the CPU and CUDA capability
+  checks are patched, so both CUDA branches are checked on a CPU-only machine), refuses fp16 off
+  CUDA; ``training.precision`` defaults to ``auto`` and takes only the names it knows.
+* A bf16 training step stays close to the float32 one (autograd in float32 is the truth); the
+  trainer's autocast really computes the layers in bf16, and the logits in float32.
+* ``attention_weights_off`` changes neither outputs nor gradients, and the trainer asks for the
+  attention weights in the last batch of an epoch only (the one it plots).
+
+Run: ``python -m tests.library.test_precision`` (or pytest).
+"""
+import copy
+from contextlib import nullcontext
+from unittest import mock
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import DataLoader
+
+from hw4lib.model import DecoderOnlyTransformer
+from hw4lib.model.fused_attention import attention_weights_off
+from hw4lib.train import ConfigError, validate_config
+from hw4lib.trainers import LMTrainer
+from hw4lib.trainers.precision import resolve_precision
+from tests.testing_framework import rubric, run_module
+from tests.tiny_config import tiny_config, tiny_yaml
+
+RUBRIC = {"Precision choice": 0, "Mixed-precision step": 0, "Fused attention": 0}
+
+PAD, SOS, EOS, VOCAB = 0, 1, 2, 12
+
+
+def expect_error(error_type, words, call) -> None:
+    try:
+        call()
+    except error_type as error:
+        missing = [word for word in words if word not in str(error)]
+        assert not missing, f"the error should name {missing}, got: {error}"
+        return
+    raise AssertionError(f"expected {error_type.__name__} naming {words}, got no error")
+
+
+@rubric("Precision choice")
+def test_auto_picks_16_bits_only_where_native():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    for native, expected in ((True, torch.bfloat16), (False, torch.float32)):
+        with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=native):
+            dtype, reason = resolve_precision("auto", cpu)
+        assert dtype == expected, f"auto on a CPU with native bf16={native}: expected {expected}, got {dtype}"
+        assert reason.startswith("auto"), f"the reason should say auto chose, got {reason!r}"
+    for supported, expected in ((True, torch.bfloat16), (False, torch.float16)):
+        with mock.patch("torch.cuda.is_bf16_supported", return_value=supported):
+            dtype, _ = resolve_precision("auto", cuda)
+        assert dtype == expected, f"auto on a GPU with bf16={supported}: expected {expected}, got {dtype}"
+    explicit = {("fp32", cpu): torch.float32, ("bf16", cpu): torch.bfloat16, ("fp16", cuda): torch.float16}
+    for (name, device), expected in explicit.items():
+        assert resolve_precision(name, device)[0] == expected, f"{name} on {device}: expected {expected}"
+    expect_error(ValueError, ["fp16", "CUDA", "bf16"], lambda: resolve_precision("fp16", cpu))
+
+
+@rubric("Precision choice")
+def test_precision_setting_defaults_to_auto_and_refuses_unknown_names():
+    for training, expected in (({}, "auto"), ({"precision": "fp32"}, "fp32"), ({"precision": "bf16"}, "bf16")):
+        config = tiny_yaml()
+        config["training"].pop("precision", None)  # tiny.yaml inherits default.yaml's: auto
+        config["training"].update(training)
+        checked = validate_config(config)
+        assert checked.training.precision == expected, (
+            f"training section {training}: expected precision {expected!r}, "
+            f"got {checked.training.precision!r}")
+        assert checked.dump()["training"]["precision"] == expected, "the dump must keep the precision"
+    config = tiny_yaml()
+    config["training"]["precision"] = "half"
+    expect_error(ConfigError, ["training.precision"], lambda: validate_config(config))
+
+
+class Sequences:
+    """A tiny in-memory dataset in the LMDataset format."""
+
+    def __init__(self, count: int = 12, seed: int = 0):
+        generator = torch.Generator().manual_seed(seed)
+        self.items = [torch.randint(3, VOCAB, (int(length),), generator=generator)
+                      for length in torch.randint(3, 9, (count,), generator=generator)]
+        self.total_chars = sum(len(item) for item in self.items)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        item = self.items[index]
+        return torch.cat([torch.tensor([SOS]), item]), torch.cat([item, torch.tensor([EOS])])
+
+    def collate_fn(self, batch):
+        shifted, golden = zip(*batch)
+        return (pad_sequence(shifted, batch_first=True, padding_value=PAD),
+                pad_sequence(golden, batch_first=True, padding_value=PAD),
+                torch.tensor([len(s) for s in shifted]))
+
+
+class Tokenizer:
+    pad_id, sos_id, eos_id, vocab_size = PAD, SOS, EOS, VOCAB
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " ".join(str(i) for i in ids)
+
+
+def make_trainer(tmp_path, precision: str, model: nn.Module | None = None) -> LMTrainer:
+    torch.manual_seed(0)
+    if model is None:
+        model = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB)
+    config = tiny_config(tmp_path, {"precision": precision})
+    trainer = LMTrainer(model, Tokenizer(), config, f"run-{precision}", None, device="cpu")
+    trainer.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return trainer
+
+
+@rubric("Mixed-precision step")
+def test_bf16_step_is_close_to_float32(tmp_path):
+    dataset = Sequences()
+    shifted, golden, lengths = dataset.collate_fn([dataset[i] for i in range(8)])
+    grads, losses = {}, {}
+    for precision in ("fp32", "bf16"):
+        trainer = make_trainer(tmp_path, precision)
+        assert not trainer.scaler.is_enabled(), f"{precision} on CPU must not scale gradients"
+        hidden = []
+        hook = trainer.model.dec_layers[0].ffn.ffn.register_forward_hook(lambda m, args, out: hidden.append(out.dtype))
+        with trainer._autocast():
+            logits, _ = trainer.model(shifted, lengths)
+            loss = trainer.criterion(logits.reshape(-1, VOCAB), golden.reshape(-1))
+        hook.remove()
+        expected_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        assert hidden == [expected_dtype], f"{precision}: the feed-forward network (before the residual add) should output {expected_dtype}, got {hidden}"
+        assert logits.dtype == torch.float32, f"{precision}: logits should be float32, got {logits.dtype}"
+        loss.backward()
+        losses[precision] = loss.item()
+        grads[precision] = torch.cat([p.grad.flatten() for p in trainer.model.parameters()])
+    assert abs(losses["bf16"] - losses["fp32"]) < 0.02 * losses["fp32"], (
+        f"bf16 loss {losses['bf16']:.4f} should be within 2% of the float32 loss {losses['fp32']:.4f}")
+    cosine = torch.nn.functional.cosine_similarity(grads["bf16"], grads["fp32"], dim=0).item()
+    assert cosine > 0.99, f"bf16 gradients should point where float32's do (cosine > 0.99), got {cosine:.4f}"
+
+
+@rubric("Mixed-precision step")
+def test_trainer_computes_logits_in_float32_under_bf16(tmp_path):
+    torch.manual_seed(0)
+    reference = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB, weight_tying=True)
+    trainer = make_trainer(tmp_path, "bf16", model=copy.deepcopy(reference))
+    model = trainer.model
+    assert model.final_linear.weight is model.target_embedding.weight, "the tied weight must stay tied"
+    assert list(model.state_dict()) == list(reference.state_dict()), "state-dict names must not change"
+    tokens = torch.randint(3, VOCAB, (4, 9))
+    inputs = []
+    hook = model.final_linear.register_forward_hook(lambda m, args, out: inputs.append(args[0]))
+    with trainer._autocast():
+        logits, _ = model(tokens)
+        bf16_logits = nn.functional.linear(inputs[0], model.final_linear.weight, model.final_linear.bias)
+    hook.remove()
+    expected = nn.functional.linear(inputs[0].float(), model.final_linear.weight, model.final_linear.bias)
+    assert logits.dtype == torch.float32 and torch.allclose(logits, expected, atol=1e-6, rtol=1e-6), (
+        f"under bf16 autocast, final_linear should compute in float32: largest difference from the "
+        f"float32 product {(logits.float() - expected).abs().max().item():.2e}")
+    assert not torch.allclose(bf16_logits.float(), expected, atol=1e-6, rtol=1e-6), \
+        "the bf16 product should differ from the float32 one, or the check above could not fail"
+    assert torch.equal(model(tokens)[0], reference(tokens)[0]), "outside autocast nothing may change"
+
+
+@rubric("Fused attention")
+def test_attention_weights_off_keeps_outputs_and_gradients():
+    torch.manual_seed(0)
+    model = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB)
+    tokens, lengths = torch.randint(0, VOCAB, (3, 9)), torch.tensor([9, 6, 2])
+    results = {}
+    for fused in (False, True):
+        model.zero_grad()
+        with attention_weights_off(model) if fused else nullcontext():
+            logits, weights = model(tokens, lengths)
+        logits.square().mean().backward()
+        results[fused] = (logits.detach(), [p.grad.clone() for p in model.parameters()], weights)
+    (plain, plain_grads, plain_weights), (fused, fused_grads, fused_weights) = results[False], results[True]
+    assert torch.allclose(plain, fused, atol=1e-5), f"logits differ by {(plain - fused).abs().max():.2e}"
+    for index, (a, b) in enumerate(zip(plain_grads, fused_grads)):
+        assert torch.allclose(a, b, atol=1e-5), f"gradient of parameter {index} differs by {(a - b).abs().max():.2e}"
+    assert all(w is None for w in fused_weights.values()), f"expected no weights inside the block, got {fused_weights}"
+    assert all(w.shape == (3, 9, 9) for w in plain_weights.values()), "weights outside the block must be (N, T, T)"
+    _, after = model(tokens, lengths)
+    assert all(w is not None for w in after.values()), "the weights must come back after the block"
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    x = torch.randn(2, 4, 8)
+    with attention_weights_off(mha):
+        _, positional = mha(x, x, x, None, True)
+    assert positional is None, "need_weights passed positionally must be overridden too"
+
+
+@rubric("Fused attention")
+def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path):
+    trainer = make_trainer(tmp_path, "fp32")
+    dataset = Sequences()
+    loader = DataLoader(dataset, batch_size=4, collate_fn=dataset.collate_fn)
+    with_weights = []
+    mha = trainer.model.dec_layers[0].self_attn.mha
+    hook = mha.register_forward_hook(lambda module, args, output: with_weights.append(output[1] is not None))
+    try:
+        _, attn = trainer._train_epoch(loader)
+        trainer._validate_epoch(loader)
+    finally:
+        hook.remove()
+    train_calls, val_calls = with_weights[:len(loader)], with_weights[len(loader):]
+    assert train_calls == [False] * (len(loader) - 1) + [True], (
+        f"training should ask for attention weights in its last batch only, got {train_calls}")
+    assert not any(val_calls), f"validation never reads attention weights, got {val_calls}"
+    assert attn is not None and attn.shape[0] == attn.shape[1], "the plotted attention map must be (T, T)"
+    bf16 = make_trainer(tmp_path, "bf16")
+    assert isinstance(bf16._attention_weights(needed=False), nullcontext), (
+        "bf16 training on a CPU should keep the plain attention path (its fused backward is slower)")
+
+
+if __name__ == "__main__":
+    run_module(__name__)

@@ -1,0 +1,706 @@
+# hw4p1: instructor-only
+"""The sandbox review's attack table, each row through the real Autolab Makefile (and Gradescope's
+run_autograder where the row is Gradescope's), in each emulated platform profile
+(``tools/platform_profiles.py``: host, gradescope, autolab, laptop).
+
+    make test-platforms     (as root; prints the attacks x profiles table at the end)
+
+Every attack is written to give itself away: where it gets through, it breaks its own mytorch (or
+the honest grading beside it), so the exact scores say whether each layer held. An attack held
+scores what the test expects (the honest scores, or mytorch 0 where its mytorch does no work),
+leaves nothing hidden in the output and other gradings untouched.
+"""
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import pytest
+
+import torch
+import yaml
+
+from autograder.sandboxed import landlock
+from autograder.judging import (grade_model, gradescope, report as grading_report, rubric,
+                                weights_fingerprint)
+from hw4lib.data import H4Tokenizer
+from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
+from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE
+from hw4lib.model import DecoderOnlyTransformer
+from tools import platform_profiles
+from tools.platform_profiles import PROFILES
+from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, ZEROS_NN, attack_handin, built_autograder,
+                                      copy_reference_mytorch, honest_scores, make_model_handin,
+                                      open_folder, pack_folder, run_grader, write_tar)
+from tools.honest_weights import noised, one_ulp, rescaled
+from tests.grader.test_autograder_e2e import FULL_LINE, MYTORCH_ZERO, read_hidden_lines, replay_handin
+from tests.grader.test_handin_extraction import deep_mytorch_member, long_name_members, zip_directory_bomb
+from tests.grader.test_answer_seconds import SLEEP_S, SLOW_FIRST_FORWARD_NN
+from tests.grader.test_runtime_code import DOORS, TRICKS, UTF7_SOURCE, door_mytorch
+from tests.grader.test_worker_scoring import ZERO_LINEAR_NN
+from tests.grader.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
+                                   unpack_root)
+from tests.grader.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
+from tests.testing_framework import rubric as rubric_category, run_module
+
+RUBRIC = {"Platform profiles": 0}
+CHAR_VOCAB = H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size
+pytestmark = [pytest.mark.platforms,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the profiles are set up as root"),
+              pytest.mark.skipif(not landlock.abi_version(), reason="no Landlock on this kernel")]
+TABLE = os.environ.get("HW4P1_PROFILE_TABLE")
+# The mode the judge must choose in each profile: bubblewrap where user namespaces work, a fresh
+# uid where the judge is root without them, the worker's own layers alone otherwise.
+EXPECTED_MODE = {"host": "bwrap", "gradescope": "setpriv", "autolab": "none", "laptop": "bwrap"}
+MODE_PHRASES = {"bwrap": "bubblewrap sandbox", "setpriv": "fresh unprivileged uid",
+                "unshare": "unprivileged namespaces", "none": "plain child process"}
+
+# ------------------------------------------------------------------------------------------------
+# The emulation itself
+# ------------------------------------------------------------------------------------------------
+
+PROBE = """
+import os, subprocess
+status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines()
+              if ":\\t" in line)
+bwrap = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
+                       capture_output=True).returncode == 0
+try:
+    os.mkdir("/sys/fs/cgroup/pids/hw4p1-profile-probe")
+    os.rmdir("/sys/fs/cgroup/pids/hw4p1-profile-probe")
+    cgroup = True
+except OSError:
+    cgroup = False
+print(os.geteuid(), int(status["CapEff"], 16) >> 21 & 1, status["Seccomp"].strip(), bwrap, cgroup)
+"""
+EXPECTED_PROBE = {  # uid, CAP_SYS_ADMIN, seccomp mode, bubblewrap works, a cgroup can be made
+    "host": f"0 1 0 True {Path('/sys/fs/cgroup/pids').is_dir()}",
+    "gradescope": "0 0 2 False False",
+    "autolab": f"{platform_profiles.PROFILE_UID} 0 2 False False",
+    "laptop": f"{platform_profiles.PROFILE_UID} 0 0 True False",
+}
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_each_profile_is_what_it_emulates(profile):
+    if shutil.which("bwrap") is None:
+        pytest.skip("the host and laptop profiles need bubblewrap")
+    run = subprocess.run(platform_profiles.launcher(profile, [sys.executable, "-c", PROBE]),
+                         capture_output=True, text=True, timeout=60, cwd="/")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == EXPECTED_PROBE[profile].split(), (profile, run.stdout)
+
+
+# ------------------------------------------------------------------------------------------------
+# Gradings in a profile
+# ------------------------------------------------------------------------------------------------
+
+def profile_folder(profile: str, name: str) -> Path:
+    """A folder every profile's user may traverse (the gradings' own folders stay private)."""
+    return open_folder(f"hw4p1-{profile}-{name}-")
+
+
+def mode_used(text: str) -> str:
+    found = [mode for mode, phrase in MODE_PHRASES.items() if phrase in text]
+    return found[0] if len(found) == 1 else f"unclear: {found}"
+
+
+def cell(scores: dict, text: str, held: bool, whose: str = "", peak: int | None = None,
+         report: int | None = None) -> str:
+    """One cell of the table: the observed scores (``whose``: of which grading), the mode, and
+    whether the attack was held; with the grading's peak memory and its largest report channel
+    when given (bytes)."""
+    mytorch = sum(scores[c] for c in rubric.MYTORCH_RUBRIC)
+    sizes = ("" if peak is None else f", peak {peak / 2**30:.2f} GiB") + (
+        "" if report is None else f", report {report / 2**10:.0f} KiB")
+    return (f"{'held' if held else 'GOT THROUGH'}: {whose}mytorch {mytorch:g}/"
+            f"{sum(rubric.MYTORCH_RUBRIC.values())}, LM {scores['LanguageModel']:g} "
+            f"({mode_used(text)}{sizes})")
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_honest_handin_scores_alike_in_every_profile(profile):
+    folder = profile_folder(profile, "honest")
+    lines, scores = run_grader(folder, attack_handin(folder, "", None), profile=profile)
+    text = "\n".join(lines)
+    platform_profiles.record(TABLE, profile, "00 honest handin (baseline)",
+                             cell(scores, text, scores == honest_scores()))
+    assert scores == honest_scores(), (profile, scores, text[-3000:])
+    assert mode_used(text) == EXPECTED_MODE[profile], (profile, text[-3000:])
+    assert "layers: Landlock ABI" in text and "a seccomp filter" in text, text[-3000:]
+
+
+# ------------------------------------------------------------------------------------------------
+# The attacks: (what the handin does, the scores it must get, grader flags, environment)
+# ------------------------------------------------------------------------------------------------
+
+FORGE_AND_REPLACE = f"""
+import os, subprocess
+print({FULL_LINE!r}, flush=True)
+for _target in ("/usr/bin/unshare", "/usr/bin/setpriv", "/usr/bin/bwrap", "/usr/bin/make"):
+    try:
+        open(_target, "ab").close()  # opening to write is the escape; nothing is written
+    except OSError:
+        continue
+    raise SystemExit(f"{{_target}} can be written")
+for _command in (["/usr/bin/unshare", "--map-root-user", "true"], ["/usr/bin/unshare", "-U", "true"]):
+    try:
+        if subprocess.run(_command, capture_output=True).returncode == 0:
+            raise SystemExit("a user namespace was created")
+    except OSError:
+        pass
+"""
+SNOOP_HIDDEN = """
+import glob, os
+_patterns = ["autograde.tar", "*/autograde.tar", "autograde/autograder/hidden_set/*/*",
+             "*/autograde/autograder/hidden_set/*/*", "autograde/autograder/judging/hidden_tests/*.py",
+             "*/autograde/autograder/judging/hidden_tests/*.py", "*/source/autograde.tar"]
+_paths = [p for pattern in _patterns for p in glob.glob("/tmp/hw4p1-*/" + pattern)]
+_pid = os.getpid()
+for _ in range(12):  # the judge's memory and environment, up the parent chain
+    try:
+        _pid = int(open(f"/proc/{_pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        break
+    if _pid <= 1:
+        break
+    _paths += [f"/proc/{_pid}/mem", f"/proc/{_pid}/environ"]
+for _path in _paths:
+    try:
+        with open(_path, "rb") as _file:
+            _data = _file.read(4096)
+    except OSError:
+        continue
+    raise ImportError(f"LEAKED {_path}")
+"""
+BAD_PROCESS_NAMES = """
+import ctypes, os, time
+_libc = ctypes.CDLL(None)
+_libc.prctl(15, ctypes.c_char_p(b"\\xff\\xfe"), 0, 0, 0)  # PR_SET_NAME on the worker itself
+try:
+    if os.fork() == 0:
+        os.setsid()
+        _libc.prctl(15, ctypes.c_char_p(b"a) 0 0 (Z\\xc3("), 0, 0, 0)
+        time.sleep(4)
+        os._exit(0)
+except OSError:
+    pass
+"""
+SHAPE_BOMB = """
+import numpy as _np
+_Reference = MultiHeadAttention
+class MultiHeadAttention(_Reference):
+    def backward(self, d_output):
+        N = 16000  # added together: 16000 x 16000 float64, 2 GB
+        return _np.zeros((N, 1)), _np.zeros((1, N)), _np.zeros((N, 1))
+"""
+THREE_BIG_CHILDREN = """
+import os, select, time
+_read, _write = os.pipe()
+_children = []
+for _ in range(3):
+    try:
+        _pid = os.fork()
+    except OSError:
+        break
+    if _pid == 0:
+        try:
+            _block = bytearray(2 * 2**30)  # zero-filled: every page touched
+            os.write(_write, b"k")
+            time.sleep(3)
+        finally:
+            os._exit(0)
+    _children.append(_pid)
+os.close(_write)
+_held, _deadline = b"", time.time() + 30
+while len(_held) < 3 and time.time() < _deadline:
+    if not select.select([_read], [], [], 1)[0]:
+        continue
+    _chunk = os.read(_read, 3)
+    if not _chunk:
+        break
+    _held += _chunk
+for _pid in _children:
+    os.waitpid(_pid, 0)
+if len(_held) == 3:
+    raise SystemExit("three children held 2 GiB each at once")
+"""
+
+FILL_THE_DISK = """
+import os
+_written, _block = 0, b"\\0" * 2**20
+_folders = {os.path.realpath(f) for f in (os.environ.get("TMPDIR", "/tmp"), os.getcwd(), "/tmp",
+                                          "/dev/shm", "/dev", os.path.expanduser("~"))}
+for _folder in sorted(_folders):
+    for _index in range(160):
+        try:
+            with open(os.path.join(_folder, f"hw4p1-fill-{os.getpid()}-{_index}"), "xb") as _file:
+                _file.write(_block)
+            _written += len(_block)
+        except OSError:
+            break
+if _written > 80 * 2**20:
+    raise SystemExit(f"wrote {_written >> 20} MiB to disks other gradings share")
+"""
+
+
+def duplicate_member_handin(folder: Path) -> Path:
+    """A handin whose first mytorch/nn/linear.py is broken and whose last (the one tar -x and
+    bsdtar leave) is the reference: graded as extracted, it is honest."""
+    honest = attack_handin(folder, "", None)
+    patched = folder / "duplicate.tar"
+    with tarfile.open(honest) as source, tarfile.open(patched, "w") as target:
+        members = source.getmembers()
+        broken = tarfile.TarInfo("handin/mytorch/nn/linear.py")
+        text = b"raise ImportError('the first copy')\n"
+        broken.size = len(text)
+        target.addfile(broken, io.BytesIO(text))
+        for member in members:
+            target.addfile(member, source.extractfile(member))
+    return patched
+
+
+def utf7_handin(folder: Path) -> Path:
+    """mytorch/nn/linear.py, the reference's code, stored in UTF-7 under its coding declaration:
+    Python runs it, while a reader (or a diff, or the similarity check) that reads UTF-8 sees
+    something else. Graded as Python reads it, mytorch scores full marks."""
+    handin = attack_handin(folder, "", None)
+    linear = folder / "handin/mytorch/nn/linear.py"
+    linear.write_bytes((UTF7_SOURCE.splitlines()[0] + "\n" + linear.read_text()).encode("utf-7"))
+    return pack_folder(folder / "handin", handin)
+
+
+def door_handin(folder: Path, door: str = "blob") -> Path:
+    """Every mytorch file the reference's own code as a zlib blob, run through ``door`` (one of
+    test_runtime_code's DOORS)."""
+    handin = attack_handin(folder, "", None)
+    shutil.rmtree(folder / "handin/mytorch")
+    door_mytorch(folder / "handin", DOORS[door])
+    return pack_folder(folder / "handin", handin)
+
+
+def with_members(folder: Path, extra: list) -> Path:
+    """The honest handin with ``extra`` members after its own."""
+    honest = attack_handin(folder, "", None)
+    with tarfile.open(honest) as source:
+        members = [(member, source.extractfile(member).read()) for member in source.getmembers()]
+    return write_tar(folder / "extra.tar", members + extra, format=tarfile.GNU_FORMAT)
+
+
+NESTED_OUTPUT = """
+import os, sys
+_tests = os.listdir(sys.argv[sys.argv.index("--input") + 1])  # the first test's program
+if any(name.startswith("linear") for name in _tests):  # Linear's worker only
+    _header = ("[" * 32_000 + "]" * 32_000).encode()
+    os.write(int(sys.argv[sys.argv.index("--result-fd") + 1]),
+             len(_header).to_bytes(8, "little") + _header)
+"""
+
+
+def bwrap_elsewhere(folder: Path) -> dict:
+    """A PATH whose first folder holds a copy of bubblewrap (outside the worker's /usr/bin:/bin)."""
+    elsewhere = folder / "opt-bin"
+    elsewhere.mkdir()
+    elsewhere.chmod(0o755)
+    if shutil.which("bwrap"):
+        shutil.copy2(shutil.which("bwrap"), elsewhere / "bwrap")
+    return {"PATH": f"{elsewhere}:{os.environ['PATH']}"}
+
+
+HONEST, MYTORCH_0, NOTHING, LINEAR_0 = "honest", "mytorch 0", "all 0", "Linear 0"
+MAX_REPORT_BYTES = 2**20  # every channel of every row's report
+SYSTEM_PROGRAMS = [path for path in ("/usr/bin/unshare", "/usr/bin/setpriv", "/usr/bin/make",
+                                     "/usr/bin/bwrap") if Path(path).exists()]
+JUDGE_PEAK = int(1.5 * 2**30)  # no grader process grows beyond this (the judge's arithmetic)
+
+
+class Attack(NamedTuple):
+    build: Callable[[Path], Path]  # folder -> handin.tar
+    expected: str | dict  # HONEST, MYTORCH_0, "MultiHeadAttention below honest", or the exact
+    # scores of the categories that differ from the honest ones
+    environment: dict | str | None = None  # "bwrap-elsewhere": a PATH built in the test's folder
+    peak: int = JUDGE_PEAK  # the largest resident set any one process of the grading may reach
+    # What the staff's channels must say (details.json -> held or not), for attacks on them
+    staff: Callable[[dict], bool] | None = None
+
+
+# A classmate's handin: the tiny model's weights with a config naming seed 5, so that all of them
+# is what training learned from seed 5's initialisation (and the scores stay the honest ones).
+CLASSMATE_SEED = 5
+
+
+def classmate_state() -> dict:
+    """The classmate's state dict (the tiny model built under seed 0, as make_model_handin)."""
+    torch.manual_seed(0)
+    return DecoderOnlyTransformer(**TINY_MODEL, num_classes=CHAR_VOCAB).state_dict()
+
+
+def classmate_copy(change: Callable[[dict], dict]) -> Callable[[Path], Path]:
+    """A handin builder: the reference mytorch and the classmate's weights after ``change``, with
+    the classmate's config."""
+    def build(folder: Path) -> Path:
+        handin = folder / "handin"
+        make_model_handin(handin)
+        copy_reference_mytorch(handin)
+        torch.save(change(classmate_state()), handin / STATE_DICT_FILE)
+        config = yaml.safe_load((handin / CONFIG_FILE).read_text())
+        (handin / CONFIG_FILE).write_text(yaml.safe_dump({**config, "seed": CLASSMATE_SEED}))
+        return pack_folder(handin, folder / "handin.tar")
+    return build
+
+
+def shares_the_classmates_weights(details: dict) -> bool:
+    """The fingerprint the judge reported is within TOLERANCE of the classmate's."""
+    fingerprint = (details.get("lm") or {}).get("weights_fingerprint")
+    initial = grade_model.initial_state(TINY_MODEL, CHAR_VOCAB, CLASSMATE_SEED)
+    theirs = weights_fingerprint.fingerprint(classmate_state(), initial)
+    return isinstance(fingerprint, str) and bool(
+        weights_fingerprint.shared_weights({"classmate": theirs, "handin": fingerprint}))
+
+
+def lying_report_handin(folder: Path) -> Path:
+    """The honest tiny handin with a test_metrics.json reporting a perplexity of 1.5 (the model
+    gives tens on any text) and a run card naming a test set that is nowhere."""
+    handin = folder / "handin"
+    make_model_handin(handin)
+    copy_reference_mytorch(handin)
+    (handin / METRICS_FILE).write_text(json.dumps({"perplexity_char": 1.5}))
+    (handin / RUN_CARD_FILE).write_text(json.dumps({"test_perplexity_char": 1.5, "test_set": {
+        "split": "test", "subset": 0.1, "transcripts": 45, "characters": 9876,
+        "sha256": "0" * 64}}))
+    return pack_folder(handin, folder / "handin.tar")
+
+
+def flags_the_lying_report(details: dict) -> bool:
+    return any(flag.startswith(f"{METRICS_FILE} reports a test perplexity of 1.5000; these "
+                               f"weights give ") and "on the hidden test set" in flag
+               for flag in details.get("flags") or [])
+
+
+def no_card_lying_report_handin(folder: Path) -> Path:
+    """The honest tiny handin reporting a perplexity of 1.5, without a run card at all."""
+    handin = folder / "handin.tar"
+    lying_report_handin(folder)
+    (folder / "handin" / RUN_CARD_FILE).unlink()
+    return pack_folder(folder / "handin", handin)
+
+
+def linear_seconds(details: dict) -> dict[str, float | None]:
+    """{Linear's hidden test: its seconds in details.json}, in the order the judge runs them."""
+    return {test["name"]: test.get("seconds") for test in details.get("tests") or []
+            if test.get("category") == "Linear"}
+
+
+def slow_test_keeps_its_seconds(details: dict) -> bool:
+    """The first Linear test, whose forward slept, shows the sleep; no other test does."""
+    seconds = list(linear_seconds(details).values())
+    return (len(seconds) > 1 and all(isinstance(value, float) for value in seconds)
+            and seconds[0] >= SLEEP_S and all(value < SLEEP_S for value in seconds[1:]))
+
+
+ATTACKS = {  # the review's table, by row
+    "01 host root replaces unshare, forges the scores line": Attack(
+        lambda folder: attack_handin(folder, FORGE_AND_REPLACE, None), HONEST),
+    "02 reads the hidden set, tests and judge memory": Attack(
+        lambda folder: attack_handin(folder, SNOOP_HIDDEN, None), HONEST),
+    "04 replays a recorded result stream": Attack(replay_handin, MYTORCH_0),
+    "05 names its processes with non-UTF-8 bytes": Attack(
+        lambda folder: attack_handin(folder, BAD_PROCESS_NAMES, None), HONEST),
+    "07 backward returns (N,1) and (1,N) arrays": Attack(
+        lambda folder: attack_handin(folder, "", None, nn_append=SHAPE_BOMB),
+        "MultiHeadAttention below honest"),
+    # One child of 2 GiB may run; the scores show whether all three ever held theirs at once.
+    "08 three children of 2 GiB": Attack(
+        lambda folder: attack_handin(folder, THREE_BIG_CHILDREN, None), HONEST, peak=5 * 2**30 // 2),
+    "09 duplicate member, the broken copy first": Attack(duplicate_member_handin, HONEST),
+    "10 PYTHONOPTIMIZE=1 with a zero stub": Attack(
+        lambda folder: attack_handin(folder, "", ZEROS_NN), MYTORCH_0, {"PYTHONOPTIMIZE": "1"}),
+    "11 bubblewrap outside the worker's PATH": Attack(
+        lambda folder: attack_handin(folder, "", None), HONEST, "bwrap-elsewhere"),
+    "13 fills the disk with temp files": Attack(
+        lambda folder: attack_handin(folder, FILL_THE_DISK, None), HONEST),
+    "12 a Linear of zeros in the right dtype": Attack(
+        lambda folder: attack_handin(folder, "", ZERO_LINEAR_NN), MYTORCH_0),
+    # The grader trusts nothing computed, parsed or sized from inside the handin.
+    "14 mytorch source under a utf-7 coding declaration": Attack(utf7_handin, MYTORCH_0),
+    "15 mytorch files that exec zlib blobs of themselves": Attack(door_handin, MYTORCH_0),
+    "16 470 members with 60,000-character names": Attack(
+        lambda folder: with_members(folder, long_name_members(470, 60_000)), HONEST),
+    "17 a mytorch file 1,500 folders deep": Attack(
+        lambda folder: with_members(folder, [deep_mytorch_member(1500)]), HONEST),
+    "18 a zip named handin.tar declaring 4.2 M entries": Attack(
+        lambda folder: zip_directory_bomb(folder / "handin.tar", 4_200_000), NOTHING),
+    "19 Linear's worker sends a header nested 32,000 deep": Attack(
+        lambda folder: attack_handin(folder, NESTED_OUTPUT, None), LINEAR_0),
+    "20 finite differences of an honest forward beside a wrong one": Attack(
+        lambda folder: attack_handin(folder, FD_GAMING_INIT, None, nn_append=DOUBLED_LINEAR_NN),
+        {"Linear": FAIR_LINEAR_POINTS}),
+    # Staff channels: the judge's model child fingerprints what the weights learned, and flags a
+    # report far below the hidden set whatever the card says.
+    "21 a classmate's weights, one value moved by one ulp": Attack(
+        classmate_copy(one_ulp), HONEST, staff=shares_the_classmates_weights),
+    "22 a classmate's weights, final norm x 4 and final layer / 4": Attack(
+        classmate_copy(rescaled), HONEST, staff=shares_the_classmates_weights),
+    "23 a classmate's weights with 1% noise": Attack(
+        classmate_copy(lambda state: noised(state, grade_model.initial_state(
+            TINY_MODEL, CHAR_VOCAB, CLASSMATE_SEED), 0.01)), HONEST,
+        staff=shares_the_classmates_weights),
+    "24 reports a perplexity of 1.5, its card's test set nowhere": Attack(
+        lying_report_handin, HONEST, staff=flags_the_lying_report),
+    # Code made at run time, each door of the worker's closed list (autograder/sandboxed/refusals.py): a
+    # mytorch whose files hide the reference's code behind a door scores full marks if it opens.
+    "25 mytorch compiled by ast.parse with PyCF_ONLY_AST 0, run as functions": Attack(
+        lambda folder: door_handin(folder, "ast flags"), MYTORCH_0),
+    "26 mytorch run by a SourceFileLoader whose get_data is a blob": Attack(
+        lambda folder: door_handin(folder, "loader"), MYTORCH_0),
+    "27 mytorch as pickles that reduce to marshal.loads": Attack(
+        lambda folder: door_handin(folder, "pickle"), MYTORCH_0),
+    # 32 variants over every family (text, trees, codecs, generators, code objects, functions,
+    # marshal, pickle, loaders, native libraries, programs, gc): one that gets through stops the
+    # mytorch (a file through a codec of its own is tried where the handin's file was graded).
+    "28 honest mytorch beside 32 ways to make or run code": Attack(
+        lambda folder: attack_handin(folder, TRICKS, None), HONEST),
+    # The seconds of each hidden test are the judge's: a request, then its answer (Lockstep).
+    "29 Linear's first forward sleeps 3 s": Attack(
+        lambda folder: attack_handin(folder, "", None, nn_append=SLOW_FIRST_FORWARD_NN), HONEST,
+        staff=slow_test_keeps_its_seconds),
+    "30 reports a perplexity of 1.5 and hands in no run card": Attack(
+        no_card_lying_report_handin, HONEST, staff=flags_the_lying_report),
+}
+
+
+def expected_scores(kind: str | dict, scores: dict) -> bool:
+    honest = honest_scores()
+    if isinstance(kind, dict):
+        return scores == {**honest, **kind}
+    if kind == HONEST:
+        return scores == honest
+    if kind == MYTORCH_0:
+        return scores == {**MYTORCH_ZERO, "LanguageModel": honest["LanguageModel"]}
+    if kind == NOTHING:
+        return not any(scores.values())
+    if kind == LINEAR_0:
+        return scores == {**honest, "Linear": 0}
+    others = {c: s for c, s in scores.items() if c != "MultiHeadAttention"}
+    return (scores["MultiHeadAttention"] < honest["MultiHeadAttention"]
+            and others == {c: s for c, s in honest.items() if c != "MultiHeadAttention"})
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_attack_is_held_in_each_profile(attack, profile):
+    build, expected, environment, peak_limit, staff = ATTACKS[attack]
+    folder = profile_folder(profile, attack.split()[0])
+    if environment == "bwrap-elsewhere":
+        environment = bwrap_elsewhere(folder)
+    peak = []
+    programs = {path: Path(path).stat().st_mtime_ns for path in SYSTEM_PROGRAMS}
+    details_path = folder / "grading" / "details.json"
+    lines, scores = run_grader(folder, build(folder), f"--results-json {details_path}",
+                               peak_memory=peak, environment=environment, profile=profile)
+    text = "\n".join(lines)
+    hidden = [line for line in read_hidden_lines(built_autograder() / "autograde.tar")
+              if len(line) > 20]
+    report = report_sizes(text, details_path, scores)
+    oracle = hidden_perplexity_digits(text, details_path)
+    told = staff is None or staff(json.loads(details_path.read_text(encoding="utf-8")))
+    held = (expected_scores(expected, scores) and told and FULL_LINE not in lines and not oracle
+            and not any(line in text for line in hidden) and peak[0] < peak_limit
+            and "The autograder itself failed" not in text
+            and max(report.values()) < MAX_REPORT_BYTES)
+    platform_profiles.record(TABLE, profile, attack,
+                             cell(scores, text, held, peak=peak[0], report=max(report.values())))
+    assert max(report.values()) < MAX_REPORT_BYTES, report
+    assert expected_scores(expected, scores), (attack, profile, scores, text[-3000:])
+    assert told, f"the staff's channels do not say it: {details_path.read_text()[:3000]}"
+    assert FULL_LINE not in lines, "a forged scores line reached the grader's output"
+    assert "The autograder itself failed" not in text, text[-3000:]
+    assert not any(line in text for line in hidden), "the hidden set leaked into the feedback"
+    assert not oracle, f"the feedback gives the hidden-set perplexity beyond 2 decimals: {oracle}"
+    assert peak[0] < peak_limit, f"a grader process used {peak[0] / 2**30:.1f} GiB"
+    if expected != NOTHING:  # with nothing to grade, no sandbox is chosen
+        assert mode_used(text) == EXPECTED_MODE[profile], (profile, text[-3000:])
+    assert programs == {path: Path(path).stat().st_mtime_ns for path in SYSTEM_PROGRAMS}
+
+
+def hidden_perplexity_digits(text: str, details_path: Path) -> list[str]:
+    """The numbers of the student's feedback ``text`` that give the hidden-set perplexity (which
+    details.json, a staff channel, keeps in full) to more than 2 decimals: with many submissions,
+    such digits would be a slow oracle of the hidden text."""
+    details = json.loads(details_path.read_text(encoding="utf-8")) if details_path.exists() else {}
+    perplexity = (details.get("lm") or {}).get("perplexity_char")
+    if not isinstance(perplexity, float):
+        return []
+    return [number for number in re.findall(r"\d+\.\d{3,}", text)
+            if abs(float(number) - perplexity) < 0.005]
+
+
+def report_sizes(text: str, details_path: Path, scores: dict) -> dict[str, int]:
+    """Bytes of each channel of a grading's report: Autolab's feedback (also the regrade's
+    feedback file), --results-json, and the results.json Gradescope's adapter makes of them."""
+    details_text = details_path.read_text(encoding="utf-8") if details_path.exists() else "{}"
+    details = (grading_report.load(details_path) if details_path.exists()
+               else grading_report.GradingReport(status=grading_report.Status.CRASHED))
+    payload = gradescope.results_payload(
+        scores, details, gradescope.visible_summary(scores, details, True, "visible"), "visible")
+    return {"feedback": len(text.encode()), "details.json": len(details_text.encode()),
+            "results.json": len(json.dumps(payload, indent=1).encode())}
+
+
+# ------------------------------------------------------------------------------------------------
+# Gradescope's own entry point, and two gradings at once
+# ------------------------------------------------------------------------------------------------
+
+@rubric_category("Platform profiles")
+def test_gradescope_run_autograder_keeps_the_hidden_set_in_its_profile():
+    """Rows 2 and 3 on Gradescope's entry point, in its profile: source/autograde.tar (0644 as
+    Gradescope unpacks it) and every other copy stay out of reach; results.json shows nothing
+    hidden."""
+    folder = profile_folder("gradescope", "run-autograder")
+    root_source = folder / "autograder/source/autograde.tar"
+    handin = attack_handin(folder, f"SOURCE_TAR = {str(root_source)!r}\n{SNOOP_INIT}{SNOOP_HIDDEN}",
+                           None)
+    root = unpack_root(folder, handin)
+    results = run_autograder(root, profile="gradescope")
+    check_spec(results)
+    text = json.dumps(results)
+    hidden = read_hidden_lines(built_autograder() / "autograde.tar")
+    held = (category_totals(results) == honest_scores() and "LEAKED" not in text
+            and not any(line in text for line in hidden if len(line) > 20))
+    platform_profiles.record(TABLE, "gradescope", "03 run_autograder: hidden set in results.json",
+                             f"{'held' if held else 'GOT THROUGH'}: score {results['score']:g}")
+    assert category_totals(results) == honest_scores(), category_totals(results)
+    assert "LEAKED" not in text and "SNOOPED_NOTHING" not in text
+    assert not any(line in text for line in hidden if len(line) > 20)
+    assert not root_source.exists(), "source/autograde.tar must be deleted once copied"
+
+
+HOSTILE_NEIGHBOUR = """
+import ctypes, os, signal, threading, time
+_libc = ctypes.CDLL(None, use_errno=True)
+_threads = []
+try:  # the per-uid task count a concurrent grading of the same uid needs
+    for _ in range(256):
+        _threads.append(threading.Thread(target=time.sleep, args=(10,), daemon=True))
+        _threads[-1].start()
+except (RuntimeError, OSError):
+    pass
+_end = time.time() + 10
+while time.time() < _end:
+    try:
+        _pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        _pids = []
+    for _pid in _pids + [-1]:
+        if _pid == os.getpid():
+            continue
+        for _signal in (signal.SIGSTOP, signal.SIGKILL):
+            try:
+                os.kill(_pid, _signal)
+            except OSError:
+                pass
+        if _pid > 0:
+            _libc.ptrace(16, _pid, None, None)  # PTRACE_ATTACH
+    for _folder, _dirs, _files in os.walk(NEIGHBOUR):
+        for _name in _files:
+            try:
+                with open(os.path.join(_folder, _name), "r+b") as _file:
+                    _file.write(b"\\0")
+            except OSError:
+                pass
+    time.sleep(0.05)
+"""
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_hostile_grading_leaves_a_concurrent_honest_one_alone(profile):
+    """Row 6: two gradings at once on one host; the hostile one signals and traces every process
+    it can name, uses up its uid's task count and writes into the other's folder for its whole
+    run. The honest one scores exactly its honest scores."""
+    folder = profile_folder(profile, "concurrent")
+    honest_folder, hostile_folder = folder / "honest", folder / "hostile"
+    for path in (honest_folder, hostile_folder):
+        path.mkdir()
+        path.chmod(0o755)
+    hostile = attack_handin(hostile_folder,
+                            f"NEIGHBOUR = {str(honest_folder)!r}\n{HOSTILE_NEIGHBOUR}", None)
+    honest = attack_handin(honest_folder, "", None)
+    with ThreadPoolExecutor(2) as pool:
+        hostile_run = pool.submit(run_grader, hostile_folder, hostile, profile=profile)
+        honest_run = pool.submit(run_grader, honest_folder, honest, profile=profile)
+        (honest_lines, honest_got), (_, hostile_got) = honest_run.result(), hostile_run.result()
+    platform_profiles.record(TABLE, profile, "06 a hostile grading beside an honest one",
+                             cell(honest_got, "\n".join(honest_lines),
+                                  honest_got == honest_scores(), whose="honest one "))
+    assert honest_got == honest_scores(), ("\n".join(honest_lines))[-3000:]
+    assert all(hostile_got[c] <= honest_scores()[c] for c in rubric.RUBRIC), hostile_got
+
+
+
+def similarity_in_profile(profile: str, handins: Path, handout: Path,
+                          out: Path) -> subprocess.CompletedProcess:
+    """``python -m autograder.classroom.similarity`` (make similarity's entry point) run by the staff in
+    ``profile`` on the class ``handins``, writing to ``out`` (made here, writable to the
+    non-root profiles' user)."""
+    out.mkdir()
+    out.chmod(0o777)
+    return subprocess.run(platform_profiles.launcher(profile, [
+        sys.executable, "-m", "autograder.classroom.similarity", str(handins), "--handout", str(handout),
+        "--out", str(out)]), capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_poisoned_class_is_compared_in_each_profile(profile):
+    """Row 31: ``python -m autograder.classroom.similarity`` run by the staff in the profile on a class
+    holding a moved copy of a classmate's graded code (its classes in a module of another name,
+    a variable renamed) that also carries files ending the decoding (a codec that raises), the
+    parsing (nesting deep enough for a RecursionError, a unary chain for a MemoryError), and a
+    student whose graded file cannot be decoded: the run finishes, writes every file, ranks the
+    moved copy first and names each poisoned file as its student's finding."""
+    from tests.classroom.test_similarity import poisoned_class, poisoned_class_problems
+
+    folder = profile_folder(profile, "similarity")
+    out = folder / "out"
+    problems = poisoned_class_problems(similarity_in_profile(profile, *poisoned_class(folder),
+                                                             out), out)
+    platform_profiles.record(TABLE, profile, "31 similarity of a class with a poisoned handin",
+                             "held: moved copy first, each poisoned file a finding"
+                             if not problems else f"GOT THROUGH: {problems[0][:200]}")
+    assert problems == []
+
+
+@rubric_category("Platform profiles")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_moved_copies_rank_first_in_each_profile(profile):
+    """Row 32: ``python -m autograder.classroom.similarity`` run by the staff in the profile on three
+    independent students, the skeleton and a copy of each moved by another route (a star import
+    from a module of another name; a renamed class bound from a subpackage's module; the
+    package's __init__ re-exporting from another module), names changed and methods reordered:
+    the three copies are the three first pairs, flagged, and no independent pair is."""
+    from tests.classroom.test_similarity import class_folder, handout_folder, moved_class, \
+        moved_copies_problems
+
+    folder = profile_folder(profile, "moved")
+    out = folder / "out"
+    result = similarity_in_profile(profile, class_folder(folder, moved_class(folder)),
+                                   handout_folder(folder), out)
+    problems = moved_copies_problems(result, out)
+    platform_profiles.record(TABLE, profile, "32 similarity of copies moved by three routes",
+                             "held: the three copies first, no independent pair flagged"
+                             if not problems else f"GOT THROUGH: {problems[0][:200]}")
+    assert problems == []
+
+if __name__ == "__main__":
+    run_module(__name__)
