@@ -9,7 +9,8 @@ student bug written as a text replacement in the reference solution::
         scores = Q @ K.swapaxes(-1, -2) / np.sqrt(d_k)
       replace: |
         scores = Q @ K.swapaxes(-1, -2)
-      test: tests.test_mytorch           # the module a student runs for that file
+      test: tests.test_mytorch           # the module a student runs for that file (or an
+                                         # instructor's, tests.<folder>.test_x, run by pytest)
       bug: forgets to scale the scores by 1/sqrt(d_k)
       family: sdpa-scale                 # graded files only: the bug family the grader's hint
                                          # must name (tools/hint_report.py)
@@ -21,8 +22,8 @@ file and indents ``replace`` the same way. A ``find`` without a final newline (a
 
 For each entry the runner applies the replacement to a private copy of the tree (the git-tracked
 and untracked-but-not-ignored files, plus a link to the built data when there is some), runs
-``python -m <test>`` there exactly as a student does, and counts the mutant *rejected* when that
-exits non-zero. Before that, each test module named in
+``python -m <test>`` there exactly as a student does (pytest for an instructor's module), and
+counts the mutant *rejected* when that exits non-zero. Before that, each test module named in
 the selection runs once on the unmutated copy and must pass, otherwise a broken test would
 "reject" everything. It prints one line per entry (with the first failure the student would read),
 then a table per student file. Exit status 1 when any mutant survives, an entry no longer applies
@@ -187,18 +188,30 @@ def first_failure(output: str) -> str:
         if "  FAILED  " in line:  # a progress bar on stderr may share the line
             detail = lines[index + 1].strip() if index + 1 < len(lines) else ""
             return f"{line.split('  FAILED  ', 1)[1].strip()}: {detail}"
+        if line.startswith("FAILED "):  # pytest's summary, for an instructor's module
+            return line.removeprefix("FAILED ").strip()
     tail = [line.strip() for line in lines if line.strip()]
     return tail[-1] if tail else "(no output)"
 
 
+def test_command(test: str) -> list[str]:
+    """How ``test`` runs: a module the handout ships (``tests.test_x``) as a student runs it,
+    ``python -m tests.test_x`` (the rubric report); an instructor's module
+    (``tests.<folder>.test_x``, which has no rubric) by pytest."""
+    if test.count(".") == 1:
+        return [sys.executable, "-m", test]
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            test.replace(".", "/") + ".py"]
+
+
 def run_test(copy: Path, test: str, timeout_s: float) -> Outcome:
-    """Run ``python -m <test>`` in ``copy`` as a student would; never raises on test failure."""
+    """Run ``test`` in ``copy`` (:func:`test_command`); never raises on test failure."""
     env = dict(os.environ, WANDB_MODE="disabled", PYTHONHASHSEED="0",
                PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env.pop("PYTHONPATH", None)
     start = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, "-m", test], cwd=copy, env=env, timeout=timeout_s,
+        done = subprocess.run(test_command(test), cwd=copy, env=env, timeout=timeout_s,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     except subprocess.TimeoutExpired:
         return Outcome(None, time.perf_counter() - start, f"timed out after {timeout_s:.0f}s")

@@ -6,7 +6,7 @@ the late policy applied only when asked and never switched off by a deadline wit
 and no cell a spreadsheet runs. (The realistic class of these cases is
 tests/classroom/test_gradebook_class.py, in `make test-class`.)
 
-    python -m tests.classroom.test_gradebook     (or: .venv/bin/python -m pytest -q tests/classroom/test_gradebook.py)
+    .venv/bin/python -m pytest -q tests/classroom/test_gradebook.py
 """
 import csv
 from pathlib import Path
@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder.classroom import gradebook, handins, regrade, spreadsheet
-from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"Gradebook": 0}
 # Canvas's Gradebook export: a BOM, the five identity columns, an assignment column, then the
 # Points Possible row.
 ROSTER = ("\ufeffStudent,ID,SIS User ID,SIS Login ID,Section,Quiz 1 (111)\n"
@@ -51,7 +49,6 @@ def report_of(out: Path) -> dict[str, dict]:
     return {row["Student"]: row for row in spreadsheet.read_csv(out / "gradebook.csv")[1]}
 
 
-@rubric("Gradebook")
 def test_the_import_file_is_canvas_format_and_every_student_is_accounted_for(tmp_path):
     roster, grades = write_inputs(tmp_path)
     gradebook.main([str(roster), "--grades", str(grades), "--out", str(tmp_path / "out"),
@@ -86,7 +83,6 @@ def test_the_import_file_is_canvas_format_and_every_student_is_accounted_for(tmp
     assert "  1 handin has no submission time: an Autolab download carries none" in summary
 
 
-@rubric("Gradebook")
 def test_a_login_matches_only_for_the_course_domain(tmp_path):
     """Without --domain, bchen@x.edu does not reach the roster's bchen; an auditor's
     bchen@gmail.com never does, even with --domain x.edu."""
@@ -106,7 +102,6 @@ def test_a_login_matches_only_for_the_course_domain(tmp_path):
         tmp_path / "auditor/unmatched.txt").read_text()
 
 
-@rubric("Gradebook")
 def test_a_group_fills_every_member_and_a_contested_roster_row_imports_neither(tmp_path):
     """A group row (Ann by SID, Cy by email) fills both cells; Bo is reached by a group row and
     by his own row (two grade rows: a conflict, blank, both listed); two rows with the same
@@ -133,7 +128,6 @@ def test_a_group_fills_every_member_and_a_contested_roster_row_imports_neither(t
            "bo-alone by login bchen (x.edu)" in text
 
 
-@rubric("Gradebook")
 def test_every_version_graded_imports_the_highest(tmp_path):
     rows = [{"student": "ann@x.edu", "email": "", "sid": "", "version": v,
              "versions_graded": "all", "status": "ok", "total": t}
@@ -145,7 +139,6 @@ def test_every_version_graded_imports_the_highest(tmp_path):
         "ann@x.edu#2", "ann@x.edu#9"]
 
 
-@rubric("Gradebook")
 def test_the_late_policy_is_applied_only_when_given(tmp_path):
     """Due 2026-11-21 00:00 -05:00, 10% per started day, 0 after 1 day: Ann is on time, Bo 30
     minutes late (-10% of 80), Cy 36 hours late (0); without a policy nothing changes."""
@@ -181,7 +174,6 @@ def test_the_late_policy_is_applied_only_when_given(tmp_path):
             gradebook.main([str(roster), "--grades", str(grades), *flags])
 
 
-@rubric("Gradebook")
 def test_a_deadline_without_an_offset_is_refused_or_placed_by_timezone(tmp_path):
     roster, grades = write_inputs(tmp_path)
     with pytest.raises(SystemExit, match=r"has no UTC offset.*--timezone NAME"):
@@ -197,7 +189,6 @@ def test_a_deadline_without_an_offset_is_refused_or_placed_by_timezone(tmp_path)
     assert report_of(tmp_path / "tz")["Chen, Bo"]["late_hours"] == "0.5"
 
 
-@rubric("Gradebook")
 def test_extensions_and_a_grace_period(tmp_path):
     """Bo (30 minutes late) is within a 45-minute grace; Cy (36 h late) has 48 extra hours
     (on time), Ann a new deadline a day earlier (so 23.98 h late: one started day, -10%)."""
@@ -226,7 +217,6 @@ def test_extensions_and_a_grace_period(tmp_path):
                             "--extensions", str(extensions)])
 
 
-@rubric("Gradebook")
 def test_a_groups_lateness_is_each_members_own(tmp_path):
     """Ann and Cy hand in together 10 hours late; Cy has 24 more hours: Ann loses 10% of 60,
     Cy nothing."""
@@ -242,14 +232,12 @@ def test_a_groups_lateness_is_each_members_own(tmp_path):
     assert rows["Diaz, Cy"]["late_rule"] == "on time (due 2026-11-22T00:00:00-05:00 (extension))"
 
 
-@rubric("Gradebook")
 def test_a_roster_that_is_not_a_canvas_export_is_refused(tmp_path):
     (tmp_path / "roster.csv").write_text("name,email\nAnn,ann@x.edu\n")
     with pytest.raises(SystemExit, match="no Student, ID, SIS User ID, SIS Login ID, Section"):
         gradebook.read_roster(tmp_path / "roster.csv")
 
 
-@rubric("Gradebook")
 def test_a_member_whose_sid_and_email_reach_different_students_is_imported_for_neither(tmp_path):
     """Cy's submission carries Ann's SID (a typo in the platform's roster): SID and email reach
     two roster rows, so neither cell gets Cy's grade, nor a 0 with --missing zero; both rows
@@ -266,7 +254,6 @@ def test_a_member_whose_sid_and_email_reach_different_students_is_imported_for_n
     assert "SID 0042 and email cy@x.edu reach different roster rows" in rule, rule
 
 
-@rubric("Gradebook")
 def test_extra_hours_are_hours_across_a_change_of_daylight_saving_time(tmp_path):
     """New York leaves daylight saving time on 2026-11-01: 24 hours after 2026-10-31 12:00 EDT
     (16:00 UTC) is 2026-11-01 11:00 EST, not 12:00 (25 hours)."""
@@ -280,7 +267,6 @@ def test_extra_hours_are_hours_across_a_change_of_daylight_saving_time(tmp_path)
     assert deadlines[0].isoformat() == "2026-11-01T11:00:00-05:00"
 
 
-@rubric("Gradebook")
 def test_a_file_that_is_not_utf8_or_not_a_grades_csv_is_refused_naming_the_fix(tmp_path):
     """A roster or extensions file saved by Excel as "CSV (Comma delimited)" (cp1252), and a
     --grades file that is not the regrade's grades.csv, end with an error naming the fix, not a
@@ -305,7 +291,6 @@ PLAIN = ["Zoë Ångström", "O'Hara", "plain", "3.25", ""]
 HOSTILE = FORMULAS + PLAIN
 
 
-@rubric("Gradebook")
 def test_no_cell_is_a_formula_and_every_cell_reads_back_as_written(tmp_path):
     """Every text cell a spreadsheet would run starts with an apostrophe in the file; numbers,
     plain and non-ASCII text are written as they are; reading gives back exactly what was
@@ -359,7 +344,6 @@ submission_304:
 """
 
 
-@rubric("Gradebook")
 def test_gradescope_groups_keep_every_member_and_a_resubmission_grades_the_latest(tmp_path):
     """A group row keeps both members, aligned field by field (a ';' in a name is no
     separator); Cy's later submission is graded although its file is older; Ana leads a group's
@@ -379,7 +363,6 @@ def test_gradescope_groups_keep_every_member_and_a_resubmission_grades_the_lates
     assert "graded the latest submitted, submission_303/" in found["cy@x.edu"].note
 
 
-@rubric("Gradebook")
 def test_a_group_resubmission_listing_its_members_in_another_order_is_one_row(tmp_path):
     """Bo resubmits the group's handin that Ann first submitted, and Gradescope lists him first
     this time: still one group's resubmission (the later graded), not two rows that make both
@@ -395,7 +378,3 @@ def test_a_group_resubmission_listing_its_members_in_another_order_is_one_row(tm
     [(key, handin)] = handins.find_handins(tmp_path).items()
     assert handin.path.parent.name == "submission_2", (key, handin)
     assert "graded the latest submitted, submission_2/" in handin.note
-
-
-if __name__ == "__main__":
-    run_module(__name__)

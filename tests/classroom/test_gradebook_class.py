@@ -18,9 +18,7 @@ from autograder.judging import rubric
 from autograder.classroom import gradebook, regrade, spreadsheet
 from autograder.judging.report import GradingReport
 from tests.classroom.test_regrade import fake_grader
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Gradebook class": 0}
 DOMAIN = "campus.example.edu"
 ASSIGNMENT = "HW4P1 (777)"
 ROSTER = ("\ufeffStudent,ID,SIS User ID,SIS Login ID,Section,HW3P1 (700)\n"
@@ -131,7 +129,6 @@ def graded_class(tmp_path: Path, monkeypatch) -> Path:
 
 
 @pytest.mark.class_fixture
-@rubric_category("Gradebook class")
 def test_the_gradebook_of_a_realistic_class_matches_its_table_cell_by_cell(tmp_path, monkeypatch,
                                                                            capsys):
     grades = graded_class(tmp_path, monkeypatch)
@@ -209,7 +206,3 @@ def test_the_gradebook_of_a_realistic_class_matches_its_table_cell_by_cell(tmp_p
                               "crashed; 2 grade members reach no roster row\n"), summary
     assert "(1 extensions, 10-minute grace): 1 late with a deduction, 0 whose lateness is unknown" \
         in summary
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -3,7 +3,7 @@
 inspection under it (autograder/classroom/regrade.py::inspect_handin): a handin whose files end the decoding
 or the parsing is a flag in grades.csv, its weights still hashed, the other rows untouched.
 
-    python -m tests.classroom.test_handin_guard      (or: pytest -q tests/classroom/test_handin_guard.py)
+    .venv/bin/python -m pytest -q tests/classroom/test_handin_guard.py
 """
 import csv
 import hashlib
@@ -16,13 +16,10 @@ from autograder.judging import rubric
 from autograder.classroom import handin_guard, regrade
 from tests.classroom.test_regrade import fake_grader, judge_details
 from tests.classroom.test_similarity import POISON
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Handin guard": 0}
 REPO = Path(__file__).resolve().parents[2]
 
 
-@rubric_category("Handin guard")
 def test_any_failure_is_one_line_finding_and_the_read_is_bounded(tmp_path):
     def deep():
         return deep()
@@ -57,7 +54,6 @@ def handin(folder: Path, members: dict[str, bytes]) -> None:
 
 
 @pytest.mark.slow
-@rubric_category("Handin guard")
 def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, monkeypatch):
     """Three handins graded by the regrade's own loop (the judge replaced): one whose never-imported
     files end the decoding and the parsing, one that moved its graded classes into another module,
@@ -104,7 +100,3 @@ def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, 
     assert rows["honest"]["flags"] == "" and rows["honest"]["notes"] == "", rows["honest"]
     assert "flagged (see the flags column): moved, poisoned" in \
         (tmp_path / "out/summary.txt").read_text()
-
-
-if __name__ == "__main__":
-    run_module(__name__)

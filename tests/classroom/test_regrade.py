@@ -2,7 +2,7 @@
 """Tests of the bulk regrade (autograder/classroom/regrade.py): both download layouts, one row per student,
 faults isolated between concurrent gradings, resumable, a summary.
 
-    python -m tests.classroom.test_regrade     (or: .venv/bin/python -m pytest -q tests/classroom/test_regrade.py)
+    .venv/bin/python -m pytest -q tests/classroom/test_regrade.py
 """
 import csv
 import json
@@ -23,9 +23,7 @@ from autograder.judging.report import GradingReport, LanguageModelResult, Status
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
                                       built_autograder, honest_scores, session_folder)
 from tests.grader.test_autograder_e2e import MYTORCH_ZERO
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Regrade": 0}
 REPO = Path(__file__).resolve().parents[2]
 HANG = "while True:\n    pass\n"
 EXHAUST_MEMORY = "_blocks = []\nwhile True:\n    _blocks.append(bytearray(256 * 2**20))\n"
@@ -39,7 +37,6 @@ while True:
 """
 
 
-@rubric_category("Regrade")
 def test_both_download_layouts_name_each_student_once(tmp_path):
     (tmp_path / "ann@x.edu_3_handin.tar").write_bytes(b"")
     (tmp_path / "bo.tar.gz").write_bytes(b"")
@@ -58,7 +55,6 @@ def test_both_download_layouts_name_each_student_once(tmp_path):
     assert "graded the newest" in regrade.find_handins(tmp_path)["bo"].note
 
 
-@rubric_category("Regrade")
 def test_autolab_versions_and_re_downloads(tmp_path):
     """Every version of a student: the highest graded by default, every one with 'all'; a
     browser's re-download of one version counts once when identical, the newer file otherwise."""
@@ -95,7 +91,6 @@ submission_102:
 """
 
 
-@rubric_category("Regrade")
 def test_gradescope_rows_carry_the_submitters_metadata(tmp_path):
     (tmp_path / "submission_metadata.yml").write_text(METADATA)
     for folder in ("submission_101", "submission_102", "submission_103"):
@@ -140,7 +135,6 @@ def judge_details(total_linear: float, status: str = "ok", weights: str = "") ->
         lm=LanguageModelResult(message="", perplexity_char=3.5, state_dict_sha256=weights or None))
 
 
-@rubric_category("Regrade")
 def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monkeypatch, capsys):
     """A grading that raises (RecursionError in clean-up), one that times out and one whose
     result cannot be read are each their student's row; the others are graded. A rerun grades
@@ -202,7 +196,6 @@ def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monk
         regrade.regrade(handins, out, fake_grader(tmp_path), progress=False, only=["zed"])
 
 
-@rubric_category("Regrade")
 def test_the_summary_ends_with_the_next_step_of_each_problem_present(tmp_path):
     rows = {student: {"student": student, "status": status, "total": "0", "flags": flags,
                       "notes": notes}
@@ -228,7 +221,6 @@ def test_the_summary_ends_with_the_next_step_of_each_problem_present(tmp_path):
                           f"gradebook/canvas_import.csv\n"), alone
 
 
-@rubric_category("Regrade")
 def test_byte_identical_weights_and_run_time_code_are_flagged(tmp_path):
     rows = {student: {"student": student, "status": "ok", "total": "50", "weights_sha256": sha,
                       "integrity_flags": flags, "runtime_code": code}
@@ -249,7 +241,6 @@ def test_byte_identical_weights_and_run_time_code_are_flagged(tmp_path):
 
 
 @pytest.mark.class_fixture
-@rubric_category("Regrade")
 def test_hostile_handins_change_no_other_row_and_a_rerun_resumes(tmp_path, capsys):
     """Three honest handins among one that hangs, one that exhausts its memory and one that forks
     without end, graded two at a time: every honest row is the honest scores; the others lose
@@ -309,8 +300,6 @@ def test_hostile_handins_change_no_other_row_and_a_rerun_resumes(tmp_path, capsy
     assert rows["hang"]["status"] == "ok" and float(rows["hang"]["total"]) == sum(honest.values())
 
 
-
-@rubric_category("Regrade")
 def test_the_likely_causes_are_listed_per_student_and_counted_for_the_class(tmp_path):
     tests = [TestResult(name, "SDPA", 1, 0, "", "", family=family)
              for name, family in (("a", "sdpa-scale"), ("b", "sdpa-scale"), ("c", ""),
@@ -326,7 +315,6 @@ def test_the_likely_causes_are_listed_per_student_and_counted_for_the_class(tmp_
 
 
 @pytest.mark.class_fixture
-@rubric_category("Regrade")
 def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys):
     """SIGINT once the first row is written: the run waits for the grading under way, exits 130,
     and leaves a CSV whose every row is whole; a rerun grades only the rest."""
@@ -400,7 +388,6 @@ def interrupted_regrade(tmp_path: Path, sleeps: dict[str, int], jobs: int, rows_
             regrade.read_rows(out / "grades.csv"), sorted(p.name for p in temp.iterdir()))
 
 
-@rubric_category("Regrade")
 def test_ctrl_c_once_finishes_the_running_gradings_twice_stops_them(tmp_path):
     """Once: the grading under way finishes and is written, none starts after it. Twice: the
     running gradings are stopped at once, their folders removed, the finished rows kept."""
@@ -504,7 +491,6 @@ def check_class_row(role: str, row: dict, lm_points: dict[str, float]) -> list[s
 
 @pytest.mark.slow
 @pytest.mark.class_fixture
-@rubric_category("Regrade")
 def test_a_realistic_class_gets_every_cell_of_its_table(tmp_path, capsys):
     """The class fixture's Autolab download graded two at a time: every student's status, points,
     flags and likely causes are CLASS_TABLE's; the highest version is graded; a rerun grades the
@@ -587,7 +573,3 @@ def handout_tree(tmp_path: Path) -> Path:
         (handout / path).parent.mkdir(parents=True, exist_ok=True)
         (handout / path).write_text(text)
     return handout
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -3,7 +3,7 @@
 the scoring line alone is a rescore of the recorded results, by the grader's own functions, equal
 to a full regrade; anything else is graded again, and the log says why.
 
-    python -m tests.classroom.test_rescore     (or: .venv/bin/python -m pytest -q tests/classroom/test_rescore.py)
+    .venv/bin/python -m pytest -q tests/classroom/test_rescore.py
 """
 import csv
 import io
@@ -20,9 +20,7 @@ from autograder.judging.report import GradingReport, LanguageModelResult, TestRe
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS, TEST_ZERO_MARKS_PPL,
                                       attack_handin, built_autograder, session_folder)
 from tests.classroom.test_regrade import grade_with
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Rescore": 0}
 CATEGORIES = list(rubric.MYTORCH_RUBRIC)
 
 
@@ -54,7 +52,6 @@ def recorded_row(**cells) -> dict:
     return {**row, **cells}
 
 
-@rubric_category("Rescore")
 def test_a_rescore_gives_the_new_line_s_points_computed_by_hand():
     """Under NEW: Linear 4 (its passed test is now worth 4), Softmax 10, SDPA and MHA 0, and the
     LM (5 - 3.75) / (5 - 3) = 5/8 of its points; each recorded test's cell follows."""
@@ -72,7 +69,6 @@ def test_a_rescore_gives_the_new_line_s_points_computed_by_hand():
     assert rescore.apply(row, NEW, NEW) == []  # the rescored row is consistent with its new line
 
 
-@rubric_category("Rescore")
 def test_only_results_that_give_back_their_own_points_are_rescored():
     """A row is rescored only when its recorded results give its recorded points under its own
     line; otherwise it is graded again, with why."""
@@ -98,7 +94,6 @@ def test_only_results_that_give_back_their_own_points_are_rescored():
     assert rescore.decide(recorded_row(scoring=""), "h", grader)[0] == rescore.GRADE
 
 
-@rubric_category("Rescore")
 def test_a_change_of_the_language_model_s_points_is_rescored_not_graded_again():
     """Graded when the LM was worth 40 points (perplexity 3.75: 3/4 of them, 30); under a line
     giving it 80 the same result earns 60, and back again: a rescore, never a regrade."""
@@ -115,7 +110,6 @@ def test_a_change_of_the_language_model_s_points_is_rescored_not_graded_again():
                                                      "total 67 -> 37"]
 
 
-@rubric_category("Rescore")
 def test_the_grader_s_identity_leaves_out_the_scoring_line_alone():
     test_module = b'@hidden_test("Linear", 2)\ndef linear_forward(program, rng):\n    pass\n'
     members = {"autograder/judging/grade.py": b"code", "autograder/judging/hidden_tests/linear_tests.py":
@@ -149,7 +143,6 @@ def fake_grader(folder: Path, identity: str, line: dict) -> Path:
     return folder
 
 
-@rubric_category("Rescore")
 def test_a_rerun_rescores_a_new_line_and_says_why_for_each_handin(tmp_path, monkeypatch,
                                                                   capsys):
     """Graded under OLD; a rerun with NEW grades nothing, rescores every row (rescore.txt and the
@@ -207,7 +200,6 @@ def test_a_rerun_rescores_a_new_line_and_says_why_for_each_handin(tmp_path, monk
 
 
 @pytest.mark.class_fixture
-@rubric_category("Rescore")
 def test_rescoring_a_graded_class_equals_regrading_it_under_new_thresholds(tmp_path, capsys):
     """A small class (an honest handin, an empty archive) graded with the tests' grader; a second
     grader built from the same tree with other thresholds has its identity; the rerun with it
@@ -243,7 +235,3 @@ def test_rescoring_a_graded_class_equals_regrading_it_under_new_thresholds(tmp_p
         float(honest["perplexity_recomputed"]), full, zero)
     assert "honest: LanguageModel" in (out / "rescore.txt").read_text(), \
         "the new thresholds must move the honest model's points, or this test shows nothing"
-
-
-if __name__ == "__main__":
-    run_module(__name__)

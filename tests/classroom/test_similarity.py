@@ -4,7 +4,7 @@ independently written mytorch implementations (Linear, Softmax, ScaledDotProduct
 different styles, planted copies of them (identifiers renamed, methods reordered, comments and
 whitespace changed), and a student who handed in the untouched skeleton.
 
-    python -m tests.classroom.test_similarity     (or: .venv/bin/python -m pytest -q tests/classroom/test_similarity.py)
+    .venv/bin/python -m pytest -q tests/classroom/test_similarity.py
 """
 import csv
 import json
@@ -18,11 +18,9 @@ from pathlib import Path
 import pytest
 
 from autograder.classroom import similarity
-from tests.testing_framework import rubric, run_module
 from tools.mytorch_styles import FILES, STYLES, disguised, student_tree
 
 pytest.importorskip("copydetect")
-RUBRIC = {"Similarity": 0}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -39,7 +37,6 @@ def write_handin(folder: Path, tree: dict[str, str | bytes]) -> Path:
     return folder / "handin.tar"
 
 
-@rubric("Similarity")
 def test_planted_copies_rank_above_every_independent_pair(tmp_path):
     handins = tmp_path / "handins"
     handins.mkdir()
@@ -109,7 +106,6 @@ def encoded(tree: dict[str, str], encoding: str) -> dict[str, bytes]:
             for path, text in tree.items()}
 
 
-@rubric("Similarity")
 def test_a_copy_in_another_source_encoding_is_still_a_copy(tmp_path):
     """A copy saved as UTF-7 (valid Python under its coding declaration; read as UTF-8 its text
     shares almost nothing with the original) is decoded as Python decodes it and found."""
@@ -128,7 +124,6 @@ def test_a_copy_in_another_source_encoding_is_still_a_copy(tmp_path):
     assert not pairs[frozenset(("einsum", "verbose"))]["flagged"], rows
 
 
-@rubric("Similarity")
 def test_the_bonus_is_compared_on_its_own(tmp_path):
     """Two independent graded parts and one shared bonus: not flagged by default (only the graded
     files are compared); flagged with part='bonus'."""
@@ -150,7 +145,6 @@ def test_the_bonus_is_compared_on_its_own(tmp_path):
         assert [row["flagged"] for row in rows] == [flagged], (part, rows)
 
 
-@rubric("Similarity")
 def test_symlinked_handins_and_past_semesters(tmp_path):
     """A symlinked archive is read through its link (as the regrade grades it); a past
     semester's handin is compared with every current student, never with another past one."""
@@ -265,7 +259,6 @@ def moved_copies_problems(result: subprocess.CompletedProcess, out: Path) -> lis
 
 
 @pytest.mark.slow
-@rubric("Similarity")
 def test_graded_classes_moved_into_other_modules_are_traced_and_rank_first(tmp_path):
     """Each moved copy is traced to where Python's own import finds its classes, ranks above every
     independent pair (and is flagged), and its four graded files are findings; honest students
@@ -303,7 +296,6 @@ def test_graded_classes_moved_into_other_modules_are_traced_and_rank_first(tmp_p
     assert "# file: mytorch/nn/impl_x.py" in report and "defines no graded class" in report
 
 
-@rubric("Similarity")
 def test_a_moved_bonus_class_is_compared_where_it_lives(tmp_path):
     """--part bonus traces the bonus's classes too: GELU written once and moved, by its copier,
     into a module of another name (gelu.py a star import of it) is flagged; the graded part of the
@@ -377,7 +369,6 @@ def poisoned_class_problems(result: subprocess.CompletedProcess, out: Path) -> l
 
 
 @pytest.mark.slow
-@rubric("Similarity")
 def test_a_poisoned_class_finishes_through_the_real_entry_point(tmp_path):
     """``python -m autograder.classroom.similarity`` on :func:`poisoned_class`: every file is written, the
     moved copy ranks first, each poisoned file is its student's finding."""
@@ -389,7 +380,6 @@ def test_a_poisoned_class_finishes_through_the_real_entry_point(tmp_path):
     assert poisoned_class_problems(result, out) == []
 
 
-@rubric("Similarity")
 def test_each_region_of_the_report_is_under_its_file():
     """A hand-made marked document (two files, CONTEXT_LINES of 3): the lines near a match,
     "...", where lines are left out, and each run of lines under its file's line."""
@@ -403,7 +393,6 @@ def test_each_region_of_the_report_is_under_its_file():
         "<mark># file: b.py</mark>", "b6", "b7", "b8", "<mark>z</mark>"]
 
 
-@rubric("Similarity")
 def test_the_tracing_of_a_hostile_package_is_bounded():
     """Two modules star-importing each other thousands of times, an alias chain deeper than
     MAX_IMPORT_DEPTH: each is traced within the bounds and is a finding (an alias chain within
@@ -452,7 +441,6 @@ RUNTIME_CASES = {  # source: what runtime_code must name (hand-written truth)
 }
 
 
-@rubric("Similarity")
 def test_code_built_at_run_time_is_named_with_its_line(tmp_path):
     for source, expected in RUNTIME_CASES.items():
         found = similarity.runtime_code({"mytorch/nn/x.py": source})
@@ -461,7 +449,3 @@ def test_code_built_at_run_time_is_named_with_its_line(tmp_path):
     reference = {path.relative_to(REPO).as_posix(): path.read_text()
                  for path in (REPO / "mytorch").rglob("*.py")}
     assert similarity.runtime_code(reference) == []
-
-
-if __name__ == "__main__":
-    run_module(__name__)

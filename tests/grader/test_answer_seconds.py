@@ -16,10 +16,8 @@ import pytest
 from autograder.sandboxed import wire
 from autograder.judging import judge, processes
 from autograder.judging.hidden_tests import mytorch_hidden
-from tests.testing_framework import rubric, run_module
 from tools import hint_report
 
-RUBRIC = {"Seconds of each hidden test": 0}
 SLEEP_S = 3.0
 HOLD_TIMEOUT_S = 8.0
 # Appended to mytorch/nn/__init__.py: the reference Linear, whose first forward call sleeps.
@@ -97,7 +95,6 @@ def lockstep_of(worker: ScriptedWorker, tests: list[str]) -> judge.Lockstep:
     return lockstep
 
 
-@rubric("Seconds of each hidden test")
 def test_each_test_is_timed_from_its_request_to_its_answer():
     worker = ScriptedWorker({"a": (0.5, record("a")), "b": (1.5, record("b")),
                              "c": (0.25, record("c"))})
@@ -109,7 +106,6 @@ def test_each_test_is_timed_from_its_request_to_its_answer():
                              ("ask", "c")]
 
 
-@rubric("Seconds of each hidden test")
 def test_an_answer_to_another_test_or_a_malformed_one_ends_the_dialogue():
     for answer in (record("b"), b"\xff" * 64):
         worker = ScriptedWorker({"a": (0.5, answer), "b": (0.5, record("b"))})
@@ -119,7 +115,6 @@ def test_an_answer_to_another_test_or_a_malformed_one_ends_the_dialogue():
         assert ("ask", "b") not in worker.events, worker.events
 
 
-@rubric("Seconds of each hidden test")
 def test_the_test_unanswered_at_the_limit_is_the_running_one():
     worker = ScriptedWorker({"a": (0.5, record("a"))})
     lockstep = lockstep_of(worker, ["a", "b", "c"])
@@ -127,7 +122,6 @@ def test_the_test_unanswered_at_the_limit_is_the_running_one():
     assert lockstep.seconds(stopped_at=60.0) == {"a": 0.5, "b": 59.5}
 
 
-@rubric("Seconds of each hidden test")
 def test_a_dialogue_that_fails_still_ends_the_child(tmp_path):
     """The judge's side of the dialogue raising (its disk full, say) never leaves the worker
     running: run_process kills the child and all it started before the error goes up."""
@@ -149,7 +143,6 @@ def reference_tree(tmp_path):
     return tree
 
 
-@rubric("Seconds of each hidden test")
 def test_a_slow_test_is_the_one_whose_seconds_show_it(tmp_path):
     tree = reference_tree(tmp_path)
     init = tree / "nn" / "__init__.py"
@@ -163,7 +156,6 @@ def test_a_slow_test_is_the_one_whose_seconds_show_it(tmp_path):
     assert sum(seconds.values()) <= run.seconds, (seconds, run.seconds)
 
 
-@rubric("Seconds of each hidden test")
 def test_answers_held_back_keep_their_time_on_the_held_test(tmp_path):
     """A worker that holds its answers to send them together: its first answer never lets the
     judge ask for a second test, so the time it held stays on that test (timed out, up to the
@@ -177,7 +169,3 @@ def test_answers_held_back_keep_their_time_on_the_held_test(tmp_path):
     assert list(seconds) == [first] and seconds[first] >= HOLD_TIMEOUT_S - 1, seconds
     assert run.timed_out and not any(result.points for result in run.results)
     assert run.results[0].message.startswith("timed out"), run.results[0].message
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -6,7 +6,7 @@ handin.tar), checking the scores line, the report, and that nothing changed outs
 folder: an honest handin with edited metrics, each attack of the threat model, the weaker sandbox
 modes, broken handins, the Makefile's fallback and the autograde.tar build.
 
-    python -m tests.grader.test_autograder_e2e    (or: python -m pytest -q tests/grader/test_autograder_e2e.py)
+    .venv/bin/python -m pytest -q tests/grader/test_autograder_e2e.py
 """
 import hashlib
 import json
@@ -41,9 +41,6 @@ from tests.grader.autograder_helpers import (REPO_ROOT, TEST_FULL_MARKS_PPL, TES
                                       make_run_folder, open_folder, pack_folder, regular,
                                       run_grader, write_tar)
 from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
-from tests.testing_framework import rubric as rubric_category, run_module
-
-RUBRIC = {"End to end": 0}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -89,7 +86,6 @@ def reported_perplexity(lines: list[str]) -> float:
 
 
 @pytest.mark.slow
-@rubric_category("End to end")
 def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     from autograder.build_time.hidden_data import public_splits
     from hw4lib.handin import pack
@@ -325,7 +321,6 @@ def require_isolation() -> str:
 
 
 @pytest.mark.slow
-@rubric_category("End to end")
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_attack_on_mytorch_scores_zero_there_and_keeps_the_rest(attack):
     require_isolation()
@@ -349,7 +344,6 @@ def test_attack_on_mytorch_scores_zero_there_and_keeps_the_rest(attack):
 
 
 @pytest.mark.slow
-@rubric_category("End to end")
 def test_snooping_and_writing_outside_the_sandbox_change_nothing():
     """Honest code that also prints what it can find of the grader and writes where it should
     not: full marks for the code, no secret in the output, nothing written."""
@@ -397,7 +391,6 @@ for target in {[str(t) for t in targets]!r}:
 
 
 @pytest.mark.slow
-@rubric_category("End to end")
 def test_bad_side_files_cost_only_their_own_category(tmp_path):
     """test_metrics.json bombs change nothing; a YAML alias bomb and a deflated .pt cost only the
     language model, with a bounded message."""
@@ -492,7 +485,6 @@ def replay_handin(folder: Path) -> Path:
 
 
 @pytest.mark.slow
-@rubric_category("End to end")
 def test_replaying_an_earlier_gradings_results_scores_zero(tmp_path):
     """A mytorch whose classes all raise NotImplementedError, which writes the worker's result
     stream of an earlier grading of the reference mytorch straight to the result fd: the inputs
@@ -504,7 +496,6 @@ def test_replaying_an_earlier_gradings_results_scores_zero(tmp_path):
 
 
 @pytest.mark.slow
-@rubric_category("End to end")
 def test_pythonoptimize_in_the_grading_environment_changes_nothing(tmp_path):
     """PYTHONOPTIMIZE=1 set where make runs: the Makefile unexports it, and the checks are not
     asserts anyway; a mytorch returning zeros earns nothing."""
@@ -516,7 +507,6 @@ def test_pythonoptimize_in_the_grading_environment_changes_nothing(tmp_path):
 
 
 @pytest.mark.slow
-@rubric_category("End to end")
 @pytest.mark.parametrize("mode", ["setpriv", "unshare", "none"])
 def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
     """Each fallback mode, forced: the grader-killing attack still scores 0 for mytorch and the
@@ -549,7 +539,6 @@ def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
 # Broken handins, the Makefile's fallback, the autograde.tar build
 # ------------------------------------------------------------------------------------------------
 
-@rubric_category("End to end")
 def test_garbage_missing_incomplete_and_slow_handins_score_zero(tmp_path):
     (tmp_path / "garbage.tar").write_bytes(b"this is not a tar file\n" * 100)
     metrics_only = write_tar(tmp_path / "metrics_only.tar",
@@ -572,7 +561,6 @@ def test_garbage_missing_incomplete_and_slow_handins_score_zero(tmp_path):
             assert message in "\n".join(lines), (message, lines)
 
 
-@rubric_category("End to end")
 def test_makefile_prints_zeros_when_the_driver_cannot_start(tmp_path):
     shutil.copy(built_autograder() / "autograde-Makefile", tmp_path / "Makefile")
     (tmp_path / "autograde.tar").write_bytes(b"broken")
@@ -580,7 +568,6 @@ def test_makefile_prints_zeros_when_the_driver_cannot_start(tmp_path):
     assert json.loads(process.stdout.splitlines()[-1]) == {"scores": rubric.zero_scores()}
 
 
-@rubric_category("End to end")
 def test_autograde_tar_ships_the_shared_handin_format(tmp_path):
     """The extraction, the rubric and the handin rules they share import from the archive alone,
     before (and without) anything outside the standard library."""
@@ -595,7 +582,6 @@ def test_autograde_tar_ships_the_shared_handin_format(tmp_path):
 
 
 @pytest.mark.slow
-@rubric_category("End to end")
 def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
     from autograder.build_time import hidden_data
 
@@ -637,7 +623,6 @@ GRADING_ROOMS = ("sandboxed", "judging")
 
 
 @pytest.mark.slow
-@rubric_category("End to end")
 def test_the_shipped_grader_is_its_two_rooms_and_no_other_file_holds_hidden_text():
     """autograde.tar's grader code is autograder/__init__.py and every source of the grading rooms,
     byte for byte; nothing of the class tools or the build-time secrets; and no shipped file but the
@@ -661,7 +646,3 @@ def test_the_shipped_grader_is_its_two_rooms_and_no_other_file_holds_hidden_text
                  if not name.startswith(HIDDEN_PARTITION_MEMBER + "/")
                  and any(line in data for line in hidden)]
     assert not elsewhere, f"files outside the hidden partition hold hidden transcripts: {elsewhere}"
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -3,7 +3,7 @@
 perplexity the handed-in weights give, broken configs and state dicts refused, evaluation batches
 bounded, and what make handin packs extracted whole.
 
-    python -m tests.grader.test_grade_model    (or: python -m pytest -q tests/grader/test_grade_model.py)
+    .venv/bin/python -m pytest -q tests/grader/test_grade_model.py
 """
 import math
 import re
@@ -26,9 +26,6 @@ from hw4lib.trainers import metrics
 from tests.grader.autograder_helpers import (TINY_MODEL, alias_bomb_config, copy_reference_mytorch,
                                       deflate_zip, direct_perplexity_char, make_model_handin,
                                       make_run_folder)
-from tests.testing_framework import rubric as rubric_category, run_module
-
-RUBRIC = {"Model grading": 0}
 
 
 HIDDEN_LINES = ["THE CAPTAIN HOISTED THE SAIL", "IT'S A FINE DAY SAID THE MATE",
@@ -45,7 +42,6 @@ def make_hidden_set(folder: Path, lines: list[str] = HIDDEN_LINES) -> Path:
     return folder
 
 
-@rubric_category("Model grading")
 def test_grade_model_measures_the_handed_in_weights(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
     for token_type in ("char", "1k"):
@@ -58,7 +54,6 @@ def test_grade_model_measures_the_handed_in_weights(tmp_path):
         assert result["num_utterances"] == len(HIDDEN_LINES)
 
 
-@rubric_category("Model grading")
 def test_grade_model_refuses_broken_configs(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
     make_model_handin(tmp_path / "h")
@@ -101,7 +96,6 @@ def test_grade_model_refuses_broken_configs(tmp_path):
         grade_model.evaluate_handin(tmp_path / "short", hidden)
 
 
-@rubric_category("Model grading")
 def test_grade_model_refuses_broken_state_dicts(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
     state = make_model_handin(tmp_path / "h").state_dict()
@@ -144,7 +138,6 @@ def test_grade_model_refuses_broken_state_dicts(tmp_path):
         grade_model.evaluate_handin(tmp_path / "h", hidden)
 
 
-@rubric_category("Model grading")
 def test_evaluation_batches_bound_attention_and_feed_forward_activations():
     class Lengths:  # what the evaluation loader reads of an LMDataset
         def __init__(self, lengths):
@@ -177,7 +170,6 @@ def test_evaluation_batches_bound_attention_and_feed_forward_activations():
         assert ordered == sorted(lengths), f"{num_heads} heads: batches are not length-sorted"
 
 
-@rubric_category("Model grading")
 def test_what_make_handin_packs_the_grader_extracts_whole(tmp_path):
     """The packer and the grader share hw4lib.handin_format: every member of a packed handin is
     extracted, with no note; and a handin with every member at its limit fits MAX_TAR_BYTES."""
@@ -200,7 +192,3 @@ def test_what_make_handin_packs_the_grader_extracts_whole(tmp_path):
     assert largest <= handin_format.MAX_TAR_BYTES, (
         f"a handin within every member limit may take {largest} bytes, over MAX_TAR_BYTES "
         f"({handin_format.MAX_TAR_BYTES})")
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -16,10 +16,8 @@ from pathlib import Path
 
 from hw4lib import versions
 from tests.grader.autograder_helpers import built_autograder
-from tests.testing_framework import rubric, run_module
 from tools import make_autograde
 
-RUBRIC = {"Packaging": 0}
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # What grading starts: the judge (Autolab's Makefile and Gradescope's run_autograder call it), the
 # model child and the worker with the hidden tests.
@@ -93,7 +91,6 @@ def third_party_of_grading(root: Path) -> dict[tuple[str, str], bool]:
     return outside
 
 
-@rubric("Packaging")
 def test_every_package_grading_imports_is_pinned_in_the_grader_requirements(tmp_path):
     with tarfile.open(built_autograder() / "autograde.tar") as tar:
         tar.extractall(tmp_path, filter="data")
@@ -112,7 +109,6 @@ def test_every_package_grading_imports_is_pinned_in_the_grader_requirements(tmp_
     assert not unused, f"LAZY_OUTSIDE_GRADING names imports that are gone: {sorted(unused)}"
 
 
-@rubric("Packaging")
 def test_the_grader_requirements_are_part_of_the_full_environment():
     everything = versions.pinned(REPO_ROOT / "requirements.txt")
     grader = versions.pinned(REPO_ROOT / make_autograde.GRADER_REQUIREMENTS)
@@ -121,7 +117,6 @@ def test_the_grader_requirements_are_part_of_the_full_environment():
         "the grading image installs only what grading needs")
 
 
-@rubric("Packaging")
 def test_the_closure_sees_imports_inside_functions_and_relative_ones(tmp_path):
     """A package imported only inside a function of a module the judge imports is found."""
     for name, text in {"autograder/__init__.py": "", "hw4lib/__init__.py": "",
@@ -140,7 +135,3 @@ def test_the_closure_sees_imports_inside_functions_and_relative_ones(tmp_path):
     found = third_party_of_grading(tmp_path)
     assert found == {("autograder.judging.helper", "matplotlib"): False, ("hw4lib.late", "wandb"): False,
                      ("autograder.judging.grade_model", "numpy"): True}, found
-
-
-if __name__ == "__main__":
-    run_module(__name__)

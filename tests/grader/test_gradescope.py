@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
 """Tests of the Gradescope packaging (dist/gradescope.zip, autograder/judging/gradescope.py).
 
-    python -m tests.grader.test_gradescope     (or: .venv/bin/python -m pytest -q tests/grader/test_gradescope.py)
+    .venv/bin/python -m pytest -q tests/grader/test_gradescope.py
 
 The zip built by ``make_autograde.build`` is unpacked into a fake ``AUTOGRADER_ROOT`` (source/,
 submission/handin.tar, results/) and its ``run_autograder`` is run as Gradescope would; results.json
@@ -26,9 +26,7 @@ from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARK
                                       make_model_handin, pack_folder, remove_session_folders,
                                       run_grader)
 from tests.grader.test_autograder_e2e import ATTACKS, MYTORCH_ZERO, import_without_site_packages
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Packaging": 0, "Results": 0}
 assert remove_session_folders  # the session fixture that removes the shared built autograder
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 
@@ -86,7 +84,6 @@ def category_totals(results: dict) -> dict[str, float]:
     return {category: round(total, 2) for category, total in totals.items()}
 
 
-@rubric_category("Packaging")
 def test_zip_holds_gradescopes_entry_points_and_the_judge():
     with zipfile.ZipFile(built_autograder() / "gradescope.zip") as archive:
         infos = {info.filename: info for info in archive.infolist()}
@@ -103,7 +100,6 @@ def test_zip_holds_gradescopes_entry_points_and_the_judge():
     assert "AUTOGRADER_ROOT" in run and "results.json" in run
 
 
-@rubric_category("Packaging")
 def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
     """The adapter runs on the zip's files alone; the grader inside is the Autolab archive, shared
     handin rules (hw4lib/handin_format.py) included, which import without site-packages too."""
@@ -119,7 +115,6 @@ def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
                                  ("hw4lib.handin_format", "autograder.judging.safe_tar"))
 
 
-@rubric_category("Results")
 def test_results_are_always_valid_json_even_without_a_submission(tmp_path):
     garbage = tmp_path / "garbage.tar"
     garbage.write_bytes(b"not a tar at all\n" * 50)
@@ -135,7 +130,6 @@ def test_results_are_always_valid_json_even_without_a_submission(tmp_path):
 
 
 @pytest.mark.slow
-@rubric_category("Results")
 def test_honest_broken_and_hostile_handins_match_the_autolab_scores(tmp_path):
     """For the same handin, Gradescope's per-category totals equal the Autolab run's scores; the
     hidden tests are hidden until the due date and carry their shares."""
@@ -177,7 +171,6 @@ def test_honest_broken_and_hostile_handins_match_the_autolab_scores(tmp_path):
 
 
 @pytest.mark.slow
-@rubric_category("Results")
 def test_a_failed_hidden_test_shows_the_likely_cause_on_both_platforms(tmp_path):
     """A mytorch whose Linear forgets the bias: Autolab's output and Gradescope's per-test output
     give that family's hint under every failed Linear test, point every failed MultiHeadAttention
@@ -226,7 +219,6 @@ print("SNOOPED_NOTHING")
 
 
 @pytest.mark.slow
-@rubric_category("Results")
 def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tmp_path):
     """A mytorch that looks for source/autograde.tar (0644 as Gradescope unpacks it), the grading
     folder's copy and its extraction, in every sandbox mode this machine offers (setpriv is what
@@ -253,7 +245,3 @@ def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tm
         assert "LEAKED" not in text and "SNOOPED_NOTHING" not in text, flags
         assert not any(line in text for line in hidden if len(line) > 20), flags
         assert not root_source.exists(), "source/autograde.tar must be deleted once copied"
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -20,17 +20,14 @@ from autograder.judging.hidden_tests.diagnosis import (Failure, attention_varian
 from autograder.judging.lm_diagnosis import VAL_TEST_GAP, lm_hint
 from hw4lib.numeric_truths import difference_features
 from autograder.judging.hidden_tests import mytorch_hidden
-from tests.testing_framework import rubric as rubric_category, run_module
 from tests.grader.autograder_helpers import make_model_handin
 from tests.grader.test_grade_model import make_hidden_set
 from tools import hint_report
 from tools.mutants import Mutant
 
-RUBRIC = {"Hints": 0, "Language-model hints": 0}
 SEED = 7
 
 
-@rubric_category("Hints")
 def test_difference_features_on_hand_built_arrays():
     rng = np.random.default_rng(0)
     truth = rng.standard_normal((3, 4))
@@ -57,7 +54,6 @@ def softmax(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-@rubric_category("Hints")
 def test_each_wrong_attention_formula_is_recognised_and_the_right_one_is_not():
     rng = np.random.default_rng(1)
     Q, K, V, mask = attention_case(rng)
@@ -77,7 +73,6 @@ def test_each_wrong_attention_formula_is_recognised_and_the_right_one_is_not():
     assert attention_variant(right + 0.1, Q, K, V, None) == ""
 
 
-@rubric_category("Hints")
 def test_rules_read_the_signature_as_a_whole():
     second = Failure("value", "dLdW", context={"second_forward": True})
     assert {h.family for h in hints("Linear", {"main": None, "second": second}).values()} == \
@@ -124,7 +119,6 @@ def test_rules_read_the_signature_as_a_whole():
         .family == "sdpa-forward"  # SDPA calls no Linear
 
 
-@rubric_category("Hints")
 def test_a_test_that_raised_is_hinted_from_its_exception_and_line_never_a_value_family():
     def family(category: str, step: str, exception: str, code: str) -> str:
         failure = Failure("raised", step.rpartition(".")[2], step=step, exception=exception,
@@ -152,7 +146,6 @@ def test_a_test_that_raised_is_hinted_from_its_exception_and_line_never_a_value_
     assert family(sdpa, f"{sdpa}.forward", "KeyError", "scores[mask] = 0") == ""
 
 
-@rubric_category("Hints")
 def test_a_softmax_backward_on_the_unnormalised_exponentials_is_recognised():
     rng = np.random.default_rng(3)
     Z, dLdA = rng.standard_normal((3, 4)) * 3, rng.standard_normal((3, 4))
@@ -206,7 +199,6 @@ HELD_OUT = [
 
 
 @pytest.mark.slow
-@rubric_category("Hints")
 @pytest.mark.parametrize("mutant", HELD_OUT, ids=lambda m: m.family)
 def test_wrong_implementations_outside_the_catalogue_get_their_familys_hint(mutant):
     graded = hint_report.judge_mutant(mutant, SEED)
@@ -215,7 +207,6 @@ def test_wrong_implementations_outside_the_catalogue_get_their_familys_hint(muta
 
 
 @pytest.mark.catalogue_sweep
-@rubric_category("Hints")
 def test_the_negative_set_is_named_by_kind_and_place_with_no_false_family(capsys):
     """Stubs, a parse error, an import error, a hang, exceptions no rule expects: the feedback
     names the kind and where, and no bug family (in-place and dtype: their own family only)."""
@@ -223,7 +214,6 @@ def test_the_negative_set_is_named_by_kind_and_place_with_no_false_family(capsys
     assert status == 0, capsys.readouterr().out
 
 
-@rubric_category("Hints")
 def test_the_reference_scores_full_marks_with_no_hint():
     graded = hint_report.judge_tree(hint_report.REPO_ROOT / "mytorch", SEED, every_category=True)
     assert graded.category is None
@@ -257,7 +247,6 @@ def consecutive_inputs(seed: int) -> frozenset[tuple[str, str, str]]:
 
 
 @pytest.mark.catalogue_sweep
-@rubric_category("Hints")
 @pytest.mark.parametrize("mutant", hint_report.graded_mutants(), ids=lambda m: m.id)
 def test_no_feedback_quotes_a_hidden_input(mutant):
     """A graded mutant's feedback (messages and hints, every category): no number precise enough
@@ -272,7 +261,6 @@ def test_no_feedback_quotes_a_hidden_input(mutant):
     assert not consecutive_inputs(SEED) & set(zip(floats, floats[1:], floats[2:])), feedback
 
 
-@rubric_category("Language-model hints")
 def test_language_model_hints_name_the_one_cause_the_numbers_show():
     tolerance, mark = 0.02, 3.5
     # Good and consistent: nothing to say. Weak but consistent, nothing known: nothing either.
@@ -290,7 +278,6 @@ def test_language_model_hints_name_the_one_cause_the_numbers_show():
     assert "not the ones that were evaluated" in lm_hint(3.6, mark, 3.0, 3.6, 3.5, tolerance)
 
 
-@rubric_category("Language-model hints")
 def test_weights_of_another_tokenizer_are_named_in_the_refusal(tmp_path):
     make_model_handin(tmp_path / "handin", "char")
     config = yaml.safe_load((tmp_path / "handin" / "config.yaml").read_text())
@@ -299,7 +286,3 @@ def test_weights_of_another_tokenizer_are_named_in_the_refusal(tmp_path):
     with pytest.raises(grade_model.GradingError, match="the weights fit the char tokenizer, but "
                        "config.yaml's tokenization.token_type is 1k"):
         grade_model.evaluate_handin(tmp_path / "handin", make_hidden_set(tmp_path / "hidden"))
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -4,18 +4,14 @@ derived from (``tools/honest_weights.py``, docs/results.md). Marked ``measuremen
 trainings on a fresh machine are a measurement to repeat when the fingerprint or the margin
 changes (below), not part of ``make test`` or CI.
 
-    python -m tests.grader.test_honest_weights
+    .venv/bin/python -m pytest -q -m measurement tests/grader/test_honest_weights.py
 """
 import pytest
 
 from autograder.judging import integrity, weights_fingerprint as wf
-from tests.testing_framework import rubric as rubric_category, run_module
-
-RUBRIC = {"Honest trainings": 0}
 
 
 @pytest.mark.measurement
-@rubric_category("Honest trainings")
 def test_honest_trainings_are_apart_and_their_copies_are_flagged(tmp_path):
     """The trainings of tools/honest_weights.py (seeds, subsets, the same seed with other
     hyperparameters): every pair of one architecture is farther apart than TOLERANCE, every copy
@@ -31,7 +27,3 @@ def test_honest_trainings_are_apart_and_their_copies_are_flagged(tmp_path):
     for run in measured["runs"].values():
         lm = {"reported_perplexity_char": run["reported"], "perplexity_char": run["hidden"]}
         assert integrity.below_hidden_set(lm) == [], run
-
-
-if __name__ == "__main__":
-    run_module(__name__)

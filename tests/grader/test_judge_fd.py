@@ -13,10 +13,8 @@ import shutil
 from pathlib import Path
 
 from autograder.judging.hidden_tests import linear_tests
-from tests.testing_framework import rubric, run_module
 from tools import hint_report
 
-RUBRIC = {"Finite differences": 0}
 SEED = 11
 
 # Run at mytorch's import: wherever the worker's process offers a hook for the finite differences
@@ -68,7 +66,6 @@ def fd_gaming_tree(folder: Path) -> Path:
     return tree
 
 
-@rubric("Finite differences")
 def test_a_wrong_forward_gets_no_finite_difference_point_whatever_its_hooks(tmp_path):
     graded = hint_report.judge_tree(fd_gaming_tree(tmp_path), SEED)
     results = {r.name: r for r in graded.runs["Linear"].results}
@@ -76,7 +73,3 @@ def test_a_wrong_forward_gets_no_finite_difference_point_whatever_its_hooks(tmp_
         name: (r.points, r.message) for name, r in results.items()}
     fd = results[linear_tests.linear_finite_differences.__name__]
     assert not fd.passed and fd.message.startswith("Z:"), fd.message
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -2,7 +2,7 @@
 """The language model's integrity flags, likely causes and feedback: true on honest work, both
 numbers on tampering, nothing about the hidden set.
 
-    python -m tests.grader.test_lm_integrity   (or: .venv/bin/python -m pytest -q tests/grader/test_lm_integrity.py)
+    .venv/bin/python -m pytest -q tests/grader/test_lm_integrity.py
 
 The run card names the test set test_metrics.json measured (``hw4lib.handin.measured_test_set``),
 the grader measures the packed weights on exactly those transcripts
@@ -35,9 +35,7 @@ from hw4lib.handin_format import (METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE,
                                   transcripts_sha256)
 from tests.grader.autograder_helpers import TINY_MODEL, direct_perplexity_char, make_model_handin
 from tests.grader.test_grade_model import HIDDEN_LINES, make_hidden_set
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Run card": 0, "Integrity flags": 0, "Language-model feedback": 0}
 
 PUBLIC_LINES = [f"THE PUBLIC TEST SPLIT {chr(ord('A') + index)}" + " LA" * (index % 7)
                 for index in range(20)]
@@ -52,7 +50,6 @@ def write_test_partition(root: Path, lines: list[str]) -> Path:
     return root
 
 
-@rubric_category("Run card")
 def test_the_run_card_names_the_test_set_that_was_measured(tmp_path):
     data = write_test_partition(tmp_path / "data", PUBLIC_LINES)
     for subset, kept in ((1.0, 20), (0.1, 2), (0.25, 5)):
@@ -79,7 +76,6 @@ def test_the_run_card_names_the_test_set_that_was_measured(tmp_path):
     assert data.is_dir()
 
 
-@rubric_category("Run card")
 def test_the_grader_reads_exactly_the_first_transcripts_the_card_counts(tmp_path):
     # Every count of 49 files: count / 49 * 49 falls short of count for some (1 / 49 * 49 < 1),
     # so a subset of count / 49 would keep one file too few
@@ -91,7 +87,6 @@ def test_the_grader_reads_exactly_the_first_transcripts_the_card_counts(tmp_path
         assert grade_model.first_transcripts(dataset, count).transcripts == lines[:count], count
 
 
-@rubric_category("Run card")
 def test_the_grader_measures_exactly_the_set_the_card_names(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
     public = write_test_partition(tmp_path / "public", PUBLIC_LINES)
@@ -112,7 +107,6 @@ def test_the_grader_measures_exactly_the_set_the_card_names(tmp_path):
         assert "not the start of the public test split" in result["compare_note"]
 
 
-@rubric_category("Run card")
 def test_only_a_count_and_a_digest_from_the_card_reach_the_model_child(tmp_path, monkeypatch):
     monkeypatch.setattr(language_model, "PUBLIC_SET", tmp_path)
     good = {"transcripts": 45, "sha256": "d" * 64}
@@ -150,7 +144,6 @@ MEASURED = {"state_dict_sha256": "a" * 64, "config_sha256": "c" * 64,
             "reported_perplexity_char": 7.5149, "compared_perplexity_char": 7.5150}
 
 
-@rubric_category("Integrity flags")
 def test_honest_handins_are_never_flagged(tmp_path):
     # A data.subset 0.1 run: 7.5149 reported on its tenth of the test split, and measured there
     # (the whole split, a different set, would give another value: it is not what is compared).
@@ -162,7 +155,6 @@ def test_honest_handins_are_never_flagged(tmp_path):
                                  not_compared) == []
 
 
-@rubric_category("Integrity flags")
 def test_each_tampering_is_flagged_with_both_numbers(tmp_path):
     cases = {
         "edited metrics": (CARD, {**MEASURED, "reported_perplexity_char": 5.0},
@@ -189,7 +181,6 @@ def test_each_tampering_is_flagged_with_both_numbers(tmp_path):
         "no readable run_card.json: the handin was not packed by make handin"]
 
 
-@rubric_category("Integrity flags")
 def test_a_likely_cause_is_given_only_where_it_can_be_true():
     mark = rubric.FULL_MARKS_PPL  # the perplexities below sit around the pass mark
     good, weak, far, best = mark - 0.5, mark + 0.1, mark + 1.0, mark - 0.55
@@ -210,7 +201,6 @@ def test_a_likely_cause_is_given_only_where_it_can_be_true():
     assert lm_hint(mark + 0.5, mark, None, None, None, TOLERANCE) == ""
 
 
-@rubric_category("Integrity flags")
 def test_gradescope_shows_the_flags_to_the_staff_only():
     flags = ["test_metrics.json reports a test perplexity of 5.0000; these weights give 7.5150"]
     details = GradingReport(lm=LanguageModelResult(
@@ -242,7 +232,6 @@ def leaks(feedback: str, model: torch.nn.Module, lines: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
-@rubric_category("Language-model feedback")
 def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, capsys):
     hidden = make_hidden_set(tmp_path / "hidden")
     monkeypatch.setattr(language_model, "HIDDEN_SET", hidden)
@@ -271,7 +260,6 @@ def test_the_feedback_tells_nothing_about_the_hidden_set(tmp_path, monkeypatch, 
 
 
 @pytest.mark.slow
-@rubric_category("Integrity flags")
 def test_a_report_far_below_the_hidden_set_is_flagged_whatever_the_card_says(tmp_path,
                                                                              monkeypatch):
     """The grader's own steps (the model child on the hidden set, then integrity_flags): a
@@ -306,7 +294,3 @@ def test_a_report_far_below_the_hidden_set_is_flagged_whatever_the_card_says(tmp
             assert below == [], (name, below)
     assert integrity.below_hidden_set({"reported_perplexity_char": None,
                                        "perplexity_char": 9.0}) == []
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -11,7 +11,7 @@ real judge does, with another hash seed than its children's; or the real one, th
 since the fork is only safe in a process that has run no OpenMP region, which a pytest process
 cannot promise.
 
-    python -m tests.grader.test_model_fork    (or: python -m pytest -q tests/grader/test_model_fork.py)
+    .venv/bin/python -m pytest -q tests/grader/test_model_fork.py
 """
 import ctypes
 import json
@@ -34,9 +34,7 @@ from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, attack_handi
                                       run_grader)
 from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 from tests.grader.test_grade_model import HIDDEN_LINES, make_hidden_set
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Forked model child": 0}
 DEFAULT_MODEL = yaml.safe_load((REPO_ROOT / "configs/default.yaml").read_text())["model"]
 PUBLIC_LINES = ["THE MATE SANG A SONG OF THE SEA", "NO GULL CRIED THAT DAY"] * 3
 JUDGE_ENVIRONMENT = {"PYTHONHASHSEED": "4321", "PYTHONPATH": str(REPO_ROOT)}
@@ -250,7 +248,6 @@ def judge_measurements(folder: Path) -> None:
 # ------------------------------------------------------------------------------------------------
 
 @pytest.mark.slow
-@rubric_category("Forked model child")
 def test_the_forked_child_runs_as_the_fresh_command_did(tmp_path):
     """Every property of the fresh command's child holds in the forked one (the judge's torch
     threads on the machine's default, its child's environment asking for one thread)."""
@@ -274,7 +271,6 @@ def test_the_forked_child_runs_as_the_fresh_command_did(tmp_path):
 
 
 @pytest.mark.slow
-@rubric_category("Forked model child")
 def test_no_fork_beside_a_thread_that_would_not_survive_it(tmp_path):
     """A live Python thread or an OpenMP team refuses the fork (the grading then starts its model
     child fresh); without the check, the child forked after an OpenMP region hangs in its first
@@ -286,7 +282,6 @@ def test_no_fork_beside_a_thread_that_would_not_survive_it(tmp_path):
 
 
 @pytest.mark.slow
-@rubric_category("Forked model child")
 def test_the_forked_child_measures_every_digit_the_fresh_one_does(tmp_path):
     """A default-config handin (1k tokenizer) and tiny handins of the char and 5k tokenizers,
     each measured on a hidden set and compared on a public split: the same result and output to
@@ -323,7 +318,6 @@ def test_the_forked_child_measures_every_digit_the_fresh_one_does(tmp_path):
 
 
 @pytest.mark.slow
-@rubric_category("Forked model child")
 def test_a_grading_through_make_forks_its_model_child(tmp_path):
     """The judge the Autolab Makefile runs parks its model child before anything of it starts a
     thread (details.json says the child was forked), and grades the honest handin in full."""
@@ -334,7 +328,3 @@ def test_a_grading_through_make_forks_its_model_child(tmp_path):
     assert recorded.model_child == "forked from the judge", recorded.model_child
     assert recorded.lm.hint is not None and 0 < scores["LanguageModel"], recorded.lm
     assert all(scores[name] == points for name, points in rubric.MYTORCH_RUBRIC.items()), scores
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -3,7 +3,7 @@
 another version or a malformed one is refused naming the fix, and every tool that reads a grading
 (the Gradescope adapter, the bulk regrade) reads the judge's details.json through report.load.
 
-    python -m tests.grader.test_report     (or: .venv/bin/python -m pytest -q tests/grader/test_report.py)
+    .venv/bin/python -m pytest -q tests/grader/test_report.py
 """
 import ast
 import json
@@ -15,9 +15,7 @@ import pytest
 from autograder.judging import gradescope, grading_run, report, rubric
 from autograder.classroom import gradebook, regrade
 from autograder.judging.report import GradingReport, LanguageModelResult, ReportError, Status, TestResult
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Grading report": 0}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -41,7 +39,6 @@ def full_report() -> GradingReport:
         seconds={"Linear": 1.25, "LanguageModel": 12.75}, weights_sha256="ab" * 32)
 
 
-@rubric_category("Grading report")
 def test_the_json_form_round_trips(tmp_path):
     written = full_report()
     report.write(tmp_path / "details.json", written)
@@ -59,7 +56,6 @@ def test_the_json_form_round_trips(tmp_path):
     assert report.from_json(json.loads(json.dumps(empty.to_json()))) == empty
 
 
-@rubric_category("Grading report")
 def test_another_version_or_a_malformed_report_is_refused_naming_the_fix(tmp_path):
     good = full_report().to_json()
     lm = good["lm"]
@@ -110,7 +106,6 @@ def fake_judge(source: Path, written: dict | str) -> None:
         f"\t@echo '{scores}'\n")
 
 
-@rubric_category("Grading report")
 def test_every_class_tool_reads_the_judges_report_through_load(tmp_path, monkeypatch):
     """The regrade and the Gradescope adapter each run a grading whose judge wrote a report
     (a fake Makefile); each reads it once, through report.from_json, and what they write comes
@@ -155,14 +150,12 @@ def test_every_class_tool_reads_the_judges_report_through_load(tmp_path, monkeyp
     assert f"version {report.VERSION + 1}" in refused.error and "make autograde" in refused.error
 
 
-@rubric_category("Grading report")
 def test_the_statuses_live_once():
     """The gradebook scores every status but crashed, from the one Status list."""
     assert gradebook.SCORED_STATUSES == {"ok", "invalid", "timeout"}
     assert [status.value for status in Status] == ["ok", "invalid", "timeout", "crashed"]
 
 
-@rubric_category("Grading report")
 def test_no_class_tool_parses_a_details_json_itself():
     """A supplement to the test above: outside autograder/judging/report.py, no module of autograder/
     hands anything named for the judge's details to a JSON reader."""
@@ -177,7 +170,3 @@ def test_no_class_tool_parses_a_details_json_itself():
                 if "details" in ast.unparse(node):
                     found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
     assert found == [], found
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -2,7 +2,7 @@
 """The run card's sampled check: make handin records each test transcript's loss, the grader
 re-measures a fresh random sample of them and compares them one by one.
 
-    python -m tests.grader.test_run_card_sample   (or: .venv/bin/python -m pytest -q tests/grader/test_run_card_sample.py)
+    .venv/bin/python -m pytest -q tests/grader/test_run_card_sample.py
 
 Truths independent of the code under test: each transcript's NLL computed line by line in float64
 without padding, batching or the library's metric; the hypergeometric probability by its product
@@ -36,9 +36,7 @@ from hw4lib.trainers.metrics import evaluate_language_model, transcript_losses
 from tests.grader.autograder_helpers import (TINY_MODEL, direct_nll, direct_perplexity_char,
                                       make_run_folder)
 from tests.grader.test_grade_model import make_hidden_set
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Run-card sample": 0}
 
 # 60 transcripts of 4 to 60 characters: the sample (sample_size(60)) leaves some out
 LINES = [f"LINE {chr(ord('A') + index % 26)} " + "THE SHIP SAILED " * (index % 4) + "X" * (index % 7)
@@ -96,7 +94,6 @@ def tampered(card: dict, changes: dict[int, float]) -> tuple[dict, float]:
     return {**card, "test_set": test_set, "test_perplexity_char": reported}, reported
 
 
-@rubric_category("Run-card sample")
 def test_the_sample_catches_a_tenth_tampered_with_the_promised_probability():
     for n, t, k in ((8, 2, 3), (10, 1, 4), (12, 6, 5)):  # every k-subset, counted
         hits = sum(1 for chosen in itertools.combinations(range(n), k) if min(chosen) < t)
@@ -119,7 +116,6 @@ def test_the_sample_catches_a_tenth_tampered_with_the_promised_probability():
     assert picked == sorted({i for i in range(70) if i % 7 == 1} | {2, 4, 9, 11, 16, 18})
 
 
-@rubric_category("Run-card sample")
 def test_transcript_losses_are_each_transcripts_own_nll(tmp_path):
     write_split(tmp_path / "data/test", [Utterance(f"7000-{index:06d}-0000", text)
                                          for index, text in enumerate(LINES)])
@@ -140,7 +136,6 @@ def test_transcript_losses_are_each_transcripts_own_nll(tmp_path):
     assert model.training, "the model's train/eval mode is restored"
 
 
-@rubric_category("Run-card sample")
 def test_make_handin_records_each_transcripts_loss(tmp_path, monkeypatch, capsys):
     model = fresh_model()
     card = card_of(packed_handin(tmp_path / "a", model))
@@ -166,7 +161,6 @@ def test_make_handin_records_each_transcripts_loss(tmp_path, monkeypatch, capsys
 
 
 @pytest.mark.slow
-@rubric_category("Run-card sample")
 def test_tampered_cards_are_flagged_and_honest_ones_never(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
     folder = packed_handin(tmp_path / "run", fresh_model())
@@ -222,7 +216,6 @@ def test_tampered_cards_are_flagged_and_honest_ones_never(tmp_path):
                                "weights give") for flag in flags), flags
 
 
-@rubric_category("Run-card sample")
 def test_each_grading_draws_a_fresh_sample_and_older_cards_are_compared_whole(tmp_path,
                                                                               monkeypatch):
     monkeypatch.setattr(language_model, "PUBLIC_SET", tmp_path)
@@ -252,7 +245,6 @@ def test_each_grading_draws_a_fresh_sample_and_older_cards_are_compared_whole(tm
 
 
 @pytest.mark.slow
-@rubric_category("Run-card sample")
 def test_the_grader_samples_a_new_card_and_measures_an_older_one_whole(tmp_path, monkeypatch):
     """The grader's own steps (compare_arguments, the model child, the details)."""
     monkeypatch.setattr(language_model, "HIDDEN_SET", make_hidden_set(tmp_path / "hidden"))
@@ -288,7 +280,3 @@ def test_the_grader_samples_a_new_card_and_measures_an_older_one_whole(tmp_path,
     assert lm["compared_perplexity_char"] == pytest.approx(truth, rel=1e-5)
     assert "no per-transcript losses (an older make handin)" in lm["compare_note"]
     assert integrity.integrity_flags(extracted, lm) == []
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -2,7 +2,7 @@
 """Tests of what the grader refuses to run: code made at run time (the worker's audit hook) and
 sources declaring another encoding than UTF-8.
 
-    python -m tests.grader.test_runtime_code    (or: python -m pytest -q tests/grader/test_runtime_code.py)
+    .venv/bin/python -m pytest -q tests/grader/test_runtime_code.py
 """
 import base64
 import zlib
@@ -13,9 +13,6 @@ from autograder.judging import sandbox, worker_folders
 from autograder.classroom import similarity
 from tests.grader.autograder_helpers import copy_reference_mytorch, open_folder
 from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
-from tests.testing_framework import rubric as rubric_category, run_module
-
-RUBRIC = {"Child processes": 0, "Handin extraction": 0, "Similarity": 0}
 
 
 UTF7_SOURCE = "# -*- coding: utf-7 -*-\nx = 1\n"
@@ -209,7 +206,6 @@ def door_mytorch(folder: Path, door=blob_door) -> Path:
     return package
 
 
-@rubric_category("Child processes")
 def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
     """The worker's audit hook in the mode the machine gives: honest code using what the standard
     library and numpy generate or import lazily keeps its points while every trick to run code
@@ -258,7 +254,6 @@ def codec_name(declared: str | None) -> str | None:
         return None
 
 
-@rubric_category("Handin extraction")
 def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
     from autograder.judging import judge
 
@@ -311,7 +306,6 @@ SCANNED_FAMILIES = {
 }
 
 
-@rubric_category("Similarity")
 def test_the_static_scan_names_each_family_the_worker_refuses():
     """runtime_code names each family of the worker's closed list with its line, and the tricks
     the worker refuses (TRICKS) are named too, so the staff see an attempt the worker stopped."""
@@ -326,7 +320,6 @@ def test_the_static_scan_names_each_family_the_worker_refuses():
             "subprocess.run", "os.execv", "gc.get_objects"} <= found, found
 
 
-@rubric_category("Similarity")
 def test_honest_handins_get_no_run_time_code_flag(tmp_path):
     """The reference mytorch and the class fixture's honest trees (an independent implementation,
     its disguised copy, the handout's stubs) and the similarity tests' styles: nothing named."""
@@ -341,7 +334,3 @@ def test_honest_handins_get_no_run_time_code_flag(tmp_path):
                    for path, text in tree.items() if path.endswith(".py")}
         assert sources and similarity.runtime_code(sources) == [], (name,
                                                                     similarity.runtime_code(sources))
-
-
-if __name__ == "__main__":
-    run_module(__name__)

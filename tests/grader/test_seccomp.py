@@ -12,9 +12,7 @@ import pytest
 
 from autograder.sandboxed import seccomp
 from autograder.judging import sandbox
-from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"Seccomp tables": 0}
 # The kernel's return values and classic BPF opcodes (linux/seccomp.h, linux/filter.h), written
 # out here so that the model below does not take them from the module it checks.
 RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -62,7 +60,6 @@ def run_filter(instructions: bytes, arch_token: int, number: int, arg0: int = 0)
     raise AssertionError("the filter ran off its end without returning")
 
 
-@rubric("Seccomp tables")
 def test_every_table_entry_is_libseccomps_number():
     library = libseccomp()
     for machine, arch in seccomp.ARCHITECTURES.items():
@@ -80,7 +77,6 @@ def test_every_table_entry_is_libseccomps_number():
                     f"the table lacks it")
 
 
-@rubric("Seccomp tables")
 def test_each_architectures_filter_refuses_by_its_own_numbers():
     """The filter built for each table, fed libseccomp's numbers for that architecture."""
     library = libseccomp()
@@ -114,7 +110,6 @@ def test_each_architectures_filter_refuses_by_its_own_numbers():
         "an x32 number must be refused: it would bypass the list")
 
 
-@rubric("Seccomp tables")
 def test_an_unknown_architecture_is_refused_by_name(monkeypatch):
     """No filter on a machine without a table, and the grader's layers line says which machine
     and why (the worker's probe then reports seccomp=0)."""
@@ -125,7 +120,3 @@ def test_an_unknown_architecture_is_refused_by_name(monkeypatch):
     assert seccomp.deny_escapes() is False
     monkeypatch.setitem(sandbox.PROBED_LAYERS, "none", {"landlock": 6, "seccomp": 0})
     assert reason in sandbox.layers_summary("none"), sandbox.layers_summary("none")
-
-
-if __name__ == "__main__":
-    run_module(__name__)

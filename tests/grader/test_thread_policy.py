@@ -3,7 +3,7 @@
 inputs, the environment of the judge's children and of the grading's make, the regrade's --jobs,
 and the choice in details.json and the feedback's header.
 
-    python -m tests.grader.test_thread_policy  (or: .venv/bin/python -m pytest -q tests/grader/test_thread_policy.py)
+    .venv/bin/python -m pytest -q tests/grader/test_thread_policy.py
 """
 import json
 import os
@@ -16,14 +16,11 @@ import pytest
 from autograder.judging import grading_run, judge_process, model_child, rubric, thread_policy
 from autograder.classroom import regrade
 from tests.classroom.test_regrade import fake_grader, grade_with, judge_details
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Thread policy": 0}
 REPO = Path(__file__).resolve().parents[2]
 TORCH_THREADS = "import torch; print(torch.get_num_threads())"
 
 
-@rubric_category("Thread policy")
 def test_rule_on_given_inputs():
     """(CPUs, load average, gradings side by side) -> threads, worked out by hand: a second thread
     only with a whole core idle, never above the CPUs' share or MAX_THREADS, never below 1."""
@@ -48,7 +45,6 @@ def test_rule_on_given_inputs():
     assert "most measured" in thread_policy.choose(16, 0.0, 1).why
 
 
-@rubric_category("Thread policy")
 def test_measured_inputs_and_override(tmp_path, monkeypatch):
     """measure() reads the affinity (capped by a cgroup quota), the load (the load average where
     /proc/stat cannot be read) and the gradings; HW4P1_MATH_THREADS overrides the count; a
@@ -87,7 +83,6 @@ intr 0
 """
 
 
-@rubric_category("Thread policy")
 def test_busy_cores_from_two_readings_of_proc_stat(tmp_path, monkeypatch):
     """Busy cores between two /proc/stat texts, worked out by hand (idle and iowait count as
     idle, the CPUs from the cpuN lines); a reading without ticks between is refused; measure()
@@ -121,7 +116,6 @@ def test_busy_cores_from_two_readings_of_proc_stat(tmp_path, monkeypatch):
     assert (choice.load, choice.threads) == (0.0, 2), choice
 
 
-@rubric_category("Thread policy")
 def test_the_model_child_runs_with_the_chosen_count(tmp_path, monkeypatch):
     """After the judge applied a choice, a child started with its environment (the model child's)
     has torch on that many threads, whatever the judge's own environment said before."""
@@ -141,7 +135,6 @@ def test_the_model_child_runs_with_the_chosen_count(tmp_path, monkeypatch):
     assert child.stdout.strip() == "1", child.stdout
 
 
-@rubric_category("Thread policy")
 def test_details_json_and_header_name_the_choice(tmp_path):
     """The judge's details.json records the count and the rule's inputs, and its first line (the
     feedback's header) states them; here the judge stops at once (not a built autograder)."""
@@ -158,7 +151,6 @@ def test_details_json_and_header_name_the_choice(tmp_path):
                                                  f"{thread_policy.THREADS_VARIABLE}"), run.stdout
 
 
-@rubric_category("Thread policy")
 def test_the_grading_and_the_regrade_pass_the_gradings_side_by_side(tmp_path, monkeypatch):
     """grading_run.run gives make (and so the judge) the number of gradings side by side; the
     regrade gives its --jobs."""
@@ -189,7 +181,3 @@ def test_the_grading_and_the_regrade_pass_the_gradings_side_by_side(tmp_path, mo
         regrade.regrade(handins, tmp_path / f"out{jobs}", fake_grader(tmp_path), jobs=jobs,
                         progress=False)
         assert seen == [jobs] * 3, (jobs, seen)
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -3,7 +3,7 @@
 weights with one value moved by an ulp, rescaled, or with a little noise are flagged in the
 regrade's ``flags``; independent trainings are not.
 
-    python -m tests.grader.test_weights_fingerprint
+    .venv/bin/python -m pytest -q tests/grader/test_weights_fingerprint.py
 
 The fingerprints come from the model child's own function (``grade_model.evaluate_handin``); the
 flags from ``regrade.with_flags`` on rows written to grades.csv and read back. Truths: the sketched
@@ -32,9 +32,7 @@ from hw4lib.model import DecoderOnlyTransformer
 from tests.grader.autograder_helpers import TINY_MODEL
 from tools.honest_weights import copies
 from tests.grader.test_grade_model import make_hidden_set
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Shared weights": 0}
 VOCAB = H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size
 
 
@@ -86,7 +84,6 @@ def exact_distance(first: dict, second: dict, first_initial: dict, second_initia
     return float(np.median(sines))
 
 
-@rubric_category("Shared weights")
 def test_the_sketched_distance_is_the_angle_on_the_full_tensors(tmp_path):
     hidden = make_hidden_set(tmp_path / "hidden")
     runs = {"a": (1, *trained(1, 1)), "same seed, other data": (1, *trained(1, 2)),
@@ -102,7 +99,6 @@ def test_the_sketched_distance_is_the_angle_on_the_full_tensors(tmp_path):
         assert exact > 2 * wf.TOLERANCE, (name, exact)
 
 
-@rubric_category("Shared weights")
 def test_copies_are_flagged_with_the_distance_and_independent_work_is_not(tmp_path):
     """A classmate's weights moved by one ulp, rescaled (every tensor, or the final norm against
     the final layer), with noise of 1% of what each tensor learned, or with the config's seed
@@ -143,7 +139,6 @@ def test_copies_are_flagged_with_the_distance_and_independent_work_is_not(tmp_pa
     assert wf.decode(rows["edited"]["weights_fingerprint"]) is None
 
 
-@rubric_category("Shared weights")
 def test_untrained_weights_and_other_architectures_are_never_compared(tmp_path):
     """Two handins of the model as built under their config's seed (3, not the default) share
     nothing they learned; models of other sizes are not compared; a grades.csv cell that is not a
@@ -164,7 +159,6 @@ def test_untrained_weights_and_other_architectures_are_never_compared(tmp_path):
         "a": [("b", 0.0)], "b": [("a", 0.0)]}
 
 
-@rubric_category("Shared weights")
 def test_the_regrade_row_keeps_only_a_fingerprint_the_judge_wrote():
     """details.json's lm.weights_fingerprint reaches grades.csv when it decodes, else ''."""
     state, initial = trained(1, 1)
@@ -179,7 +173,3 @@ def test_the_regrade_row_keeps_only_a_fingerprint_the_judge_wrote():
         assert regrade.fingerprint_of(LanguageModelResult("", weights_fingerprint=bad)) == "", bad
     with pytest.raises(ReportError, match="weights_fingerprint is 3"):  # not a string: no report
         LanguageModelResult("", weights_fingerprint=3)
-
-
-if __name__ == "__main__":
-    run_module(__name__)

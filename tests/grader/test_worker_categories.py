@@ -24,10 +24,8 @@ from autograder.sandboxed import wire
 from autograder.judging import judge, mytorch_categories, processes, rubric, sandbox, worker_folders
 from autograder.judging.report import GradingReport, Status
 from tests.grader.autograder_helpers import copy_reference_mytorch
-from tests.testing_framework import rubric as rubric_category, run_module
 from tools import hint_report
 
-RUBRIC = {"One worker for every category": 0}
 MODE = hint_report.MODE
 SEED = 5
 TIMEOUT_S = 30.0
@@ -138,7 +136,6 @@ def assert_only_softmax_pays(tree: Path, timeout: float, softmax_alone: judge.Ca
     return runs["Softmax"], report
 
 
-@rubric_category("One worker for every category")
 @pytest.mark.slow
 def test_a_softmax_that_exits_crashes_exhausts_memory_or_prints_costs_softmax_only(tmp_path,
                                                                                    monkeypatch):
@@ -161,7 +158,6 @@ def test_a_softmax_that_exits_crashes_exhausts_memory_or_prints_costs_softmax_on
                 assert "exit status" in softmax.note, (name, cgroup, softmax.note)
 
 
-@rubric_category("One worker for every category")
 @pytest.mark.slow
 def test_a_softmax_that_hangs_times_out_alone(tmp_path):
     tree = mytorch_with(tmp_path, SOFTMAX_DOES.format(action=HANG))
@@ -172,7 +168,6 @@ def test_a_softmax_that_hangs_times_out_alone(tmp_path):
     assert HANG_TIMEOUT_S - 1 <= softmax.seconds <= HANG_TIMEOUT_S + judge.KILL_GRACE_S + 1
 
 
-@rubric_category("One worker for every category")
 @pytest.mark.slow
 def test_a_category_that_kills_the_worker_costs_only_itself(tmp_path):
     """The worker itself killed from Softmax's process: a fresh worker grades SDPA and MHA."""
@@ -182,7 +177,6 @@ def test_a_category_that_kills_the_worker_costs_only_itself(tmp_path):
     assert "exit status" in softmax.note, softmax.note
 
 
-@rubric_category("One worker for every category")
 @pytest.mark.slow
 def test_a_process_left_behind_neither_holds_its_category_nor_reaches_the_next(tmp_path):
     """Its category ends when its own process does (not at the time limit), and the categories
@@ -195,7 +189,6 @@ def test_a_process_left_behind_neither_holds_its_category_nor_reaches_the_next(t
     assert not processes.descendants(os.getpid())
 
 
-@rubric_category("One worker for every category")
 @pytest.mark.slow
 def test_no_category_runs_where_another_left_its_state(tmp_path):
     tree = mytorch_with(tmp_path, LEFT_STATE)
@@ -220,7 +213,6 @@ class Stream:
         return self.data[start:end]
 
 
-@rubric_category("One worker for every category")
 def test_a_category_s_frames_give_its_records_its_output_and_its_end():
     first, second = wire.encode_record("a", None, {}), wire.encode_record("b", None, {})
     ended = wire.frame(wire.OUTPUT_HEAD, b"hi") + wire.frame(wire.OUTPUT_TAIL, b"there") + \
@@ -244,7 +236,6 @@ def test_a_category_s_frames_give_its_records_its_output_and_its_end():
     assert garbled.wait_for(1) is None and not garbled.ended
 
 
-@rubric_category("One worker for every category")
 def test_the_worker_frames_what_its_category_process_printed_as_the_judge_keeps_it():
     """The worker's head and tail of a process's output match processes.BoundedCapture's."""
     from autograder.sandboxed import worker
@@ -259,7 +250,3 @@ def test_the_worker_frames_what_its_category_process_printed_as_the_judge_keeps_
     capture.read_all()
     assert (bytes(child.head), bytes(child.tail), child.omitted) == (
         bytes(capture.head), bytes(capture.tail), capture.omitted)
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -3,7 +3,7 @@
 trusting them, the hidden tests' shares of each category's points, the judge's checks (no assert,
 shapes before arithmetic, values not only dtypes), the scores line and the feedback's wording.
 
-    python -m tests.grader.test_worker_scoring    (or: python -m pytest -q tests/grader/test_worker_scoring.py)
+    .venv/bin/python -m pytest -q tests/grader/test_worker_scoring.py
 """
 import io
 import json
@@ -20,12 +20,8 @@ import numpy as np
 from autograder.sandboxed import wire
 from autograder.judging import grading_run, processes, rubric, sandbox, sandbox_modes
 from tests.grader.autograder_helpers import REPO_ROOT, copy_reference_mytorch
-from tests.testing_framework import rubric as rubric_category, run_module
-
-RUBRIC = {"Scoring": 0}
 
 
-@rubric_category("Scoring")
 def test_lm_score_curve():
     points = rubric.LM_POINTS
     assert rubric.lm_score(1.0) == rubric.lm_score(rubric.FULL_MARKS_PPL) == points
@@ -42,7 +38,6 @@ def test_lm_score_curve():
         rubric.lm_score(3.0, full_marks_ppl=4.0, zero_marks_ppl=4.0)
 
 
-@rubric_category("Scoring")
 def test_worker_records_are_decoded_without_trusting_them():
     good = {"r1": np.arange(6.0).reshape(2, 3), "r2": np.array([True, False]), "r3": None}
     stream = wire.encode_record("t", None, good)
@@ -65,7 +60,6 @@ def test_worker_records_are_decoded_without_trusting_them():
         assert "unreadable" in note and "t" not in records, (junk[:20], note)
 
 
-@rubric_category("Scoring")
 def test_any_malformed_worker_output_is_unreadable_and_costs_only_its_tests():
     good = wire.encode_record("t", None, {"r1": np.zeros(2)})
 
@@ -142,7 +136,6 @@ class MultiHeadAttention(Reference):
 """
 
 
-@rubric_category("Scoring")
 def test_no_check_that_decides_points_is_an_assert():
     """python -O strips asserts: the judge, the hidden tests and the truths they share with the
     students' tests hold none (so a zero stub cannot pass a check that vanished)."""
@@ -159,7 +152,6 @@ def test_no_check_that_decides_points_is_an_assert():
         assert not found, f"{path.name} has assert statements at lines {found}"
 
 
-@rubric_category("Scoring")
 def test_hidden_tests_share_out_exactly_each_category_s_points():
     """The shares in the hidden tests' decorators add up to the points hw4lib/grading_numbers.py
     gives each mytorch category, and tag no other category."""
@@ -177,7 +169,6 @@ def test_hidden_tests_share_out_exactly_each_category_s_points():
 
 
 @pytest.mark.slow
-@rubric_category("Scoring")
 def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
     """Checks that decide points are explicit (python -O strips asserts); the float32 Linear test
     checks values, not only dtypes; the judge refuses to run under -O at all."""
@@ -208,7 +199,6 @@ def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
     assert not (tmp_path / "work").exists(), "nothing is graded under -O"
 
 
-@rubric_category("Scoring")
 def test_shapes_are_checked_before_arithmetic_on_returned_arrays(tmp_path):
     """(N, 1) and (1, N) gradients are refused by shape before the judge adds them (which would
     allocate N x N floats)."""
@@ -264,7 +254,6 @@ print(json.dumps(scores))
 """
 
 
-@rubric_category("Scoring")
 def test_the_finite_difference_mask_hides_a_key_and_keeps_a_softmax_that_is_not_one_hot():
     """The small masks of the finite-difference test: every draw hides a key and keeps one in each
     row (a draw that hid nothing let a wrong masking score there) and keeps two in some row of
@@ -280,7 +269,6 @@ def test_the_finite_difference_mask_hides_a_key_and_keeps_a_softmax_that_is_not_
 
 
 @pytest.mark.catalogue_sweep
-@rubric_category("Scoring")
 def test_fresh_inputs_give_the_same_score_every_time(tmp_path):
     """The reference and every catalogue mutant of a graded mytorch file, graded several times
     with fresh hidden-test inputs: each scores the same every time (the tolerances hold for any
@@ -313,7 +301,6 @@ def test_fresh_inputs_give_the_same_score_every_time(tmp_path):
             assert total < full, f"mutant {name} keeps full marks on the hidden tests"
 
 
-@rubric_category("Scoring")
 def test_scores_line_is_printed_even_when_the_last_process_scan_fails(tmp_path):
     """A failure in the judge's final sweep of leftover processes (a /proc scan meeting a process
     name that is not UTF-8, say) still ends the output with the summary and the scores line."""
@@ -337,7 +324,6 @@ def test_scores_line_is_printed_even_when_the_last_process_scan_fails(tmp_path):
     assert json.loads(lines[-1]) == {"scores": rubric.zero_scores()}, lines[-5:]
 
 
-@rubric_category("Scoring")
 def test_documented_timeouts_cover_the_judges_worst_case():
     """The platform timeouts the README asks for exceed every limit of the judge reached at once
     (rubric.worst_case_seconds), whose own allowance covers a probe of every sandbox mode."""
@@ -355,7 +341,6 @@ def test_documented_timeouts_cover_the_judges_worst_case():
     assert minutes * 60 > grading_run.GRADING_TIMEOUT_S, "Gradescope must outlast the adapter"
 
 
-@rubric_category("Scoring")
 def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
     from autograder.judging import verdicts
     from autograder.judging.hidden_tests.mytorch_hidden import tests_of
@@ -391,7 +376,3 @@ def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
                                  check_program.steps, files)
     assert result.points == 0 and "shape" in result.message
     assert not any(str(int(code)) in result.message for code in codes[:3]), result.message
-
-
-if __name__ == "__main__":
-    run_module(__name__)

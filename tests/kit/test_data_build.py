@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
 """Tests of the embedded corpus, the data builder (``make data``) and the n-gram baselines.
 
-    python -m tests.kit.test_data_build      (or: python -m pytest -q tests/kit/test_data_build.py)
+    .venv/bin/python -m pytest -q tests/kit/test_data_build.py
 
 The fixtures are tiny LibriSpeech trees and text files written into temporary folders.
 """
@@ -21,9 +21,7 @@ from datagen.corpus import ALPHABET, MAX_CHARS, generate_chapters, generate_spli
 from datagen.numbers import number_words
 from datagen.ngram import EOS, NUM_PREDICTED, CharNgramLM
 from hw4lib.data.lm_dataset import load_transcript
-from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"Corpus": 0, "Default build": 0, "Real text": 0, "N-gram baselines": 0}
 
 ID_PATTERN = re.compile(r"\d+-\d+-\d+")
 SMALL_SIZES = {"train": 20_000, "val": 4_000, "test": 4_000}
@@ -90,7 +88,6 @@ def _write_librispeech(root: Path, chapters: dict[str, list[str]]) -> None:
 # ---- corpus ---------------------------------------------------------------------------------
 
 
-@rubric("Corpus")
 def test_generator_is_deterministic_and_in_the_character_set():
     first = generate_split(0, 30_000, split="train")
     assert first == generate_split(0, 30_000, split="train"), "same seed gave different text"
@@ -103,7 +100,6 @@ def test_generator_is_deterministic_and_in_the_character_set():
         assert text == " ".join(text.split()), f"stray spaces in {text!r}"
 
 
-@rubric("Corpus")
 def test_generate_split_excludes_without_shifting_the_stream():
     full = generate_split(3, 20_000)
     banned = set(full[:40:3])
@@ -115,7 +111,6 @@ def test_generate_split_excludes_without_shifting_the_stream():
     assert skipped >= len(banned) and [t for c in chapters for t in c] == kept
 
 
-@rubric("Corpus")
 def test_number_words_and_full_corpus_size():
     assert number_words(0) == "ZERO"
     assert number_words(342) == "THREE HUNDRED AND FORTY TWO"
@@ -139,7 +134,6 @@ def test_number_words_and_full_corpus_size():
     print(f"      default corpus: {chars} characters, {len(word_types)} word types, {seconds:.1f}s")
 
 
-@rubric("Corpus")
 def test_load_transcript_reads_both_stored_forms(tmp_path):
     text = "IT'S A FINE DAY"
     np.save(tmp_path / "chars.npy", np.array(list(text)))
@@ -154,7 +148,6 @@ def test_load_transcript_reads_both_stored_forms(tmp_path):
 # ---- default build --------------------------------------------------------------------------
 
 
-@rubric("Default build")
 def test_default_build_layout_card_and_marker(tmp_path):
     out = tmp_path / "hw4p1_data"
     build_data.build(out, seed=0, sizes=SMALL_SIZES)
@@ -180,7 +173,6 @@ def test_default_build_layout_card_and_marker(tmp_path):
     assert test_ppl[0] > test_ppl[1] > test_ppl[2] > 1, test_ppl
 
 
-@rubric("Default build")
 def test_default_build_is_byte_identical_per_seed(tmp_path):
     build_data.build(tmp_path / "a", seed=5, sizes=SMALL_SIZES)
     build_data.build(tmp_path / "b", seed=5, sizes=SMALL_SIZES)
@@ -192,14 +184,12 @@ def test_default_build_is_byte_identical_per_seed(tmp_path):
         "a different seed gave the same transcripts"
 
 
-@rubric("Default build")
 def test_default_build_matches_the_recorded_digests(tmp_path):
     for seed, recorded in RECORDED_SMALL.items():
         build_data.build(tmp_path / str(seed), seed=seed, sizes=SMALL_SIZES)
         _check_recorded(tmp_path / str(seed), seed, recorded)
 
 
-@rubric("Default build")
 @pytest.mark.slow
 def test_full_builds_and_hidden_set_match_the_recorded_digests(tmp_path):
     """What make data writes for seeds 0-2 and the autograder's hidden set, byte for byte."""
@@ -213,7 +203,6 @@ def test_full_builds_and_hidden_set_match_the_recorded_digests(tmp_path):
     assert got == RECORDED_HIDDEN_SET, f"hidden set: expected sha256 {RECORDED_HIDDEN_SET}, got {got}"
 
 
-@rubric("Default build")
 def test_marker_records_the_source_and_if_stale_rebuilds_only_stale_data(tmp_path, monkeypatch,
                                                                         capsys):
     monkeypatch.setattr(build_data, "DEFAULT_SIZES", SMALL_SIZES)  # main() builds these sizes
@@ -249,7 +238,6 @@ def test_marker_records_the_source_and_if_stale_rebuilds_only_stale_data(tmp_pat
     assert build_data.generator_fingerprint() != before, "a lexicon edit must change the fingerprint"
 
 
-@rubric("Real text")
 def test_if_stale_never_replaces_data_built_from_real_text(tmp_path, capsys):
     root = tmp_path / "LibriSpeech"
     _write_librispeech(root, {"train-clean-100/1/2": [f"UTTERANCE {number_words(i)}" for i in range(60)]})
@@ -269,7 +257,6 @@ def test_if_stale_never_replaces_data_built_from_real_text(tmp_path, capsys):
     assert "--if-stale checks generated data" in capsys.readouterr().err
 
 
-@rubric("Default build")
 def test_rebuild_replaces_the_folder_atomically(tmp_path):
     out = tmp_path / "data"
     build_data.build(out, seed=1, sizes=SMALL_SIZES)
@@ -294,7 +281,6 @@ LIBRISPEECH_CHAPTERS = {
 }
 
 
-@rubric("Real text")
 def test_librispeech_build_normalises_reports_and_splits(tmp_path):
     root = tmp_path / "LibriSpeech"
     _write_librispeech(root, LIBRISPEECH_CHAPTERS)
@@ -319,7 +305,6 @@ def test_librispeech_build_normalises_reports_and_splits(tmp_path):
     assert len(merged) + 2 + card.count("text already in an earlier split") >= 46
 
 
-@rubric("Real text")
 def test_real_split_depends_on_the_seed_only(tmp_path):
     root = tmp_path / "LibriSpeech"
     _write_librispeech(root, {"train-clean-100/1/2": [f"UTTERANCE {number_words(i)}" for i in range(60)]})
@@ -330,7 +315,6 @@ def test_real_split_depends_on_the_seed_only(tmp_path):
     assert sorted(n for n in a if n.startswith("test")) != sorted(n for n in c if n.startswith("test"))
 
 
-@rubric("Real text")
 def test_text_files_build_and_normalise(tmp_path):
     lines = [f"Line {i}: \u201cWell,\u201d said Anne\u2014\u2019twas caf\u00e9 time." for i in range(30)]
     lines[3] = ""
@@ -352,7 +336,6 @@ def test_text_files_build_and_normalise(tmp_path):
     assert len(same) == 1 or "text already in an earlier split" not in card
 
 
-@rubric("Real text")
 def test_bad_inputs_give_errors_that_name_the_path(tmp_path):
     missing = tmp_path / "nowhere"
     with pytest.raises(SystemExit, match="nowhere.*does not exist"):
@@ -375,7 +358,6 @@ def test_bad_inputs_give_errors_that_name_the_path(tmp_path):
 # ---- n-gram baselines -----------------------------------------------------------------------
 
 
-@rubric("N-gram baselines")
 def test_ngram_matches_a_hand_computed_bigram():
     # Train "AB" and "AA" with a bigram. Padded: BOS A B EOS, BOS A A EOS.
     # Bigram counts: (BOS,A)=2, (A,B)=(A,A)=(A,EOS)=(B,EOS)=1. Too few counts for the modified-KN
@@ -394,7 +376,6 @@ def test_ngram_matches_a_hand_computed_bigram():
     assert math.isclose(model.next_probs("AB")[EOS], 0.5 + 0.5 * p_unigram_eos, rel_tol=1e-12)
 
 
-@rubric("N-gram baselines")
 def test_ngram_distributions_sum_to_one_and_perplexity_counts_eos():
     train = generate_split(0, 40_000, split="train")
     test = generate_split(0, 3_000, split="test")
@@ -413,7 +394,3 @@ def test_ngram_distributions_sum_to_one_and_perplexity_counts_eos():
         assert math.isclose(model.perplexity([text]), math.exp(nll / len(text)), rel_tol=1e-9)
     with pytest.raises(ValueError, match="outside the alphabet"):
         model.perplexity(["lower case"])
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -6,9 +6,6 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.testing_framework import rubric, run_module
-
-RUBRIC = {"Design layout": 0}
 
 REPO = Path(__file__).resolve().parents[2]
 # Files the layout describes as a collection: {pattern: the words that describe them there}.
@@ -41,7 +38,6 @@ def unnamed(files: list[str], layout: str) -> list[str]:
     return missing
 
 
-@rubric("Design layout")
 def test_the_check_finds_an_unnamed_file():
     layout = "hw4lib/model/   masks, kv_cache\ntests/   one test_*.py per component\n"
     files = ["hw4lib/model/masks.py", "hw4lib/model/kv_cache.py", "hw4lib/model/rope.py",
@@ -50,7 +46,6 @@ def test_the_check_finds_an_unnamed_file():
                                       "tools/mutant_catalogue/x.yaml (described as 'mutant_catalogue/')"]
 
 
-@rubric("Design layout")
 def test_the_design_layout_names_every_file():
     listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True)
     files = [line for line in listed.stdout.splitlines() if (REPO / line).is_file()]
@@ -58,7 +53,3 @@ def test_the_design_layout_names_every_file():
     missing = unnamed(files, layout)
     assert not missing, ("docs/design.md's layout does not name these files; add each to its "
                          "folder's line, saying what it holds:\n  " + "\n  ".join(missing))
-
-
-if __name__ == "__main__":
-    run_module(__name__)

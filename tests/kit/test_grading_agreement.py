@@ -4,7 +4,7 @@ handout`` reach its README's Grading section and its copy of ``hw4lib/grading_nu
 ``make autograde`` refuses to build a grader that the built handout does not describe, naming the
 command that rebuilds both.
 
-    python -m tests.kit.test_grading_agreement
+    .venv/bin/python -m pytest -q tests/kit/test_grading_agreement.py
 """
 import json
 import subprocess
@@ -15,18 +15,15 @@ import pytest
 
 from autograder.judging import rubric
 from autograder.classroom import rescore
-from tests.testing_framework import rubric as rubric_category, run_module
 from tools import make_autograde, make_handout
 from tools.handout_readme import grading_section, stated_numbers, with_thresholds
 from tools.handout_regions import HandoutError
 
-RUBRIC = {"Grading agreement": 0}
 REPO = Path(__file__).resolve().parents[2]
 NUMBERS = (REPO / rescore.NUMBERS_MODULE).read_text()
 FULL, ZERO = 3.25, 5.5  # neither is the shipped threshold
 
 
-@rubric_category("Grading agreement")
 def test_the_handout_s_numbers_module_states_the_thresholds_it_is_given():
     module = with_thresholds(NUMBERS, FULL, ZERO)
     assert stated_numbers(module) == {"rubric": rubric.RUBRIC, "full_marks_ppl": FULL,
@@ -40,7 +37,6 @@ def test_the_handout_s_numbers_module_states_the_thresholds_it_is_given():
         with_thresholds(NUMBERS + f"FULL_MARKS_PPL = {rubric.FULL_MARKS_PPL}\n", FULL, ZERO)
 
 
-@rubric_category("Grading agreement")
 def test_make_autograde_refuses_what_the_handout_does_not_state(tmp_path):
     """Beside a handout stating FULL and ZERO, or without one (then what make handout would
     state), a grader of other thresholds is refused with the command that builds both."""
@@ -61,7 +57,6 @@ def test_make_autograde_refuses_what_the_handout_does_not_state(tmp_path):
     assert not (tmp_path / "dist" / "autograde.tar").exists()
 
 
-@rubric_category("Grading agreement")
 def test_make_passes_args_to_both_builders():
     """``make handout autograde ARGS=...`` (the command the refusal names) gives both builders the
     thresholds: ARGS is not dropped."""
@@ -74,7 +69,6 @@ def test_make_passes_args_to_both_builders():
 
 
 @pytest.mark.slow  # builds the handout of the repository and a small grader
-@rubric_category("Grading agreement")
 def test_a_handout_and_a_grader_built_with_other_thresholds_agree(tmp_path, capsys):
     dist = tmp_path / "dist"
     thresholds = ["--full-marks-ppl", str(FULL), "--zero-marks-ppl", str(ZERO)]
@@ -93,7 +87,3 @@ def test_a_handout_and_a_grader_built_with_other_thresholds_agree(tmp_path, caps
     (dist / "handout" / rescore.NUMBERS_MODULE).write_text(NUMBERS)  # as a default build states
     stale = make_handout.stale_grader(dist / "handout")
     assert f"--full-marks-ppl {rubric.FULL_MARKS_PPL}" in stale, stale
-
-
-if __name__ == "__main__":
-    run_module(__name__)

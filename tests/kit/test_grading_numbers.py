@@ -3,7 +3,7 @@
 pass mark there, in a copy of the repository, reaches the handout README, the data card, the
 grader's score and ``make autograde``'s default; no other module sets them.
 
-    python -m tests.kit.test_grading_numbers
+    .venv/bin/python -m pytest -q tests/kit/test_grading_numbers.py
 """
 import ast
 import json
@@ -15,10 +15,8 @@ from pathlib import Path
 import pytest
 
 from hw4lib import grading_numbers
-from tests.testing_framework import rubric, run_module
 from tools.mutants import make_copy, tree_files
 
-RUBRIC = {"Grading numbers": 0}
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODULE = "hw4lib/grading_numbers.py"
 NEW_PASS_MARK = 3.25  # below the shipped one, so that SCORED_PPL scores differently
@@ -53,7 +51,6 @@ def stated(tree: Path) -> dict:
 
 
 @pytest.mark.slow  # two fresh interpreters import torch
-@rubric("Grading numbers")
 def test_a_one_line_edit_of_the_pass_mark_reaches_the_handout_the_data_card_and_the_grader(
         tmp_path):
     copy = tmp_path / "repo"
@@ -79,7 +76,6 @@ def test_a_one_line_edit_of_the_pass_mark_reaches_the_handout_the_data_card_and_
 THRESHOLD_NAME = re.compile(r"pass|mark|threshold|ppl", re.IGNORECASE)
 
 
-@rubric("Grading numbers")
 def test_no_other_python_file_defines_a_grading_number():
     """No module but hw4lib/grading_numbers.py names a perplexity threshold of the module's value
     or writes out the mytorch categories' points (they import them)."""
@@ -101,7 +97,3 @@ def test_no_other_python_file_defines_a_grading_number():
                     key.value for key in value.keys if isinstance(key, ast.Constant)}:
                 found.append(f"{path}:{node.lineno} writes out the mytorch categories' points")
     assert not found, f"import them from {MODULE} instead: {found}"
-
-
-if __name__ == "__main__":
-    run_module(__name__)

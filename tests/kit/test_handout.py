@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
 """Tests of the handout generator, tools/make_handout.py.
 
-    python -m tests.kit.test_handout        (or: .venv/bin/python -m pytest -q tests/kit/test_handout.py)
+    .venv/bin/python -m pytest -q tests/kit/test_handout.py
 
 Two kinds of tests. The generator's rules are checked on small synthetic sources and a synthetic git
 repository. Then the handout of this repository is generated once per process (into a temporary
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing_framework import OWN_WORK, collect, rubric, run_module
+from tests.testing_framework import OWN_WORK, collect
 from tools.handout_leaks import find_leaks
 from tools.handout_files import (EXCLUDED_DIRS, EXCLUDED_FILES, INSTRUCTOR_ONLY, MAKEFILE_BEGIN,
                                  strip_instructor_targets)
@@ -37,7 +37,6 @@ from tools.handout_regions import (HandoutError, code_units, file_regions, find_
 from tools.make_handout import (LEAK_SUFFIXES, REPO_ROOT, Handout, build, check_imports,
                                 check_tree, main, write_tarball)
 
-RUBRIC = {"Solution regions": 0, "Handout tree": 0, "Handout behaviour": 0}
 # The sections every README that make handout reads must have (it fills them in).
 MARKED_SECTIONS = f"## Tasks\n{TASKS_MARKER}\n\n## Grading\n{GRADING_MARKER}\n"
 
@@ -73,7 +72,6 @@ SAMPLE = lines_of('''
 ''')
 
 
-@rubric("Solution regions")
 def test_regions_become_stubs_that_name_file_function_and_todo():
     regions = find_regions(SAMPLE, "pkg/attention.py")
     assert [(r.qualname, r.todo, r.indent) for r in regions] == [
@@ -93,7 +91,6 @@ def test_regions_become_stubs_that_name_file_function_and_todo():
     assert restore(stubbed, regions) == strip_markers("x.py", "".join(SAMPLE)).splitlines(True)
 
 
-@rubric("Solution regions")
 def test_malformed_regions_are_errors_naming_file_and_line():
     body = "def f():\n    # TODO: do it\n"
     cases = {
@@ -118,7 +115,6 @@ def test_malformed_regions_are_errors_naming_file_and_line():
             raise AssertionError(f"case {name!r} was accepted")
 
 
-@rubric("Solution regions")
 def test_notebook_cells_are_stubbed_and_outputs_cleared():
     cell = ("!echo set-up\n"
             "def step(x):\n    # TODO: double x\n    # BEGIN SOLUTION\n    return 2 * x\n"
@@ -141,7 +137,6 @@ def test_notebook_cells_are_stubbed_and_outputs_cleared():
         code_units("nb.ipynb", strip_markers("nb.ipynb", text))
 
 
-@rubric("Solution regions")
 def test_makefile_loses_instructor_targets():
     makefile = ("test:\n\tpytest\n\n" + MAKEFILE_BEGIN + "\nhandout:\n\tpython -m tools.x\n"
                 "# END INSTRUCTOR TARGETS\n\nclean:\n\trm -rf dist\n")
@@ -159,7 +154,6 @@ def test_makefile_loses_instructor_targets():
     )
 
 
-@rubric("Solution regions")
 def test_readme_task_section_is_replaced_by_the_generated_list():
     regions = find_regions(SAMPLE, "mytorch/nn/ops.py")
     readme = ("# Title\n\nIntro.\n\n## Grading\n" + GRADING_MARKER + "\nhow instructors grade\n\n"
@@ -193,7 +187,6 @@ def git_repo(root: Path, files: dict[str, str], untracked: dict[str, str]) -> No
     subprocess.run(["git", "-C", str(root), "add", *files], check=True)
 
 
-@rubric("Handout tree")
 def test_build_on_a_synthetic_repository(tmp_path):
     region = ("def f():\n    # TODO: return one\n    # BEGIN SOLUTION\n    return 1\n"
               "    # END SOLUTION\n")
@@ -252,7 +245,6 @@ LEAKS = {
 }
 
 
-@rubric("Handout tree")
 def test_a_planted_leak_is_refused_naming_region_and_place(tmp_path):
     clean = {"README.md": f"# Course\n\n{MARKED_SECTIONS}", "mytorch/__init__.py": "",
              "mytorch/nn/ops.py": LEAKY_REGION,
@@ -273,7 +265,6 @@ def test_a_planted_leak_is_refused_naming_region_and_place(tmp_path):
             f"a renamed copy of the region in {path} must be refused, naming both; got: {message}")
 
 
-@rubric("Handout tree")
 def test_a_mention_of_what_students_do_not_get_is_refused(tmp_path):
     """The handout stands alone: a shipped file that cites an instructor-only file or folder, or
     an instructor-only make target, stops the build naming both; `make test` beside an instructor
@@ -297,7 +288,6 @@ def test_a_mention_of_what_students_do_not_get_is_refused(tmp_path):
         assert f"mytorch/nn/ops.py mentions {named}, which students do not get" in message, message
 
 
-@rubric("Handout tree")
 def test_the_handout_gives_no_region_away():
     handout = repo_handout()
     texts = {path: (handout.out / path).read_text(errors="replace") for path in handout.files
@@ -368,7 +358,6 @@ def run_tests_in(root: Path, modules: list[str], tmp_path: Path) -> dict[str, di
     return json.loads(report.read_text())
 
 
-@rubric("Handout tree")
 def test_handout_leaves_out_instructor_files():
     handout = repo_handout()
     assert handout.regions, "no solution regions found in the repository"
@@ -386,7 +375,6 @@ def test_handout_leaves_out_instructor_files():
     assert on_disk == handout.files
 
 
-@rubric("Handout tree")
 def test_the_readme_has_one_task_list_generated_from_the_regions():
     handout = repo_handout()
     readme = (handout.out / "README.md").read_text()
@@ -418,7 +406,6 @@ def plain_text(path: str, text: str) -> str:
     return "".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
 
 
-@rubric("Handout tree")
 def test_no_reference_line_survives_in_the_handout():
     handout = repo_handout()
     outside, inside = [], set()
@@ -475,7 +462,6 @@ def named_in(text: str, top_level: set[str]) -> tuple[set[str], set[str], set[st
     return targets, modules, paths
 
 
-@rubric("Handout tree")
 def test_everything_the_handout_names_exists():
     import importlib.util
 
@@ -507,13 +493,11 @@ def test_everything_the_handout_names_exists():
         assert not missing, f"the handout's {name} names paths it does not ship: {missing}"
 
 
-@rubric("Handout behaviour")
 @pytest.mark.slow
 def test_handout_imports_cleanly():
     check_imports(repo_handout().out)
 
 
-@rubric("Handout behaviour")
 @pytest.mark.slow
 def test_component_tests_fail_with_not_implemented_naming_the_piece(tmp_path):
     handout = repo_handout()
@@ -558,7 +542,6 @@ def given_code_mislabelled(module_name: str, outcomes: dict) -> list[str]:
     return problems
 
 
-@rubric("Handout behaviour")
 @pytest.mark.slow
 def test_restored_handout_is_the_solution_and_passes(tmp_path):
     handout = repo_handout()
@@ -575,7 +558,3 @@ def test_restored_handout_is_the_solution_and_passes(tmp_path):
     failed = {f"{module}.{test}": error for module, outcomes in results.items()
               for test, error in outcomes.items() if error is not None}
     assert not failed, f"the restored handout fails: {failed}"
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -5,9 +5,6 @@ depth, a function's included), nothing is executed."""
 import ast
 from pathlib import Path
 
-from tests.testing_framework import rubric, run_module
-
-RUBRIC = {"Import layers": 0}
 
 REPO = Path(__file__).resolve().parents[2]
 # Bottom to top: a folder may import the folders before it, never one after it.
@@ -88,7 +85,6 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
-@rubric("Import layers")
 def test_no_module_imports_one_that_imports_it_back():
     found = cycles(import_graph())
     assert not found, f"import circles (break each, e.g. with a registry): {found}"
@@ -108,7 +104,6 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     return upward
 
 
-@rubric("Import layers")
 def test_no_folder_imports_a_folder_above_it():
     found = upward_imports(import_graph())
     assert not found, f"imports that run upward ({' < '.join(LAYERS)}): {found}"
@@ -131,7 +126,6 @@ def upward_rooms(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
-@rubric("Import layers")
 def test_every_hw4lib_module_sits_in_a_room_and_imports_none_above_it():
     graph = import_graph()
     homeless = [m for m in graph if m.startswith("hw4lib.") and level(m) is None]
@@ -148,7 +142,6 @@ def entry_point_imports(graph: dict[str, set[str]]) -> list[str]:
             if level(target) == len(HW4LIB_ROOMS) - 1]
 
 
-@rubric("Import layers")
 def test_the_autograder_imports_no_entry_point_of_hw4lib():
     # The grader measures with hw4lib's rooms (data, model, metric); an entry point (training,
     # packing) would pull every room above them into the grading processes.
@@ -178,7 +171,6 @@ def room_crossings(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
-@rubric("Import layers")
 def test_every_grader_module_sits_in_a_room_and_imports_none_above_it():
     graph = import_graph()
     homeless = [m for m in graph if m.startswith("autograder.") and autograder_room(m) is None]
@@ -187,7 +179,6 @@ def test_every_grader_module_sits_in_a_room_and_imports_none_above_it():
     assert not found, f"imports across the grader's rooms ({' < '.join(AUTOGRADER_ROOMS)}): {found}"
 
 
-@rubric("Import layers")
 def test_the_checks_see_a_planted_circle_and_an_upward_import():
     graph = {"hw4lib.a": {"hw4lib.b"}, "hw4lib.b": {"hw4lib.c"}, "hw4lib.c": {"hw4lib.a"},
              "hw4lib.d": {"hw4lib.a", "numpy"}, "mytorch.e": {"hw4lib.d"},
@@ -205,7 +196,3 @@ def test_the_checks_see_a_planted_circle_and_an_upward_import():
                            "autograder.classroom.c": {"autograder.judging.j"}}) == [
         "autograder.judging.j imports autograder.build_time.s",
         "autograder.sandboxed.w imports autograder.judging.j"]
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.testing_framework import rubric, run_module
 from tools.handout_files import exclusion_reason
 
-RUBRIC = {"Standalone runner": 0}
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -21,7 +19,6 @@ def shipped_test_modules() -> list[str]:
                   if exclusion_reason(path.relative_to(REPO).as_posix(), REPO) is None)
 
 
-@rubric("Standalone runner")
 @pytest.mark.slow
 def test_every_shipped_module_passes_standalone_on_the_solution():
     modules = shipped_test_modules()
@@ -35,7 +32,3 @@ def test_every_shipped_module_passes_standalone_on_the_solution():
             failed[module] = (run.stdout + run.stderr)[-2000:]
     assert not failed, "standalone runs that fail on the solution:\n" + "\n".join(
         f"--- {module}\n{output}" for module, output in failed.items())
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -5,19 +5,14 @@ import json
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.state_dict_contract import (MANIFEST_FILE, count_elements, expected_entries,
                                               problems)
-from tests.testing_framework import rubric, run_module
 from tools import state_dict_manifest
 
-RUBRIC = {"State-dict manifest": 0}
 
-
-@rubric("State-dict manifest")
 def test_committed_manifest_is_the_derivation_of_the_reference_model():
     assert not state_dict_manifest.stale(), (
         f"{MANIFEST_FILE} differs from the reference model: run python -m tools.state_dict_manifest")
 
 
-@rubric("State-dict manifest")
 def test_manifest_gives_the_reference_state_dict_at_configs_it_was_not_derived_from():
     for config in ({"num_layers": 1, "d_model": 8, "num_heads": 1, "d_ff": 8, "max_len": 3},
                    {"num_layers": 4, "d_model": 6, "num_heads": 3, "d_ff": 18, "max_len": 6,
@@ -27,7 +22,6 @@ def test_manifest_gives_the_reference_state_dict_at_configs_it_was_not_derived_f
         assert problems(shapes, expected_entries(config, 6)) == [], config
 
 
-@rubric("State-dict manifest")
 def test_parameter_count_of_the_manifest_matches_the_built_model():
     """The grader's size check counts from the manifest; a tied weight counts once."""
     config = {"num_layers": 2, "d_model": 16, "num_heads": 2, "d_ff": 32, "max_len": 20}
@@ -39,7 +33,6 @@ def test_parameter_count_of_the_manifest_matches_the_built_model():
         assert got == expected, f"tied={tied}: expected {expected}, got {got}"
 
 
-@rubric("State-dict manifest")
 def test_a_changed_model_makes_the_manifest_stale(tmp_path, monkeypatch):
     manifest = json.loads(MANIFEST_FILE.read_text())
     manifest["entries"] = [e for e in manifest["entries"] if e["key"] != "final_linear.bias"]
@@ -47,7 +40,3 @@ def test_a_changed_model_makes_the_manifest_stale(tmp_path, monkeypatch):
     edited.write_text(json.dumps(manifest))
     monkeypatch.setattr(state_dict_manifest, "MANIFEST_FILE", edited)
     assert state_dict_manifest.stale(), "a manifest without final_linear.bias must read as stale"
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from hw4lib.grading_numbers import MYTORCH_RUBRIC
-from tests.testing_framework import BONUS_WORK, THROUGH_LM_WORK, collect, rubric
+from tests.testing_framework import CATEGORY_ATTR, BONUS_WORK, THROUGH_LM_WORK, collect, rubric
+from tools.handout_files import exclusion_reason
 
 REPO = Path(__file__).resolve().parents[2]
-
-RUBRIC = {"Framework": 0}
 
 
 def _module(rubric_points: dict, **tests) -> types.ModuleType:
@@ -104,7 +103,6 @@ MIXED = """
 """
 
 
-@rubric("Framework")
 def test_each_test_earns_its_share_of_the_category_with_any_fixture(tmp_path):
     run = run_standalone(tmp_path, MIXED, "--json")
     lines = run.stdout.splitlines()
@@ -121,7 +119,6 @@ def test_each_test_earns_its_share_of_the_category_with_any_fixture(tmp_path):
         assert expected in run.stdout, f"the report must show {expected!r}:\n{run.stdout}"
 
 
-@rubric("Framework")
 def test_zero_point_categories_are_labelled_given_code_bonus_or_graded_through_the_model(tmp_path):
     run = run_standalone(tmp_path, MIXED)
     lines = run.stdout.splitlines()
@@ -135,7 +132,6 @@ def test_zero_point_categories_are_labelled_given_code_bonus_or_graded_through_t
     assert not any("given code" in line for line in lines if line.strip().startswith("Good")), lines
 
 
-@rubric("Framework")
 def test_an_exception_names_its_case_and_a_stub_is_reported_once(tmp_path):
     lines = run_standalone(tmp_path, MIXED).stdout.splitlines()
     block = [line.strip() for line in lines[lines.index("  FAILED  test_j"):][:7]]
@@ -149,7 +145,6 @@ def test_an_exception_names_its_case_and_a_stub_is_reported_once(tmp_path):
     assert again == "NotImplementedError: fakepkg.stub.build is not written yet (as above)", again
 
 
-@rubric("Framework")
 def test_device_check_rejects_a_tensor_built_without_device():
     import torch
 
@@ -180,7 +175,6 @@ def loss_of(values):
 """
 
 
-@rubric("Framework")
 def test_an_exception_is_named_by_its_own_kind_with_the_shapes_at_the_raising_line(tmp_path,
                                                                                   monkeypatch):
     import numpy as np
@@ -230,7 +224,6 @@ def test_an_exception_is_named_by_its_own_kind_with_the_shapes_at_the_raising_li
                      "index": "index", "axis": "shape", "broadcast": "shape", "other": ""}, kinds
 
 
-@rubric("Framework")
 def test_one_category_can_be_run_and_a_broken_module_fails_cleanly(tmp_path):
     run = run_standalone(tmp_path, MIXED, "--category", "Good", "--json")
     assert run.returncode == 0 and json.loads(run.stdout.splitlines()[-1]) == {"scores": {"Good": 5}}, (
@@ -241,7 +234,6 @@ def test_one_category_can_be_run_and_a_broken_module_fails_cleanly(tmp_path):
         f"an import error inside a test fails that test:\n{broken.stdout}{broken.stderr}")
 
 
-@rubric("Framework")
 def test_unknown_or_empty_category_is_an_error():
     with pytest.raises(ValueError, match="not in RUBRIC"):
         collect(_module({"Good": 5}, test_a=rubric("Typo")(_passes)))
@@ -249,7 +241,6 @@ def test_unknown_or_empty_category_is_an_error():
         collect(_module({"Good": 5, "Empty": 3}, test_a=rubric("Good")(_passes)))
 
 
-@rubric("Framework")
 def test_only_the_categories_a_grader_scores_carry_points():
     """Points only where the autograder awards the same ones (test_mytorch's categories, from
     hw4lib/grading_numbers.py); every other module's categories are worth 0, and THROUGH_LM and
@@ -265,7 +256,50 @@ def test_only_the_categories_a_grader_scores_carry_points():
         collect(fake)
 
 
-@rubric("Framework")
+def rubric_misplaced(module: types.ModuleType, shipped: bool) -> str | None:
+    """Why ``module`` breaks "a rubric in the modules the handout ships, none elsewhere", or None:
+    a shipped module needs a RUBRIC whose categories its tests fill (``collect``); an
+    instructor-only one has no RUBRIC, no tagged test and no ``run_module`` entry point."""
+    if shipped:
+        try:
+            collect(module)
+        except ValueError as error:
+            return str(error)
+        return None
+    tagged = [name for name, value in vars(module).items()
+              if name.startswith("test_") and hasattr(value, CATEGORY_ATTR)]
+    if hasattr(module, "RUBRIC") or tagged or "run_module" in vars(module):
+        return (f"{module.__name__} is instructor-only but carries a rubric (RUBRIC, tagged "
+                f"tests {tagged}, or run_module): remove it, pytest runs the module")
+    return None
+
+
+def test_only_the_modules_the_handout_ships_carry_a_rubric():
+    """Students' modules (tests/test_*.py, shipped) carry the rubric ``python -m tests.test_x``
+    reports; the instructor's (tests/<folder>/test_*.py, not shipped) are plain pytest modules."""
+    found = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        relative = path.relative_to(REPO)
+        shipped = exclusion_reason(relative.as_posix(), REPO) is None
+        assert shipped == (len(relative.parts) == 2), f"{relative}: ships only at tests/'s top"
+        module = importlib.import_module(".".join(relative.with_suffix("").parts))
+        found[relative.as_posix()] = rubric_misplaced(module, shipped)
+    assert len(found) > 40 and {"tests/test_mytorch.py", "tests/kit/test_handout.py"} <= set(found)
+    assert not any(found.values()), [problem for problem in found.values() if problem]
+
+    def untagged():  # a fresh function each time: rubric() tags the function object itself
+        return None
+
+    rubric_only = _module({"Model": 0}, test_a=rubric("Model")(untagged))
+    assert rubric_misplaced(rubric_only, shipped=True) is None
+    assert "instructor-only" in rubric_misplaced(rubric_only, shipped=False)
+    plain = types.ModuleType("plain_tests")
+    plain.test_a = lambda: None
+    assert "without tests" in rubric_misplaced(_module({"Model": 0}, test_a=lambda: None), True)
+    assert rubric_misplaced(_module({}, test_a=lambda: None), shipped=False) is not None
+    assert rubric_misplaced(plain, shipped=False) is None
+
+
 def test_mutant_runner_matches_whole_lines_at_any_indentation():
     from tools.mutants import CatalogueError, Mutant, locate, load_catalogue, mutate
 
@@ -297,7 +331,6 @@ def test_mutant_runner_matches_whole_lines_at_any_indentation():
                 catalogue(Path(tmp), bad)
 
 
-@rubric("Framework")
 def test_every_catalogue_entry_still_applies_to_the_tree():
     """A change that moves or rewrites a mutant's find text fails here, naming the entry, instead
     of only at the end of make mutants."""
@@ -309,8 +342,3 @@ def test_every_catalogue_entry_still_applies_to_the_tree():
     assert mutants and not stale, (f"update these entries of tools/mutant_catalogue/ to the code "
                                    f"they mutate: {stale}")
 
-
-if __name__ == "__main__":
-    from tests.testing_framework import run_module
-
-    run_module(__name__)

@@ -7,9 +7,6 @@ from the source; the library is not run."""
 import ast
 from pathlib import Path
 
-from tests.testing_framework import rubric, run_module
-
-RUBRIC = {"Typed config reads": 0, "Tested config values": 0}
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_NAMES = ("config", "settings", "section", "training", "generation")
@@ -47,7 +44,6 @@ def string_key_reads(source: str) -> list[tuple[int, str]]:
     return found
 
 
-@rubric("Typed config reads")
 def test_the_detector_finds_string_key_reads():
     planted = ('epochs = config["training"]["epochs"]\nseed = self.config.generation.get("seed")\n'
                'top_k = settings["top_k"]\nrows = batch["input"]\nlr = config.optimizer.lr\n')
@@ -55,7 +51,6 @@ def test_the_detector_finds_string_key_reads():
                                                  (3, "settings")], string_key_reads(planted)
 
 
-@rubric("Typed config reads")
 def test_the_library_reads_the_config_by_attribute():
     offenders = []
     for path in sorted((REPO / "hw4lib").rglob("*.py")):
@@ -75,7 +70,6 @@ def attribute_reads(source: str, owner: str) -> set[str]:
             if isinstance(node, ast.Attribute) and _base_name(node.value) == owner}
 
 
-@rubric("Tested config values")
 def test_the_trainer_tests_give_each_generation_setting_its_own_value():
     from hw4lib.config import Generation, GenerationSettings
     from tests.test_lm_trainer import GENERATION
@@ -100,7 +94,3 @@ def test_the_trainer_tests_give_each_generation_setting_its_own_value():
                 if list(values.values()).count(value) > 1}
         assert not same, (f"strategy {name!r} of test_lm_trainer's GENERATION gives several keys "
                           f"one value, so one read for another passes: {same}")
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
 """Tests of the prepared GPU check, ``python -m hw4lib.gpu_check`` (``make gpu-check``), on the CPU.
 
-    python -m tests.library.test_gpu_check        (or: .venv/bin/python -m pytest -q tests/library/test_gpu_check.py)
+    .venv/bin/python -m pytest -q tests/library/test_gpu_check.py
 
 Without a GPU the check runs on the CPU and says so; these tests run it there on a twentieth of the
 tiny config's data, and show that a cached generator that drifts from the plain one fails it and
@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 from hw4lib import gpu_check
-from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"GPU check": 0}
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +30,6 @@ def _run(monkeypatch, tmp_path, capsys, *argv) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
-@rubric("GPU check")
 @pytest.mark.slow
 def test_the_check_passes_on_the_cpu_and_says_it_is_not_a_gpu(monkeypatch, tmp_path, capsys):
     code, out = _run(monkeypatch, tmp_path, capsys, "--device", "cpu")
@@ -46,7 +43,6 @@ def test_the_check_passes_on_the_cpu_and_says_it_is_not_a_gpu(monkeypatch, tmp_p
     assert not (REPO / "expts" / "gpu-check").exists(), "the check writes only to a temporary folder"
 
 
-@rubric("GPU check")
 @pytest.mark.slow
 def test_a_cached_generator_that_scores_differently_fails_the_check(monkeypatch, tmp_path, capsys):
     from hw4lib.model.kv_cache import CachedScorer
@@ -65,7 +61,6 @@ def test_a_cached_generator_that_scores_differently_fails_the_check(monkeypatch,
     assert "FAIL" in line and "tokens differ" in line, line
 
 
-@rubric("GPU check")
 def test_missing_packages_are_named_with_the_command_that_installs_them(monkeypatch, capsys):
     monkeypatch.setitem(gpu_check.NEEDED, "hw4p1_no_such_module", "hw4p1-no-such-package")
     assert gpu_check.main([]) == 2
@@ -73,7 +68,6 @@ def test_missing_packages_are_named_with_the_command_that_installs_them(monkeypa
     assert "missing packages: hw4p1-no-such-package" in out and "-m pip install" in out, out
 
 
-@rubric("GPU check")
 def test_it_imports_nothing_but_the_standard_library_before_the_package_check():
     # A Python without numpy or tokenizers must get the message, not an ImportError.
     code = ("import sys; sys.modules['numpy'] = None; sys.modules['tokenizers'] = None; "
@@ -81,7 +75,3 @@ def test_it_imports_nothing_but_the_standard_library_before_the_package_check():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 2, result.stderr
     assert "missing packages: numpy>=2 tokenizers" in result.stdout, result.stdout
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -25,10 +25,8 @@ from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.train import ConfigError, validate_config
 from hw4lib.trainers import LMTrainer
 from hw4lib.trainers.precision import resolve_precision
-from tests.testing_framework import rubric, run_module
 from tests.tiny_config import tiny_config, tiny_yaml
 
-RUBRIC = {"Precision choice": 0, "Mixed-precision step": 0, "Fused attention": 0}
 
 PAD, SOS, EOS, VOCAB = 0, 1, 2, 12
 
@@ -43,7 +41,6 @@ def expect_error(error_type, words, call) -> None:
     raise AssertionError(f"expected {error_type.__name__} naming {words}, got no error")
 
 
-@rubric("Precision choice")
 def test_auto_picks_16_bits_only_where_native():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     for native, expected in ((True, torch.bfloat16), (False, torch.float32)):
@@ -61,7 +58,6 @@ def test_auto_picks_16_bits_only_where_native():
     expect_error(ValueError, ["fp16", "CUDA", "bf16"], lambda: resolve_precision("fp16", cpu))
 
 
-@rubric("Precision choice")
 def test_precision_setting_defaults_to_auto_and_refuses_unknown_names():
     for training, expected in (({}, "auto"), ({"precision": "fp32"}, "fp32"), ({"precision": "bf16"}, "bf16")):
         config = tiny_yaml()
@@ -117,7 +113,6 @@ def make_trainer(tmp_path, precision: str, model: nn.Module | None = None) -> LM
     return trainer
 
 
-@rubric("Mixed-precision step")
 def test_bf16_step_is_close_to_float32(tmp_path):
     dataset = Sequences()
     shifted, golden, lengths = dataset.collate_fn([dataset[i] for i in range(8)])
@@ -143,7 +138,6 @@ def test_bf16_step_is_close_to_float32(tmp_path):
     assert cosine > 0.99, f"bf16 gradients should point where float32's do (cosine > 0.99), got {cosine:.4f}"
 
 
-@rubric("Mixed-precision step")
 def test_trainer_computes_logits_in_float32_under_bf16(tmp_path):
     torch.manual_seed(0)
     reference = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB, weight_tying=True)
@@ -167,7 +161,6 @@ def test_trainer_computes_logits_in_float32_under_bf16(tmp_path):
     assert torch.equal(model(tokens)[0], reference(tokens)[0]), "outside autocast nothing may change"
 
 
-@rubric("Fused attention")
 def test_attention_weights_off_keeps_outputs_and_gradients():
     torch.manual_seed(0)
     model = DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB)
@@ -194,7 +187,6 @@ def test_attention_weights_off_keeps_outputs_and_gradients():
     assert positional is None, "need_weights passed positionally must be overridden too"
 
 
-@rubric("Fused attention")
 def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path):
     trainer = make_trainer(tmp_path, "fp32")
     dataset = Sequences()
@@ -215,7 +207,3 @@ def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path)
     bf16 = make_trainer(tmp_path, "bf16")
     assert isinstance(bf16._attention_weights(needed=False), nullcontext), (
         "bf16 training on a CPU should keep the plain attention path (its fused backward is slower)")
-
-
-if __name__ == "__main__":
-    run_module(__name__)

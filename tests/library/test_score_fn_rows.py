@@ -13,9 +13,7 @@ from types import SimpleNamespace
 import torch
 
 from hw4lib.decoding import SequenceGenerator
-from tests.testing_framework import rubric, run_module
 
-RUBRIC = {"Row-aligned scoring": 0}
 
 PAD, EOS, VOCAB = 0, 1, 8
 TOKENIZER = SimpleNamespace(pad_id=PAD, eos_id=EOS, vocab_size=VOCAB)
@@ -58,7 +56,6 @@ def run_batch_and_alone(search, max_length: int = 7):
     return batched, tuple(torch.cat(parts) for parts in zip(*alone))
 
 
-@rubric("Row-aligned scoring")
 def test_beam_search_calls_score_fn_with_rows_aligned_to_prompts():
     for width in (1, 2, 3):
         (seqs, scores), (alone_seqs, alone_scores) = run_batch_and_alone(
@@ -69,7 +66,6 @@ def test_beam_search_calls_score_fn_with_rows_aligned_to_prompts():
         assert torch.allclose(scores, alone_scores), f"beam width {width}: expected {alone_scores}, got {scores}"
 
 
-@rubric("Row-aligned scoring")
 def test_greedy_and_sampling_calls_are_row_aligned():
     (seqs, scores), (alone_seqs, alone_scores) = run_batch_and_alone(lambda g, x: g.generate_greedy(x))
     assert torch.equal(seqs, alone_seqs), f"greedy: expected {alone_seqs.tolist()}, got {seqs.tolist()}"
@@ -78,7 +74,3 @@ def test_greedy_and_sampling_calls_are_row_aligned():
     scorer = RowScorer(prompts, memory, chain)
     SequenceGenerator(scorer, TOKENIZER, 7, "cpu").generate_sample(prompts, top_k=3)  # RowScorer checks rows
     assert scorer.calls > 0, "generate_sample never called score_fn"
-
-
-if __name__ == "__main__":
-    run_module(__name__)

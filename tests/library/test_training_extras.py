@@ -21,11 +21,8 @@ import pytest
 import torch
 import yaml
 
-from tests.testing_framework import rubric, run_module
 from tests.tiny_config import tiny_config, tiny_yaml
 
-RUBRIC = {"Samples fit the split": 0, "Extras never end a run": 0, "Generation checked at start": 0,
-          "Config checked at start": 0, "Runs that repeat and survive": 0}
 
 TRAIN_TEXTS = ["THE CAT SAT ON THE MAT", "A DOG RAN IN THE PARK", "SHE SAID IT WAS LATE",
                "WE WALKED HOME TOGETHER", "THE RAIN FELL ALL NIGHT", "HE OPENED THE OLD DOOR"]
@@ -96,7 +93,6 @@ def _lines(text: str, prefix: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(prefix)]
 
 
-@rubric("Samples fit the split")
 def test_fit_prompt_request_matches_a_brute_force_count():
     from hw4lib.data import LMDataset
     from hw4lib.trainers.generation_settings import fit_prompt_request
@@ -129,7 +125,6 @@ def test_fit_prompt_request_matches_a_brute_force_count():
                                  f"expected {expected}, got {got}")
 
 
-@rubric("Samples fit the split")
 def test_one_validation_transcript_gives_one_sample_and_training_goes_on(tmp_path):
     trainer, loaders = _trainer(tmp_path, [LONG_TEXT])
     out, _ = _train(trainer, loaders)
@@ -143,7 +138,6 @@ def test_one_validation_transcript_gives_one_sample_and_training_goes_on(tmp_pat
             f"epoch {epoch}: expected one prompt {LONG_TEXT[:8]!r}, got {[s['prompt'] for s in samples]}"
 
 
-@rubric("Samples fit the split")
 def test_short_validation_transcripts_give_shorter_prompts(tmp_path):
     trainer, loaders = _trainer(tmp_path, ["NO", "YES SIR", "OK"])
     out, _ = _train(trainer, loaders)
@@ -156,7 +150,6 @@ def test_short_validation_transcripts_give_shorter_prompts(tmp_path):
         f"expected the one-character prompts N, O, Y, got {[s['prompt'] for s in samples]}"
 
 
-@rubric("Samples fit the split")
 def test_no_usable_validation_transcript_means_no_samples(tmp_path):
     trainer, loaders = _trainer(tmp_path, ["A", "I"])
     out, _ = _train(trainer, loaders)
@@ -172,7 +165,6 @@ def _broken(*args, **kwargs):
     raise OSError(28, "No space left on device")
 
 
-@rubric("Extras never end a run")
 def test_a_failing_map_curve_or_sample_is_reported_and_skipped(tmp_path):
     # Each extra in turn raises what a full disk raises; the others and the run must go on.
     for method, named, still_written in (
@@ -204,7 +196,6 @@ class _FakeWandb(types.ModuleType):
                                      finish=_broken)
 
 
-@rubric("Extras never end a run")
 def test_wandb_that_cannot_start_or_log_is_reported_and_skipped(tmp_path):
     for fail_at, expected in (("init", "starting wandb"), ("log", "logging epoch")):
         err = io.StringIO()
@@ -219,7 +210,6 @@ def test_wandb_that_cannot_start_or_log_is_reported_and_skipped(tmp_path):
         assert trainer.wandb_run is None, "cleanup leaves no wandb run behind, even when finish fails"
 
 
-@rubric("Generation checked at start")
 def test_an_unknown_generation_method_is_refused_naming_the_choices():
     from hw4lib.config import DECODING_METHODS, ConfigError, decoding_settings
 
@@ -235,7 +225,6 @@ def test_an_unknown_generation_method_is_refused_naming_the_choices():
             f"got {message!r}")
 
 
-@rubric("Generation checked at start")
 def test_generation_settings_are_checked_against_the_test_split(tmp_path):
     from hw4lib.data import LMDataset
     from hw4lib.train import ConfigError, check_generation_settings
@@ -249,8 +238,6 @@ def test_generation_settings_are_checked_against_the_test_split(tmp_path):
         check_generation_settings(tiny_config(tmp_path, generation=generation), test_set)
 
 
-
-@rubric("Config checked at start")
 def test_the_trainer_validates_a_mapping_once_and_refuses_a_bad_key_before_the_run_folder(tmp_path):
     from hw4lib.config import Config, ConfigError
     from hw4lib.model import DecoderOnlyTransformer
@@ -271,7 +258,6 @@ def test_the_trainer_validates_a_mapping_once_and_refuses_a_bad_key_before_the_r
     assert not (tmp_path / "expts" / "refused").exists(), "a refused config creates no run folder"
 
 
-@rubric("Runs that repeat and survive")
 def test_checking_a_loader_leaves_every_random_state_as_it_found_it(tmp_path):
     from hw4lib.data import verify_dataloader
     from hw4lib.data.random_state import capture_rng_states
@@ -292,7 +278,6 @@ def test_checking_a_loader_leaves_every_random_state_as_it_found_it(tmp_path):
     assert not torch.equal(after["torch"], torch.get_rng_state())
 
 
-@rubric("Runs that repeat and survive")
 def test_a_run_folder_that_holds_a_run_is_refused_unless_resumed(tmp_path):
     from hw4lib.train import default_run_name
     from hw4lib.trainers import RunFolderExistsError
@@ -316,7 +301,6 @@ def test_a_run_folder_that_holds_a_run_is_refused_unless_resumed(tmp_path):
         assert default_run_name(config) == "same-20260101-000000-2"
 
 
-@rubric("Runs that repeat and survive")
 def test_ctrl_c_keeps_the_last_complete_epoch_and_says_how_to_resume(tmp_path):
     from hw4lib.handin_format import METRICS_FILE
     from hw4lib.trainers import TrainingInterrupted
@@ -349,7 +333,6 @@ def test_ctrl_c_keeps_the_last_complete_epoch_and_says_how_to_resume(tmp_path):
         _train(early, loaders, epochs=2)
 
 
-@rubric("Runs that repeat and survive")
 def test_the_command_line_reports_an_interrupt_and_a_taken_run_name(tmp_path, capsys):
     from hw4lib import train
     from hw4lib.trainers import RunFolderExistsError, TrainingInterrupted
@@ -363,7 +346,3 @@ def test_the_command_line_reports_an_interrupt_and_a_taken_run_name(tmp_path, ca
             assert train.main(["--config", "configs/tiny.yaml"]) == code
         err = capsys.readouterr().err
         assert said in err and "Traceback" not in err, err
-
-
-if __name__ == "__main__":
-    run_module(__name__)

@@ -48,9 +48,7 @@ from tests.grader.test_worker_scoring import ZERO_LINEAR_NN
 from tests.grader.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
                                    unpack_root)
 from tests.grader.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
-from tests.testing_framework import rubric as rubric_category, run_module
 
-RUBRIC = {"Platform profiles": 0}
 CHAR_VOCAB = H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size
 pytestmark = [pytest.mark.platforms,
               pytest.mark.skipif(os.geteuid() != 0, reason="the profiles are set up as root"),
@@ -88,7 +86,6 @@ EXPECTED_PROBE = {  # uid, CAP_SYS_ADMIN, seccomp mode, bubblewrap works, a cgro
 }
 
 
-@rubric_category("Platform profiles")
 @pytest.mark.parametrize("profile", PROFILES)
 def test_each_profile_is_what_it_emulates(profile):
     if shutil.which("bwrap") is None:
@@ -126,7 +123,6 @@ def cell(scores: dict, text: str, held: bool, whose: str = "", peak: int | None 
             f"({mode_used(text)}{sizes})")
 
 
-@rubric_category("Platform profiles")
 @pytest.mark.parametrize("profile", PROFILES)
 def test_the_honest_handin_scores_alike_in_every_profile(profile):
     folder = profile_folder(profile, "honest")
@@ -495,7 +491,6 @@ def expected_scores(kind: str | dict, scores: dict) -> bool:
             and others == {c: s for c, s in honest.items() if c != "MultiHeadAttention"})
 
 
-@rubric_category("Platform profiles")
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_attack_is_held_in_each_profile(attack, profile):
@@ -561,7 +556,6 @@ def report_sizes(text: str, details_path: Path, scores: dict) -> dict[str, int]:
 # Gradescope's own entry point, and two gradings at once
 # ------------------------------------------------------------------------------------------------
 
-@rubric_category("Platform profiles")
 def test_gradescope_run_autograder_keeps_the_hidden_set_in_its_profile():
     """Rows 2 and 3 on Gradescope's entry point, in its profile: source/autograde.tar (0644 as
     Gradescope unpacks it) and every other copy stay out of reach; results.json shows nothing
@@ -622,7 +616,6 @@ while time.time() < _end:
 """
 
 
-@rubric_category("Platform profiles")
 @pytest.mark.parametrize("profile", PROFILES)
 def test_a_hostile_grading_leaves_a_concurrent_honest_one_alone(profile):
     """Row 6: two gradings at once on one host; the hostile one signals and traces every process
@@ -647,7 +640,6 @@ def test_a_hostile_grading_leaves_a_concurrent_honest_one_alone(profile):
     assert all(hostile_got[c] <= honest_scores()[c] for c in rubric.RUBRIC), hostile_got
 
 
-
 def similarity_in_profile(profile: str, handins: Path, handout: Path,
                           out: Path) -> subprocess.CompletedProcess:
     """``python -m autograder.classroom.similarity`` (make similarity's entry point) run by the staff in
@@ -660,7 +652,6 @@ def similarity_in_profile(profile: str, handins: Path, handout: Path,
         "--out", str(out)]), capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
 
 
-@rubric_category("Platform profiles")
 @pytest.mark.parametrize("profile", PROFILES)
 def test_a_poisoned_class_is_compared_in_each_profile(profile):
     """Row 31: ``python -m autograder.classroom.similarity`` run by the staff in the profile on a class
@@ -681,7 +672,6 @@ def test_a_poisoned_class_is_compared_in_each_profile(profile):
     assert problems == []
 
 
-@rubric_category("Platform profiles")
 @pytest.mark.parametrize("profile", PROFILES)
 def test_moved_copies_rank_first_in_each_profile(profile):
     """Row 32: ``python -m autograder.classroom.similarity`` run by the staff in the profile on three
@@ -701,6 +691,3 @@ def test_moved_copies_rank_first_in_each_profile(profile):
                              "held: the three copies first, no independent pair flagged"
                              if not problems else f"GOT THROUGH: {problems[0][:200]}")
     assert problems == []
-
-if __name__ == "__main__":
-    run_module(__name__)
