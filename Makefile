@@ -14,9 +14,11 @@ CONFIG    ?= configs/default.yaml
 SEED      ?= 0
 DATA_DIR  ?= hw4_data/hw4p1_data
 PYTEST_WORKERS ?= 2
+# The fast suite: everything make test runs but what is marked slow.
+FAST_MARKERS := not slow and not platforms and not class_fixture and not catalogue_sweep and not measurement
 
 .PHONY: help install test test-fast train data data-if-stale tokenizers handin gpu-check handout autograde figures \
-	bench lint mutants test-class test-platforms regrade rescore similarity gradebook class-fixture clean
+	bench lint mutants slow-tests test-class test-platforms regrade rescore similarity gradebook class-fixture clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
@@ -32,7 +34,7 @@ test: $(STAMP) ## run the whole test suite (slow end-to-end tests included)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms and not class_fixture and not catalogue_sweep and not measurement" tests
 
 test-fast: $(STAMP) ## run the suite without the tests marked slow
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow and not platforms and not class_fixture and not catalogue_sweep and not measurement" tests
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "$(FAST_MARKERS)" tests
 
 # Builds the default data unless DATA_DIR holds this SEED's data from this version of the
 # generator (its .complete marker records both) or data built from real text.
@@ -97,6 +99,9 @@ test-platforms: $(STAMP) ## the grader's attacks in emulated Gradescope, Autolab
 	HW4P1_PROFILE_TABLE=$(CURDIR)/dist/platform-table $(PY) -m pytest -n $(PYTEST_WORKERS) \
 		-m platforms tests; status=$$?; $(PY) tools/platform_profiles.py --table dist/platform-table; \
 		exit $$status
+
+slow-tests: $(STAMP) ## time the fast suite once; fails naming each unmarked test over SLOW_S seconds (default 5)
+	$(PY) -m tools.slow_tests --markers "$(FAST_MARKERS)" --workers $(PYTEST_WORKERS) $(if $(SLOW_S),--threshold $(SLOW_S))
 
 lint: $(STAMP) ## ruff with pyproject.toml's rules (CI runs it)
 	$(PY) -m ruff check .
