@@ -12,8 +12,9 @@ Profiles (what the grader finds when it starts):
 - ``autolab``: a non-root user in a container (Tango's), under the same seccomp filter.
 - ``laptop``: a non-root user with bubblewrap and unprivileged user namespaces.
 
-The emulation's own effect is checked where it is used (``tests/platforms/test_platform_profiles.py``
-probes each profile), so a wrong emulation fails instead of testing the wrong thing.
+The emulation's own effect is checked where it is used
+(``tests/platforms/test_platform_profiles.py`` probes each profile), so a wrong emulation fails
+instead of testing the wrong thing.
 """
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ MYTORCH_TIMEOUT_S = 60.0
 MODEL_TIMEOUT_S = 300.0
 # The judge's own time beyond its children's limits: choosing the sandbox (each mode's probe may
 # take sandbox.PROBE_TIMEOUT_S), draining each child's output after it ends, extracting the handin,
-# computing the hidden tests' truths. tests/grader/test_worker_scoring.py checks that it covers the probes.
+# computing the hidden tests' truths. tests/grader/test_worker_scoring.py checks that it covers the
+# probes.
 JUDGE_OVERHEAD_S = 240.0
 
 

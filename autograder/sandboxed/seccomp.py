@@ -10,11 +10,10 @@ single-threaded): where no cgroup caps the worker tree's memory and tasks, one p
 RLIMIT_AS is the bound, and it cannot use up the per-uid process count other gradings share.
 Every other call is allowed. Children inherit it; the filter kills nothing, it refuses.
 
-System-call numbers differ between architectures: the filter is built from the table of the
-machine it runs on (:data:`ARCHITECTURES`: x86_64 and aarch64; ``tests/grader/test_seccomp.py`` checks
-every number against libseccomp's resolver). On any other machine :func:`unsupported` says why no
-filter is applied, the grader prints it with the worker's layers, and :func:`deny_escapes`
-changes nothing.
+System-call numbers differ between architectures: the filter is built from the table of the machine
+it runs on (:data:`ARCHITECTURES`: x86_64 and aarch64; ``tests/grader/test_seccomp.py`` checks every
+number against libseccomp's resolver). On any other machine :func:`unsupported` says why no filter
+is applied, the grader prints it with the worker's layers, and :func:`deny_escapes` changes nothing.
 """
 from __future__ import annotations
 

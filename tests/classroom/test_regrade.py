@@ -20,8 +20,9 @@ from autograder.judging import rubric
 from autograder.classroom import regrade
 from autograder.judging.hidden_tests import mytorch_hidden
 from autograder.judging.report import GradingReport, LanguageModelResult, Status, TestResult
-from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
-                                      built_autograder, honest_scores, session_folder)
+from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
+                                             attack_handin, built_autograder, honest_scores,
+                                             session_folder)
 from tests.grader.test_autograder_e2e import MYTORCH_ZERO
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,8 +17,9 @@ import pytest
 from autograder.judging import rubric
 from autograder.classroom import regrade, rescore
 from autograder.judging.report import GradingReport, LanguageModelResult, TestResult
-from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS, TEST_ZERO_MARKS_PPL,
-                                      attack_handin, built_autograder, session_folder)
+from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS,
+                                             TEST_ZERO_MARKS_PPL, attack_handin, built_autograder,
+                                             session_folder)
 from tests.classroom.test_regrade import grade_with
 
 CATEGORIES = list(rubric.MYTORCH_RUBRIC)

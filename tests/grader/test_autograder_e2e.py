@@ -34,12 +34,13 @@ from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import sample_size, transcripts_sha256
 from hw4lib.model import DecoderOnlyTransformer
 from tests.grader.autograder_helpers import (REPO_ROOT, TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS,
-                                      TEST_ZERO_MARKS_PPL, TINY_MODEL, ZEROS_NN, alias_bomb_config,
-                                      attack_handin, autolab_make, build_autograder,
-                                      built_autograder, copy_reference_mytorch, deflate_zip,
-                                      direct_perplexity_char, honest_scores, make_model_handin,
-                                      make_run_folder, open_folder, pack_folder, regular,
-                                      run_grader, write_tar)
+                                             TEST_ZERO_MARKS_PPL, TINY_MODEL, ZEROS_NN,
+                                             alias_bomb_config, attack_handin, autolab_make,
+                                             build_autograder, built_autograder,
+                                             copy_reference_mytorch, deflate_zip,
+                                             direct_perplexity_char, honest_scores,
+                                             make_model_handin, make_run_folder, open_folder,
+                                             pack_folder, regular, run_grader, write_tar)
 from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 
 

@@ -24,8 +24,8 @@ from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers import metrics
 from tests.grader.autograder_helpers import (TINY_MODEL, alias_bomb_config, copy_reference_mytorch,
-                                      deflate_zip, direct_perplexity_char, make_model_handin,
-                                      make_run_folder)
+                                             deflate_zip, direct_perplexity_char, make_model_handin,
+                                             make_run_folder)
 
 
 HIDDEN_LINES = ["THE CAPTAIN HOISTED THE SAIL", "IT'S A FINE DAY SAID THE MATE",

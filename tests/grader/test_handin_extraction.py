@@ -21,8 +21,9 @@ import pytest
 from autograder.judging import file_trees, safe_tar, sandbox
 from autograder.judging.safe_tar import HandinError, extract_handin
 from hw4lib import handin_format
-from tests.grader.autograder_helpers import (copy_reference_mytorch, honest_scores, make_model_handin,
-                                      pack_folder, regular, run_grader, tree, write_tar)
+from tests.grader.autograder_helpers import (copy_reference_mytorch, honest_scores,
+                                             make_model_handin, pack_folder, regular, run_grader,
+                                             tree, write_tar)
 from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 
 

@@ -168,7 +168,8 @@ def test_a_softmax_backward_on_the_unnormalised_exponentials_is_recognised():
 
 def held_out(file: str, find: str, replace: str, family: str) -> Mutant:
     return Mutant(id=f"held-out-{family}", file=file, find=find, replace=replace,
-                  test="tests.test_mytorch", bug="", source="tests/grader/test_hints.py", family=family)
+                  test="tests.test_mytorch", bug="", source="tests/grader/test_hints.py",
+                  family=family)
 
 
 # Wrong implementations that are not in the catalogue, one per family where the catalogue's own

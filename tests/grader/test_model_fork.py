@@ -30,8 +30,8 @@ from autograder.judging import report as grading_report
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import transcripts_sha256
-from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, attack_handin, make_model_handin,
-                                      run_grader)
+from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, attack_handin,
+                                             make_model_handin, run_grader)
 from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 from tests.grader.test_grade_model import HIDDEN_LINES, make_hidden_set
 

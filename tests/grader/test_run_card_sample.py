@@ -34,7 +34,7 @@ from hw4lib.handin_format import (METRICS_FILE, RUN_CARD_FILE, SAMPLE_DETECTION,
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.trainers.metrics import evaluate_language_model, transcript_losses
 from tests.grader.autograder_helpers import (TINY_MODEL, direct_nll, direct_perplexity_char,
-                                      make_run_folder)
+                                             make_run_folder)
 from tests.grader.test_grade_model import make_hidden_set
 
 

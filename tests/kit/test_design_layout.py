@@ -10,7 +10,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # Files the layout describes as a collection: {pattern: the words that describe them there}.
 COLLECTIONS = {"tests/test_*.py": "test_*.py", "tests/*/test_*.py": "test_*.py",
-               "datagen/lexicon/*.ini": "lexicon/*.ini", "tools/mutant_catalogue/*.yaml": "mutant_catalogue/",
+               "datagen/lexicon/*.ini": "lexicon/*.ini",
+               "tools/mutant_catalogue/*.yaml": "mutant_catalogue/",
                "hw4lib/data/tokenizer_jsons/*": "tokenizer_jsons/", "figures/*": "figures/",
                "*/__init__.py": "", "configs/*.yaml": "configs/"}
 

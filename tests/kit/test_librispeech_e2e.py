@@ -1,14 +1,14 @@
 # hw4p1: instructor-only
 """Real LibriSpeech transcripts end to end, as an instructor switching the course to them would.
 
-Run: ``.venv/bin/python -m pytest -q tests/kit/test_librispeech_e2e.py`` (marked slow). It writes a tree in
-LibriSpeech's layout (``<subset>/<speaker>/<chapter>/<speaker>-<chapter>.trans.txt``) with 20
-utterances, builds it with ``make data LIBRISPEECH=... DATA_DIR=...`` into a temporary folder
-(18 train, 1 val, 1 test), then runs ``python -m hw4lib.train`` with the tiny config on it: once
-with the tiny config's generation settings, which the one-transcript test split cannot meet (the
-run must stop before training, with a clear error), and once with one prompt per strategy, which
-must train two epochs and leave a complete run folder even though the validation split cannot
-give the three per-epoch samples.
+Run: ``.venv/bin/python -m pytest -q tests/kit/test_librispeech_e2e.py`` (marked slow). It writes a
+tree in LibriSpeech's layout (``<subset>/<speaker>/<chapter>/<speaker>-<chapter>.trans.txt``) with
+20 utterances, builds it with ``make data LIBRISPEECH=... DATA_DIR=...`` into a temporary folder (18
+train, 1 val, 1 test), then runs ``python -m hw4lib.train`` with the tiny config on it: once with
+the tiny config's generation settings, which the one-transcript test split cannot meet (the run must
+stop before training, with a clear error), and once with one prompt per strategy, which must train
+two epochs and leave a complete run folder even though the validation split cannot give the three
+per-epoch samples.
 """
 import json
 import math

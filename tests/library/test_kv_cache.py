@@ -9,7 +9,7 @@ mid-way) and a tiny model trained here for a few seconds. The scorer is also che
 against ``model.score`` (prefill, reordered rows as in beam search, a cache grown past its
 capacity), and it must not spend compute on finished sequences.
 
-Run: ``python -m tests.library.test_kv_cache`` (or pytest).
+Run: ``.venv/bin/python -m pytest -q tests/library/test_kv_cache.py``.
 """
 import itertools
 from types import SimpleNamespace

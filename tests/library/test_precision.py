@@ -9,7 +9,7 @@
 * ``attention_weights_off`` changes neither outputs nor gradients, and the trainer asks for the
   attention weights in the last batch of an epoch only (the one it plots).
 
-Run: ``python -m tests.library.test_precision`` (or pytest).
+Run: ``.venv/bin/python -m pytest -q tests/library/test_precision.py``.
 """
 import copy
 from contextlib import nullcontext

@@ -6,7 +6,7 @@ prompt (a row of logits) and adds it to a Markov chain's logits, so its answer d
 index. It checks every call it receives (N rows, row i starting with prompt i). The truth for a
 batch is the same search run on each prompt alone with a scorer closed over that prompt's row.
 
-Run: ``python -m tests.library.test_score_fn_rows`` (or pytest).
+Run: ``.venv/bin/python -m pytest -q tests/library/test_score_fn_rows.py``.
 """
 from types import SimpleNamespace
 

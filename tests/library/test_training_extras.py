@@ -1,11 +1,12 @@
 # hw4p1: instructor-only
 """A side feature of training never ends a run: samples, attention maps, curves, wandb.
 
-Run: ``python -m tests.library.test_training_extras`` (or pytest). Each test trains a one-layer model for
-two epochs on a few transcripts written to a temporary data folder, with the real tokenizer,
-``LMDataset`` and ``LMTrainer`` (the PNGs are not drawn, to keep it fast), and breaks one extra: a validation split too small for the
-samples, a plot that raises (as a full disk would), a wandb that cannot start or log. The run must
-finish with its metrics and checkpoints, and say in one line what it skipped.
+Run: ``.venv/bin/python -m pytest -q tests/library/test_training_extras.py``. Each test trains a
+one-layer model for two epochs on a few transcripts written to a temporary data folder, with the
+real tokenizer, ``LMDataset`` and ``LMTrainer`` (the PNGs are not drawn, to keep it fast), and
+breaks one extra: a validation split too small for the samples, a plot that raises (as a full disk
+would), a wandb that cannot start or log. The run must finish with its metrics and checkpoints, and
+say in one line what it skipped.
 """
 import contextlib
 import io

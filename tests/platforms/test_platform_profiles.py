@@ -36,17 +36,20 @@ from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE
 from hw4lib.model import DecoderOnlyTransformer
 from tools import platform_profiles
 from tools.platform_profiles import PROFILES
-from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, ZEROS_NN, attack_handin, built_autograder,
-                                      copy_reference_mytorch, honest_scores, make_model_handin,
-                                      open_folder, pack_folder, run_grader, write_tar)
+from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, ZEROS_NN, attack_handin,
+                                             built_autograder, copy_reference_mytorch,
+                                             honest_scores, make_model_handin, open_folder,
+                                             pack_folder, run_grader, write_tar)
 from tools.honest_weights import noised, one_ulp, rescaled
-from tests.grader.test_autograder_e2e import FULL_LINE, MYTORCH_ZERO, read_hidden_lines, replay_handin
-from tests.grader.test_handin_extraction import deep_mytorch_member, long_name_members, zip_directory_bomb
+from tests.grader.test_autograder_e2e import (FULL_LINE, MYTORCH_ZERO, read_hidden_lines,
+                                              replay_handin)
+from tests.grader.test_handin_extraction import (deep_mytorch_member, long_name_members,
+                                                 zip_directory_bomb)
 from tests.grader.test_answer_seconds import SLEEP_S, SLOW_FIRST_FORWARD_NN
 from tests.grader.test_runtime_code import DOORS, TRICKS, UTF7_SOURCE, door_mytorch
 from tests.grader.test_worker_scoring import ZERO_LINEAR_NN
 from tests.grader.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
-                                   unpack_root)
+                                          unpack_root)
 from tests.grader.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
 
 CHAR_VOCAB = H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size
