@@ -100,7 +100,7 @@ test-platforms: $(STAMP) ## the grader's attacks in emulated Gradescope, Autolab
 		-m platforms tests; status=$$?; $(PY) tools/platform_profiles.py --table dist/platform-table; \
 		exit $$status
 
-slow-tests: $(STAMP) ## time the fast suite once; fails naming each unmarked test over SLOW_S seconds (default 5)
+slow-tests: $(STAMP) ## time the fast suite once; fails naming each unmarked test over SLOW_S seconds (default 10)
 	$(PY) -m tools.slow_tests --markers "$(FAST_MARKERS)" --workers $(PYTEST_WORKERS) $(if $(SLOW_S),--threshold $(SLOW_S))
 
 lint: $(STAMP) ## ruff with pyproject.toml's rules (CI runs it)

@@ -389,6 +389,7 @@ def interrupted_regrade(tmp_path: Path, sleeps: dict[str, int], jobs: int, rows_
             regrade.read_rows(out / "grades.csv"), sorted(p.name for p in temp.iterdir()))
 
 
+@pytest.mark.slow  # measured: make slow-tests, docs/results.md
 def test_ctrl_c_once_finishes_the_running_gradings_twice_stops_them(tmp_path):
     """Once: the grading under way finishes and is written, none starts after it. Twice: the
     running gradings are stopped at once, their folders removed, the finished rows kept."""

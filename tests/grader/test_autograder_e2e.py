@@ -540,6 +540,7 @@ def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
 # Broken handins, the Makefile's fallback, the autograde.tar build
 # ------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # measured: make slow-tests, docs/results.md
 def test_garbage_missing_incomplete_and_slow_handins_score_zero(tmp_path):
     (tmp_path / "garbage.tar").write_bytes(b"this is not a tar file\n" * 100)
     metrics_only = write_tar(tmp_path / "metrics_only.tar",

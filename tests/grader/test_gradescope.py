@@ -116,6 +116,7 @@ def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
                                  ("hw4lib.handin_format", "autograder.judging.safe_tar"))
 
 
+@pytest.mark.slow  # measured: make slow-tests, docs/results.md
 def test_results_are_always_valid_json_even_without_a_submission(tmp_path):
     garbage = tmp_path / "garbage.tar"
     garbage.write_bytes(b"not a tar at all\n" * 50)
