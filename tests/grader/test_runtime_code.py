@@ -324,7 +324,7 @@ def test_honest_handins_get_no_run_time_code_flag(tmp_path):
     """The reference mytorch and the class fixture's honest trees (an independent implementation,
     its disguised copy, the handout's stubs) and the similarity tests' styles: nothing named."""
     from tools.class_fixture import other_style, reference_mytorch, stubs
-    from tests.classroom.test_similarity import STYLES, student_tree
+    from tools.mytorch_styles import STYLES, student_tree
 
     trees = {"reference": reference_mytorch(), "stubs": stubs(),
              **dict(zip(("independent", "copy"), other_style())),
