@@ -35,11 +35,11 @@ hidden test (``test:<name>``) and its seconds (``test_seconds:<name>``: from the
 for it to its answer, by the judge's clock), the seconds of each category
 (``seconds:<category>``), the likely causes of failed tests, and ``flags`` for the staff: the
 judge's integrity notes, weights byte-identical to another student's or within
-``autograder/judging/weights_fingerprint.py``'s tolerance of what another's learned (``shares its weights
-with ...``, with the distance), a mytorch that builds code at run time
-(``autograder/classroom/similarity.py``'s check) and what ``inspect_handin`` found (a file or handin that
-could not be inspected, a graded file that defines no graded class of its own; with the judge's
-notes in ``integrity_flags``). Also
+``autograder/judging/weights_fingerprint.py``'s tolerance of what another's learned (``shares its
+weights with ...``, with the distance), a mytorch that builds code at run time and what else the
+judge's static inspection found (``autograder/judging/static_inspection.py``, read from its report:
+a file or mytorch that could not be inspected, a graded file that defines no graded class of its
+own; with the judge's notes in ``integrity_flags``). Also
 ``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, every timeout,
 invalid, crashed and flagged student by name, and the next step for each kind of problem present,
 then the gradebook's) and ``summary.png`` (the histogram of totals).
@@ -62,7 +62,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -70,8 +69,8 @@ from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from autograder.judging import file_trees, grading_run, rubric, weights_fingerprint
-from autograder.classroom import rescore, similarity, spreadsheet
+from autograder.judging import grading_run, rubric, weights_fingerprint
+from autograder.classroom import rescore, spreadsheet
 from autograder.classroom.handins import VERSION_CHOICES, Handin, find_handins
 from autograder.judging.report import GradingReport, LanguageModelResult, Status
 from hw4lib.file_io import file_sha256
@@ -85,34 +84,12 @@ COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "vers
 RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
 
 
-def inspect_handin(archive: Path) -> tuple[list[str], list[str]]:
-    """(the ways the handin's mytorch builds code at run time, its findings for the staff's
-    flags), read by the grader's own extractor (``safe_tar``), never run. The mytorch is inspected
-    under one guard (``autograder/classroom/handin_guard.py``), so whatever a file does (a codec that raises,
-    nesting that ends ``ast.parse``) is a finding: "... could not be inspected (...)", or a graded
-    file that defines no graded class of its own. An archive the grader refuses has neither."""
-    from autograder.classroom.handin_guard import guarded
-    from autograder.judging.safe_tar import HandinError, extract_handin
-
-    work = Path(tempfile.mkdtemp(prefix="hw4p1-regrade-inspect-"))
-    try:
-        try:
-            extraction = extract_handin(archive.resolve(), work / "handin")
-        except HandinError:
-            return [], []
-        inspection, finding = guarded("its mytorch", similarity.inspect_mytorch, extraction.files)
-        if finding:
-            return [], [finding]
-        return inspection.runtime, inspection.findings
-    finally:
-        file_trees.remove_tree(work)
-
-
 def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grader_sha: str,
            versions: str) -> dict:
     report = graded.report or GradingReport(status=Status.CRASHED)
     lm = report.lm or LanguageModelResult(message="")
     integrity = [flag.replace("; ", ", ") for flag in report.flags]  # "; " separates CSV flags
+    integrity += report.static_findings  # one line each, without "; " (handin_guard.describe)
     notes = [note for note in (handin.note, graded.error) if note]
     return {"student": handin.student, "name": handin.name, "email": handin.email,
             "sid": handin.sid, "version": handin.version, "versions_found": handin.versions_found,
@@ -125,6 +102,7 @@ def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grad
             "seconds": round(graded.seconds, 1),
             "likely_causes": " ".join(likely_causes(report)),
             "notes": "; ".join(notes), "integrity_flags": "; ".join(integrity),
+            "runtime_code": ", ".join(report.runtime_code),
             **{f"test:{test.name}": test.points for test in report.tests},
             **{f"test_seconds:{test.name}": test.seconds for test in report.tests
                if test.seconds is not None},
@@ -405,17 +383,10 @@ def grader_in(source: Path) -> rescore.Grader:
 
 
 def grade_one(handin: Handin, source: Path, grader_flags: str, gradings: int,
-              processes: dict[int, object], stopping: threading.Event
-              ) -> tuple[grading_run.GradingRun, list[str], list[str]]:
-    """One grading, whatever happens: its GradingRun (``error`` says what failed), the run-time
-    code and findings of the handin (``inspect_handin``). ``gradings``: how many run side by side
-    (the judge shares the CPUs out between them)."""
+              processes: dict[int, object], stopping: threading.Event) -> grading_run.GradingRun:
+    """One grading, whatever happens: its GradingRun (``error`` says what failed). ``gradings``:
+    how many run side by side (the judge shares the CPUs out between them)."""
     start = time.monotonic()
-    try:
-        runtime, findings = inspect_handin(handin.path)
-    except Exception as error:  # noqa: BLE001 - an unreadable handin is graded all the same
-        runtime = []
-        findings = [f"its handin could not be inspected for flags ({type(error).__name__})"]
     if stopping.is_set():
         raise InterruptedError
     ident = threading.get_ident()
@@ -438,7 +409,7 @@ def grade_one(handin: Handin, source: Path, grader_flags: str, gradings: int,
         processes.pop(ident, None)
     if graded.status is Status.CRASHED and not graded.error:
         graded.error = f"the judge failed: {last_exception(graded.output)} (see its feedback)"
-    return graded, runtime, findings
+    return graded
 
 
 def last_exception(output: str) -> str:
@@ -476,7 +447,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
 
     def record(future, key: str, handin: Handin, digest: str, note: str) -> None:
         try:
-            graded, runtime, findings = future.result()
+            graded = future.result()
         except InterruptedError:
             return
         try:
@@ -488,9 +459,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
                 error=f"its result could not be read: {type(error).__name__}: {str(error)[:200]}")
             row = row_of(handin, graded, digest, grader.identity, versions)
         row["scoring"] = grader.scoring_text
-        row["runtime_code"] = ", ".join(runtime)
         row["notes"] = "; ".join(filter(None, [note, row["notes"]]))
-        row["integrity_flags"] = "; ".join(filter(None, [row["integrity_flags"], *findings]))
         rows[key] = row
         write_rows(csv_path, rows)
         bar.update(1)
