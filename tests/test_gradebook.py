@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.classroom import gradebook, handins, regrade, spreadsheet
+from autograder.classroom import gradebook, grades_csv, handins, regrade, spreadsheet
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Gradebook": 0}
@@ -123,7 +123,7 @@ def test_a_group_fills_every_member_and_a_contested_roster_row_imports_neither(t
     assert scores == {"Lee, Ann": ("ok", 60.0), "Chen, Bo": ("conflict", ""),
                       "Diaz, Cy": ("ok", 60.0), "Ng, Di": ("conflict", ""),
                       "Ono, Ed": ("no handin", "")}
-    conflicts = {roster_row["Student"]: sorted(regrade.row_key(row) for row, _ in reached)
+    conflicts = {roster_row["Student"]: sorted(grades_csv.row_key(row) for row, _ in reached)
                  for roster_row, reached in result.conflicts}
     assert conflicts == {"Chen, Bo": ["bo-alone", "bo-group"], "Ng, Di": ["DI@X.EDU", "di@x.edu"]}
     assert [(row["student"], member["sid"]) for row, member, _ in result.unmatched] == [
@@ -141,7 +141,7 @@ def test_every_version_graded_imports_the_highest(tmp_path):
     roster, _ = write_inputs(tmp_path)
     result = gradebook.join(gradebook.read_roster(roster)[0], rows)
     assert result.rows[0]["score"] == 80.0 and result.rows[0]["handin"] == "ann@x.edu#10"
-    assert sorted(regrade.row_key(row) for row in result.not_imported) == [
+    assert sorted(grades_csv.row_key(row) for row in result.not_imported) == [
         "ann@x.edu#2", "ann@x.edu#9"]
 
 

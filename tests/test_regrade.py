@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from autograder.judging import rubric
-from autograder.classroom import regrade
+from autograder.classroom import grades_csv, regrade
 from autograder.judging.hidden_tests import mytorch_hidden
 from autograder.judging.report import GradingReport, LanguageModelResult, Status, TestResult
 from tests.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL, attack_handin,
@@ -236,7 +236,7 @@ def test_byte_identical_weights_and_run_time_code_are_flagged(tmp_path):
                 ("ann", "aa", "", ""), ("bo", "aa", "test_metrics.json reports 1, 2", ""),
                 ("cy", "cc", "", "exec (mytorch/nn/linear.py:3)"), ("di", "", "", ""),
                 ("ed", "", "", ""))}
-    regrade.with_flags(rows)
+    grades_csv.with_flags(rows)
     assert rows["ann"]["flags"] == ("shares its weights with bo (byte-identical "
                                     "model_state_dict.pt)")
     assert rows["bo"]["flags"].startswith("test_metrics.json reports 1, 2; shares its weights "
@@ -315,8 +315,8 @@ def test_the_likely_causes_are_listed_per_student_and_counted_for_the_class(tmp_
     tests = [TestResult(name, "SDPA", 1, 0, "", "", family=family)
              for name, family in (("a", "sdpa-scale"), ("b", "sdpa-scale"), ("c", ""),
                                   ("d", "linear-bias"), ("e", "not a family; =cmd"))]
-    assert regrade.likely_causes(GradingReport(tests=tests)) == ["linear-bias", "sdpa-scale"]
-    assert regrade.likely_causes(GradingReport()) == []
+    assert grades_csv.likely_causes(GradingReport(tests=tests)) == ["linear-bias", "sdpa-scale"]
+    assert grades_csv.likely_causes(GradingReport()) == []
     rows = {student: {"student": student, "status": "ok", "total": "50", "likely_causes": causes}
             for student, causes in (("ann", "linear-bias sdpa-scale"), ("bob", "sdpa-scale"),
                                     ("cy", ""))}

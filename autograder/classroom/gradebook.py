@@ -76,7 +76,7 @@ from pathlib import Path
 from autograder.judging import rubric
 from autograder.classroom import spreadsheet
 from autograder.classroom.handins import members_of, submitted_time
-from autograder.classroom.regrade import row_key
+from autograder.classroom.grades_csv import row_key
 from autograder.judging.report import Status
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
