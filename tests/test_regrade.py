@@ -325,6 +325,13 @@ def test_the_likely_causes_are_listed_per_student_and_counted_for_the_class(tmp_
     assert "likely causes" not in regrade.summarize({"cy": rows["cy"]}, tmp_path)
 
 
+def sigint_default() -> None:
+    """In a regrade these tests start, before it runs: SIGINT's default disposition. A shell's
+    background job (how CI may start the suite) passes SIGINT on ignored, and Python keeps it
+    ignored, so the Ctrl-C these tests send would never reach the regrade."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.class_fixture
 @rubric_category("Regrade")
 def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys):
@@ -347,7 +354,8 @@ def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys)
     run = subprocess.Popen([sys.executable, "-m", "autograder.classroom.regrade", str(handins), "--out",
                             str(out), "--autograder", str(built_autograder())],
                            cwd=REPO, env={**os.environ, "TQDM_DISABLE": "1"},
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=sigint_default)
     deadline = time.monotonic() + 300
     while not regrade.read_rows(out / "grades.csv") and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -387,7 +395,8 @@ def interrupted_regrade(tmp_path: Path, sleeps: dict[str, int], jobs: int, rows_
     run = subprocess.Popen([sys.executable, "-m", "autograder.classroom.regrade", str(handins), "--out",
                             str(out), "--autograder", str(source), "--jobs", str(jobs)],
                            cwd=REPO, env={**os.environ, "TQDM_DISABLE": "1", "TMPDIR": str(temp)},
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=sigint_default)
     deadline = time.monotonic() + 60
     while len(regrade.read_rows(out / "grades.csv")) < rows_before and time.monotonic() < deadline:
         time.sleep(0.1)
