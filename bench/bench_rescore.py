@@ -84,7 +84,7 @@ def main() -> None:
             shutil.copytree(work / "recorded", out)
             start = time.perf_counter()
             with contextlib.redirect_stderr(io.StringIO()):  # its log, 30 lines
-                regrade.rescore_class(out, source)
+                rescore.rescore_class(out, source)
             if repeat:
                 seconds.append(time.perf_counter() - start)
             changed = (out / "rescore.txt").read_text().splitlines()[0]

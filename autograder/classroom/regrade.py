@@ -35,11 +35,11 @@ hidden test (``test:<name>``) and its seconds (``test_seconds:<name>``: from the
 for it to its answer, by the judge's clock), the seconds of each category
 (``seconds:<category>``), the likely causes of failed tests, and ``flags`` for the staff: the
 judge's integrity notes, weights byte-identical to another student's or within
-``autograder/judging/weights_fingerprint.py``'s tolerance of what another's learned (``shares its weights
-with ...``, with the distance), a mytorch that builds code at run time
-(``autograder/classroom/similarity.py``'s check) and what ``inspect_handin`` found (a file or handin that
-could not be inspected, a graded file that defines no graded class of its own; with the judge's
-notes in ``integrity_flags``). Also
+``autograder/judging/weights_fingerprint.py``'s tolerance of what another's learned (``shares its
+weights with ...``, with the distance), a mytorch that builds code at run time and what else the
+judge's static inspection found (``autograder/judging/static_inspection.py``, read from its report:
+a file or mytorch that could not be inspected, a graded file that defines no graded class of its
+own; with the judge's notes in ``integrity_flags``). Also
 ``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, every timeout,
 invalid, crashed and flagged student by name, and the next step for each kind of problem present,
 then the gradebook's) and ``summary.png`` (the histogram of totals).
@@ -58,239 +58,23 @@ their folders removed; every finished row is kept.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 import traceback
-from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from autograder.judging import file_trees, grading_run, rubric, weights_fingerprint
-from autograder.classroom import rescore, similarity, spreadsheet
+from autograder.judging import grading_run, rubric
+from autograder.classroom import rescore
+from autograder.classroom.class_summary import summarize
+from autograder.classroom.grades_csv import (RETRIED_NOTE, feedback_path, read_rows, row_of,
+                                             write_rows)
 from autograder.classroom.handins import VERSION_CHOICES, Handin, find_handins
-from autograder.judging.report import GradingReport, LanguageModelResult, Status
+from autograder.judging.report import Status
 from hw4lib.file_io import file_sha256
-from hw4lib.handin_format import STATE_DICT_FILE
-
-COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "versions_graded",
-           "submitted_at", "status", *rubric.RUBRIC, "total", "perplexity_recomputed",
-           "perplexity_reported", "parameters", "tokenizer", "seconds", "likely_causes", "flags",
-           "notes", "integrity_flags", "runtime_code", "weights_sha256", "handin_sha256",
-           "grader_sha256", "scoring", "weights_fingerprint"]
-RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
-
-
-def inspect_handin(archive: Path) -> tuple[list[str], list[str]]:
-    """(the ways the handin's mytorch builds code at run time, its findings for the staff's
-    flags), read by the grader's own extractor (``safe_tar``), never run. The mytorch is inspected
-    under one guard (``autograder/classroom/handin_guard.py``), so whatever a file does (a codec that raises,
-    nesting that ends ``ast.parse``) is a finding: "... could not be inspected (...)", or a graded
-    file that defines no graded class of its own. An archive the grader refuses has neither."""
-    from autograder.classroom.handin_guard import guarded
-    from autograder.judging.safe_tar import HandinError, extract_handin
-
-    work = Path(tempfile.mkdtemp(prefix="hw4p1-regrade-inspect-"))
-    try:
-        try:
-            extraction = extract_handin(archive.resolve(), work / "handin")
-        except HandinError:
-            return [], []
-        inspection, finding = guarded("its mytorch", similarity.inspect_mytorch, extraction.files)
-        if finding:
-            return [], [finding]
-        return inspection.runtime, inspection.findings
-    finally:
-        file_trees.remove_tree(work)
-
-
-def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grader_sha: str,
-           versions: str) -> dict:
-    report = graded.report or GradingReport(status=Status.CRASHED)
-    lm = report.lm or LanguageModelResult(message="")
-    integrity = [flag.replace("; ", ", ") for flag in report.flags]  # "; " separates CSV flags
-    notes = [note for note in (handin.note, graded.error) if note]
-    return {"student": handin.student, "name": handin.name, "email": handin.email,
-            "sid": handin.sid, "version": handin.version, "versions_found": handin.versions_found,
-            "versions_graded": versions, "submitted_at": handin.submitted_at,
-            "status": graded.status, **graded.scores,
-            "total": round(sum(graded.scores.values()), 2),
-            "perplexity_recomputed": "" if lm.perplexity_char is None else lm.perplexity_char,
-            "perplexity_reported": lm.reported_perplexity_char or "",
-            "parameters": lm.num_parameters or "", "tokenizer": lm.token_type or "",
-            "seconds": round(graded.seconds, 1),
-            "likely_causes": " ".join(likely_causes(report)),
-            "notes": "; ".join(notes), "integrity_flags": "; ".join(integrity),
-            **{f"test:{test.name}": test.points for test in report.tests},
-            **{f"test_seconds:{test.name}": test.seconds for test in report.tests
-               if test.seconds is not None},
-            **{f"seconds:{category}": value for category, value in report.seconds.items()
-               if category in rubric.RUBRIC},
-            "weights_sha256": report.weights_sha256,
-            "handin_sha256": handin_sha, "grader_sha256": grader_sha,
-            "weights_fingerprint": fingerprint_of(lm)}
-
-
-def fingerprint_of(lm: LanguageModelResult) -> str:
-    """The judge's ``weights_fingerprint`` of the handin's model when it is one, else ''."""
-    text = lm.weights_fingerprint
-    return text if text and weights_fingerprint.decode(text) else ""
-
-
-def likely_causes(report: GradingReport) -> list[str]:
-    """The bug families the hints named for a handin's failed hidden tests (sorted, once each)."""
-    return sorted({test.family for test in report.tests
-                   if re.fullmatch(r"[a-z0-9-]+", test.family)})
-
-
-def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
-    """Each row's ``flags``: the judge's integrity notes, run-time code, weights byte-identical to
-    another student's, and weights another student's agree with up to scale and small changes
-    (``autograder.judging.weights_fingerprint``: its distance, at most its TOLERANCE)."""
-    owners: dict[str, set[str]] = {}
-    for row in rows.values():
-        if row.get("weights_sha256"):
-            owners.setdefault(row["weights_sha256"], set()).add(row["student"])
-    close = weights_fingerprint.shared_weights(
-        {key: row.get("weights_fingerprint") or "" for key, row in rows.items()})
-    for key, row in rows.items():
-        flags = [flag for flag in row.get("integrity_flags", "").split("; ") if flag]
-        if row.get("runtime_code"):
-            flags.append(f"its mytorch builds code at run time ({row['runtime_code']})")
-        identical = sorted(owners.get(row.get("weights_sha256") or "", set()) - {row["student"]})
-        if identical:
-            flags.append(f"shares its weights with {', '.join(identical)} (byte-identical "
-                         f"{STATE_DICT_FILE})")
-        nearest: dict[str, float] = {}
-        for other, gap in close.get(key, []):
-            student = rows[other]["student"]
-            if student != row["student"] and student not in identical:
-                nearest.setdefault(student, gap)
-        if nearest:
-            flags.append("shares its weights with " + ", ".join(
-                f"{student} (distance {gap:.4f})" for student, gap in nearest.items())
-                + f": at most {weights_fingerprint.TOLERANCE} is the same trained weights up to "
-                  f"scale and small changes (honest independent trainings: docs/results.md)")
-        row["flags"] = "; ".join(flags)
-    return rows
-
-
-def read_rows(path: Path) -> dict[str, dict]:
-    """{row key: row} of a grades.csv this module wrote ({} without one), cells as written."""
-    if not path.is_file():
-        return {}
-    return {row_key(row): row for row in spreadsheet.read_csv(path)[1] if row.get("student")}
-
-
-def row_key(row: dict) -> str:
-    return (f"{row['student']}#{row['version']}" if row.get("versions_graded") == "all"
-            and row.get("version") else row["student"])
-
-
-def columns_of(rows: dict[str, dict]) -> list[str]:
-    """COLUMNS, then each hidden test's points and seconds, then each category's seconds in
-    rubric order."""
-    order = {category: index for index, category in enumerate(rubric.RUBRIC)}
-    tests = sorted({key.split(":", 1)[1] for row in rows.values() for key in row
-                    if key.startswith(("test:", "test_seconds:"))})
-    seconds = {key for row in rows.values() for key in row if key.startswith("seconds:")}
-    present = {key for row in rows.values() for key in row}
-    return [*COLUMNS,
-            *[key for name in tests for key in (f"test:{name}", f"test_seconds:{name}")
-              if key in present],
-            *sorted(seconds, key=lambda key: order.get(key.split(":", 1)[1], len(order)))]
-
-
-def write_rows(path: Path, rows: dict[str, dict]) -> None:
-    """The CSV, replaced atomically: a reader (or an interrupted run) never sees half a file."""
-    with_flags(rows)
-    spreadsheet.write_csv(path, columns_of(rows), (rows[key] for key in sorted(rows)))
-
-
-def summarize(rows: dict[str, dict], out: Path) -> str:
-    """summary.txt and summary.png; returns the text."""
-    counts = {status: sum(row["status"] == status for row in rows.values())
-              for status in Status}
-    totals = [float(row["total"]) for row in rows.values()]
-    maximum = sum(rubric.RUBRIC.values())
-    causes = Counter(cause for row in rows.values()
-                     for cause in row.get("likely_causes", "").split())
-    lines = [f"{len(rows)} handins: " + ", ".join(f"{n} {s}" for s, n in counts.items())]
-    if totals:
-        lines.append(f"total: mean {sum(totals) / len(totals):.2f}, min {min(totals):g}, "
-                     f"max {max(totals):g} (of {maximum})")
-    if causes:
-        lines.append("likely causes of failed hidden tests (students): "
-                     + ", ".join(f"{cause} {n}" for cause, n in causes.most_common()))
-    for status in (status for status in Status if status is not Status.OK):
-        named = sorted(key for key, row in rows.items() if row["status"] == status)
-        if named:
-            lines.append(f"{status}: {', '.join(named)}")
-    flagged = sorted(key for key, row in rows.items() if row.get("flags"))
-    if flagged:
-        lines.append(f"flagged (see the flags column): {', '.join(flagged)}")
-    lines += next_steps(rows, out)
-    text = "\n".join(lines) + "\n"
-    (out / "summary.txt").write_text(text, encoding="utf-8")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    figure, axis = plt.subplots(figsize=(6, 3.5))
-    axis.hist(totals, bins=20, range=(0, maximum), color="#4c72b0", edgecolor="white")
-    axis.yaxis.set_major_locator(MaxNLocator(integer=True))  # students come whole
-    axis.set_xlabel(f"total score (of {maximum})")
-    axis.set_ylabel("students")
-    axis.set_title(", ".join(f"{n} {s}" for s, n in counts.items() if n))
-    figure.tight_layout()
-    figure.savefig(out / "summary.png", dpi=120)
-    plt.close(figure)
-    return text
-
-
-def next_steps(rows: dict[str, dict], out: Path) -> list[str]:
-    """The summary's last lines: what to do about each kind of problem present, then the
-    gradebook."""
-    def named(status: Status) -> list[str]:
-        return sorted(key for key, row in rows.items() if row["status"] == status)
-
-    feedback = f"{out / 'feedback'}/<student>.txt"
-    steps = []
-    if named(Status.INVALID):
-        steps.append(f"invalid ({len(named(Status.INVALID))}): not a handin the grader can read; its "
-                     f"{feedback} says what the archive held. Ask each student to run `make "
-                     f"handin` after training and hand in the handin.tar it writes, unchanged; "
-                     f"`make regrade` on a new download then grades the new handins alone")
-    if named(Status.CRASHED):
-        steps.append(f"crashed ({len(named(Status.CRASHED))}): the grader failed, not the student: "
-                     f"the error is in the notes column of {out / 'grades.csv'}, the whole output "
-                     f"in {feedback}. Fix the cause, then `make regrade ... ARGS='--only "
-                     f"<student>'`; `make gradebook` leaves their cell blank until then")
-    timeouts = named(Status.TIMEOUT)
-    if timeouts:
-        again = [key for key in timeouts if RETRIED_NOTE not in rows[key].get("notes", "")]
-        steps.append(f"timeout ({len(timeouts)}): " + (
-            f"{len(again)} not yet graded twice: run `make regrade` again, which grades each "
-            f"timeout once more (the host may have been the cause); " if again else "")
-            + f"one that times out twice is the handin's: its {feedback} names the part that "
-              f"hit its time limit")
-    flagged = sorted(key for key, row in rows.items() if row.get("flags"))
-    if flagged:
-        steps.append(f"flagged ({len(flagged)}): for the staff, not a score: read the flags "
-                     f"column of {out / 'grades.csv'} (each flag states both numbers) and `make "
-                     f"similarity HANDINS=...`'s pairs before the grades are final")
-    steps.append(f"then: `make gradebook ROSTER=<Canvas's Gradebook export> GRADES="
-                 f"{out / 'grades.csv'}`, and read gradebook/unmatched.txt (graded students no "
-                 f"roster row matches, roster rows with no handin) before importing "
-                 f"gradebook/canvas_import.csv")
-    return ["next steps:", *(f"- {step}" for step in steps)]
-
 
 def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader: rescore.Grader,
              force: bool, only: list[str] | None
@@ -320,102 +104,11 @@ def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader: rescore.
     return todo, rescoring, reasons
 
 
-def why_lines(reasons: dict[str, str], shown: int = 20) -> list[str]:
-    """One line per reason: how many handins, and which (all but the unchanged, the first
-    ``shown``)."""
-    groups: dict[str, list[str]] = {}
-    for key in sorted(reasons):
-        groups.setdefault(reasons[key], []).append(key)
-    lines = []
-    for reason, keys in sorted(groups.items(), key=lambda item: -len(item[1])):
-        names = "" if reason == rescore.UNCHANGED else ": " + ", ".join(keys[:shown]) + (
-            f" and {len(keys) - shown} more" if len(keys) > shown else "")
-        lines.append(f"  {len(keys)} {reason}{names}")
-    return lines
-
-
-def feedback_path(out: Path, key: str) -> Path:
-    return out / "feedback" / f"{key.replace('#', '_v')}.txt"
-
-
-def apply_rescore(rows: dict[str, dict], keys: set[str], grader: rescore.Grader, out: Path,
-                  shown: int = 20) -> str:
-    """Rescore ``rows[key]`` for each of ``keys`` under ``grader``'s scoring line; note it at the
-    top of each changed row's feedback; write rescore.txt; return its first ``shown`` changes."""
-    changed, why = [], set()
-    for key in sorted(keys):
-        old = json.loads(rows[key]["scoring"])
-        why.add(rescore.changes(old, grader.scoring))
-        before = rows[key]["total"]
-        differences = rescore.apply(rows[key], old, grader.scoring)
-        if not differences:
-            continue
-        changed.append(f"{key}: {', '.join(differences)}")
-        feedback = feedback_path(out, key)
-        if feedback.is_file():
-            feedback.write_text(
-                f"Rescored after this grading, which was not run again: the scoring line changed "
-                f"({rescore.changes(old, grader.scoring)}). This handin now earns "
-                f"{', '.join(differences)} (total was {before}); the points below are those "
-                f"of the old line.\n\n" + feedback.read_text(encoding="utf-8", errors="replace"),
-                encoding="utf-8")
-    text = (f"{len(keys)} rows rescored from their recorded results, none graded again "
-            f"(the scoring line changed: {' | '.join(sorted(why))}); {len(changed)} changed "
-            f"points, {len(keys) - len(changed)} kept them\n" + "".join(f"  {line}\n"
-                                                                      for line in changed))
-    (out / "rescore.txt").write_text(text, encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    return "".join(lines[:shown + 1]) + (f"  ... and {len(lines) - shown - 1} more in "
-                                         f"{out / 'rescore.txt'}\n" if len(lines) > shown + 1
-                                         else "")
-
-
-def rescore_class(out: Path, source: Path) -> dict[str, dict]:
-    """``make rescore``: rescore the rows of ``out/grades.csv`` under the scoring line of the
-    grader in ``source``, without the handins; list the rows only a regrade can update."""
-    grader = grader_in(source)
-    csv_path = out / "grades.csv"
-    rows = read_rows(csv_path)
-    if not rows:
-        raise SystemExit(f"{csv_path} holds no graded row: run `make regrade` first")
-    decided = {key: rescore.decide(row, None, grader) for key, row in rows.items()}
-    print(f"{len(rows)} rows in {csv_path}:", file=sys.stderr)
-    print("\n".join(why_lines({key: why for key, (_, why) in decided.items()})), file=sys.stderr)
-    keys = {key for key, (action, _) in decided.items() if action == rescore.RESCORE}
-    if keys:
-        print(apply_rescore(rows, keys, grader, out), end="", file=sys.stderr)
-        write_rows(csv_path, rows)
-    stale = sum(action == rescore.GRADE for action, _ in decided.values())
-    if stale:
-        print(f"{stale} rows can only be updated by grading them again: `make regrade "
-              f"HANDINS=<the download> OUT={out}` grades those alone", file=sys.stderr)
-    print(summarize(rows, out), end="", file=sys.stderr)
-    return rows
-
-
-def grader_in(source: Path) -> rescore.Grader:
-    """The grader of ``source``'s autograde.tar and autograde-Makefile (SystemExit naming the fix
-    when either is missing)."""
-    for name in (grading_run.AUTOGRADE_TAR, grading_run.MAKEFILE):
-        if not (source / name).is_file():
-            raise SystemExit(f"{source / name} not found: run `make autograde` first (or give "
-                             f"--autograder the folder holding {grading_run.AUTOGRADE_TAR} and "
-                             f"{grading_run.MAKEFILE})")
-    return rescore.grader_of(source / grading_run.AUTOGRADE_TAR, source / grading_run.MAKEFILE)
-
-
 def grade_one(handin: Handin, source: Path, grader_flags: str, gradings: int,
-              processes: dict[int, object], stopping: threading.Event
-              ) -> tuple[grading_run.GradingRun, list[str], list[str]]:
-    """One grading, whatever happens: its GradingRun (``error`` says what failed), the run-time
-    code and findings of the handin (``inspect_handin``). ``gradings``: how many run side by side
-    (the judge shares the CPUs out between them)."""
+              processes: dict[int, object], stopping: threading.Event) -> grading_run.GradingRun:
+    """One grading, whatever happens: its GradingRun (``error`` says what failed). ``gradings``:
+    how many run side by side (the judge shares the CPUs out between them)."""
     start = time.monotonic()
-    try:
-        runtime, findings = inspect_handin(handin.path)
-    except Exception as error:  # noqa: BLE001 - an unreadable handin is graded all the same
-        runtime = []
-        findings = [f"its handin could not be inspected for flags ({type(error).__name__})"]
     if stopping.is_set():
         raise InterruptedError
     ident = threading.get_ident()
@@ -438,7 +131,7 @@ def grade_one(handin: Handin, source: Path, grader_flags: str, gradings: int,
         processes.pop(ident, None)
     if graded.status is Status.CRASHED and not graded.error:
         graded.error = f"the judge failed: {last_exception(graded.output)} (see its feedback)"
-    return graded, runtime, findings
+    return graded
 
 
 def last_exception(output: str) -> str:
@@ -453,7 +146,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
             only: list[str] | None = None, force: bool = False) -> dict[str, dict]:
     """Grade the handins under ``handins_dir`` this grader has not graded (see the module
     docstring); return every row."""
-    grader = grader_in(source)
+    grader = rescore.grader_in(source)
     if jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {jobs}")
     handins = find_handins(handins_dir, versions)
@@ -463,9 +156,9 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
     todo, rescoring, reasons = to_grade(handins, rows, grader, force, only)
     print(f"{len(handins)} handins, {len(handins) - len(todo)} already graded by this grader, "
           f"{len(todo)} to grade with --jobs {jobs}:", file=sys.stderr)
-    print("\n".join(why_lines(reasons)), file=sys.stderr)
+    print("\n".join(rescore.why_lines(reasons)), file=sys.stderr)
     if rescoring:
-        print(apply_rescore(rows, rescoring, grader, out), end="", file=sys.stderr)
+        print(rescore.apply_rescore(rows, rescoring, grader, out), end="", file=sys.stderr)
         write_rows(csv_path, rows)
     from tqdm import tqdm
 
@@ -476,7 +169,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
 
     def record(future, key: str, handin: Handin, digest: str, note: str) -> None:
         try:
-            graded, runtime, findings = future.result()
+            graded = future.result()
         except InterruptedError:
             return
         try:
@@ -488,9 +181,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
                 error=f"its result could not be read: {type(error).__name__}: {str(error)[:200]}")
             row = row_of(handin, graded, digest, grader.identity, versions)
         row["scoring"] = grader.scoring_text
-        row["runtime_code"] = ", ".join(runtime)
         row["notes"] = "; ".join(filter(None, [note, row["notes"]]))
-        row["integrity_flags"] = "; ".join(filter(None, [row["integrity_flags"], *findings]))
         rows[key] = row
         write_rows(csv_path, rows)
         bar.update(1)
@@ -565,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.rescore_only:
         if args.handins is not None:
             parser.error("--rescore-only grades nothing: leave out the handins' folder")
-        rescore_class(args.out, args.autograder)
+        rescore.rescore_class(args.out, args.autograder)
         return
     if args.handins is None:
         parser.error("give the bulk download's folder (make regrade HANDINS=<folder>)")

@@ -20,8 +20,9 @@ functions: ``rubric.lm_score`` on the recorded perplexity, ``rubric.added`` over
 tests it passed (a hidden test earns all its points or none). That takes seconds for a class, where
 grading it again takes an hour. A row is rescored only when its recorded results give back its
 recorded points under its own scoring line; otherwise it is graded again and the log says why.
-``make regrade`` does this by itself (it grades only what changed otherwise); ``make rescore``
-rescores grades.csv without the handins and lists the rows only a regrade can update.
+``make regrade`` does this by itself (it grades only what changed otherwise: :func:`decide`,
+:func:`apply_rescore`); ``make rescore`` rescores grades.csv without the handins and lists the
+rows only a regrade can update (:func:`rescore_class`).
 
 A rescore changes grades.csv, summary.txt and the top of each changed feedback file, not what
 Autolab or Gradescope show: import grades.csv with ``make gradebook``.
@@ -31,11 +32,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.judging import rubric
+from autograder.classroom.class_summary import summarize
+from autograder.classroom.grades_csv import feedback_path, read_rows, write_rows
+from autograder.judging import grading_run, rubric
 from autograder.judging.hidden_tests.mytorch_hidden import tests_of
 from hw4lib import grading_numbers
 from hw4lib.file_io import file_sha256
@@ -240,3 +244,82 @@ def decide(row: dict, handin_sha: str | None, grader: Grader,
         return GRADE, f"the scoring line changed and its results cannot be rescored: {why}"
     return RESCORE, f"rescored from its recorded results ({changes(old, grader.scoring)})"
 
+
+def why_lines(reasons: dict[str, str], shown: int = 20) -> list[str]:
+    """One line per reason: how many handins, and which (all but the unchanged, the first
+    ``shown``)."""
+    groups: dict[str, list[str]] = {}
+    for key in sorted(reasons):
+        groups.setdefault(reasons[key], []).append(key)
+    lines = []
+    for reason, keys in sorted(groups.items(), key=lambda item: -len(item[1])):
+        names = "" if reason == UNCHANGED else ": " + ", ".join(keys[:shown]) + (
+            f" and {len(keys) - shown} more" if len(keys) > shown else "")
+        lines.append(f"  {len(keys)} {reason}{names}")
+    return lines
+
+
+def apply_rescore(rows: dict[str, dict], keys: set[str], grader: Grader, out: Path,
+                  shown: int = 20) -> str:
+    """Rescore ``rows[key]`` for each of ``keys`` under ``grader``'s scoring line; note it at the
+    top of each changed row's feedback; write rescore.txt; return its first ``shown`` changes."""
+    changed, why = [], set()
+    for key in sorted(keys):
+        old = json.loads(rows[key]["scoring"])
+        why.add(changes(old, grader.scoring))
+        before = rows[key]["total"]
+        differences = apply(rows[key], old, grader.scoring)
+        if not differences:
+            continue
+        changed.append(f"{key}: {', '.join(differences)}")
+        feedback = feedback_path(out, key)
+        if feedback.is_file():
+            feedback.write_text(
+                f"Rescored after this grading, which was not run again: the scoring line changed "
+                f"({changes(old, grader.scoring)}). This handin now earns "
+                f"{', '.join(differences)} (total was {before}); the points below are those "
+                f"of the old line.\n\n" + feedback.read_text(encoding="utf-8", errors="replace"),
+                encoding="utf-8")
+    text = (f"{len(keys)} rows rescored from their recorded results, none graded again "
+            f"(the scoring line changed: {' | '.join(sorted(why))}); {len(changed)} changed "
+            f"points, {len(keys) - len(changed)} kept them\n" + "".join(f"  {line}\n"
+                                                                      for line in changed))
+    (out / "rescore.txt").write_text(text, encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:shown + 1]) + (f"  ... and {len(lines) - shown - 1} more in "
+                                         f"{out / 'rescore.txt'}\n" if len(lines) > shown + 1
+                                         else "")
+
+
+def rescore_class(out: Path, source: Path) -> dict[str, dict]:
+    """``make rescore``: rescore the rows of ``out/grades.csv`` under the scoring line of the
+    grader in ``source``, without the handins; list the rows only a regrade can update."""
+    grader = grader_in(source)
+    csv_path = out / "grades.csv"
+    rows = read_rows(csv_path)
+    if not rows:
+        raise SystemExit(f"{csv_path} holds no graded row: run `make regrade` first")
+    decided = {key: decide(row, None, grader) for key, row in rows.items()}
+    print(f"{len(rows)} rows in {csv_path}:", file=sys.stderr)
+    print("\n".join(why_lines({key: why for key, (_, why) in decided.items()})), file=sys.stderr)
+    keys = {key for key, (action, _) in decided.items() if action == RESCORE}
+    if keys:
+        print(apply_rescore(rows, keys, grader, out), end="", file=sys.stderr)
+        write_rows(csv_path, rows)
+    stale = sum(action == GRADE for action, _ in decided.values())
+    if stale:
+        print(f"{stale} rows can only be updated by grading them again: `make regrade "
+              f"HANDINS=<the download> OUT={out}` grades those alone", file=sys.stderr)
+    print(summarize(rows, out), end="", file=sys.stderr)
+    return rows
+
+
+def grader_in(source: Path) -> Grader:
+    """The grader of ``source``'s autograde.tar and autograde-Makefile (SystemExit naming the fix
+    when either is missing)."""
+    for name in (grading_run.AUTOGRADE_TAR, grading_run.MAKEFILE):
+        if not (source / name).is_file():
+            raise SystemExit(f"{source / name} not found: run `make autograde` first (or give "
+                             f"--autograder the folder holding {grading_run.AUTOGRADE_TAR} and "
+                             f"{grading_run.MAKEFILE})")
+    return grader_of(source / grading_run.AUTOGRADE_TAR, source / grading_run.MAKEFILE)

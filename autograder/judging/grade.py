@@ -15,7 +15,8 @@ or runs student code. Steps, in this order on purpose:
    park it (``autograder.judging.model_child``), so that it needs no interpreter start and no
    ``import torch`` of its own; cap the judge's address space and choose its threads
    (``autograder.judging.judge_process``);
-2. extract handin.tar safely into ``<work>/handin`` (``autograder.judging.safe_tar``);
+2. extract handin.tar safely into ``<work>/handin`` (``autograder.judging.safe_tar``) and read its
+   mytorch for the staff's flags, never run (``autograder.judging.static_inspection``);
 3. grade the language model (``autograder.judging.language_model``) in a child process
    (``autograder.judging.grade_model``): the reference model code rebuilds the handed-in weights
    and measures per-character perplexity on the hidden test set. No student code runs there.
@@ -57,6 +58,7 @@ from autograder.judging.integrity import integrity_flags
 from autograder.judging.language_model import grade_language_model
 from autograder.judging.mytorch_categories import grade_mytorch, skip_mytorch
 from autograder.judging.safe_tar import Extraction, HandinError, extract_handin
+from autograder.judging.static_inspection import inspect_handin
 from autograder.judging.worker_folders import prepare_sandbox
 from hw4lib.file_io import file_sha256, read_untrusted_json
 from hw4lib.handin_format import RUN_CARD_FILE, STATE_DICT_FILE
@@ -129,7 +131,8 @@ def grade(args: argparse.Namespace, scores: dict[str, float],
 
 def unpack(handin_tar: Path, work: Path, report: grading_report.GradingReport) -> Extraction:
     """Step 2: extract ``handin_tar`` into ``work/handin`` and print what it held; record its
-    notes, its weights' digest and whether it is gradable in ``report``."""
+    static findings (every file as handed in, before a foreign encoding drops one), notes, its
+    weights' digest and whether it is gradable in ``report``."""
     section("Unpacking handin.tar")
     try:
         handin = extract_handin(handin_tar, work / "handin")
@@ -138,6 +141,7 @@ def unpack(handin_tar: Path, work: Path, report: grading_report.GradingReport) -
         report.status = grading_report.Status.INVALID
         handin = Extraction()
     else:
+        report.runtime_code, report.static_findings = inspect_handin(handin.files)
         judge.refuse_foreign_encodings(handin.files, handin.notes)
         report_extraction(handin)
     report.handin_notes = summarised(handin.notes)

@@ -20,7 +20,14 @@ Its JSON form is one object, each field of :class:`GradingReport` a key:
 - ``model_child`` (str): "forked from the judge", or "started fresh: <why the fork was refused>"
   ('' when the judge stopped before it);
 - ``threads`` ({threads, cpus, load, gradings, why} or null): the math threads the judge chose
-  for itself and its model child (``autograder/judging/thread_policy.py``), and why.
+  for itself and its model child (``autograder/judging/thread_policy.py``), and why;
+- ``runtime_code`` ([str]): where the handin's mytorch builds code at run time, "<what>
+  (<path>:<line>)" (``autograder/judging/static_inspection.py``, never run);
+- ``static_findings`` ([str]): what that inspection found for the staff: a file (or the whole
+  mytorch) that could not be inspected, a graded file that defines no graded class of its own.
+
+Version 2 added the last two, so that the class tools never extract a handin again; they read
+only reports of the grader they graded with, so a version-1 report is refused like any other.
 """
 from __future__ import annotations
 
@@ -34,7 +41,7 @@ from pathlib import Path
 
 from hw4lib.file_io import write_json
 
-VERSION = 1
+VERSION = 2
 FIX = ("grade the handin again with this commit's `make autograde`, whose judge writes the report "
        "these tools read")
 
@@ -162,6 +169,8 @@ class GradingReport:
     weights_sha256: str = ""
     model_child: str = ""  # how the model child started: forked from the judge, or why fresh
     threads: dict[str, int | float | str] | None = None  # thread_policy.report: the math threads
+    runtime_code: list[str] = field(default_factory=list)  # static_inspection: code made at run time
+    static_findings: list[str] = field(default_factory=list)  # static_inspection: for the staff
 
     def __post_init__(self) -> None:
         if self.version != VERSION:

@@ -5,7 +5,7 @@ The judge's model child (``autograder.judging.grade_model``), which already load
 with ``torch.load(weights_only=True)`` after checking its config and shapes, computes the
 fingerprint with the reference code and reports it in details.json (``lm.weights_fingerprint``);
 the regrade keeps it in grades.csv and compares every pair of handins of one architecture
-(``autograder.classroom.regrade.with_flags``). No student code runs, and a class tool never loads a
+(``autograder.classroom.grades_csv.with_flags``). No student code runs, and a class tool never loads a
 handin's tensors.
 
 What is compared is what training learned. For each tensor ``w`` of the state dict the fingerprint

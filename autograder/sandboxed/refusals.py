@@ -133,8 +133,8 @@ def refuse_code_made_at_run_time() -> None:
     pointer) read and write the interpreter's memory without raising any event, and numpy and the
     worker's own layers have loaded ctypes before mytorch, so its classes stay in reach
     (``object.__subclasses__()``); ``_posixsubprocess.fork_exec`` starts a program without an
-    event. Neither changes a grade (the judge checks every value against its own truth); the class
-    tools' static scan (``autograder.classroom.similarity.runtime_code``) names every mytorch that reaches
+    event. Neither changes a grade (the judge checks every value against its own truth); the judge's
+    static scan (``autograder.judging.runtime_code``) names every mytorch that reaches
     for them, so the staff see the attempt.
     """
     student = importlib.util.find_spec("mytorch").submodule_search_locations[0]

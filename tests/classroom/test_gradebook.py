@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.classroom import gradebook, handins, regrade, spreadsheet
+from autograder.classroom import gradebook, grades_csv, handins, late_policy, regrade, spreadsheet
 
 # Canvas's Gradebook export: a BOM, the five identity columns, an assignment column, then the
 # Points Possible row.
@@ -118,7 +118,7 @@ def test_a_group_fills_every_member_and_a_contested_roster_row_imports_neither(t
     assert scores == {"Lee, Ann": ("ok", 60.0), "Chen, Bo": ("conflict", ""),
                       "Diaz, Cy": ("ok", 60.0), "Ng, Di": ("conflict", ""),
                       "Ono, Ed": ("no handin", "")}
-    conflicts = {roster_row["Student"]: sorted(regrade.row_key(row) for row, _ in reached)
+    conflicts = {roster_row["Student"]: sorted(grades_csv.row_key(row) for row, _ in reached)
                  for roster_row, reached in result.conflicts}
     assert conflicts == {"Chen, Bo": ["bo-alone", "bo-group"], "Ng, Di": ["DI@X.EDU", "di@x.edu"]}
     assert [(row["student"], member["sid"]) for row, member, _ in result.unmatched] == [
@@ -135,7 +135,7 @@ def test_every_version_graded_imports_the_highest(tmp_path):
     roster, _ = write_inputs(tmp_path)
     result = gradebook.join(gradebook.read_roster(roster)[0], rows)
     assert result.rows[0]["score"] == 80.0 and result.rows[0]["handin"] == "ann@x.edu#10"
-    assert sorted(regrade.row_key(row) for row in result.not_imported) == [
+    assert sorted(grades_csv.row_key(row) for row in result.not_imported) == [
         "ann@x.edu#2", "ann@x.edu#9"]
 
 
@@ -158,12 +158,12 @@ def test_the_late_policy_is_applied_only_when_given(tmp_path):
     assert report["Ng, Di"]["late_rule"].startswith("time unknown: the download has no "
                                                     "submission time (an Autolab one")
     assert "Autolab's gradebook" in (tmp_path / "late/summary.txt").read_text()
-    assert gradebook.late_deduction(50, 49, 10, 3) == 15.0  # 3 started days
-    assert gradebook.late_deduction(50, 73, 10, 3) == 50  # past the last day
-    assert gradebook.late_deduction(50, 73, 0, 3) == 50  # a cut-off without a daily penalty
-    assert gradebook.late_deduction(50, 71, 0, 3) == 0.0
-    hours, deduction, rule = gradebook.lateness("2026-11-21T00:00:00", gradebook.parse_time(
-        DUE, None, "--due"), False, 50, gradebook.Lateness())
+    assert late_policy.late_deduction(50, 49, 10, 3) == 15.0  # 3 started days
+    assert late_policy.late_deduction(50, 73, 10, 3) == 50  # past the last day
+    assert late_policy.late_deduction(50, 73, 0, 3) == 50  # a cut-off without a daily penalty
+    assert late_policy.late_deduction(50, 71, 0, 3) == 0.0
+    hours, deduction, rule = late_policy.lateness("2026-11-21T00:00:00", late_policy.parse_time(
+        DUE, None, "--due"), False, 50, late_policy.Lateness())
     assert (hours, deduction) == (None, 0.0) and "is not a time with a UTC offset" in rule
     gradebook.main([str(roster), "--grades", str(grades), "--out", str(tmp_path / "plain"),
                     "--due", DUE, "--domain", "x.edu"])
@@ -222,8 +222,8 @@ def test_a_groups_lateness_is_each_members_own(tmp_path):
     Cy nothing."""
     roster, _ = write_inputs(tmp_path)
     students = gradebook.read_roster(roster)[0]
-    due = gradebook.parse_time(DUE, None, "--due")
-    policy = gradebook.Lateness(due, {2: gradebook.parse_time("2026-11-22T00:00:00-05:00", None,
+    due = late_policy.parse_time(DUE, None, "--due")
+    policy = late_policy.Lateness(due, {2: late_policy.parse_time("2026-11-22T00:00:00-05:00", None,
                                                               "due")}, per_day=10)
     group = {"student": "ann@x.edu", "email": "ann@x.edu; cy@x.edu", "sid": "; ",
              "status": "ok", "total": "60", "submitted_at": "2026-11-21T10:00:00-05:00"}
@@ -260,9 +260,9 @@ def test_extra_hours_are_hours_across_a_change_of_daylight_saving_time(tmp_path)
     roster, _ = write_inputs(tmp_path)
     extensions = tmp_path / "extensions.csv"
     extensions.write_text("student,hours\n0042,24\n")
-    zone = gradebook.time_zone("America/New_York")
-    due = gradebook.parse_time("2026-10-31T12:00", zone, "--due")
-    deadlines = gradebook.read_extensions(extensions, gradebook.read_roster(roster)[0], due, zone)
+    zone = late_policy.time_zone("America/New_York")
+    due = late_policy.parse_time("2026-10-31T12:00", zone, "--due")
+    deadlines = late_policy.read_extensions(extensions, gradebook.read_roster(roster)[0], due, zone)
     assert deadlines[0].timestamp() - due.timestamp() == 24 * 3600
     assert deadlines[0].isoformat() == "2026-11-01T11:00:00-05:00"
 

@@ -1,7 +1,8 @@
 # hw4p1: instructor-only
-"""Tests of the class tools' per-handin guard (autograder/classroom/handin_guard.py) and of the regrade's
-inspection under it (autograder/classroom/regrade.py::inspect_handin): a handin whose files end the decoding
-or the parsing is a flag in grades.csv, its weights still hashed, the other rows untouched.
+"""Tests of the per-handin guard (autograder/judging/handin_guard.py) and of the judge's static
+inspection under it (autograder/judging/static_inspection.py, run by the judge's unpacking step),
+as the regrade reads it from the judge's report: a handin whose files end the decoding or the
+parsing is a flag in grades.csv, its weights still hashed, the other rows untouched.
 
     .venv/bin/python -m pytest -q tests/classroom/test_handin_guard.py
 """
@@ -12,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import rubric
-from autograder.classroom import handin_guard, regrade
+from autograder.classroom import regrade
+from autograder.judging import grade, handin_guard, rubric
+from autograder.judging.report import GradingReport
 from tests.classroom.test_regrade import fake_grader, judge_details
 from tests.classroom.test_similarity import POISON
 
@@ -55,11 +57,11 @@ def handin(folder: Path, members: dict[str, bytes]) -> None:
 
 @pytest.mark.slow
 def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, monkeypatch):
-    """Three handins graded by the regrade's own loop (the judge replaced): one whose never-imported
-    files end the decoding and the parsing, one that moved its graded classes into another module,
-    one honest, the first two sharing their weights (the digest the judge's report gives). The
-    poisoned and moved ones are flagged with their findings (never a note alone); both shared
-    weights are flagged; the honest row has no flag."""
+    """Three handins graded by the regrade's own loop (the judge replaced by its unpacking step,
+    which extracts, hashes the weights and inspects): one whose never-imported files end the
+    decoding and the parsing, one that moved its graded classes into another module, one honest,
+    the first two sharing their weights. The poisoned and moved ones are flagged with their
+    findings (never a note alone); both shared weights are flagged; the honest row has no flag."""
     reference = {path.relative_to(REPO).as_posix(): path.read_bytes()
                  for path in sorted((REPO / "mytorch").rglob("*.py"))
                  if "__pycache__" not in path.parts}
@@ -75,10 +77,12 @@ def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, 
     digest = hashlib.sha256(weights).hexdigest()
 
     def fake_run(grading, grader_flags="", gradings=1, started=None):
-        # the judge's report carries the digest of the weights it extracted
-        shared = Path(grading).parent.name in ("poisoned", "moved")
-        return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": 2.0},
-                                              judge_details(2.0, weights=digest if shared else ""),
+        unpacked = GradingReport()
+        grade.unpack(Path(grading), tmp_path / "work" / Path(grading).parent.name, unpacked)
+        report = judge_details(2.0, weights=unpacked.weights_sha256)
+        report.runtime_code, report.static_findings = (unpacked.runtime_code,
+                                                       unpacked.static_findings)
+        return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": 2.0}, report,
                                               "report\n", 1.0, False)
 
     monkeypatch.setattr(regrade.grading_run, "run", fake_run)

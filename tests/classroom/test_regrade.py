@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from autograder.judging import rubric
-from autograder.classroom import regrade
+from autograder.classroom import grades_csv, regrade
 from autograder.judging.hidden_tests import mytorch_hidden
 from autograder.judging.report import GradingReport, LanguageModelResult, Status, TestResult
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
@@ -229,7 +229,7 @@ def test_byte_identical_weights_and_run_time_code_are_flagged(tmp_path):
                 ("ann", "aa", "", ""), ("bo", "aa", "test_metrics.json reports 1, 2", ""),
                 ("cy", "cc", "", "exec (mytorch/nn/linear.py:3)"), ("di", "", "", ""),
                 ("ed", "", "", ""))}
-    regrade.with_flags(rows)
+    grades_csv.with_flags(rows)
     assert rows["ann"]["flags"] == ("shares its weights with bo (byte-identical "
                                     "model_state_dict.pt)")
     assert rows["bo"]["flags"].startswith("test_metrics.json reports 1, 2; shares its weights "
@@ -305,14 +305,21 @@ def test_the_likely_causes_are_listed_per_student_and_counted_for_the_class(tmp_
     tests = [TestResult(name, "SDPA", 1, 0, "", "", family=family)
              for name, family in (("a", "sdpa-scale"), ("b", "sdpa-scale"), ("c", ""),
                                   ("d", "linear-bias"), ("e", "not a family; =cmd"))]
-    assert regrade.likely_causes(GradingReport(tests=tests)) == ["linear-bias", "sdpa-scale"]
-    assert regrade.likely_causes(GradingReport()) == []
+    assert grades_csv.likely_causes(GradingReport(tests=tests)) == ["linear-bias", "sdpa-scale"]
+    assert grades_csv.likely_causes(GradingReport()) == []
     rows = {student: {"student": student, "status": "ok", "total": "50", "likely_causes": causes}
             for student, causes in (("ann", "linear-bias sdpa-scale"), ("bob", "sdpa-scale"),
                                     ("cy", ""))}
     summary = regrade.summarize(rows, tmp_path)
     assert "likely causes of failed hidden tests (students): sdpa-scale 2, linear-bias 1" in summary
     assert "likely causes" not in regrade.summarize({"cy": rows["cy"]}, tmp_path)
+
+
+def sigint_default() -> None:
+    """In a regrade these tests start, before it runs: SIGINT's default disposition. A shell's
+    background job (how CI may start the suite) passes SIGINT on ignored, and Python keeps it
+    ignored, so the Ctrl-C these tests send would never reach the regrade."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.class_fixture
@@ -336,7 +343,8 @@ def test_ctrl_c_keeps_every_finished_row_and_the_rerun_goes_on(tmp_path, capsys)
     run = subprocess.Popen([sys.executable, "-m", "autograder.classroom.regrade", str(handins), "--out",
                             str(out), "--autograder", str(built_autograder())],
                            cwd=REPO, env={**os.environ, "TQDM_DISABLE": "1"},
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=sigint_default)
     deadline = time.monotonic() + 300
     while not regrade.read_rows(out / "grades.csv") and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -376,7 +384,8 @@ def interrupted_regrade(tmp_path: Path, sleeps: dict[str, int], jobs: int, rows_
     run = subprocess.Popen([sys.executable, "-m", "autograder.classroom.regrade", str(handins), "--out",
                             str(out), "--autograder", str(source), "--jobs", str(jobs)],
                            cwd=REPO, env={**os.environ, "TQDM_DISABLE": "1", "TMPDIR": str(temp)},
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=sigint_default)
     deadline = time.monotonic() + 60
     while len(regrade.read_rows(out / "grades.csv")) < rows_before and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -191,7 +191,7 @@ def test_a_rerun_rescores_a_new_line_and_says_why_for_each_handin(tmp_path, monk
     assert (out / "feedback/ann.txt").read_text().endswith("report of ann\n")
 
     capsys.readouterr()
-    regrade.rescore_class(out, tmp_path / "new")
+    rescore.rescore_class(out, tmp_path / "new")
     assert f"2 {rescore.UNCHANGED}" in capsys.readouterr().err
     shutil.rmtree(tmp_path / "new")
     regrade.regrade(handins, out, fake_grader(tmp_path / "new", "h", NEW), progress=False)

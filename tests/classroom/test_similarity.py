@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from autograder.classroom import similarity
+from autograder.judging import mytorch_resolver, static_inspection
+from autograder.judging.runtime_code import runtime_code
+from hw4lib.grading_numbers import MYTORCH_RUBRIC
 from tools.mytorch_styles import FILES, STYLES, disguised, student_tree
-
 pytest.importorskip("copydetect")
 REPO = Path(__file__).resolve().parents[2]
 
@@ -113,7 +115,7 @@ def test_a_copy_in_another_source_encoding_is_still_a_copy(tmp_path):
     copy = encoded(original, "utf-7")
     for text in copy.values():
         compile(text, "copy", "exec")
-    assert similarity.python_text(copy[FILES[0]]).endswith(original[FILES[0]])
+    assert static_inspection.python_text(copy[FILES[0]]).endswith(original[FILES[0]])
     handins = class_folder(tmp_path, {"einsum": original, "verbose": student_tree(
         tmp_path, STYLES["verbose"]), "utf7-copy": copy})
     documents = similarity.class_documents(handins).documents
@@ -128,11 +130,11 @@ def test_the_bonus_is_compared_on_its_own(tmp_path):
     """Two independent graded parts and one shared bonus: not flagged by default (only the graded
     files are compared); flagged with part='bonus'."""
     bonus = "mytorch/nn/gelu.py"
-    assert similarity.part_targets("graded") == {
+    assert static_inspection.PART_TARGETS["graded"] == {
         "mytorch.nn.Linear": FILES[0], "mytorch.nn.Softmax": FILES[1],
         "mytorch.nn.ScaledDotProductAttention": FILES[2],
         "mytorch.nn.MultiHeadAttention": "mytorch/nn/multi_head_attention.py"}
-    assert similarity.part_targets("bonus")["mytorch.nn.GELU"] == bonus
+    assert static_inspection.PART_TARGETS["bonus"]["mytorch.nn.GELU"] == bonus
     shared = (REPO / bonus).read_text()
     trees = {name: {**student_tree(tmp_path, STYLES[name]), bonus: shared}
              for name in ("einsum", "loops")}
@@ -143,6 +145,23 @@ def test_the_bonus_is_compared_on_its_own(tmp_path):
         rows = similarity.compare(documents, similarity.handout_document(handout, part),
                                   tmp_path / part)
         assert [row["flagged"] for row in rows] == [flagged], (part, rows)
+
+
+def test_the_parts_written_out_for_the_judge_are_what_mytorch_exports():
+    """The judge's PART_TARGETS (written out: the reference mytorch does not ship) is what the
+    reference packages bind: graded, mytorch.nn.<class> of each graded class; bonus, every other
+    name mytorch.nn and mytorch.optim export; each at the module defining it."""
+    import mytorch.nn
+    import mytorch.optim
+
+    graded = [(mytorch.nn, name) for name in MYTORCH_RUBRIC]
+    bonus = [(package, name) for package in (mytorch.nn, mytorch.optim) for name in package.__all__
+             if not (package is mytorch.nn and name in MYTORCH_RUBRIC)]
+    for part, names in (("graded", graded), ("bonus", bonus)):
+        assert static_inspection.PART_TARGETS[part] == {
+            f"{package.__name__}.{name}": getattr(package, name).__module__.replace(".", "/")
+            + ".py" for package, name in names}, part
+    assert set(static_inspection.PART_TARGETS) == set(static_inspection.PARTS)
 
 
 def test_symlinked_handins_and_past_semesters(tmp_path):
@@ -202,7 +221,7 @@ def python_binds(trees: dict[str, dict[str, str]], tmp_path: Path) -> dict[str, 
               f"    sys.path.insert(0, {str(tmp_path / 'python')!r} + '/' + name)\n"
               "    nn = importlib.import_module('mytorch.nn')\n"
               f"    found[name] = {{cls: getattr(nn, cls).__module__.replace('.', '/') + '.py'"
-              f" for cls in {list(similarity.rubric.MYTORCH_RUBRIC)!r}}}\n"
+              f" for cls in {list(MYTORCH_RUBRIC)!r}}}\n"
               "    sys.path.pop(0)\n"
               "    for module in [m for m in sys.modules if m.split('.')[0] == 'mytorch']:\n"
               "        del sys.modules[module]\n"
@@ -222,7 +241,7 @@ def moved_class(tmp_path: Path) -> dict[str, dict[str, str]]:
     trees["star-copy"] = moved(trees["einsum"], "mytorch/nn/impl_x.py",
                                lambda path: "from .impl_x import *\n",
                                {"flat": "rows", "shifted": "centered", "logits": "scores"})
-    classes = {name: f"_{name}Impl" for name in similarity.rubric.MYTORCH_RUBRIC}
+    classes = {name: f"_{name}Impl" for name in MYTORCH_RUBRIC}
     trees["alias-copy"] = moved(
         trees["verbose"], "mytorch/nn/parts/work.py",
         lambda path: "from .parts import work\n" + "".join(
@@ -269,8 +288,8 @@ def test_graded_classes_moved_into_other_modules_are_traced_and_rank_first(tmp_p
     assert truth["alias-copy"]["Softmax"] == "mytorch/nn/parts/work.py", truth
     assert truth["init-copy"]["MultiHeadAttention"] == "mytorch/nn/blocks.py", truth
     for name, classes in truth.items():
-        resolver = similarity.Resolver(trees[name])
-        traced = {cls: similarity.resolve_qualified(resolver, f"mytorch.nn.{cls}")
+        resolver = mytorch_resolver.Resolver(trees[name])
+        traced = {cls: mytorch_resolver.resolve_qualified(resolver, f"mytorch.nn.{cls}")
                   for cls in classes}
         assert {cls: found.path for cls, found in traced.items()} == classes, (name, traced)
 
@@ -399,7 +418,7 @@ def test_the_tracing_of_a_hostile_package_is_bounded():
     the depth is traced to its class, as Python binds it)."""
     reference = {path.relative_to(REPO).as_posix(): path.read_text()
                  for path in (REPO / "mytorch").rglob("*.py") if "__pycache__" not in path.parts}
-    depth = similarity.MAX_IMPORT_DEPTH
+    depth = mytorch_resolver.MAX_IMPORT_DEPTH
     chain = "class L0:\n    pass\n" + "".join(f"L{i + 1} = L{i}\n" for i in range(depth + 10))
     cases = {  # linear.py's text: where Linear is traced (None: it cannot be)
         "from .a import *\n" * 3000: None,
@@ -408,11 +427,11 @@ def test_the_tracing_of_a_hostile_package_is_bounded():
     }
     for text, line in cases.items():
         sources = {**reference, FILES[0]: text, "mytorch/nn/a.py": "from .linear import *\n" * 3000}
-        resolver = similarity.Resolver(sources)
-        found = similarity.resolve_qualified(resolver, "mytorch.nn.Linear")
+        resolver = mytorch_resolver.Resolver(sources)
+        found = mytorch_resolver.resolve_qualified(resolver, "mytorch.nn.Linear")
         assert (found and found.node.lineno) == line, (text[:40], found)
-        assert resolver.steps <= similarity.MAX_STEPS + 1, resolver.steps
-        moved = similarity.moved_classes(resolver)
+        assert resolver.steps <= mytorch_resolver.MAX_STEPS + 1, resolver.steps
+        moved = static_inspection.moved_classes(resolver)
         assert (moved == []) == (line is not None), moved
         assert line or moved[0] == f"{FILES[0]} defines no graded class of its own (Linear " \
                                    f"cannot be traced)", moved
@@ -443,9 +462,9 @@ RUNTIME_CASES = {  # source: what runtime_code must name (hand-written truth)
 
 def test_code_built_at_run_time_is_named_with_its_line(tmp_path):
     for source, expected in RUNTIME_CASES.items():
-        found = similarity.runtime_code({"mytorch/nn/x.py": source})
+        found = runtime_code({"mytorch/nn/x.py": source})
         assert [entry.split(" (")[0] for entry in found] == expected, (source, found)
         assert all(entry.endswith(")") and "mytorch/nn/x.py:" in entry for entry in found)
     reference = {path.relative_to(REPO).as_posix(): path.read_text()
                  for path in (REPO / "mytorch").rglob("*.py")}
-    assert similarity.runtime_code(reference) == []
+    assert runtime_code(reference) == []

@@ -36,7 +36,10 @@ def full_report() -> GradingReport:
             hint="the model is undertrained"),
         sandbox="bwrap", handin_notes=["handin/notes.txt: skipped"],
         flags=["test_metrics.json reports 1.0, these weights give 3.71"],
-        seconds={"Linear": 1.25, "LanguageModel": 12.75}, weights_sha256="ab" * 32)
+        seconds={"Linear": 1.25, "LanguageModel": 12.75}, weights_sha256="ab" * 32,
+        runtime_code=["exec (mytorch/nn/linear.py:3)"],
+        static_findings=["mytorch/nn/linear.py defines no graded class of its own (Linear is "
+                         "defined in mytorch/nn/lin_impl.py)"])
 
 
 def test_the_json_form_round_trips(tmp_path):
@@ -48,6 +51,8 @@ def test_the_json_form_round_trips(tmp_path):
     assert data["version"] == report.VERSION and data["status"] == "timeout"
     assert data["lm"]["perplexity_char"] == 3.7123 and data["tests"][1]["family"] == "linear-bias"
     assert data["scores"]["Linear"] == 2.5 and data["weights_sha256"] == "ab" * 32
+    assert data["runtime_code"] == ["exec (mytorch/nn/linear.py:3)"]
+    assert data["static_findings"][0].startswith("mytorch/nn/linear.py defines no graded class")
     read = report.load(tmp_path / "details.json")
     assert read == written and read.status is Status.TIMEOUT
     assert isinstance(read.lm, LanguageModelResult) and isinstance(read.tests[0], TestResult)
@@ -61,9 +66,14 @@ def test_another_version_or_a_malformed_report_is_refused_naming_the_fix(tmp_pat
     lm = good["lm"]
     test = good["tests"][0]
     cases = {
-        "version 2": ({**good, "version": 2}, "version 2"),
-        "version 2 with a new field": ({**good, "version": 2, "lm": {**lm, "bits": 3}},
-                                       "version 2"),
+        "the next version": ({**good, "version": report.VERSION + 1},
+                             f"version {report.VERSION + 1}"),
+        "the next version with a new field": (
+            {**good, "version": report.VERSION + 1, "lm": {**lm, "bits": 3}},
+            f"version {report.VERSION + 1}"),
+        # version 1 had no static findings: the class tools read reports of their own grader only
+        "version 1": ({key: value for key, value in {**good, "version": 1}.items()
+                       if key not in ("runtime_code", "static_findings")}, "version 1"),
         "no version": ({key: value for key, value in good.items() if key != "version"},
                        "without a version"),
         "a status no judge writes": ({**good, "status": "great"}, "GradingReport.status"),
@@ -74,6 +84,8 @@ def test_another_version_or_a_malformed_report_is_refused_naming_the_fix(tmp_pat
                                  "LanguageModelResult.perplexity_char"),
         "a bool for a number": ({**good, "seconds": {"Linear": True}}, "GradingReport.seconds"),
         "flags as one string": ({**good, "flags": "shares its weights"}, "GradingReport.flags"),
+        "a finding as a number": ({**good, "static_findings": [3]},
+                                  "GradingReport.static_findings"),
         "a list": ([good], "not list"),
     }
     for name, (data, named) in cases.items():
@@ -90,7 +102,7 @@ def test_another_version_or_a_malformed_report_is_refused_naming_the_fix(tmp_pat
     with pytest.raises(ReportError, match="LanguageModelResult.num_parameters"):
         LanguageModelResult(message="", num_parameters=1.5)
     with pytest.raises(ReportError, match="version"):
-        replace(full_report(), version=2)
+        replace(full_report(), version=report.VERSION + 1)
 
 
 def fake_judge(source: Path, written: dict | str) -> None:
@@ -130,7 +142,10 @@ def test_every_class_tool_reads_the_judges_report_through_load(tmp_path, monkeyp
         assert row["status"] == "timeout" and row["weights_sha256"] == written.weights_sha256
         assert row["perplexity_recomputed"] == written.lm.perplexity_char
         assert row["test:linear_backward"] == 0 and row["test_seconds:linear_backward"] == 0.125
-        assert row["likely_causes"] == "linear-bias" and row["integrity_flags"] == written.flags[0]
+        assert row["likely_causes"] == "linear-bias"
+        # the judge's static findings follow its integrity notes; its run-time code has a column
+        assert row["integrity_flags"] == "; ".join([*written.flags, *written.static_findings])
+        assert row["runtime_code"] == written.runtime_code[0]
     assert "shares its weights with bo (byte-identical" in rows["ann"]["flags"]
 
     root = tmp_path / "gradescope"

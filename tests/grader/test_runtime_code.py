@@ -10,7 +10,7 @@ from pathlib import Path
 
 from autograder.sandboxed import refusals, wire
 from autograder.judging import sandbox, worker_folders
-from autograder.classroom import similarity
+from autograder.judging.runtime_code import runtime_code
 from tests.grader.autograder_helpers import copy_reference_mytorch, open_folder
 from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 
@@ -282,7 +282,7 @@ def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
                                "reads mytorch as UTF-8 only"), notes
 
 
-# source: what the class tools' static scan must name (hand-written truth), one family a line.
+# source: what the judge's static scan must name (hand-written truth), one family a line.
 SCANNED_FAMILIES = {
     "import ast\nast.PyCF_ONLY_AST = 0\n": {"writes ast.PyCF_ONLY_AST"},
     "import collections as c\nc._sys.intern = str\n": {"writes collections._sys.intern"},
@@ -310,10 +310,10 @@ def test_the_static_scan_names_each_family_the_worker_refuses():
     """runtime_code names each family of the worker's closed list with its line, and the tricks
     the worker refuses (TRICKS) are named too, so the staff see an attempt the worker stopped."""
     for source, expected in SCANNED_FAMILIES.items():
-        found = similarity.runtime_code({"mytorch/nn/x.py": source})
+        found = runtime_code({"mytorch/nn/x.py": source})
         assert {entry.split(" (")[0] for entry in found} == expected, (source, found)
         assert all(entry.endswith(")") and "mytorch/nn/x.py:" in entry for entry in found)
-    found = {entry.split(" (")[0] for entry in similarity.runtime_code({"mytorch/__init__.py":
+    found = {entry.split(" (")[0] for entry in runtime_code({"mytorch/__init__.py":
                                                                          TRICKS})}
     assert {"writes ast.PyCF_ONLY_AST", "types.FunctionType", "types.CodeType", "__code__",
             "marshal.loads", "copyreg.pickle", "sys.meta_path", "ctypes.pythonapi",
@@ -332,5 +332,5 @@ def test_honest_handins_get_no_run_time_code_flag(tmp_path):
     for name, tree in trees.items():
         sources = {path: text.decode() if isinstance(text, bytes) else text
                    for path, text in tree.items() if path.endswith(".py")}
-        assert sources and similarity.runtime_code(sources) == [], (name,
-                                                                    similarity.runtime_code(sources))
+        assert sources and runtime_code(sources) == [], (name,
+                                                                    runtime_code(sources))

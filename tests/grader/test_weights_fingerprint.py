@@ -6,7 +6,7 @@ regrade's ``flags``; independent trainings are not.
     .venv/bin/python -m pytest -q tests/grader/test_weights_fingerprint.py
 
 The fingerprints come from the model child's own function (``grade_model.evaluate_handin``); the
-flags from ``regrade.with_flags`` on rows written to grades.csv and read back. Truths: the sketched
+flags from ``grades_csv.with_flags`` on rows written to grades.csv and read back. Truths: the sketched
 distance is checked against the same angle computed on the full tensors with numpy; the honest
 and perturbed cases are built here, so which pairs must be flagged is known. The tolerance itself
 comes from longer honest trainings (``tools/honest_weights.py``, checked by
@@ -23,7 +23,7 @@ import torch
 import yaml
 
 from autograder.judging import grade_model, weights_fingerprint as wf
-from autograder.classroom import regrade
+from autograder.classroom import grades_csv, regrade
 from autograder.judging.report import LanguageModelResult, ReportError
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
@@ -123,7 +123,7 @@ def test_copies_are_flagged_with_the_distance_and_independent_work_is_not(tmp_pa
     rows["edited"] = {**rows["ulp"], "student": "edited",
                       "weights_fingerprint": rows["ulp"]["weights_fingerprint"][:-8] + "AAAAAAA="}
     regrade.write_rows(tmp_path / "grades.csv", rows)
-    read = regrade.with_flags(regrade.read_rows(tmp_path / "grades.csv"))
+    read = grades_csv.with_flags(grades_csv.read_rows(tmp_path / "grades.csv"))
     copied = {"ann", "ulp", "times3", "final", "noise", "seed"}
     for student, row in read.items():
         partners = sorted(copied - {student}) if student in copied else []
@@ -133,7 +133,7 @@ def test_copies_are_flagged_with_the_distance_and_independent_work_is_not(tmp_pa
     assert "ann (distance 0.0000)" in read["ulp"]["flags"]
     assert "noise (distance 0.0" in read["ann"]["flags"]
     rows["twin"] = {**rows["ann"], "student": "twin"}  # the same file: flagged as before
-    assert regrade.with_flags(rows)["twin"]["flags"].startswith(
+    assert grades_csv.with_flags(rows)["twin"]["flags"].startswith(
         "shares its weights with ann (byte-identical model_state_dict.pt); shares its weights "
         "with final (distance 0.0000), ")
     assert wf.decode(rows["edited"]["weights_fingerprint"]) is None
@@ -163,13 +163,13 @@ def test_the_regrade_row_keeps_only_a_fingerprint_the_judge_wrote():
     """details.json's lm.weights_fingerprint reaches grades.csv when it decodes, else ''."""
     state, initial = trained(1, 1)
     fingerprint = wf.fingerprint(state, initial)
-    assert regrade.fingerprint_of(LanguageModelResult("", weights_fingerprint=fingerprint)) == \
+    assert grades_csv.fingerprint_of(LanguageModelResult("", weights_fingerprint=fingerprint)) == \
         fingerprint
     _, arch, data = fingerprint.split(":")
     compressed = base64.b64decode(data)
     cut = f"wf1:{arch}:{base64.b64encode(compressed[:len(compressed) // 2]).decode()}"
     for bad in (None, "wf1:0123456789abcdef:!!", fingerprint.replace("wf1", "wf2"),
                 fingerprint[:40], cut):
-        assert regrade.fingerprint_of(LanguageModelResult("", weights_fingerprint=bad)) == "", bad
+        assert grades_csv.fingerprint_of(LanguageModelResult("", weights_fingerprint=bad)) == "", bad
     with pytest.raises(ReportError, match="weights_fingerprint is 3"):  # not a string: no report
         LanguageModelResult("", weights_fingerprint=3)

@@ -1,12 +1,14 @@
-"""One handin's inspection by a class tool, isolated from the rest of the class.
+"""One handin's static inspection, isolated from the rest of the grading or of the class.
 
-The class tools (``autograder/classroom/similarity.py``, the regrade's ``inspect_handin``) decode, parse and
-read each student's files without running them; a hostile or broken file must cost only that
-handin's result, never the class run. ``guarded`` runs one step of an inspection and turns any
+The judge's static inspection (``autograder/judging/static_inspection.py``) and the similarity
+(``autograder/classroom/similarity.py``) decode, parse and read each student's files without
+running them; a hostile or broken file must cost only that handin's findings, never the grading
+or the class run. ``guarded`` runs one step of an inspection and turns any
 failure (any exception, RecursionError and MemoryError included: a coding declaration naming a
 codec that raises on decoding, an expression nested deep enough to end ``ast.parse``) into a finding
 the tool lists for that handin; ``read_bounded`` reads a file only up to a limit, so nothing in a
-handin sizes the tool's memory. KeyboardInterrupt and SystemExit still stop the tool.
+handin sizes the tool's memory. KeyboardInterrupt and SystemExit still stop the tool. Standard
+library only.
 """
 from __future__ import annotations
 

@@ -1,0 +1,152 @@
+"""The judge's static inspection of a handin's mytorch, never run (an AST read): where it builds
+code at run time (``autograder/judging/runtime_code.py``), what could not be inspected, and each
+graded file that defines no graded class of its own; and, for the class tools' comparison, the
+code of one part (``graded``: the classes the hidden tests grade; ``bonus``: the bonus track's),
+each class taken where the package's imports define it (``autograder/judging/mytorch_resolver.py``).
+
+The judge runs :func:`inspect_handin` once on its extraction and records the findings in its
+report (``runtime_code``, ``static_findings``), for the staff's flags only: no score depends on
+them. The class tools read them there (the regrade) or run :func:`inspect_mytorch` on their own
+extraction (the similarity's documents). Files are decoded as Python decodes them (a PEP 263
+coding declaration honoured) and read under one guard each (``autograder/judging/handin_guard.py``):
+a file that cannot be read, decoded or parsed is a finding, never the end of the run.
+"""
+from __future__ import annotations
+
+import io
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.judging.handin_guard import guarded, read_bounded
+from autograder.judging.mytorch_resolver import MAX_STEPS, Resolver, resolve_qualified, source_of
+from autograder.judging.runtime_code import runtime_code
+from hw4lib.handin_format import MAX_PY_FILE_BYTES, is_mytorch_source
+
+PARTS = ("graded", "bonus")
+# {part: {qualified name: the reference module defining it}}: ``graded``, ``mytorch.nn.<class>`` of
+# each class rubric.MYTORCH_RUBRIC grades (as the grader imports it); ``bonus``, every other name
+# mytorch.nn and mytorch.optim export. Written out because the reference mytorch does not ship
+# with the judge; tests/test_similarity.py checks it against the packages.
+PART_TARGETS = {
+    "graded": {"mytorch.nn.Linear": "mytorch/nn/linear.py",
+               "mytorch.nn.Softmax": "mytorch/nn/activation.py",
+               "mytorch.nn.ScaledDotProductAttention": "mytorch/nn/scaled_dot_product_attention.py",
+               "mytorch.nn.MultiHeadAttention": "mytorch/nn/multi_head_attention.py"},
+    "bonus": {"mytorch.nn.Embedding": "mytorch/nn/embedding.py",
+              "mytorch.nn.LayerNorm": "mytorch/nn/layer_norm.py",
+              "mytorch.nn.GELU": "mytorch/nn/gelu.py",
+              "mytorch.nn.erf": "mytorch/nn/gelu.py",
+              "mytorch.nn.Dropout": "mytorch/nn/dropout.py",
+              "mytorch.nn.CrossEntropyLoss": "mytorch/nn/loss.py",
+              "mytorch.nn.PositionalEncoding": "mytorch/nn/positional_encoding.py",
+              "mytorch.nn.SelfAttentionLayer": "mytorch/nn/sublayers.py",
+              "mytorch.nn.FeedForwardLayer": "mytorch/nn/sublayers.py",
+              "mytorch.nn.SelfAttentionDecoderLayer": "mytorch/nn/decoder_layers.py",
+              "mytorch.nn.DecoderOnlyTransformer": "mytorch/nn/transformers.py",
+              "mytorch.optim.AdamW": "mytorch/optim/adamw.py",
+              "mytorch.optim.clip_grad_norm": "mytorch/optim/adamw.py"}}
+
+
+def python_text(data: bytes) -> str:
+    """Source bytes decoded as Python decodes them: a BOM or a PEP 263 coding declaration, else
+    UTF-8 (undecodable bytes replaced). A codec that fails even so (``idna``) raises."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding, errors="replace")
+    except (SyntaxError, LookupError):
+        return data.decode("utf-8", errors="replace")
+
+
+def mytorch_sources(files: dict[str, Path]) -> tuple[dict[str, str], list[str]]:
+    """({path: decoded text} of the handed-in mytorch .py files of an extraction's ``files``, the
+    findings of those that could not be read: over MAX_PY_FILE_BYTES, or not decodable)."""
+    sources, findings = {}, []
+    for name in sorted(files):
+        if is_mytorch_source(name):
+            text, finding = guarded(name, lambda path: python_text(
+                read_bounded(path, MAX_PY_FILE_BYTES)), files[name])
+            if finding:
+                findings.append(finding)
+            else:
+                sources[name] = text
+    return sources, findings
+
+@dataclass
+class Inspection:
+    """What the class tools read in one handin's mytorch: the document of one part (the code of
+    its classes wherever they live, each under its file's path), where it builds code at run time,
+    and its findings (files that could not be inspected, graded files that define no graded class
+    of their own)."""
+
+    document: str = ""
+    runtime: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+
+
+def inspect_mytorch(files: dict[str, Path], part: str = "graded") -> Inspection:
+    """The Inspection of the mytorch .py files among an extraction's ``files`` (never run)."""
+    sources, findings = mytorch_sources(files)
+    runtime = []
+    for path in sorted(sources):  # one file at a time: one that cannot be parsed is its finding
+        found, finding = guarded(path, runtime_code, {path: sources[path]})
+        runtime += found or []
+        findings += [finding] if finding else []
+    resolver = Resolver(sources)
+    document = part_document(resolver, part)
+    findings += resolver.findings + moved_classes(resolver)
+    if resolver.steps > MAX_STEPS:
+        findings.append(f"its mytorch's imports could not be traced within {MAX_STEPS} look-ups")
+    return Inspection(document, runtime, list(dict.fromkeys(findings)))
+
+
+def part_document(resolver: Resolver, part: str) -> str:
+    """The code of ``part`` in a handin, as one text: each of its classes where the package's
+    imports say it is defined, and every definition of the handin it uses, each under its file's
+    path (the other part's classes left out); a class that cannot be traced is its reference file,
+    when handed in (the file the grader would fail to import)."""
+    other = PART_TARGETS["bonus" if part == "graded" else "graded"]
+    stop = {found.key for name in other if (found := resolve_qualified(resolver, name))}
+    roots, files = [], []
+    for name, reference in PART_TARGETS[part].items():
+        found = resolve_qualified(resolver, name)
+        if found:
+            roots.append(found)
+        elif reference in resolver.sources:
+            files.append(reference)
+    texts = [(found.path, source_of(resolver.sources[found.path], found.node))
+             for found in resolver.closure(roots, stop)]
+    texts += [(path, resolver.sources[path]) for path in dict.fromkeys(files)]
+    return "".join(f"# file: {path}\n{text}\n" for path, text in texts)
+
+
+def moved_classes(resolver: Resolver) -> list[str]:
+    """A finding for each graded file (where the reference defines graded classes) whose graded
+    classes all come from elsewhere, or cannot be traced, while the file is handed in and parses
+    (one that does not parse fails the grader's import on its own)."""
+    by_file: dict[str, list[str]] = {}
+    for qualified, reference in PART_TARGETS["graded"].items():
+        by_file.setdefault(reference, []).append(qualified)
+    findings = []
+    for reference, names in by_file.items():
+        if reference not in resolver.sources or resolver.module(reference) is None:
+            continue
+        found = {name.rpartition(".")[2]: resolve_qualified(resolver, name) for name in names}
+        if any(definition and definition.path == reference for definition in found.values()):
+            continue
+        where = ", ".join(f"{name} is defined in {definition.path}" if definition
+                          else f"{name} cannot be traced" for name, definition in found.items())
+        findings.append(f"{reference} defines no graded class of its own ({where})")
+    return findings
+
+
+
+
+def inspect_handin(files: dict[str, Path]) -> tuple[list[str], list[str]]:
+    """(the ways the mytorch among an extraction's ``files`` builds code at run time, its findings
+    for the staff's flags): the judge's one call. The whole inspection runs under one more guard,
+    so whatever a file does costs at most the finding "its mytorch could not be inspected (...)"."""
+    inspection, finding = guarded("its mytorch", inspect_mytorch, files)
+    if finding:
+        return [], [finding]
+    return inspection.runtime, inspection.findings
