@@ -129,6 +129,25 @@ def test_each_mode_tells_the_worker_the_folders_it_sees(tmp_path):
 
 
 @rubric("Sandbox layers")
+def test_each_sandbox_describes_its_own_probe(tmp_path):
+    """The feedback's lines come from the chosen sandbox alone, frozen: two sandboxes of one mode,
+    probed differently, each say what their own probe found, whatever was chosen since."""
+    layout = sandbox_modes.Layout(*(tmp_path / name for name in ("rt", "pylib", "st", "in", "tmp")))
+    none = sandbox_modes.MODES["none"]
+    confined = sandbox.Sandbox(none, layout, sys.executable, landlock=6, seccomp=1,
+                               capped=frozenset({"pids", "memory"})).describe()
+    bare = sandbox.Sandbox(none, layout, sys.executable, capped=frozenset({"pids"})).describe()
+    assert (confined.mode, confined.summary, confined.cap_note) == ("none", none.summary, None)
+    assert confined.layers.startswith("Landlock ABI 6 (") and "a seccomp filter" in confined.layers
+    assert bare.summary == sandbox_modes.UNISOLATED, bare.summary
+    assert bare.layers.startswith("no Landlock on this kernel; "), bare.layers
+    assert bare.cap_note and bare.cap_note.startswith("no memory cgroup could be created") and (
+        "memory is bounded per process" in bare.cap_note), bare.cap_note
+    with pytest.raises(AttributeError):
+        sandbox.Sandbox.of(none, layout).landlock = 6
+
+
+@rubric("Sandbox layers")
 def test_each_grading_gets_a_fresh_uid_of_its_own():
     code = "from autograder.judging import sandbox_modes; print(sandbox_modes.grading_uid())"
     environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

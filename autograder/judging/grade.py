@@ -99,7 +99,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float],
           report: grading_report.GradingReport,
           parked: parked_child.ParkedChild | None = None) -> None:
     """Fill ``scores`` category by category (it stays valid if this stops half-way);
-    ``parked``: see :func:`autograder.judging.language_model.grade_language_model`."""
+    ``parked``: see :func:`autograder.judging.language_model.grade_lm`."""
     build_info = read_untrusted_json(BUILD_INFO)
     if not isinstance(build_info, dict):
         print(f"{BUILD_INFO} not found: this is not a built autograder. Run `make autograde` and "
