@@ -54,8 +54,7 @@ def bwrap_prefix(found: str, layout: Layout, python: str) -> list[str]:
     and interpreter, numpy alone."""
     import numpy  # the judge's numpy: the worker gets the very same files
 
-    command = [found, "--unshare-user", "--uid", str(SANDBOX_UID),
-               "--gid", str(SANDBOX_UID),
+    command = [found, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     for top in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
@@ -104,9 +103,8 @@ def unshare_prefix(found: str, layout: Layout, python: str) -> list[str]:
             covered.append(shared)
     script += [f"mount -t tmpfs -o size={TMPFS_BYTES} tmpfs {_quote(path)}" for path in covered]
     script.append('exec "$@"')
-    return [found, "--user", "--map-root-user", "--mount", "--pid", "--fork",
-            "--kill-child", "--mount-proc", "--net", "--ipc", "--", "sh", "-c", "; ".join(script),
-            "sandbox"]
+    return [found, "--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child",
+            "--mount-proc", "--net", "--ipc", "--", "sh", "-c", "; ".join(script), "sandbox"]
 
 
 def _quote(path: Path) -> str:
@@ -116,8 +114,7 @@ def _quote(path: Path) -> str:
 def setpriv_prefix(found: str, layout: Layout, python: str) -> list[str]:
     """setpriv arguments: this grading's own uid and gid, no groups, no new privileges."""
     uid = grading_uid()
-    return [found, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-            "--no-new-privs", "--"]
+    return [found, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
 
 
 @functools.lru_cache(maxsize=1)
