@@ -24,7 +24,6 @@ TIMEOUT_S = 60.0
 def reference_layout(scratch: str):
     """The worker's folders holding the reference mytorch, readable to a sandbox's own uid."""
     layout = worker_folders.worker_layout(Path(scratch), REPO_ROOT / "mytorch")
-    layout.input_dir.mkdir()
     sandbox.make_readable(Path(scratch))
     return layout
 
