@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from autograder.judging import judge, rubric, sandbox, worker_folders
+from autograder.judging.sandbox_modes import MODES, Mode
 from bench.timing import interleaved_medians
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -23,21 +24,20 @@ TIMEOUT_S = 60.0
 def reference_layout(scratch: str):
     """The worker's folders holding the reference mytorch, readable to a sandbox's own uid."""
     layout = worker_folders.worker_layout(Path(scratch), REPO_ROOT / "mytorch")
-    layout.input_dir.mkdir()
     sandbox.make_readable(Path(scratch))
     return layout
 
 
-def one_worker(layout, mode) -> None:
-    judge.grade_categories(list(rubric.MYTORCH_RUBRIC), layout, mode, TIMEOUT_S)
+def one_worker(layout, mode: Mode) -> None:
+    judge.grade_categories(list(rubric.MYTORCH_RUBRIC), sandbox.Sandbox.of(mode, layout), TIMEOUT_S)
 
 
-def worker_per_category(layout, mode) -> None:
+def worker_per_category(layout, mode: Mode) -> None:
     for category in rubric.MYTORCH_RUBRIC:
-        judge.grade_category(category, layout, mode, TIMEOUT_S)
+        judge.grade_category(category, sandbox.Sandbox.of(mode, layout), TIMEOUT_S)
 
 
-def phase(grade, mode: str) -> Callable[[], float]:
+def phase(grade, mode: Mode) -> Callable[[], float]:
     """One mytorch phase of the reference; it returns its waited-for children's CPU seconds."""
     def run() -> float:
         with tempfile.TemporaryDirectory(prefix="hw4p1-bench-phase-") as scratch:
@@ -52,17 +52,17 @@ def phase(grade, mode: str) -> Callable[[], float]:
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hw4p1-bench-probe-") as scratch:
-        strongest, _ = sandbox.choose_mode(reference_layout(scratch), judge.python_executable())
+        strongest, _ = sandbox.choose(reference_layout(scratch), sandbox.python_executable())
     print(f"{'mode':<8} {'worker starts':<24} {'wall s':>8} {'judge CPU s':>12} "
           f"{'children CPU s':>15}   (medians of {ROUNDS} interleaved; children: the last)")
-    for mode in dict.fromkeys([strongest, "none"]):
+    for mode in dict.fromkeys([strongest and strongest.mode, MODES["none"]]):
         if mode is None:
             continue
         timings = interleaved_medians({"one per category": phase(worker_per_category, mode),
                                        "one for all categories": phase(one_worker, mode)},
                                       ROUNDS)
         for name, timing in timings.items():
-            print(f"{mode:<8} {name:<24} {timing.wall:>8.2f} {timing.cpu:>12.2f} "
+            print(f"{mode.name:<8} {name:<24} {timing.wall:>8.2f} {timing.cpu:>12.2f} "
                   f"{timing.result:>15.2f}")
 
 

@@ -30,12 +30,14 @@ from pathlib import Path
 from typing import Callable
 
 from autograder.judging import judge, rubric, worker_folders
+from autograder.judging.sandbox import Sandbox
+from autograder.judging.sandbox_modes import MODES
 from autograder.judging.hidden_tests.diagnosis import describe
 from tools import handout_regions, mutants as catalogue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AIM = 0.9  # the share of graded mutants whose hint must name their family
-MODE = "none"  # the worker's own layers: runs as any user, with or without bwrap
+MODE = MODES["none"]  # the worker's own layers: runs as any user, with or without bwrap
 TIMEOUT_S = 60.0
 HANG_TIMEOUT_S = 15.0  # the negative case that hangs: the reference's Softmax takes well under it
 
@@ -66,8 +68,8 @@ def judge_tree(mytorch: Path, seed: int, every_category: bool = False,
             layout = worker_folders.worker_layout(Path(scratch), mytorch)
             failed = frozenset(name for name, run in runs.items()
                                if not all(result.passed for result in run.results))
-            runs[category] = judge.grade_category(category, layout, MODE, timeout, seed=seed,
-                                                  failed=failed)
+            runs[category] = judge.grade_category(category, Sandbox.of(MODE, layout), timeout,
+                                                  seed=seed, failed=failed)
         if first is None and not all(result.passed for result in runs[category].results):
             first = category
             if not every_category:

@@ -9,7 +9,8 @@ from autograder.judging.autograder_paths import AUTOGRADE_ROOT
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    """The judge's arguments from ``argv`` (the process's own when None)."""
+    """The judge's arguments from ``argv`` (the process's own when None); ``sandbox`` is the
+    forced mode's record (``sandbox_modes.Mode``) or None."""
     parser = argparse.ArgumentParser(description="Grade a hw4p1 handin.tar; the scores line "
                                                  "comes last.")
     parser.add_argument("handin", type=Path, help="the student's handin.tar")
@@ -31,4 +32,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                              "shared grading host)")
     parser.add_argument("--results-json", type=Path,
                         help="also write every test's outcome here (for other platforms)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.sandbox = sandbox_modes.MODES.get(args.sandbox)  # the mode record from here on
+    return args

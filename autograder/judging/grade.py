@@ -24,13 +24,14 @@ or runs student code. Steps, in this order on purpose:
    staff's integrity flags) with what the weights give on the very test transcripts the run card
    says they were measured on (``autograder.judging.integrity``);
 4. delete every copy of the hidden material on disk: the hidden test set, the hidden mytorch tests
-   (already in memory), the reference ``hw4lib`` and the autograde.tar they came in;
+   (already in memory), the reference ``hw4lib`` and the autograde.tar they came in
+   (``autograder.judging.autograder_paths``);
 5. lay out the worker's folders (``autograder.judging.worker_folders``), choose the strongest
-   sandbox that works here (``autograder.judging.sandbox``), then start one sandboxed worker
-   (``autograder.sandboxed.worker``), which runs each mytorch category in a process of its own,
-   send it each category's hidden tests' programs and judge each test on the arrays it returns
-   (``autograder.judging.judge``, ``autograder.judging.mytorch_categories``). Each test earns its
-   share of the category's points.
+   sandbox that works here (``autograder.judging.sandbox``: a frozen ``Sandbox``), then start one
+   sandboxed worker in it (``autograder.sandboxed.worker``), which runs each mytorch category in a
+   process of its own, send it each category's hidden tests' programs and judge each test on the
+   arrays it returns (``autograder.judging.mytorch_categories``, ``autograder.judging.judge``).
+   Each test earns its share of the category's points.
 
 Whatever happens, every category's outcome and reason are printed and the last line is the scores
 line, printed once every worker and every process they started is dead. What the student code
@@ -43,25 +44,22 @@ import argparse
 import json
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 
 from autograder.judging import (command_line, file_trees, judge, judge_process, model_child,
                                 parked_child, processes, report as grading_report, rubric,
-                                sandbox, sandbox_modes, thread_policy)
-from autograder.judging.autograder_paths import (AUTOGRADE_ROOT, BUILD_INFO, HIDDEN_SET,
-                                                 HIDDEN_TESTS, REFERENCE_HW4LIB)
+                                thread_policy)
+from autograder.judging.autograder_paths import AUTOGRADE_ROOT, BUILD_INFO, remove_hidden_material
 from autograder.judging.feedback import (gradable_problem, print_summary, report_extraction,
                                          section, summarised)
-from autograder.judging.integrity import integrity_flags
-from autograder.judging.language_model import grade_language_model
-from autograder.judging.mytorch_categories import grade_mytorch, skip_mytorch
+from autograder.judging.language_model import grade_lm
+from autograder.judging.mytorch_categories import choose_sandbox, grade_mytorch, skip_mytorch
 from autograder.judging.safe_tar import Extraction, HandinError, extract_handin
 from autograder.judging.static_inspection import inspect_handin
 from autograder.judging.worker_folders import prepare_sandbox
 from hw4lib.file_io import file_sha256, read_untrusted_json
-from hw4lib.handin_format import RUN_CARD_FILE, STATE_DICT_FILE
+from hw4lib.handin_format import STATE_DICT_FILE
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -103,7 +101,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float],
           report: grading_report.GradingReport,
           parked: parked_child.ParkedChild | None = None) -> None:
     """Fill ``scores`` category by category (it stays valid if this stops half-way);
-    ``parked``: see :func:`autograder.judging.language_model.grade_language_model`."""
+    ``parked``: see :func:`autograder.judging.language_model.grade_lm`."""
     build_info = read_untrusted_json(BUILD_INFO)
     if not isinstance(build_info, dict):
         print(f"{BUILD_INFO} not found: this is not a built autograder. Run `make autograde` and "
@@ -117,16 +115,16 @@ def grade(args: argparse.Namespace, scores: dict[str, float],
     for sub in ("home", "tmp"):
         (work / sub).mkdir(parents=True)
     handin = unpack(args.handin, work, report)
-    grade_model(handin, work, build_info.get("lm_thresholds", {}), args.model_timeout, scores,
-                report, parked)
-    remove_secrets(work, args.autograde_tar)
+    grade_lm(handin, work, build_info.get("lm_thresholds", {}), args.model_timeout, scores, report,
+             parked)
+    remove_hidden_material(work, args.autograde_tar)
     layout = prepare_sandbox(handin, work)
     if layout is None:
         skip_mytorch("the handin has no mytorch/ .py files", report)
         return
-    mode = choose_sandbox(layout, args.sandbox, args.allow_unisolated, report)
-    if mode is not None:
-        grade_mytorch(layout, mode, args.mytorch_timeout, scores, report)
+    chosen = choose_sandbox(layout, args.sandbox, args.allow_unisolated, report)
+    if chosen is not None:
+        grade_mytorch(chosen, args.mytorch_timeout, scores, report)
 
 
 def unpack(handin_tar: Path, work: Path, report: grading_report.GradingReport) -> Extraction:
@@ -152,67 +150,6 @@ def unpack(handin_tar: Path, work: Path, report: grading_report.GradingReport) -
         report.status = grading_report.Status.INVALID
         print(f"  {problem}")
     return handin
-
-
-def grade_model(handin: Extraction, work: Path, thresholds: dict, timeout: float,
-                scores: dict[str, float], report: grading_report.GradingReport,
-                parked: parked_child.ParkedChild | None) -> None:
-    """Step 3: score the language model against the build's ``thresholds`` (the rubric's when
-    absent), then close the parked child; record the result and the integrity flags."""
-    section(f"{rubric.LM_CATEGORY} ({rubric.LM_POINTS} points)")
-    started = time.monotonic()
-    scores[rubric.LM_CATEGORY], lm = grade_language_model(
-        handin, work, timeout,
-        thresholds.get("full_marks_ppl", rubric.FULL_MARKS_PPL),
-        thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL), parked)
-    if parked is not None:
-        parked.close()
-    report.lm = grading_report.LanguageModelResult(**lm)
-    report.seconds[rubric.LM_CATEGORY] = round(time.monotonic() - started, 2)
-    if report.lm.timed_out:
-        report.status = grading_report.Status.TIMEOUT
-    report.flags = integrity_flags(handin, lm)
-    if report.flags:  # the facts go to the staff's channels (details.json), never to students
-        print(f"  note: {len(report.flags)} remark(s) on how this handin's files match its "
-              f"{RUN_CARD_FILE} are recorded for the course staff; no score depends on them")
-
-
-def choose_sandbox(layout: sandbox_modes.Layout, asked: str | None, allow_unisolated: bool,
-                   report: grading_report.GradingReport) -> str | None:
-    """Step 5's first half: the strongest sandbox mode that works here (``asked`` when given),
-    printed and recorded in ``report``; None, with every mytorch test failed, when none may run
-    student code."""
-    section("Sandbox")
-    mode, notes = sandbox.choose_mode(layout, judge.python_executable(), asked, allow_unisolated)
-    report.sandbox = mode
-    for note in notes:
-        print(f"  not used: {note}")
-    if mode is None:
-        skip_mytorch(f"the sandbox asked for (--sandbox {asked}) does not work here, so "
-                     f"student code was not run; grade without --sandbox to use the strongest "
-                     f"mode that works" if asked else
-                     "no sandbox layer works here (see the notes above), so student code was not "
-                     "run", report)
-        return None
-    print(f"  {sandbox.mode_summary(mode)}")
-    print(f"  layers: {sandbox.layers_summary(mode)}")
-    cap_note = sandbox.process_cap_note(mode)
-    if cap_note:
-        print(f"  note: {cap_note}")
-    return mode
-
-
-def remove_secrets(work: Path, autograde_tar: Path | None) -> None:
-    """Delete every copy of the hidden material on disk once the model is graded, before any
-    student code runs: the hidden test set, the hidden mytorch tests (imported at the start), the
-    reference solution and the archive they came in.
-
-    So that no mode of the sandbox, however weak, leaves them readable to the worker.
-    """
-    for path in (HIDDEN_SET, HIDDEN_TESTS, REFERENCE_HW4LIB, work / "lm"):
-        file_trees.remove_tree(path)
-    if autograde_tar is not None and autograde_tar.is_file():
-        autograde_tar.unlink()
 
 
 def write_results(path: Path, scores: dict[str, float],

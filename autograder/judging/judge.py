@@ -20,7 +20,6 @@ mytorch files).
 from __future__ import annotations
 
 import secrets
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from autograder.sandboxed import wire
-from autograder.judging import file_trees, processes, sandbox, sandbox_modes
+from autograder.judging import file_trees, processes, sandbox_modes
+from autograder.judging.sandbox import Sandbox, make_readable
 from autograder.judging.hidden_tests import diagnosis
 from autograder.judging.hidden_tests.diagnosis import Failure
 from autograder.judging.hidden_tests.checks import HiddenTest
@@ -52,18 +52,17 @@ class CategoryRun:
     failures: dict[str, Failure] = field(default_factory=dict)  # test -> what its failure showed
 
 
-def grade_category(category: str, layout: sandbox_modes.Layout, mode: str, timeout: float,
-                   seed: int | None = None,
+def grade_category(category: str, sandbox: Sandbox, timeout: float, seed: int | None = None,
                    failed: frozenset[str] = frozenset()) -> CategoryRun:
-    """Run every hidden test of ``category`` against the student's mytorch in ``mode``, with
+    """Run every hidden test of ``category`` against the student's mytorch in ``sandbox``, with
     inputs drawn from ``seed`` (default: a fresh random one, which is what grading uses);
     ``failed``: the categories that lost points already (the hints point to those this one
     uses)."""
-    return grade_categories([category], layout, mode, timeout, seed, failed)[category]
+    return grade_categories([category], sandbox, timeout, seed, failed)[category]
 
 
-def grade_categories(categories: list[str], layout: sandbox_modes.Layout, mode: str,
-                     timeout: float, seed: int | None = None,
+def grade_categories(categories: list[str], sandbox: Sandbox, timeout: float,
+                     seed: int | None = None,
                      failed: frozenset[str] = frozenset(),
                      graded: Callable[[str, CategoryRun], None] | None = None
                      ) -> dict[str, CategoryRun]:
@@ -83,17 +82,15 @@ def grade_categories(categories: list[str], layout: sandbox_modes.Layout, mode: 
             graded(category, run)
 
     while len(runs) < len(categories):
-        session = WorkerSession(categories[len(runs):], layout, timeout, seed,
+        session = WorkerSession(categories[len(runs):], sandbox.layout, timeout, seed,
                                 failed | {name for name, run in runs.items()
                                           if not all(result.passed for result in run.results)},
                                 judged)
         session.prepare(session.categories[0])
-        run = sandbox.run_worker(mode, layout, python_executable(),
-                                 ["--input", "{input}", "--output-bytes",
-                                  str(processes.OUTPUT_HEAD_BYTES),
-                                  str(processes.OUTPUT_TAIL_BYTES)],
-                                 timeout, dialogue=session.converse,
-                                 wall_timeout=len(session.categories) * (timeout + KILL_GRACE_S))
+        run = sandbox.run(["--input", "{input}", "--output-bytes",
+                           str(processes.OUTPUT_HEAD_BYTES), str(processes.OUTPUT_TAIL_BYTES)],
+                          timeout, dialogue=session.converse,
+                          wall_timeout=len(session.categories) * (timeout + KILL_GRACE_S))
         session.finish_broken(run)
     return runs
 
@@ -141,7 +138,7 @@ class WorkerSession:
 
     def write(self, test: str) -> None:
         self.prepared.programs[test].save(self.layout.input_dir / test)
-        sandbox.make_readable(self.layout.input_dir)
+        make_readable(self.layout.input_dir)
 
     def converse(self, conversation: processes.Conversation) -> None:
         overall, position = conversation.deadline, 0
@@ -393,8 +390,3 @@ def refuse_foreign_encodings(files: dict[str, Path], notes: list[str]) -> None:
                          f"name, even another for UTF-8, is decoded by a codec that code run "
                          f"before can replace), so this file is not graded (save it as UTF-8 "
                          f"and remove the coding line)")
-
-
-def python_executable() -> str:
-    """The real interpreter (not a virtual environment's link): the worker runs it with -I -S."""
-    return str(Path(sys.executable).resolve())

@@ -1,24 +1,50 @@
-"""Step 3 of the judge: grade the language model. The model child rebuilds the handed-in weights
-and measures per-character perplexity on the hidden test set (the only number that counts); the
-student's own test_metrics.json is echoed beside what the same weights give on the test
-transcripts its run card names."""
+"""Step 3 of the judge (:func:`grade_lm`): grade the language model. The model child rebuilds the
+handed-in weights and measures per-character perplexity on the hidden test set (the only number
+that counts); the student's own test_metrics.json is echoed beside what the same weights give on
+the test transcripts its run card names."""
 from __future__ import annotations
 
 import math
 import re
 import secrets
+import time
 from pathlib import Path
 
-from autograder.judging import model_child, parked_child, processes, rubric
+from autograder.judging import (model_child, parked_child, processes, report as grading_report,
+                                rubric)
 from autograder.judging.autograder_paths import HIDDEN_SET, PUBLIC_SET
-from autograder.judging.feedback import indent
+from autograder.judging.feedback import indent, section
 from autograder.judging.integrity import (card_disagreements, card_loss_problems, has_card_losses,
-                                          read_card)
+                                          integrity_flags, read_card)
 from autograder.judging.lm_diagnosis import lm_hint
 from autograder.judging.safe_tar import Extraction
 from hw4lib.file_io import read_untrusted_json
 from hw4lib.handin_format import (CONFIG_FILE, METRICS_FILE, REPORTED_TOLERANCE, RUN_CARD_FILE,
                                   STATE_DICT_FILE, card_losses, card_perplexity, finite_number)
+
+
+def grade_lm(handin: Extraction, work: Path, thresholds: dict, timeout: float,
+             scores: dict[str, float], report: grading_report.GradingReport,
+             parked: parked_child.ParkedChild | None) -> None:
+    """Step 3 whole: score the language model against the build's ``thresholds`` (the rubric's
+    when absent) into ``scores``, then close the parked child; print its section, and record the
+    result, its seconds and the integrity flags in ``report``."""
+    section(f"{rubric.LM_CATEGORY} ({rubric.LM_POINTS} points)")
+    started = time.monotonic()
+    scores[rubric.LM_CATEGORY], lm = grade_language_model(
+        handin, work, timeout,
+        thresholds.get("full_marks_ppl", rubric.FULL_MARKS_PPL),
+        thresholds.get("zero_marks_ppl", rubric.ZERO_MARKS_PPL), parked)
+    if parked is not None:
+        parked.close()
+    report.lm = grading_report.LanguageModelResult(**lm)
+    report.seconds[rubric.LM_CATEGORY] = round(time.monotonic() - started, 2)
+    if report.lm.timed_out:
+        report.status = grading_report.Status.TIMEOUT
+    report.flags = integrity_flags(handin, lm)
+    if report.flags:  # the facts go to the staff's channels (details.json), never to students
+        print(f"  note: {len(report.flags)} remark(s) on how this handin's files match its "
+              f"{RUN_CARD_FILE} are recorded for the course staff; no score depends on them")
 
 
 def grade_language_model(handin: Extraction, work: Path, timeout: float,

@@ -1,10 +1,37 @@
-"""Step 5 of the judge, once the sandbox is chosen: judge every mytorch category with one sandboxed
-worker (``autograder.judging.judge``), print each test's outcome and fill the scores and the
-report; or, when no student code may run, fail every test with the reason."""
+"""Step 5 of the judge: choose the strongest sandbox that works here
+(``autograder.judging.sandbox``), then judge every mytorch category with one sandboxed worker
+(``autograder.judging.judge``), print each test's outcome and fill the scores and the report; or,
+when no student code may run, fail every test with the reason."""
 from __future__ import annotations
 
 from autograder.judging import judge, report as grading_report, rubric, sandbox_modes
 from autograder.judging.feedback import indent, section
+from autograder.judging.sandbox import Sandbox, choose, python_executable
+
+
+def choose_sandbox(layout: sandbox_modes.Layout, asked: sandbox_modes.Mode | None,
+                   allow_unisolated: bool,
+                   report: grading_report.GradingReport) -> Sandbox | None:
+    """The strongest sandbox that works here (``asked`` alone when given), printed and recorded
+    in ``report``; None, with every mytorch test failed, when none may run student code."""
+    section("Sandbox")
+    chosen, notes = choose(layout, python_executable(), asked, allow_unisolated)
+    for note in notes:
+        print(f"  not used: {note}")
+    if chosen is None:
+        skip_mytorch(f"the sandbox asked for (--sandbox {asked.name}) does not work here, so "
+                     f"student code was not run; grade without --sandbox to use the strongest "
+                     f"mode that works" if asked else
+                     "no sandbox layer works here (see the notes above), so student code was not "
+                     "run", report)
+        return None
+    description = chosen.describe()
+    report.sandbox = description.mode
+    print(f"  {description.summary}")
+    print(f"  layers: {description.layers}")
+    if description.cap_note:
+        print(f"  note: {description.cap_note}")
+    return chosen
 
 
 def skip_mytorch(reason: str, report: grading_report.GradingReport) -> None:
@@ -17,14 +44,15 @@ def skip_mytorch(reason: str, report: grading_report.GradingReport) -> None:
                          for test in judge.tests_of(category)]
 
 
-def grade_mytorch(layout: sandbox_modes.Layout, mode: str, timeout: float,
-                  scores: dict[str, float], report: grading_report.GradingReport) -> None:
-    """Judge every mytorch category in turn with one worker start (``judge.grade_categories``),
-    ``timeout`` seconds each; print each category's outcome as it is judged and fill its score."""
+def grade_mytorch(sandbox: Sandbox, timeout: float, scores: dict[str, float],
+                  report: grading_report.GradingReport) -> None:
+    """Judge every mytorch category in turn with one worker start in ``sandbox``
+    (``judge.grade_categories``), ``timeout`` seconds each; print each category's outcome as it
+    is judged and fill its score."""
     def graded(category: str, run: judge.CategoryRun) -> None:
         scores[category] = grade_mytorch_category(category, run, report)
 
-    judge.grade_categories(list(rubric.MYTORCH_RUBRIC), layout, mode, timeout, graded=graded)
+    judge.grade_categories(list(rubric.MYTORCH_RUBRIC), sandbox, timeout, graded=graded)
 
 
 def grade_mytorch_category(category: str, run: judge.CategoryRun,

@@ -2,9 +2,11 @@
 
 Standard library only. The strongest mode the machine allows (``autograder.judging.sandbox_modes``: one
 record per mode, strongest first: ``bwrap``, ``setpriv``, ``unshare``, ``none``) is chosen by
-:func:`choose_mode`, which tries each in turn with a probe (start the worker's Python and import
-numpy, applying its own layers, Landlock and seccomp, which it reports). :func:`run_worker` then
-starts the worker in that mode for each category.
+:func:`choose`, which tries each in turn with a probe (start the worker's Python and import
+numpy, applying its own layers, Landlock and seccomp, which it reports). The choice is a frozen
+:class:`Sandbox`: the mode, the layers its probe found, the limits it applies; its
+:meth:`Sandbox.run` starts the worker in it, its :meth:`Sandbox.describe` words it for the feedback
+and the report.
 
 Every mode adds resource limits (file size, address space, open files, CPU time, processes) and a
 wall-clock limit; where cgroups can be created, the worker tree gets its own ``pids`` and
@@ -14,52 +16,182 @@ every process it left.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
+import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.sandboxed import seccomp
 from autograder.judging.cgroups import WorkerCgroup
 from autograder.judging.file_trees import tree_entries
 from autograder.judging.processes import Conversation, Run, run_process
-from autograder.judging.sandbox_modes import (MODES, TMPFS_BYTES, UNISOLATED, Layout, unavailable,
-                                      worker_command, worker_environment, worker_folders)
+from autograder.judging.sandbox_modes import (BOOTSTRAP, MODES, TMPFS_BYTES, UNISOLATED, Layout,
+                                              Mode)
 
-MAX_FILE_BYTES = 64 * 2**20
-MAX_ADDRESS_SPACE = 4 * 2**30
-MAX_OPEN_FILES = 256
-MAX_PROCESSES = 64
-MAX_TREE_MEMORY = 4 * 2**30  # the whole worker tree, where a cgroup can cap it
 PROBE_TIMEOUT_S = 20.0
 
 
-def choose_mode(layout: Layout, python: str, wanted: str | None = None,
-                allow_unisolated: bool = False) -> tuple[str | None, list[str]]:
-    """(mode, notes): the first of MODES whose probe passes; the notes say why each stronger mode
-    was passed over. A ``wanted`` mode is tried alone: (None, notes) when it fails, so that student
-    code never runs less isolated than asked. A mode with no isolation but the worker's own layers
-    ('none', a plain child process) is used only when its probe shows one of those layers
-    (Landlock, seccomp) working, or with ``allow_unisolated``."""
+@dataclass(frozen=True)
+class Limits:
+    """What bounds the worker besides its time: rlimits on each of its processes, and a cap on its
+    whole tree's processes and memory where a cgroup can be created."""
+
+    file_bytes: int = 64 * 2**20
+    address_space: int = 4 * 2**30
+    open_files: int = 256
+    processes: int = 64
+    tree_memory: int = 4 * 2**30  # the whole worker tree, where a cgroup can cap it
+
+    def rlimits(self, timeout: float) -> dict[int, int]:
+        """{resource.RLIMIT_*: limit} of each worker process, ``timeout`` its CPU seconds."""
+        return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: self.file_bytes,
+                resource.RLIMIT_AS: self.address_space, resource.RLIMIT_NOFILE: self.open_files,
+                resource.RLIMIT_NPROC: self.processes, resource.RLIMIT_CPU: int(timeout) + 5}
+
+    def tree_cgroup(self) -> WorkerCgroup | None:
+        """A fresh cgroup capping a worker tree (the caller removes it), or None."""
+        return WorkerCgroup.create(self.processes, self.tree_memory)
+
+
+@dataclass(frozen=True)
+class Description:
+    """How student code is isolated, as the feedback and the report say it."""
+
+    mode: str  # the report's ``sandbox`` (details.json)
+    summary: str  # one line: how student code was isolated
+    layers: str  # one line: the worker's own layers, as its probe found them
+    cap_note: str | None  # why no cgroup caps the worker tree here; None where both do
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A mode to start the worker in, on ``layout`` with the interpreter ``python``: ``command``,
+    the mode's command as found once (its probe and every run use that file); ``landlock`` (the
+    ABI applied, 0: none) and ``seccomp`` (1: the filter installed), the worker's own layers as
+    its probe found them, and ``capped``, the cgroup controllers that could cap the worker tree
+    then (both 0 and empty when not probed: :meth:`of`)."""
+
+    mode: Mode
+    layout: Layout
+    python: str
+    command: str | None = None
+    landlock: int = 0
+    seccomp: int = 0
+    capped: frozenset[str] = frozenset()
+    limits: Limits = Limits()
+
+    @classmethod
+    def of(cls, mode: Mode, layout: Layout, python: str | None = None) -> Sandbox:
+        """``mode`` unprobed (a candidate, or for tools that name their mode), its command found
+        now; ``python`` defaults to :func:`python_executable`."""
+        return cls(mode, layout, python or python_executable(), mode.command_path())
+
+    def command_line(self, args: list[str]) -> list[str]:
+        """The command line that starts the worker with ``args`` in this mode."""
+        folders = self.mode.folders(self.layout)
+        paths = [folders[name] for name in ("runtime", "pylib", "student")]
+        worker = [self.python, "-I", "-S", "-c", BOOTSTRAP.format(paths=paths), *args,
+                  "--readable", *paths]
+        return self.mode.prefix(self.command, self.layout, self.python) + worker
+
+    def run(self, args: list[str], timeout: float,
+            dialogue: Callable[[Conversation], None] | None = None,
+            wall_timeout: float | None = None) -> Run:
+        """Run the worker with ``args`` (``{input}`` stands for its input folder as it sees it);
+        its result pipe is passed as ``--result-fd`` and, with a ``dialogue``
+        (``processes.run_process``), its request pipe as ``--request-fd``. ``timeout`` bounds each
+        of its processes' CPU time, ``wall_timeout`` (default ``timeout``) the whole run."""
+        cgroup = self.limits.tree_cgroup()
+        read_end, write_end = os.pipe()
+        input_dir = self.mode.folders(self.layout)["input"]
+        args = [a.replace("{input}", input_dir) for a in args] + ["--result-fd", str(write_end)]
+        request_pipe = os.pipe() if dialogue is not None else None
+        if request_pipe:
+            args += ["--request-fd", str(request_pipe[0])]
+        if cgroup is None or set(cgroup.paths) != {"pids", "memory"}:
+            args.append("--single-process")  # no cap on the tree: one task, under RLIMIT_AS
+        if self.mode.own_view:  # its /tmp is a private tmpfs of TMPFS_BYTES; elsewhere no writes
+            args += ["--writable", "/tmp"]
+        try:
+            return run_process(self.command_line(args), cwd=self.layout.tmp_dir,
+                               env=self.mode.environment(self.layout),
+                               timeout=wall_timeout or timeout,
+                               limits=self.limits.rlimits(timeout), cgroup=cgroup,
+                               result_pipe=(read_end, write_end), request_pipe=request_pipe,
+                               dialogue=dialogue)
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
+
+    def describe(self) -> Description:
+        """The feedback's lines on this sandbox, and the report's field."""
+        return Description(self.mode.name, self._summary(), self._layers_summary(),
+                           self._cap_note())
+
+    def _summary(self) -> str:
+        if self.mode.own_layers_only and not self.landlock:
+            return UNISOLATED
+        return self.mode.summary
+
+    def _layers_summary(self) -> str:
+        """The worker's own layers (where seccomp is not applied, :func:`seccomp.unsupported`
+        says why)."""
+        writes = (f"only its private {TMPFS_BYTES >> 20} MiB /tmp" if self.mode.own_view
+                  else "no file")
+        parts = [f"Landlock ABI {self.landlock} (reads only the interpreter, numpy and its input, "
+                 f"writes {writes}, no TCP"
+                 f"{', no signal outside its domain' if self.landlock >= 6 else ''})"
+                 if self.landlock else "no Landlock on this kernel",
+                 "a seccomp filter (no ptrace, sockets, namespaces, mounts, keyrings, BPF)"
+                 if self.seccomp else seccomp.unsupported() or "no seccomp filter here"]
+        return "; ".join(parts)
+
+    def _cap_note(self) -> str | None:
+        """When no cgroup caps the worker tree's processes and memory here: then its seccomp
+        filter lets the worker start no process or thread, so RLIMIT_AS bounds its memory
+        (without seccomp either, RLIMIT_NPROC per uid and RLIMIT_AS per process are left)."""
+        missing = [c for c in ("pids", "memory") if c not in self.capped]
+        if not missing:
+            return None
+        if self.seccomp:
+            return (f"no {' or '.join(missing)} cgroup could be created under the grader's own, "
+                    f"so the worker may start no process or thread (its seccomp filter) and "
+                    f"RLIMIT_AS bounds its memory")
+        return (f"no {' or '.join(missing)} cgroup could be created under the grader's own, so "
+                f"the worker tree's "
+                f"{' and '.join('processes' if c == 'pids' else 'memory' for c in missing)}"
+                f" {'is' if len(missing) == 1 else 'are'} bounded per process (rlimits) and by "
+                f"the time limit only")
+
+
+def choose(layout: Layout, python: str, wanted: Mode | None = None,
+           allow_unisolated: bool = False) -> tuple[Sandbox | None, list[str]]:
+    """(sandbox, notes): the first of MODES whose probe passes; the notes say why each stronger
+    mode was passed over. A ``wanted`` mode is tried alone: (None, notes) when it fails, so that
+    student code never runs less isolated than asked. A mode with no isolation but the worker's
+    own layers ('none', a plain child process) is used only when its probe shows one of those
+    layers (Landlock, seccomp) working, or with ``allow_unisolated``."""
     notes = []
-    for mode in ([wanted] if wanted else MODES):
-        reason = unavailable(mode)
+    for mode in ([wanted] if wanted else MODES.values()):
+        reason = mode.unavailable()
         if reason is None:
-            run = run_worker(mode, layout, python, ["--probe"], timeout=PROBE_TIMEOUT_S)
+            candidate = Sandbox.of(mode, layout, python)
+            run = candidate.run(["--probe"], timeout=PROBE_TIMEOUT_S)
             layers = probe_layers(run)
-            if layers is not None and (not MODES[mode].own_layers_only or any(layers.values())
+            if layers is not None and (not mode.own_layers_only or any(layers.values())
                                        or allow_unisolated):
-                PROBED_LAYERS[mode] = layers
-                return mode, notes
+                return dataclasses.replace(candidate, landlock=layers.get("landlock", 0),
+                                           seccomp=layers.get("seccomp", 0),
+                                           capped=capped_controllers(candidate.limits)), notes
             reason = (f"its probe failed: {run.output.strip()[-300:] or run.returncode}"
                       if layers is None else "no isolation layer works here (no Landlock, no "
                       "seccomp, no privileges): student code is not run unless the grader is "
                       "given --allow-unisolated")
-        notes.append(f"{mode}: {reason}")
+        notes.append(f"{mode.name}: {reason}")
     return None, notes
-
-
-PROBED_LAYERS: dict[str, dict[str, int]] = {}  # mode -> the worker's own layers in its probe
 
 
 def probe_layers(run: Run) -> dict[str, int] | None:
@@ -75,82 +207,19 @@ def probe_layers(run: Run) -> dict[str, int] | None:
         return None
 
 
-def mode_summary(mode: str) -> str:
-    """One line for the feedback: how student code was isolated."""
-    if MODES[mode].own_layers_only and not PROBED_LAYERS.get(mode, {}).get("landlock"):
-        return UNISOLATED
-    return MODES[mode].summary
+def capped_controllers(limits: Limits) -> frozenset[str]:
+    """The cgroup controllers (``pids``, ``memory``) that can cap a worker tree here now."""
+    cgroup = limits.tree_cgroup()
+    if cgroup is None:
+        return frozenset()
+    capped = frozenset(cgroup.paths)
+    cgroup.remove()
+    return capped
 
 
-def layers_summary(mode: str) -> str:
-    """One line for the feedback: the worker's own layers under the mode, as the probe found them
-    (where seccomp is not applied, :func:`seccomp.unsupported` says why)."""
-    layers = PROBED_LAYERS.get(mode, {})
-    abi = layers.get("landlock", 0)
-    writes = f"only its private {TMPFS_BYTES >> 20} MiB /tmp" if MODES[mode].own_view else "no file"
-    parts = [f"Landlock ABI {abi} (reads only the interpreter, numpy and its input, writes "
-             f"{writes}, no TCP{', no signal outside its domain' if abi >= 6 else ''})"
-             if abi else "no Landlock on this kernel",
-             "a seccomp filter (no ptrace, sockets, namespaces, mounts, keyrings, BPF)"
-             if layers.get("seccomp") else seccomp.unsupported() or "no seccomp filter here"]
-    return "; ".join(parts)
-
-
-def process_cap_note(mode: str) -> str | None:
-    """A note for the feedback when no cgroup caps the worker tree's processes and memory here:
-    then its seccomp filter lets the worker start no process or thread, so RLIMIT_AS bounds its
-    memory (without seccomp either, RLIMIT_NPROC per uid and RLIMIT_AS per process are left)."""
-    cgroup = WorkerCgroup.create(MAX_PROCESSES, MAX_TREE_MEMORY)
-    capped = set(cgroup.paths) if cgroup is not None else set()
-    if cgroup is not None:
-        cgroup.remove()
-    missing = [c for c in ("pids", "memory") if c not in capped]
-    if not missing:
-        return None
-    if PROBED_LAYERS.get(mode, {}).get("seccomp"):
-        return (f"no {' or '.join(missing)} cgroup could be created under the grader's own, so the "
-                f"worker may start no process or thread (its seccomp filter) and RLIMIT_AS bounds "
-                f"its memory")
-    return (f"no {' or '.join(missing)} cgroup could be created under the grader's own, so the "
-            f"worker tree's {' and '.join('processes' if c == 'pids' else 'memory' for c in missing)}"
-            f" {'is' if len(missing) == 1 else 'are'} bounded per process (rlimits) and by the "
-            f"time limit only")
-
-
-def run_worker(mode: str, layout: Layout, python: str, args: list[str], timeout: float,
-               dialogue: Callable[[Conversation], None] | None = None,
-               wall_timeout: float | None = None) -> Run:
-    """Run the worker in ``mode`` with ``args``; its result pipe is passed as ``--result-fd``
-    and, with a ``dialogue`` (``processes.run_process``), its request pipe as ``--request-fd``.
-    ``timeout`` bounds each of its processes' CPU time, ``wall_timeout`` (default ``timeout``)
-    the whole run."""
-    cgroup = WorkerCgroup.create(MAX_PROCESSES, MAX_TREE_MEMORY)
-    read_end, write_end = os.pipe()
-    input_dir = worker_folders(mode, layout)["input"]
-    args = [a.replace("{input}", input_dir) for a in args] + ["--result-fd", str(write_end)]
-    request_pipe = os.pipe() if dialogue is not None else None
-    if request_pipe:
-        args += ["--request-fd", str(request_pipe[0])]
-    if cgroup is None or set(cgroup.paths) != {"pids", "memory"}:
-        args.append("--single-process")  # no cap on the tree: one task, under RLIMIT_AS
-    if MODES[mode].own_view:  # its /tmp is a private tmpfs of TMPFS_BYTES; elsewhere no writes
-        args += ["--writable", "/tmp"]
-    command = worker_command(mode, layout, python, args)
-    try:
-        return run_process(command, cwd=layout.tmp_dir, env=worker_environment(mode, layout),
-                           timeout=wall_timeout or timeout, limits=worker_limits(timeout),
-                           cgroup=cgroup,
-                           result_pipe=(read_end, write_end), request_pipe=request_pipe,
-                           dialogue=dialogue)
-    finally:
-        if cgroup is not None:
-            cgroup.remove()
-
-
-def worker_limits(timeout: float) -> dict[int, int]:
-    return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: MAX_FILE_BYTES,
-            resource.RLIMIT_AS: MAX_ADDRESS_SPACE, resource.RLIMIT_NOFILE: MAX_OPEN_FILES,
-            resource.RLIMIT_NPROC: MAX_PROCESSES, resource.RLIMIT_CPU: int(timeout) + 5}
+def python_executable() -> str:
+    """The real interpreter (not a virtual environment's link): the worker runs it with -I -S."""
+    return str(Path(sys.executable).resolve())
 
 
 def make_readable(folder: Path) -> None:

@@ -1,11 +1,12 @@
 """The isolation modes the worker can be started in: one :class:`Mode` record each, in
-:data:`MODES`, strongest first; and the command line that starts the worker in one of them.
+:data:`MODES`, strongest first, with the folders and environment the worker gets in each.
 
 Standard library only. A record says when its mode can be tried (its command on the judge's PATH,
 the judge's uid), the command line it puts before the worker's, whether the worker then sees only
 its own folders and a private ``/tmp`` (and so its paths and environment), what it isolates, and
 its line in the feedback. A new mode is one record here (and the functions it names);
-``autograder.judging.sandbox`` probes the modes in this order and runs the worker.
+``autograder.judging.sandbox`` probes the modes in this order, and the mode it chose (a frozen
+``Sandbox``) builds the worker's command line and runs it.
 
 About the worker's uid: under ``bwrap`` it is 65534 inside its user namespace, which maps to the
 judge's own uid outside (a root judge's included: then only the read-only mounts, no capabilities
@@ -25,6 +26,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 SANDBOX_UID = 65534  # nobody: the worker's uid inside bwrap's user namespace
 FRESH_UIDS = (2**20, 2**30)  # a root judge's setpriv worker runs as a fresh uid from this range
@@ -34,7 +36,7 @@ BOOTSTRAP = ("import sys; sys.path[:0] = {paths!r}; "
              "from autograder.sandboxed.worker import main; main()")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Layout:
     """The folders a worker reads, as the judge sees them (``*_dir``) on the host."""
 
@@ -47,12 +49,12 @@ class Layout:
     readonly_dir: Path | None = None  # remounted read-only under unshare (the grading folder)
 
 
-def bwrap_prefix(layout: Layout, python: str) -> list[str]:
-    """bubblewrap arguments: namespaces, read-only system and interpreter, numpy alone."""
+def bwrap_prefix(found: str, layout: Layout, python: str) -> list[str]:
+    """bubblewrap arguments (``found``: the bwrap command's path): namespaces, read-only system
+    and interpreter, numpy alone."""
     import numpy  # the judge's numpy: the worker gets the very same files
 
-    command = [command_path("bwrap"), "--unshare-user", "--uid", str(SANDBOX_UID),
-               "--gid", str(SANDBOX_UID),
+    command = [found, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     for top in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
@@ -89,7 +91,7 @@ def installed_package_dirs(prefix: str) -> list[str]:
                    if os.path.isdir(p)})
 
 
-def unshare_prefix(layout: Layout, python: str) -> list[str]:
+def unshare_prefix(found: str, layout: Layout, python: str) -> list[str]:
     """unshare arguments, and a shell that hides the grader's folders before starting the worker."""
     script = ["set -e"]
     if layout.readonly_dir is not None:
@@ -101,20 +103,18 @@ def unshare_prefix(layout: Layout, python: str) -> list[str]:
             covered.append(shared)
     script += [f"mount -t tmpfs -o size={TMPFS_BYTES} tmpfs {_quote(path)}" for path in covered]
     script.append('exec "$@"')
-    return [command_path("unshare"), "--user", "--map-root-user", "--mount", "--pid", "--fork",
-            "--kill-child", "--mount-proc", "--net", "--ipc", "--", "sh", "-c", "; ".join(script),
-            "sandbox"]
+    return [found, "--user", "--map-root-user", "--mount", "--pid", "--fork", "--kill-child",
+            "--mount-proc", "--net", "--ipc", "--", "sh", "-c", "; ".join(script), "sandbox"]
 
 
 def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "'\\''") + "'"
 
 
-def setpriv_prefix(layout: Layout, python: str) -> list[str]:
+def setpriv_prefix(found: str, layout: Layout, python: str) -> list[str]:
     """setpriv arguments: this grading's own uid and gid, no groups, no new privileges."""
     uid = grading_uid()
-    return [command_path("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-            "--no-new-privs", "--"]
+    return [found, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -143,7 +143,7 @@ def _any_uid() -> str | None:
     return None
 
 
-def _no_prefix(layout: Layout, python: str) -> list[str]:
+def _no_prefix(found: str | None, layout: Layout, python: str) -> list[str]:
     return []
 
 
@@ -168,15 +168,46 @@ class Mode:
     command: str | None = None  # the command it starts the worker with (on the judge's PATH)
     package: str | None = None  # the Debian package that installs that command
     refusal: Callable[[], str | None] = _any_uid  # why the judge's uid rules it out, or None
-    prefix: Callable[[Layout, str], list[str]] = _no_prefix  # (layout, python): before the worker
+    # (the command's path as found, layout, python): the arguments before the worker's
+    prefix: Callable[[str | None, Layout, str], list[str]] = _no_prefix
     # The worker sees its folders at SANDBOX_ROOT and a private TMPFS_BYTES /tmp, its HOME, TMPDIR
     # and the one folder it writes; elsewhere it sees the host's paths and writes nothing.
     own_view: bool = False
     # No isolation but the worker's own layers (Landlock, seccomp): tried only where they work.
     own_layers_only: bool = False
 
+    def command_path(self) -> str | None:
+        """The absolute path of the command this mode starts the worker with, as found now on
+        the judge's PATH (None: no such command, or none needed); a ``Sandbox`` finds it once,
+        so that its probe and every run use this very file whatever PATH they get."""
+        found = shutil.which(self.command) if self.command else None
+        return os.path.realpath(found) if found else None
 
-MODES = {mode.name: mode for mode in (
+    def unavailable(self) -> str | None:
+        """Why this mode cannot be tried on this machine, or None."""
+        if self.command and self.command_path() is None:
+            return f"no {self.command} command (Debian package {self.package})"
+        return self.refusal()
+
+    def folders(self, layout: Layout) -> dict[str, str]:
+        """The worker's folders as it sees them in this mode: {"runtime", "pylib", "student",
+        "input", "tmp": path}."""
+        if self.own_view:
+            return {**{name: f"{SANDBOX_ROOT}/{name}" for name in ("runtime", "pylib", "student",
+                                                                 "input")}, "tmp": "/tmp"}
+        return {name: str(getattr(layout, f"{name}_dir"))
+                for name in ("runtime", "pylib", "student", "input", "tmp")}
+
+    def environment(self, layout: Layout) -> dict[str, str]:
+        """A small, fixed environment: nothing of the grader's leaks into the worker."""
+        tmp = self.folders(layout)["tmp"]
+        return {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8",
+                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONIOENCODING": "utf-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1"}
+
+
+MODES = MappingProxyType({mode.name: mode for mode in (
     Mode("bwrap", "new user, PID, IPC, UTS and network namespaces, no capabilities; read-only "
          "system folders, numpy alone, no grading folder, a private /tmp",
          "student code ran in a bubblewrap sandbox (no network, no view of the grader)",
@@ -192,55 +223,7 @@ MODES = {mode.name: mode for mode in (
          "student code ran as a plain child process with the grader's uid, confined by its "
          "Landlock layer only (no bubblewrap, setpriv as root, or unshare here)",
          own_layers_only=True),
-)}
+)})
 UNISOLATED = ("WARNING: student code ran UNISOLATED with the grader's permissions: no sandbox "
               "layer (bubblewrap, setpriv as root, unshare, Landlock) works on this machine; "
               "see autograder/README.md")
-
-
-def command_path(mode: str) -> str | None:
-    """The absolute path of the command ``mode`` starts the worker with, found once on the
-    judge's PATH; the probe and every run use this very file whatever PATH they get."""
-    name = MODES[mode].command if mode in MODES else None
-    if name not in _COMMAND_PATHS:
-        found = shutil.which(name) if name else None
-        _COMMAND_PATHS[name] = os.path.realpath(found) if found else None
-    return _COMMAND_PATHS[name]
-
-
-_COMMAND_PATHS: dict[str | None, str | None] = {}
-
-
-def unavailable(mode: str) -> str | None:
-    """Why ``mode`` cannot be tried on this machine, or None."""
-    if mode not in MODES:
-        return f"unknown mode (one of {', '.join(MODES)})"
-    if MODES[mode].command and command_path(mode) is None:
-        return f"no {MODES[mode].command} command (Debian package {MODES[mode].package})"
-    return MODES[mode].refusal()
-
-
-def worker_command(mode: str, layout: Layout, python: str, args: list[str]) -> list[str]:
-    """The command line that starts the worker in ``mode``."""
-    folders = worker_folders(mode, layout)
-    paths = [folders[name] for name in ("runtime", "pylib", "student")]
-    worker = [python, "-I", "-S", "-c", BOOTSTRAP.format(paths=paths), *args, "--readable", *paths]
-    return MODES[mode].prefix(layout, python) + worker
-
-
-def worker_folders(mode: str, layout: Layout) -> dict[str, str]:
-    """The worker's folders as it sees them in ``mode``: {"runtime", "pylib", "student", "input",
-    "tmp": path}."""
-    if MODES[mode].own_view:
-        return {**{name: f"{SANDBOX_ROOT}/{name}" for name in ("runtime", "pylib", "student",
-                                                             "input")}, "tmp": "/tmp"}
-    return {name: str(getattr(layout, f"{name}_dir"))
-            for name in ("runtime", "pylib", "student", "input", "tmp")}
-
-
-def worker_environment(mode: str, layout: Layout) -> dict[str, str]:
-    """A small, fixed environment: nothing of the grader's leaks into the worker."""
-    tmp = worker_folders(mode, layout)["tmp"]
-    return {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8",
-            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
-            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

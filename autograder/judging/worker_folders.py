@@ -7,9 +7,10 @@ import os
 import shutil
 from pathlib import Path
 
-from autograder.judging import sandbox, sandbox_modes
+from autograder.judging import sandbox_modes
 from autograder.judging.autograder_paths import AUTOGRADE_ROOT, AUTOGRADER_PACKAGE
 from autograder.judging.safe_tar import Extraction
+from autograder.judging.sandbox import make_readable
 from hw4lib.handin_format import is_mytorch_source
 
 # What the worker imports: the package's marker and the folder that runs beside student code.
@@ -72,7 +73,7 @@ def add_worker_folders(layout: sandbox_modes.Layout, root: Path) -> None:
     link_numpy(layout.pylib_dir)
     layout.input_dir.mkdir()
     layout.tmp_dir.mkdir()
-    sandbox.make_readable(root)
+    make_readable(root)
     if os.geteuid() == 0:
         os.chown(layout.tmp_dir, sandbox_modes.grading_uid(), sandbox_modes.grading_uid())
 

@@ -309,9 +309,10 @@ def require_isolation() -> str:
     would hit the test run itself) the test FAILS, naming what to install, unless
     HW4P1_ALLOW_SECURITY_SKIPS=1 lets it skip: a security test never skips unnoticed."""
     probe = open_folder("hw4p1-probe-")
-    mode, notes = sandbox.choose_mode(worker_folders.worker_layout(probe),
-                                      str(Path(sys.executable).resolve()))
+    chosen, notes = sandbox.choose(worker_folders.worker_layout(probe),
+                                   sandbox.python_executable())
     shutil.rmtree(probe)
+    mode = chosen.mode.name if chosen is not None else None
     if mode == "none":
         message = (f"no sandbox mode isolates student code here ({notes}); install bubblewrap or "
                    f"run as root (setpriv)")
@@ -512,7 +513,7 @@ def test_pythonoptimize_in_the_grading_environment_changes_nothing(tmp_path):
 def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
     """Each fallback mode, forced: the grader-killing attack still scores 0 for mytorch and the
     honest model keeps its points; 'none' grades honest code and warns."""
-    reason = sandbox_modes.unavailable(mode)
+    reason = sandbox_modes.MODES[mode].unavailable()
     if reason is not None:
         pytest.skip(f"{mode} cannot run here: {reason}")
     init_code, nn_code, _ = ATTACKS["kill_the_grader_through_proc"]
@@ -533,7 +534,7 @@ def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
     else:
         expected = {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}
         assert scores == expected, f"{mode}: {scores}\n{text[-3000:]}"
-        assert sandbox.mode_summary(mode) in text
+        assert sandbox_modes.MODES[mode].summary in text
 
 
 # ------------------------------------------------------------------------------------------------

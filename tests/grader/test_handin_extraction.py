@@ -1,7 +1,8 @@
 # hw4p1: instructor-only
-"""Tests of the handin extraction (autograder/judging/safe_tar.py) against its threat model: archives
-holding every kind of hostile member, unusable archives, deep paths, long names and zip directory
-bombs; and every ordinary way a student may re-pack the handin, read and graded alike.
+"""Tests of the handin extraction (autograder/judging/safe_tar.py, plain_tar.py) against its threat
+model: archives holding every kind of hostile member, unusable archives, deep paths, long names and
+zip directory bombs; and every ordinary way a student may re-pack the handin, read and graded
+alike.
 
     .venv/bin/python -m pytest -q tests/grader/test_handin_extraction.py
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import file_trees, safe_tar, sandbox
+from autograder.judging import file_trees, plain_tar, sandbox
 from autograder.judging.safe_tar import HandinError, extract_handin
 from hw4lib import handin_format
 from tests.grader.autograder_helpers import (copy_reference_mytorch, honest_scores,
@@ -201,11 +202,11 @@ def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(t
     assert len(shown) < 3 * feedback.MAX_NOTE_CHARS + 20
     # a zip's directory is sized from its end record before zipfile reads any of it
     bomb = zip_directory_bomb(tmp_path / "handin.tar", 200_000)
-    assert safe_tar.zip_directory(bomb) == (0xFFFF, 200_000 * 47)
+    assert plain_tar.zip_directory(bomb) == (0xFFFF, 200_000 * 47)
     with pytest.raises(HandinError, match="directory declares 65,535 entries in 9,400,000 bytes"):
         extract_handin(bomb, tmp_path / "bomb")
     small = zip_directory_bomb(tmp_path / "small.tar", 3)
-    assert safe_tar.zip_directory(small) == (3, 3 * 47)
+    assert plain_tar.zip_directory(small) == (3, 3 * 47)
     assert list(extract_handin(small, tmp_path / "small").files) == []  # parsed: names unused
     # zip64: the counts its own end record declares are the ones read
     with zipfile.ZipFile(tmp_path / "z64.zip", "w", allowZip64=True) as archive:
@@ -217,7 +218,7 @@ def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(t
               + (5_000_000).to_bytes(8, "little") * 2 + (10**9).to_bytes(8, "little") + bytes(8))
     locator = b"PK\x06\x07" + bytes(4) + end.to_bytes(8, "little") + (1).to_bytes(4, "little")
     (tmp_path / "z64.tar").write_bytes(bytes(data[:end]) + record + locator + bytes(data[end:]))
-    assert safe_tar.zip_directory(tmp_path / "z64.tar") == (5_000_000, 10**9)
+    assert plain_tar.zip_directory(tmp_path / "z64.tar") == (5_000_000, 10**9)
     with pytest.raises(HandinError, match="declares 5,000,000 entries"):
         extract_handin(tmp_path / "z64.tar", tmp_path / "z64")
 

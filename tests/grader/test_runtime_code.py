@@ -221,12 +221,11 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
         (door, door_mytorch(folder / door.replace(" ", "-"), DOORS[door]), 0.0) for door in DOORS]
     for name, package, points in packages:
         layout = worker_folders.worker_layout(folder / f"layout-{name.replace(' ', '-')}", package)
-        mode, notes = sandbox.choose_mode(layout, judge.python_executable(),
-                                          allow_unisolated=True)
-        run = judge.grade_category("Linear", layout, mode, timeout=120)
+        chosen, notes = sandbox.choose(layout, sandbox.python_executable(), allow_unisolated=True)
+        run = judge.grade_category("Linear", chosen, timeout=120)
         messages = [result.message for result in run.results]
-        assert sum(result.points for result in run.results) == points, (name, mode, messages,
-                                                                        run.output[-3000:])
+        assert sum(result.points for result in run.results) == points, (
+            name, chosen.mode.name, messages, run.output[-3000:])
         assert points or all(f"{refusals.MADE_AT_RUN_TIME} (at mytorch/__init__.py:" in message
                              for message in messages), (name, messages)
 

@@ -50,11 +50,11 @@ def test_process_scans_survive_names_that_are_not_utf8():
 
 
 def test_a_root_judge_never_uses_unshare():
-    reason = sandbox_modes.unavailable("unshare")
+    reason = sandbox_modes.MODES["unshare"].unavailable()
     if os.geteuid() == 0:
         assert reason and "host root" in reason, (
             f"as root, unshare --map-root-user would run the worker as host uid 0; got {reason!r}")
-    elif sandbox_modes.command_path("unshare"):
+    elif sandbox_modes.MODES["unshare"].command_path():
         assert reason is None, reason
 
 
@@ -65,7 +65,7 @@ def test_forcing_unshare_as_root_runs_no_student_code(tmp_path):
     the model graded, the system file untouched."""
     if os.geteuid() != 0:
         pytest.skip("the attack needs a root judge")
-    target = sandbox_modes.command_path("unshare") or "/usr/bin/unshare"
+    target = sandbox_modes.MODES["unshare"].command_path() or "/usr/bin/unshare"
     before = Path(target).read_bytes() if Path(target).exists() else None
     init_code = (f"open({target!r}, 'wb').write(b'#!/bin/sh\\necho forged\\n')\n"
                  "print('{\"scores\": {\"LanguageModel\": 50}}')\n")
@@ -87,17 +87,18 @@ def test_sandbox_commands_run_from_the_path_they_were_found_at(tmp_path, monkeyp
     elsewhere.mkdir()
     shutil.copy2(real, elsewhere / "bwrap")
     monkeypatch.setenv("PATH", f"{elsewhere}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(sandbox_modes, "_COMMAND_PATHS", {})
-    found = sandbox_modes.command_path("bwrap")
-    assert found == str(elsewhere / "bwrap"), found
     layout = sandbox_modes.Layout(*(tmp_path / name
                                     for name in ("rt", "pylib", "st", "in", "tmp")))
     for name in ("rt", "pylib", "st", "in", "tmp"):
         (tmp_path / name).mkdir()
-    command = sandbox_modes.worker_command("bwrap", layout, sys.executable, ["--probe"])
-    assert command[0] == found, f"bwrap must be started as {found}, got {command[0]!r}"
+    bwrap = sandbox.Sandbox.of(sandbox_modes.MODES["bwrap"], layout, sys.executable)
+    assert bwrap.command == str(elsewhere / "bwrap"), bwrap.command
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # the worker's PATH: the sandbox keeps its file
+    command = bwrap.command_line(["--probe"])
+    assert command[0] == bwrap.command, f"bwrap must start as {bwrap.command}, got {command[0]!r}"
     if os.geteuid() == 0:
-        command = sandbox_modes.worker_command("setpriv", layout, sys.executable, ["--probe"])
+        setpriv = sandbox.Sandbox.of(sandbox_modes.MODES["setpriv"], layout, sys.executable)
+        command = setpriv.command_line(["--probe"])
         assert os.path.isabs(command[0]), command[0]
 
 
@@ -106,8 +107,8 @@ def test_each_mode_tells_the_worker_the_folders_it_sees(tmp_path):
     gives a private /tmp); any other mode hands the worker the host's folders of the layout."""
     layout = sandbox_modes.Layout(*(tmp_path / name for name in ("rt", "pylib", "st", "in", "tmp")))
     for name, mode in sandbox_modes.MODES.items():
-        folders = sandbox_modes.worker_folders(name, layout)
-        command = sandbox_modes.worker_command(name, layout, sys.executable, [])
+        folders = mode.folders(layout)
+        command = sandbox.Sandbox.of(mode, layout, sys.executable).command_line([])
         assert [folders[key] for key in ("runtime", "pylib", "student")] == command[-3:], name
         if not mode.own_view:
             assert folders == {key: str(getattr(layout, f"{key}_dir"))
@@ -118,6 +119,24 @@ def test_each_mode_tells_the_worker_the_folders_it_sees(tmp_path):
         assert f"{folders['pylib']}/numpy" in mounted, (name, command)
         assert any(command[i:i + 2] == ["--tmpfs", folders["tmp"]] for i in range(len(command))), (
             name, command)
+
+
+def test_each_sandbox_describes_its_own_probe(tmp_path):
+    """The feedback's lines come from the chosen sandbox alone, frozen: two sandboxes of one mode,
+    probed differently, each say what their own probe found, whatever was chosen since."""
+    layout = sandbox_modes.Layout(*(tmp_path / name for name in ("rt", "pylib", "st", "in", "tmp")))
+    none = sandbox_modes.MODES["none"]
+    confined = sandbox.Sandbox(none, layout, sys.executable, landlock=6, seccomp=1,
+                               capped=frozenset({"pids", "memory"})).describe()
+    bare = sandbox.Sandbox(none, layout, sys.executable, capped=frozenset({"pids"})).describe()
+    assert (confined.mode, confined.summary, confined.cap_note) == ("none", none.summary, None)
+    assert confined.layers.startswith("Landlock ABI 6 (") and "a seccomp filter" in confined.layers
+    assert bare.summary == sandbox_modes.UNISOLATED, bare.summary
+    assert bare.layers.startswith("no Landlock on this kernel; "), bare.layers
+    assert bare.cap_note and bare.cap_note.startswith("no memory cgroup could be created") and (
+        "memory is bounded per process" in bare.cap_note), bare.cap_note
+    with pytest.raises(AttributeError):
+        sandbox.Sandbox.of(none, layout).landlock = 6
 
 
 def test_each_grading_gets_a_fresh_uid_of_its_own():
@@ -133,7 +152,8 @@ def test_each_grading_gets_a_fresh_uid_of_its_own():
     assert all(low <= uid < high for uid in uids), uids
     if os.geteuid() == 0:
         layout = sandbox_modes.Layout(*(Path("/nonexistent") / n for n in "abcde"))
-        command = sandbox_modes.worker_command("setpriv", layout, sys.executable, [])
+        command = sandbox.Sandbox.of(sandbox_modes.MODES["setpriv"], layout,
+                                     sys.executable).command_line([])
         uid = sandbox_modes.grading_uid()
         assert f"--reuid={uid}" in command and f"--regid={uid}" in command, command
 
@@ -266,7 +286,7 @@ def test_the_worker_trees_memory_is_capped_by_a_cgroup_under_the_judges(tmp_path
     """Three children of 150 MiB under a 256 MiB cap for the tree: each is under any per-process
     limit, together they are not. The cgroups sit under the judge's own."""
     parents = {controller: parent for controller, parent, _ in cgroups.cgroup_parents()}
-    cgroup = cgroups.WorkerCgroup.create(sandbox.MAX_PROCESSES, 256 * 2**20)
+    cgroup = cgroups.WorkerCgroup.create(sandbox.Limits().processes, 256 * 2**20)
     if cgroup is None or "memory" not in cgroup.paths:
         pytest.skip("no memory cgroup can be created here (not root, or not delegated)")
     try:

@@ -105,7 +105,8 @@ def grade_in_one_worker(tree: Path, timeout: float) -> tuple[dict, dict, dict, s
         printed = io.StringIO()
         try:
             with redirect_stdout(printed):
-                mytorch_categories.grade_mytorch(layout, MODE, timeout, scores, report)
+                mytorch_categories.grade_mytorch(sandbox.Sandbox.of(MODE, layout), timeout, scores,
+                                                 report)
         finally:
             judge.grade_categories = graded
     return scores, report, runs, printed.getvalue()
@@ -115,7 +116,7 @@ def grade_alone(tree: Path, category: str, timeout: float) -> judge.CategoryRun:
     """``category`` graded by a worker of its own, inputs from SEED (the grader's way before)."""
     with tempfile.TemporaryDirectory(prefix="hw4p1-alone-") as scratch:
         layout = worker_folders.worker_layout(Path(scratch), tree)
-        return judge.grade_category(category, layout, MODE, timeout, seed=SEED)
+        return judge.grade_category(category, sandbox.Sandbox.of(MODE, layout), timeout, seed=SEED)
 
 
 def outcome(run: judge.CategoryRun) -> list[tuple]:
