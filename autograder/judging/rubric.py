@@ -20,9 +20,9 @@ RUBRIC = {**MYTORCH_RUBRIC, LM_CATEGORY: LM_POINTS}
 MYTORCH_TIMEOUT_S = 60.0
 MODEL_TIMEOUT_S = 300.0
 # The judge's own time beyond its children's limits: choosing the sandbox (each mode's probe may
-# take sandbox.PROBE_TIMEOUT_S), draining each child's output after it ends, extracting the handin,
-# computing the hidden tests' truths. tests/grader/test_worker_scoring.py checks that it covers the
-# probes.
+# take sandbox.PROBE_TIMEOUT_S), draining each child's output after it ends, extracting the handin
+# and inspecting its mytorch (static_inspection.INSPECTION_S at most), computing the hidden tests'
+# truths. tests/grader/test_worker_scoring.py checks that it covers the probes and the inspection.
 JUDGE_OVERHEAD_S = 240.0
 
 

@@ -14,6 +14,7 @@ a file that cannot be read, decoded or parsed is a finding, never the end of the
 from __future__ import annotations
 
 import io
+import signal
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,10 @@ from autograder.judging.runtime_code import runtime_code
 from hw4lib.handin_format import MAX_PY_FILE_BYTES, is_mytorch_source
 
 PARTS = ("graded", "bonus")
+# The judge's inspection of one handin: an honest mytorch takes a fraction of a second, while a
+# handin's files can make decoding (a pure-Python codec such as punycode is quadratic) or the
+# tree walks take minutes; past this the handin's finding says so and the grading goes on.
+INSPECTION_S = 20.0
 # {part: {qualified name: the reference module defining it}}: ``graded``, ``mytorch.nn.<class>`` of
 # each class rubric.MYTORCH_RUBRIC grades (as the grader imports it); ``bonus``, every other name
 # mytorch.nn and mytorch.optim export. Written out because the reference mytorch does not ship
@@ -142,11 +147,28 @@ def moved_classes(resolver: Resolver) -> list[str]:
 
 
 
+class OutOfTime(BaseException):
+    """Raised by the judge's timer: a BaseException, so no guard of a single file catches it."""
+
+
 def inspect_handin(files: dict[str, Path]) -> tuple[list[str], list[str]]:
     """(the ways the mytorch among an extraction's ``files`` builds code at run time, its findings
-    for the staff's flags): the judge's one call. The whole inspection runs under one more guard,
-    so whatever a file does costs at most the finding "its mytorch could not be inspected (...)"."""
-    inspection, finding = guarded("its mytorch", inspect_mytorch, files)
+    for the staff's flags): the judge's one call, from its main thread. The whole inspection runs
+    under one more guard and at most INSPECTION_S seconds, so whatever a file does costs at most
+    the finding "its mytorch could not be inspected (...)"."""
+    def out_of_time(signum, frame):
+        raise OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, INSPECTION_S)
+        inspection, finding = guarded("its mytorch", inspect_mytorch, files)
+    except OutOfTime:
+        inspection, finding = None, (f"its mytorch could not be inspected within "
+                                     f"{INSPECTION_S:g} s")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     if finding:
         return [], [finding]
     return inspection.runtime, inspection.findings

@@ -6,15 +6,18 @@ parsing is a flag in grades.csv, its weights still hashed, the other rows untouc
 
     .venv/bin/python -m pytest -q tests/classroom/test_handin_guard.py
 """
+import ast
 import csv
 import hashlib
+import signal
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 
 from autograder.classroom import regrade
-from autograder.judging import grade, handin_guard, rubric
+from autograder.judging import grade, handin_guard, rubric, static_inspection
 from autograder.judging.report import GradingReport
 from tests.classroom.test_regrade import fake_grader, judge_details
 from tests.classroom.test_similarity import POISON
@@ -42,6 +45,31 @@ def test_any_failure_is_one_line_finding_and_the_read_is_bounded(tmp_path):
     assert handin_guard.read_bounded(tmp_path / "big.py", 11) == b"x" * 11
     with pytest.raises(ValueError, match="big.py is larger than 10 bytes"):
         handin_guard.read_bounded(tmp_path / "big.py", 10)
+
+
+def test_the_judges_inspection_of_a_slow_mytorch_ends_at_its_limit(tmp_path, monkeypatch):
+    """Three graded files whose tree walks take seconds (90,000 assignments each) end the judge's
+    inspection at INSPECTION_S, or after the parse under way (a C call the timer cannot cut), with
+    one finding naming the limit; the timer and SIGALRM's handler are left as they were; the
+    reference mytorch under the real limit has no finding."""
+    reference = {path.relative_to(REPO).as_posix(): path for path in (REPO / "mytorch").rglob("*.py")
+                 if "__pycache__" not in path.parts}
+    assert static_inspection.inspect_handin(reference) == ([], [])
+    slow = tmp_path / "slow.py"
+    slow.write_bytes(b"".join(b"a%d = 1\n" % index for index in range(90_000)))
+    start = time.monotonic()
+    ast.parse(slow.read_bytes())
+    parse_s = time.monotonic() - start
+    handler = signal.getsignal(signal.SIGALRM)
+    monkeypatch.setattr(static_inspection, "INSPECTION_S", 0.5)
+    files = {**reference, **{path: slow for path in ("mytorch/nn/linear.py", "mytorch/nn/activation.py",
+                                                     "mytorch/nn/scaled_dot_product_attention.py")}}
+    start = time.monotonic()
+    found = static_inspection.inspect_handin(files)
+    assert time.monotonic() - start < 0.5 + parse_s + 1.0, "the inspection outlived its limit"
+    assert found == ([], ["its mytorch could not be inspected within 0.5 s"]), found
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) == handler
 
 
 def handin(folder: Path, members: dict[str, bytes]) -> None:

@@ -18,7 +18,8 @@ import pytest
 import numpy as np
 
 from autograder.sandboxed import wire
-from autograder.judging import grading_run, processes, rubric, sandbox, sandbox_modes
+from autograder.judging import (grading_run, processes, rubric, sandbox, sandbox_modes,
+                                static_inspection)
 from tests.grader.autograder_helpers import REPO_ROOT, copy_reference_mytorch
 
 
@@ -326,13 +327,14 @@ def test_scores_line_is_printed_even_when_the_last_process_scan_fails(tmp_path):
 
 def test_documented_timeouts_cover_the_judges_worst_case():
     """The platform timeouts the README asks for exceed every limit of the judge reached at once
-    (rubric.worst_case_seconds), whose own allowance covers a probe of every sandbox mode."""
+    (rubric.worst_case_seconds), whose own allowance covers a probe of every sandbox mode and the
+    static inspection's limit."""
     worst = rubric.worst_case_seconds()
     assert worst == (rubric.MODEL_TIMEOUT_S + len(rubric.MYTORCH_RUBRIC) * rubric.MYTORCH_TIMEOUT_S
                      + rubric.JUDGE_OVERHEAD_S)
     own_work_s = 60  # draining outputs, extraction, truths: seconds in practice
     probes_s = len(sandbox_modes.MODES) * sandbox.PROBE_TIMEOUT_S
-    assert probes_s + own_work_s <= rubric.JUDGE_OVERHEAD_S
+    assert probes_s + static_inspection.INSPECTION_S + own_work_s <= rubric.JUDGE_OVERHEAD_S
     readme = (REPO_ROOT / "autograder/README.md").read_text()
     autolab = int(re.search(r"autograding timeout to at\s+least (\d+) s", readme).group(1))
     assert autolab >= worst, f"README asks Autolab for {autolab} s, the worst case is {worst} s"
