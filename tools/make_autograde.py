@@ -4,8 +4,8 @@ Writes two files in Autolab's convention, and one for Gradescope:
 
 * ``dist/autograde.tar``: one folder ``autograde/`` holding the grading driver (``autograder/``),
   the judge, sandbox and worker, the hidden mytorch tests, the hidden test set of the language model
-  (drawn here, see ``autograder/build_time/hidden_data.py``) and the public test split, both as the ``.npy``
-  partitions ``make data`` writes, the reference ``hw4lib`` with its tokenizer JSONs (and
+  (drawn here, see ``autograder/build_time/hidden_data.py``) and the public test split, both as the
+  ``.npy`` partitions ``make data`` writes, the reference ``hw4lib`` with its tokenizer JSONs (and
   ``numeric_truths.py``, the truths the hidden tests share with the students' tests) and
   ``build_info.json``;
 * ``dist/autograde-Makefile``: upload it as the assessment's Makefile. In a folder holding it (as

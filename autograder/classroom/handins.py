@@ -1,5 +1,6 @@
 """The handins of a bulk download, in either platform's layout, as the class tools read them
-(``autograder/classroom/regrade.py``'s docstring describes both layouts and the choice of versions)."""
+(``autograder/classroom/regrade.py``'s docstring describes both layouts and the choice of
+versions)."""
 from __future__ import annotations
 
 import re

@@ -23,10 +23,10 @@ every version, one row each. The choice is in the CSV (``versions_graded``), bes
 graded and the number found.
 
 Each handin is graded in a fresh folder by ``make`` with ``dist/autograde.tar`` and
-``dist/autograde-Makefile`` (``autograder/judging/grading_run.py``, as Gradescope's adapter does): the same
-judge, sandbox and limits as Autolab. ``--jobs N`` grades N at once, each isolated from the others
-by the sandbox. Whatever one handin does, or whatever goes wrong in grading it, in removing its
-folder or in reading its output, it becomes that student's row (``crashed``, with the error in
+``dist/autograde-Makefile`` (``autograder/judging/grading_run.py``, as Gradescope's adapter does):
+the same judge, sandbox and limits as Autolab. ``--jobs N`` grades N at once, each isolated from the
+others by the sandbox. Whatever one handin does, or whatever goes wrong in grading it, in removing
+its folder or in reading its output, it becomes that student's row (``crashed``, with the error in
 ``notes``); the run always finishes.
 
 ``OUT`` receives ``grades.csv`` (one row per student, rewritten atomically after each grading, so
@@ -44,12 +44,12 @@ own; with the judge's notes in ``integrity_flags``). Also
 invalid, crashed and flagged student by name, and the next step for each kind of problem present,
 then the gradebook's) and ``summary.png`` (the histogram of totals).
 
-A rerun grades again only what changed, and says why for each handin: a handin not graded yet,
-or whose file (``handin_sha256``) or grader (``grader_sha256``: its code and hidden set) changed,
-is graded; a row whose grader is the same but whose scoring line (``scoring``: the points and the
+A rerun grades again only what changed, and says why for each handin: a handin not graded yet, or
+whose file (``handin_sha256``) or grader (``grader_sha256``: its code and hidden set) changed, is
+graded; a row whose grader is the same but whose scoring line (``scoring``: the points and the
 language model's thresholds) changed is rescored from its recorded results in a moment
-(``autograder/classroom/rescore.py``, which ``make rescore`` runs alone); the others are kept, except a
-timeout, which is graded once more (the host may have been the cause; ``notes`` says so).
+(``autograder/classroom/rescore.py``, which ``make rescore`` runs alone); the others are kept,
+except a timeout, which is graded once more (the host may have been the cause; ``notes`` says so).
 ``rescore.txt`` lists the rows a rescore changed, and how. ``--force`` grades again whatever was
 graded; ``--only`` grades those students alone (other rows are kept). Ctrl-C once: no new grading
 starts, those under way finish and are written. Ctrl-C twice: the running gradings are stopped and

@@ -6,19 +6,19 @@ normalised away), the handout's own code given as boilerplate so the skeleton ne
                                     [--part graded|bonus] [--past FOLDER] [--top 25]
     make similarity HANDINS=folder [ARGS='--part bonus --past past-handins']
 
-``HANDINS`` is a bulk download in either layout ``autograder.classroom.regrade`` reads, read as it reads
-them (the handin each student's row is graded from; a symlinked archive is read through its
+``HANDINS`` is a bulk download in either layout ``autograder.classroom.regrade`` reads, read as it
+reads them (the handin each student's row is graded from; a symlinked archive is read through its
 link). Each student's code of one part becomes one document: ``graded`` (the default) the classes
 the hidden tests grade, ``bonus`` the bonus track's (compared on its own: the bonus's given code,
 the same for everyone, would make every pair look alike). A class is taken where the handin's
-package defines it, traced statically as Python binds ``mytorch.nn.<class>`` at import (``from
-.impl import *``, ``from .x import A as B``, re-exports in ``__init__``, ``A = B``; never run), with
-every definition of the handin it uses, so a copy moved into modules of other names, its methods
-reordered and its names changed, is compared as the code it is: the judge's own static inspection
+package defines it, traced statically as Python binds ``mytorch.nn.<class>`` at import (``from .impl
+import *``, ``from .x import A as B``, re-exports in ``__init__``, ``A = B``; never run), with every
+definition of the handin it uses, so a copy moved into modules of other names, its methods reordered
+and its names changed, is compared as the code it is: the judge's own static inspection
 (``autograder/judging/static_inspection.py``) on an extraction by the grader's own ``safe_tar``
-(never run; a PEP 263 coding declaration is honoured). ``--past`` names a folder of past
-semesters' handins (in either layout): each current student is compared with them too (past pairs
-among themselves are not).
+(never run; a PEP 263 coding declaration is honoured). ``--past`` names a folder of past semesters'
+handins (in either layout): each current student is compared with them too (past pairs among
+themselves are not).
 
 Each handin is read under its own guard (``autograder/judging/handin_guard.py``): a file or handin
 that cannot be read, decoded or parsed (a codec that raises, nesting deep enough to end

@@ -154,8 +154,8 @@ def unpack(handin_tar: Path, work: Path, report: grading_report.GradingReport) -
 
 def write_results(path: Path, scores: dict[str, float],
                   report: grading_report.GradingReport) -> None:
-    """The report with the scores, as its JSON form (autograder/judging/report.py), for the Gradescope
-    adapter and the class tools."""
+    """The report with the scores, as its JSON form (autograder/judging/report.py), for the
+    Gradescope adapter and the class tools."""
     try:
         report.scores = dict(scores)
         grading_report.write(path, report)

@@ -1,7 +1,7 @@
 """Measure a handed-in language model on the hidden test set with the reference code.
 
-Run by ``autograder.judging.grade`` as a child process, from the extracted autograder (so ``hw4lib`` is the
-reference copy shipped in autograde.tar, never the student's)::
+Run by ``autograder.judging.grade`` as a child process, from the extracted autograder (so ``hw4lib``
+is the reference copy shipped in autograde.tar, never the student's)::
 
     python -m autograder.judging.grade_model --handin DIR --hidden-set DIR --out result.json \
         [--public-set DIR --compare TRANSCRIPTS SHA256 [--sample-seed SEED]]
@@ -19,8 +19,8 @@ Writes ``{"perplexity_char": ..., ...}`` to ``--out`` and exits 0, or ``{"error"
 and how to fix it>"}`` and exits 1.
 
 The judge usually runs :func:`main` in a child forked from itself before it computed anything
-(``autograder.judging.parked_child.ParkedChild``), which imported torch and tqdm with the judge's environment:
-:func:`main` reads again what they read from it (:func:`follow_environment`).
+(``autograder.judging.parked_child.ParkedChild``), which imported torch and tqdm with the judge's
+environment: :func:`main` reads again what they read from it (:func:`follow_environment`).
 """
 from __future__ import annotations
 
@@ -245,8 +245,9 @@ def compare_with_report(model: DecoderOnlyTransformer, model_config: dict, token
     {"seed", "transcripts": count, "characters": of the count transcripts, "drawn", "lowest",
     "indices", "names", "nll" (nats), "tokens", "chars"}}``, the lists over ``indices``: the
     transcripts ``sample_transcripts(count, seed)`` draws (``drawn``) and the ones whose
-    ``card_nll`` per character is lowest (``lowest``), which alone are measured. Without (an older card): ``{"compared_perplexity_char":
-    ...}`` of the whole set, which costs what the handin's own evaluation did."""
+    ``card_nll`` per character is lowest (``lowest``), which alone are measured. Without (an older
+    card): ``{"compared_perplexity_char": ...}`` of the whole set, which costs what the handin's own
+    evaluation did."""
     public = read_partition(public_set, tokenizer)
     if not 0 < count <= len(public) or transcripts_sha256(public.transcripts[:count]) != digest:
         return {"compare_note": f"the test set the run card names ({count} transcripts) is not the "

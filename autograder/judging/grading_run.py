@@ -1,10 +1,10 @@
 """One grading as Autolab runs it, for the platforms that drive the judge themselves (Gradescope's
 adapter, the bulk regrade). Standard library only.
 
-:func:`prepare` makes a fresh grading folder holding ``autograde.tar``, the Autolab Makefile and
-the handin; :func:`run` runs ``make`` there (the same judge, limits and sandbox as Autolab), reads
-the scores line and the judge's report (``--results-json``, read by ``autograder/judging/report.py``), and
-removes the folder.
+:func:`prepare` makes a fresh grading folder holding ``autograde.tar``, the Autolab Makefile and the
+handin; :func:`run` runs ``make`` there (the same judge, limits and sandbox as Autolab), reads the
+scores line and the judge's report (``--results-json``, read by ``autograder/judging/report.py``),
+and removes the folder.
 """
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
         started: Callable[[subprocess.Popen], None] | None = None) -> GradingRun:
     """Run make in ``grading`` (from :func:`prepare`), then remove it. ``gradings``: how many
     gradings run side by side on this machine; the judge shares the CPUs out between them when it
-    chooses its math threads (``autograder.judging.thread_policy``). ``started`` receives make's process
-    once it runs (the bulk regrade stops it on a second Ctrl-C; see :func:`stop`)."""
+    chooses its math threads (``autograder.judging.thread_policy``). ``started`` receives make's
+    process once it runs (the bulk regrade stops it on a second Ctrl-C; see :func:`stop`)."""
     start = time.monotonic()
     # A session of its own: a Ctrl-C of the caller's stops no grading, and a grading that outlives
     # its timeout is killed whole.

@@ -1,6 +1,7 @@
 """Where a handin's mytorch defines each name, read from its sources as Python would bind it at
-import time, never run: the resolver the static inspection (``autograder/judging/static_inspection.py``)
-traces each graded and bonus class with. Standard library only."""
+import time, never run: the resolver the static inspection
+(``autograder/judging/static_inspection.py``) traces each graded and bonus class with. Standard
+library only."""
 from __future__ import annotations
 
 import ast

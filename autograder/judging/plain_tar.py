@@ -2,12 +2,13 @@
 ``autograder.judging.safe_tar``). Standard library only.
 
 Before ``tarfile`` sees anything, :func:`normalize` copies the archive (decompressing gzip, bzip2 or
-xz) block by block into a plain tar, checking each header: the copy stops, with a note, at the
-first damaged header, at a name record (GNU long name, pax header) over MAX_META_BYTES or after
+xz) block by block into a plain tar, checking each header: the copy stops, with a note, at the first
+damaged header, at a name record (GNU long name, pax header) over MAX_META_BYTES or after
 MAX_META_RUN of them in a row, or once MAX_TAR_BYTES are written. So a decompression bomb, a
-multi-gigabyte long name or an endless chain of name records costs neither memory nor time, and
-the members before the problem are still graded. Any ordinary archive (GNU tar, bsdtar, Python's
-``tarfile`` in ustar, gnu or pax format, with or without directory entries and ``./``) is read alike.
+multi-gigabyte long name or an endless chain of name records costs neither memory nor time, and the
+members before the problem are still graded. Any ordinary archive (GNU tar, bsdtar, Python's
+``tarfile`` in ustar, gnu or pax format, with or without directory entries and ``./``) is read
+alike.
 
 A zip archive (whatever its name) is read too: its end record is read first, and an archive whose
 central directory declares more than MAX_MEMBERS entries or MAX_ZIP_DIRECTORY_BYTES is refused

@@ -6,10 +6,10 @@ cgroup of :mod:`autograder.judging.cgroups`), keeps the head and the tail of its
 (:class:`BoundedCapture`) and reads its result pipe up to MAX_RESULT_BYTES; given a dialogue, it
 lets the caller ask the child for one thing at a time over a request pipe and wait for each answer
 (:class:`Conversation`), timed by the caller's clock (``parked_child.ParkedChild`` runs a function
-instead of a command, under the same session, limits, capture and time limit). The judge makes itself a
-child subreaper (:func:`become_subreaper`), so processes that detach with ``setsid`` or a double
-fork become its children, and :func:`kill_descendants` kills every one of them before the scores
-are printed.
+instead of a command, under the same session, limits, capture and time limit). The judge makes
+itself a child subreaper (:func:`become_subreaper`), so processes that detach with ``setsid`` or a
+double fork become its children, and :func:`kill_descendants` kills every one of them before the
+scores are printed.
 """
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ class Run:
 
 
 def become_subreaper() -> bool:
-    """Make orphaned descendants (setsid, double fork) children of this process; True if it worked."""
+    """Make orphaned descendants (setsid, double fork) children of this process; True if it
+    worked."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0

@@ -1,6 +1,6 @@
-"""The grading report: what the judge (``autograder/judging/grade.py``) found about one handin, as one
-typed record. The judge writes it as ``details.json`` (``--results-json``); every tool that reads
-a grading (the Gradescope adapter, the bulk regrade and the rows it gives the rescore and the
+"""The grading report: what the judge (``autograder/judging/grade.py``) found about one handin, as
+one typed record. The judge writes it as ``details.json`` (``--results-json``); every tool that
+reads a grading (the Gradescope adapter, the bulk regrade and the rows it gives the rescore and the
 gradebook, the leaderboard) reads it through :func:`load` or :func:`from_json`, the one parser.
 Standard library only: the Gradescope adapter reads it.
 

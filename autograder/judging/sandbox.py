@@ -1,18 +1,18 @@
 """Run the worker (the only process that executes student code) isolated, bounded, killed whole.
 
-Standard library only. The strongest mode the machine allows (``autograder.judging.sandbox_modes``: one
-record per mode, strongest first: ``bwrap``, ``setpriv``, ``unshare``, ``none``) is chosen by
-:func:`choose`, which tries each in turn with a probe (start the worker's Python and import
-numpy, applying its own layers, Landlock and seccomp, which it reports). The choice is a frozen
+Standard library only. The strongest mode the machine allows (``autograder.judging.sandbox_modes``:
+one record per mode, strongest first: ``bwrap``, ``setpriv``, ``unshare``, ``none``) is chosen by
+:func:`choose`, which tries each in turn with a probe (start the worker's Python and import numpy,
+applying its own layers, Landlock and seccomp, which it reports). The choice is a frozen
 :class:`Sandbox`: the mode, the layers its probe found, the limits it applies; its
 :meth:`Sandbox.run` starts the worker in it, its :meth:`Sandbox.describe` words it for the feedback
 and the report.
 
 Every mode adds resource limits (file size, address space, open files, CPU time, processes) and a
-wall-clock limit; where cgroups can be created, the worker tree gets its own ``pids`` and
-``memory`` cgroups under the judge's own (``autograder.judging.cgroups``), which cap the whole tree;
-where they cannot, the worker runs as one process. ``autograder.judging.processes`` runs it and kills
-every process it left.
+wall-clock limit; where cgroups can be created, the worker tree gets its own ``pids`` and ``memory``
+cgroups under the judge's own (``autograder.judging.cgroups``), which cap the whole tree; where they
+cannot, the worker runs as one process. ``autograder.judging.processes`` runs it and kills every
+process it left.
 """
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """How many math-library threads a grading uses: the one rule, for every platform. Standard
 library only.
 
-The judge (``autograder.judging.grade``) calls :func:`measure` once at its start, whatever runs it (the
-Autolab Makefile, Gradescope's ``run_autograder``, the bulk regrade), applies the count to itself
-and its model child (:func:`environment`) and records the choice and its inputs in details.json and
-the feedback's header. The worker stays on one thread: its seccomp filter refuses new threads.
+The judge (``autograder.judging.grade``) calls :func:`measure` once at its start, whatever runs it
+(the Autolab Makefile, Gradescope's ``run_autograder``, the bulk regrade), applies the count to
+itself and its model child (:func:`environment`) and records the choice and its inputs in
+details.json and the feedback's header. The worker stays on one thread: its seccomp filter refuses
+new threads.
 
 The rule, from measurements (docs/results.md, "Math threads of a grading"): a thread more than the
 idle cores can hold costs far more than it could gain, because torch's OpenMP threads spin while

@@ -1,12 +1,12 @@
 """Shared weights by what they hold, not by their bytes: a compact fingerprint of a state dict and
 a distance between two fingerprints of the same architecture.
 
-The judge's model child (``autograder.judging.grade_model``), which already loads the handin's state dict
-with ``torch.load(weights_only=True)`` after checking its config and shapes, computes the
-fingerprint with the reference code and reports it in details.json (``lm.weights_fingerprint``);
-the regrade keeps it in grades.csv and compares every pair of handins of one architecture
-(``autograder.classroom.grades_csv.with_flags``). No student code runs, and a class tool never loads a
-handin's tensors.
+The judge's model child (``autograder.judging.grade_model``), which already loads the handin's state
+dict with ``torch.load(weights_only=True)`` after checking its config and shapes, computes the
+fingerprint with the reference code and reports it in details.json (``lm.weights_fingerprint``); the
+regrade keeps it in grades.csv and compares every pair of handins of one architecture
+(``autograder.classroom.grades_csv.with_flags``). No student code runs, and a class tool never loads
+a handin's tensors.
 
 What is compared is what training learned. For each tensor ``w`` of the state dict the fingerprint
 holds a count sketch (``SKETCH_WIDTH`` signed buckets, a fixed hash of the element index per key)

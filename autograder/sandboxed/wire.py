@@ -2,15 +2,15 @@
 
 The judge never runs student code. For each hidden test it records a :class:`Program`: objects to
 build from the student's ``mytorch.nn`` classes, methods to call on them with arrays the judge drew,
-attributes to read back. The worker (``autograder/sandboxed/worker.py``, inside the sandbox) replays the
-program and streams back one :func:`encode_record` per test over a pipe: a JSON header, then the
+attributes to read back. The worker (``autograder/sandboxed/worker.py``, inside the sandbox) replays
+the program and streams back one :func:`encode_record` per test over a pipe: a JSON header, then the
 returned values as ``.npy`` bytes. The judge decodes them with :func:`decode_records`, which never
 unpickles (``np.load(allow_pickle=False)``), bounds every size, and keeps only numeric and bool
 arrays. The judge asks for one test at a time (a line with its name on the worker's request pipe,
 once the program is on disk) and waits for that test's whole record before it writes the next
 program: :func:`framing_size` and :func:`record_extent` find a record's end from its first bytes.
-Everything the worker sends is treated as hostile data: a failure comes back as a few
-typed fields (:data:`ERROR_FIELDS`), which the judge words itself, never as text to echo.
+Everything the worker sends is treated as hostile data: a failure comes back as a few typed fields
+(:data:`ERROR_FIELDS`), which the judge words itself, never as text to echo.
 
 On disk, a program is ``<dir>/program.json`` (with each input array's dtype, shape and memory
 order) plus one ``<dir>/<name>.bin`` of raw bytes per input array: the worker reads them without

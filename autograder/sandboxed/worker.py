@@ -7,16 +7,15 @@ against its own truth). The sandbox (``autograder/judging/sandbox.py``) starts i
     python -I -S -c "<bootstrap>" --input DIR --result-fd N --request-fd M --output-bytes H T
 
 with ``sys.path`` set to the runtime folder (the modules of ``autograder/sandboxed/``), a folder
-holding only numpy, and the student's folder holding only ``mytorch/``. It confines itself and imports
-numpy once, then serves every category (:func:`serve`): each in a process forked for it, which
-imports mytorch and answers the judge in lockstep: for each line read (a test's name, whose
+holding only numpy, and the student's folder holding only ``mytorch/``. It confines itself and
+imports numpy once, then serves every category (:func:`serve`): each in a process forked for it,
+which imports mytorch and answers the judge in lockstep: for each line read (a test's name, whose
 program the judge has just written to ``DIR/<name>``) it writes that test's record
 (``wire.encode_record``), which the worker relays to file descriptor N in frames (``wire.frame``)
-with the process's end; the judge writes the next program only once that record has come, so no
-test can start early or hand its time to another. A failure
-is sent as a few typed fields (which step, the exception's class, the line of mytorch it came
-from), never as text: the judge words the feedback itself, so nothing the student code prints or
-puts in a message reaches it.
+with the process's end; the judge writes the next program only once that record has come, so no test
+can start early or hand its time to another. A failure is sent as a few typed fields (which step,
+the exception's class, the line of mytorch it came from), never as text: the judge words the
+feedback itself, so nothing the student code prints or puts in a message reaches it.
 
 Before mytorch is imported, each category's process installs what refuses an autograd library
 and code made at run time (``autograder/sandboxed/refusals.py``, whose docstrings say how).
@@ -258,9 +257,9 @@ def confine(readable: list[str], writable: list[str], children: bool = True) -> 
     (``autograder.sandboxed.landlock``: read only the system's libraries, the interpreter, numpy and
     ``readable``; write only ``writable``, which the judge gives only where it is a size-capped
     private tmpfs, so no worker can fill a disk another grading shares), then the seccomp filter
-    (``autograder.sandboxed.seccomp``; with ``children=False`` it also refuses new processes). Returns
-    {"landlock": ABI applied, "seccomp": 1 if installed}, 0 for a layer this kernel lacks (for
-    seccomp also on an architecture it has no table for: ``seccomp.unsupported`` says so)."""
+    (``autograder.sandboxed.seccomp``; with ``children=False`` it also refuses new processes).
+    Returns {"landlock": ABI applied, "seccomp": 1 if installed}, 0 for a layer this kernel lacks
+    (for seccomp also on an architecture it has no table for: ``seccomp.unsupported`` says so)."""
     numpy_dir = Path(np.__file__).resolve().parent
     abi = landlock.restrict(
         [*SYSTEM_READABLE, os.path.realpath(sys.base_prefix), os.path.realpath(sys.executable),

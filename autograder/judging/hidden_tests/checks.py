@@ -1,13 +1,14 @@
 # hw4p1: instructor-only
 """What every hidden mytorch test shares: the registry, the checks and the finite differences.
 
-A hidden test is a function of a :class:`autograder.sandboxed.wire.Program`: it draws its inputs, records the
-calls the worker must make on the student's ``mytorch.nn`` classes (``p.new``, ``p.call``,
-``p.get``...), computes the expected values itself (PyTorch autograd in float64 on explicitly
-written formulas, ``torch.nn.MultiheadAttention``), and returns a ``check(r)`` that compares the
-values the worker sent back (``r[ref]``: a numpy array, or None) and raises CheckFailed with
-a message saying what was checked and what differed. The judge (``autograder/judging/judge.py``) runs the
-program in the sandbox, then the check; no student code ever runs beside these truths.
+A hidden test is a function of a :class:`autograder.sandboxed.wire.Program`: it draws its inputs,
+records the calls the worker must make on the student's ``mytorch.nn`` classes (``p.new``,
+``p.call``, ``p.get``...), computes the expected values itself (PyTorch autograd in float64 on
+explicitly written formulas, ``torch.nn.MultiheadAttention``), and returns a ``check(r)`` that
+compares the values the worker sent back (``r[ref]``: a numpy array, or None) and raises CheckFailed
+with a message saying what was checked and what differed. The judge
+(``autograder/judging/judge.py``) runs the program in the sandbox, then the check; no student code
+ever runs beside these truths.
 
 A failed check raises CheckFailed with a ``diagnosis.Failure`` (what was compared, in which role,
 how it differed, the case's context) from which ``diagnosis.hints`` words the likely cause; checks
