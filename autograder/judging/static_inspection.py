@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import signal
+import threading
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ INSPECTION_S = 20.0
 # {part: {qualified name: the reference module defining it}}: ``graded``, ``mytorch.nn.<class>`` of
 # each class rubric.MYTORCH_RUBRIC grades (as the grader imports it); ``bonus``, every other name
 # mytorch.nn and mytorch.optim export. Written out because the reference mytorch does not ship
-# with the judge; tests/test_similarity.py checks it against the packages.
+# with the judge; tests/classroom/test_similarity.py checks it against the packages.
 PART_TARGETS = {
     "graded": {"mytorch.nn.Linear": "mytorch/nn/linear.py",
                "mytorch.nn.Softmax": "mytorch/nn/activation.py",
@@ -153,22 +154,33 @@ class OutOfTime(BaseException):
 
 def inspect_handin(files: dict[str, Path]) -> tuple[list[str], list[str]]:
     """(the ways the mytorch among an extraction's ``files`` builds code at run time, its findings
-    for the staff's flags): the judge's one call, from its main thread. The whole inspection runs
-    under one more guard and at most INSPECTION_S seconds, so whatever a file does costs at most
-    the finding "its mytorch could not be inspected (...)"."""
+    for the staff's flags): the judge's one call. The whole inspection runs under one more guard
+    and, from the main thread (the judge's; a timer's signal reaches no other), at most
+    INSPECTION_S seconds, so whatever a file does costs at most the finding "its mytorch could not
+    be inspected (...)"."""
+    if threading.current_thread() is not threading.main_thread():
+        return findings_of(*guarded("its mytorch", inspect_mytorch, files))
+
+    running = [True]  # a signal already pending when the inspection ends must not raise
+
     def out_of_time(signum, frame):
-        raise OutOfTime
+        if running[0]:
+            raise OutOfTime
 
     previous = signal.signal(signal.SIGALRM, out_of_time)
     try:
         signal.setitimer(signal.ITIMER_REAL, INSPECTION_S)
-        inspection, finding = guarded("its mytorch", inspect_mytorch, files)
+        return findings_of(*guarded("its mytorch", inspect_mytorch, files))
     except OutOfTime:
-        inspection, finding = None, (f"its mytorch could not be inspected within "
-                                     f"{INSPECTION_S:g} s")
+        return findings_of(None, f"its mytorch could not be inspected within {INSPECTION_S:g} s")
     finally:
+        running[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def findings_of(inspection: Inspection | None, finding: str) -> tuple[list[str], list[str]]:
+    """:func:`inspect_handin`'s pair from a guarded inspection."""
     if finding:
         return [], [finding]
     return inspection.runtime, inspection.findings

@@ -46,7 +46,7 @@ from pathlib import Path
 from autograder.judging import grade, judge_process, processes  # grade: the judge's imports
 processes.become_subreaper()
 judge_process.limit_address_space()
-from tests import test_model_fork
+from tests.grader import test_model_fork
 getattr(test_model_fork, sys.argv[1])(Path(sys.argv[2]))
 """
 PROBES = "tests.grader.test_model_fork"  # the module of the children's functions below
