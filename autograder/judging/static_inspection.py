@@ -78,6 +78,7 @@ def mytorch_sources(files: dict[str, Path]) -> tuple[dict[str, str], list[str]]:
                 sources[name] = text
     return sources, findings
 
+
 @dataclass
 class Inspection:
     """What the class tools read in one handin's mytorch: the document of one part (the code of
@@ -144,8 +145,6 @@ def moved_classes(resolver: Resolver) -> list[str]:
                           else f"{name} cannot be traced" for name, definition in found.items())
         findings.append(f"{reference} defines no graded class of its own ({where})")
     return findings
-
-
 
 
 class OutOfTime(BaseException):
