@@ -105,11 +105,14 @@ def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader: rescore.
 
 
 def grade_one(handin: Handin, source: Path, grader_flags: str, gradings: int,
-              processes: dict[int, object], stopping: threading.Event) -> grading_run.GradingRun:
+              processes: dict[int, object], interrupted: threading.Event,
+              stopping: threading.Event) -> grading_run.GradingRun:
     """One grading, whatever happens: its GradingRun (``error`` says what failed). ``gradings``:
-    how many run side by side (the judge shares the CPUs out between them)."""
+    how many run side by side (the judge shares the CPUs out between them). InterruptedError,
+    before anything starts, once the run is ``interrupted`` (a pool thread may take the next
+    handin in the instant before the interrupt cancels it); ``stopping``: stop the running ones."""
     start = time.monotonic()
-    if stopping.is_set():
+    if interrupted.is_set():
         raise InterruptedError
     ident = threading.get_ident()
 
@@ -141,6 +144,11 @@ def last_exception(output: str) -> str:
     return lines[-1][:200] if lines else "no traceback in its output"
 
 
+# The longest the main thread waits without looking for a signal: the kernel may hand a Ctrl-C to
+# a pool thread, and Python acts on it only when the main thread runs again.
+WAKE_S = 0.2
+
+
 def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
             grader_flags: str = "", progress: bool = True, versions: str = "latest",
             only: list[str] | None = None, force: bool = False) -> dict[str, dict]:
@@ -165,7 +173,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
     bar = tqdm(total=len(todo), unit="handin", disable=not progress, file=sys.stderr)
     start = time.monotonic()
     processes: dict[int, object] = {}  # thread -> the make process it runs
-    stopping = threading.Event()
+    interrupted, stopping = threading.Event(), threading.Event()
 
     def record(future, key: str, handin: Handin, digest: str, note: str) -> None:
         try:
@@ -189,12 +197,12 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     running = {pool.submit(grade_one, handin, source, grader_flags, jobs, processes,
-                           stopping): (key, handin, digest, note)
+                           interrupted, stopping): (key, handin, digest, note)
                for key, (handin, digest, note) in todo.items()}
 
     def drain() -> None:
         while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            done, _ = wait(running, timeout=WAKE_S, return_when=FIRST_COMPLETED)
             for future in done:
                 record(future, *running.pop(future))
 
@@ -202,6 +210,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
         try:
             drain()
         except KeyboardInterrupt:
+            interrupted.set()
             cancelled = [future for future in running if future.cancel()]
             for future in cancelled:
                 del running[future]

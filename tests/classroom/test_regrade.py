@@ -7,6 +7,7 @@ faults isolated between concurrent gradings, resumable, a summary.
 import csv
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -369,10 +370,12 @@ SLEEPY_MAKEFILE = "all:\n\t@sleep $$(cat handin.tar)\n\t@echo '{\"scores\": {}}'
 
 
 def interrupted_regrade(tmp_path: Path, sleeps: dict[str, int], jobs: int, rows_before: int,
-                        signals: int) -> tuple[subprocess.CompletedProcess, dict, list]:
+                        signals: int, to_a_pool_thread: bool = False
+                        ) -> tuple[subprocess.CompletedProcess, dict, list]:
     """Run the regrade on handins that sleep ``sleeps`` seconds; once ``rows_before`` rows are
-    written, send ``signals`` SIGINTs a second apart. Returns (the run, its rows, what is left in
-    its TMPDIR)."""
+    written, send ``signals`` SIGINTs a second apart (``to_a_pool_thread``: to a thread of the
+    regrade other than its main thread, as the kernel may choose). Returns (the run, its rows,
+    what is left in its TMPDIR)."""
     source = fake_grader(tmp_path)
     (source / regrade.grading_run.MAKEFILE).write_text(SLEEPY_MAKEFILE)
     handins, temp = tmp_path / "handins", tmp_path / "tmp"
@@ -391,11 +394,38 @@ def interrupted_regrade(tmp_path: Path, sleeps: dict[str, int], jobs: int, rows_
         time.sleep(0.1)
     time.sleep(0.5)
     for _ in range(signals):
-        run.send_signal(signal.SIGINT)
+        if to_a_pool_thread:
+            signal_a_pool_thread(run.pid, signal.SIGINT)
+        else:
+            run.send_signal(signal.SIGINT)
         time.sleep(1)
     stdout, stderr = run.communicate(timeout=60)
     return (subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr),
             regrade.read_rows(out / "grades.csv"), sorted(p.name for p in temp.iterdir()))
+
+
+def signal_a_pool_thread(pid: int, signum: int) -> None:
+    """Send ``signum`` to one thread of process ``pid`` that is not its main thread (tgkill)."""
+    import ctypes
+
+    threads = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid)
+    assert threads, f"process {pid} runs no thread besides its main thread"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(SYS_TGKILL[platform.machine()], pid, threads[0], signum) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill failed")
+
+
+SYS_TGKILL = {"x86_64": 234, "aarch64": 131}  # tgkill(2)'s number, by architecture
+
+
+@pytest.mark.skipif(platform.machine() not in SYS_TGKILL, reason="tgkill's number is not known here")
+def test_a_ctrl_c_the_kernel_hands_a_pool_thread_starts_no_new_grading(tmp_path):
+    """The kernel may deliver the terminal's SIGINT to any thread. Sent to the pool's thread while
+    b grades, it must still stop the run there: c, queued behind b, never starts."""
+    run, rows, left = interrupted_regrade(tmp_path, {"a": 0, "b": 3, "c": 0}, jobs=1,
+                                          rows_before=1, signals=1, to_a_pool_thread=True)
+    assert run.returncode == 130, run.stderr[-2000:]
+    assert sorted(rows) == ["a", "b"] and left == [], (rows, left, run.stderr[-2000:])
 
 
 @pytest.mark.slow  # measured: make slow-tests, docs/results.md
