@@ -67,7 +67,7 @@ import traceback
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from autograder.judging import grading_run, rubric
+from autograder.judging import grading_run, judge_zygote, rubric
 from autograder.classroom import rescore
 from autograder.classroom.class_summary import summarize
 from autograder.classroom.grades_csv import (RETRIED_NOTE, feedback_path, read_rows, row_of,
@@ -106,11 +106,13 @@ def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader: rescore.
 
 def grade_one(handin: Handin, source: Path, grader_flags: str, gradings: int,
               processes: dict[int, object], interrupted: threading.Event,
-              stopping: threading.Event) -> grading_run.GradingRun:
+              stopping: threading.Event,
+              zygotes: judge_zygote.Zygotes | None = None) -> grading_run.GradingRun:
     """One grading, whatever happens: its GradingRun (``error`` says what failed). ``gradings``:
     how many run side by side (the judge shares the CPUs out between them). InterruptedError,
     before anything starts, once the run is ``interrupted`` (a pool thread may take the next
-    handin in the instant before the interrupt cancels it); ``stopping``: stop the running ones."""
+    handin in the instant before the interrupt cancels it); ``stopping``: stop the running ones.
+    ``zygotes``: fork the judge from this thread's zygote rather than run make."""
     start = time.monotonic()
     if interrupted.is_set():
         raise InterruptedError
@@ -122,8 +124,9 @@ def grade_one(handin: Handin, source: Path, grader_flags: str, gradings: int,
             grading_run.stop(process)
 
     try:
+        zygote = zygotes.for_this_thread() if zygotes is not None else None
         graded = grading_run.run(grading_run.prepare(source, handin.path), grader_flags,
-                                 gradings=gradings, started=started)
+                                 gradings=gradings, started=started, zygote=zygote)
     except Exception as error:  # noqa: BLE001 - one handin never ends a class run
         last = traceback.extract_tb(error.__traceback__)[-1]
         graded = grading_run.GradingRun(
@@ -151,9 +154,11 @@ WAKE_S = 0.2
 
 def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
             grader_flags: str = "", progress: bool = True, versions: str = "latest",
-            only: list[str] | None = None, force: bool = False) -> dict[str, dict]:
+            only: list[str] | None = None, force: bool = False,
+            zygotes: bool = True) -> dict[str, dict]:
     """Grade the handins under ``handins_dir`` this grader has not graded (see the module
-    docstring); return every row."""
+    docstring); return every row. ``zygotes``: fork each judge from a zygote of its job slot
+    (``autograder/judging/judge_zygote.py``) where the grader's Makefile allows; else make."""
     grader = rescore.grader_in(source)
     if jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {jobs}")
@@ -195,9 +200,11 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
         bar.update(1)
         bar.set_postfix(per_minute=f"{bar.n / max(time.monotonic() - start, 1e-9) * 60:.1f}")
 
+    forks = (judge_zygote.Zygotes(sys.executable, grading_run.judge_environment(jobs))
+             if zygotes and todo and grading_run.zygote_can_grade(source) else None)
     pool = ThreadPoolExecutor(max_workers=jobs)
     running = {pool.submit(grade_one, handin, source, grader_flags, jobs, processes,
-                           interrupted, stopping): (key, handin, digest, note)
+                           interrupted, stopping, forks): (key, handin, digest, note)
                for key, (handin, digest, note) in todo.items()}
 
     def drain() -> None:
@@ -231,6 +238,8 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
     finally:
         bar.close()
         pool.shutdown(wait=True, cancel_futures=True)
+        if forks is not None:
+            forks.close()
         write_rows(csv_path, rows)
     print(summarize(rows, out), end="", file=sys.stderr)
     return rows

@@ -147,7 +147,7 @@ def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monk
         (handins / f"{student}_1_handin.tar").write_bytes(student.encode())
     graded = []
 
-    def fake_run(grading, grader_flags="", gradings=1, started=None):
+    def fake_run(grading, grader_flags="", gradings=1, started=None, zygote=None):
         student = Path(grading).read_text()
         graded.append(student)
         if student == "bo":
