@@ -141,9 +141,11 @@ def judge_forked(grading: Path, grader_flags: str, gradings: int, timeout: float
     output_file = Path(name)
     try:
         try:
+            # PWD and OLDPWD: what the Makefile's `cd` leaves them
+            env = {**judge_environment(gradings), "PWD": str(grading / ARCHIVE_ROOT),
+                   "OLDPWD": str(grading)}
             process = zygote.fork_judge(grading / ARCHIVE_ROOT, JUDGE_MODULE,
-                                        judge_arguments(grading, grader_flags),
-                                        judge_environment(gradings), output_file)
+                                        judge_arguments(grading, grader_flags), env, output_file)
         except judge_zygote.ZygoteUnavailable as why:
             print(f"hw4p1 regrade: {why}; grading {grading.name} with make", file=sys.stderr)
             file_trees.remove_tree(grading / ARCHIVE_ROOT)

@@ -14,10 +14,13 @@ forks its model child from itself in turn, ``autograder.judging.parked_child``).
 Each judge forked (:func:`become_judge`) is what ``make`` would start: a session of its own (the
 regrade's Ctrl-C stops no grading; a timeout kills it whole with ``os.killpg``), the folder, the
 arguments and exactly the environment it is given, standard input /dev/null, standard output the
-file it is given, standard error /dev/null (make's is discarded too), the global random generators
-a fresh interpreter seeds from the system reseeded, then ``python -m autograder.judging.grade``'s
-run (runpy), ended by ``os._exit`` whatever happens. What differs from a fresh interpreter: the
-modules PRELOADED already imported, and the hash seed of strings, the zygote's.
+file it is given, standard error /dev/null (make's is discarded too), then ``python -m
+autograder.judging.grade``'s run (runpy), ended by ``os._exit`` whatever happens. What differs
+from a fresh interpreter: the modules PRELOADED already imported, and the hash seed of strings,
+the zygote's. No random state is shared between judges: the judge draws from ``secrets`` and from
+generators it seeds itself; Python's global generator reseeds itself in a forked child; numpy's
+global one is not imported here (each judge seeds it at its own import); torch's default
+generator starts from the same fixed seed in every interpreter, and no draw moved the zygote's.
 
 The dialogue, one JSON object a line: the zygote says ``{"ready": pid}`` once imported; for each
 request ``{"cwd", "module", "arguments", "env", "output"}`` it answers ``{"pid": pid}`` (or
@@ -72,7 +75,7 @@ class ForkedJudge:
                 raise subprocess.TimeoutExpired(f"judge {self.pid}", timeout)
             try:
                 if self.returncode is None:
-                    answer = self._zygote.answer(left)
+                    answer = self._zygote.answer(left)  # TimeoutExpired: the judge still runs
                     self.returncode = answer.get("exit")
                     if not isinstance(self.returncode, int):
                         raise ZygoteUnavailable(f"the zygote answered {answer!r}, not an exit code")
@@ -103,7 +106,7 @@ class JudgeZygote:
         """A judge running ``python -m module *arguments`` in ``cwd`` under ``env``, its standard
         output appended to ``output`` (an existing file); ZygoteUnavailable when none started."""
         if not self._ready:
-            answer = self.answer(READY_TIMEOUT_S)
+            answer = self._prompt_answer(READY_TIMEOUT_S)
             if "ready" not in answer:
                 raise ZygoteUnavailable(f"the zygote's first answer was {answer!r}")
             self._ready = True
@@ -115,21 +118,29 @@ class JudgeZygote:
         except OSError as error:
             raise ZygoteUnavailable(
                 f"the zygote took no request ({error}){self._last_words()}") from None
-        answer = self.answer(ANSWER_TIMEOUT_S)
+        answer = self._prompt_answer(ANSWER_TIMEOUT_S)
         if not isinstance(answer.get("pid"), int):
             raise ZygoteUnavailable(f"the zygote forked no judge: {answer.get('error', answer)}")
         return ForkedJudge(self, answer["pid"])
 
+    def _prompt_answer(self, timeout: float) -> dict:
+        """The zygote's next answer, due within ``timeout`` seconds; ZygoteUnavailable when it
+        ends first, or is silent that long (then it is ended: its dialogue cannot be trusted)."""
+        try:
+            return self.answer(timeout)
+        except subprocess.TimeoutExpired:
+            self.close()
+            raise ZygoteUnavailable(f"the zygote answered nothing in {timeout:.0f} s") from None
+
     def answer(self, timeout: float | None) -> dict:
-        """The zygote's next answer; ZygoteUnavailable when it ends first, or answers nothing in
-        ``timeout`` seconds (then it is killed: its dialogue can no longer be trusted)."""
+        """The zygote's next answer; ZygoteUnavailable when it ends first (or answers nonsense),
+        ``subprocess.TimeoutExpired`` when it answers nothing in ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         out = self._process.stdout.fileno()
         while b"\n" not in self._buffer:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not select.select([out], [], [], left)[0]:
-                self.close()
-                raise ZygoteUnavailable(f"the zygote answered nothing in {timeout:.0f} s")
+                raise subprocess.TimeoutExpired("the judge zygote", timeout)
             chunk = os.read(out, 65536)
             if not chunk:
                 why = f"the zygote ended{self._last_words()}"
@@ -238,7 +249,7 @@ def serve() -> None:
 
 def become_judge(request: dict) -> NoReturn:
     """In the forked child: become the judge ``request`` describes (see the module docstring) and
-    end with its exit code; a judge that raises still ends (1, its traceback in its output)."""
+    end with its exit code, as the interpreter would; a judge that raises still ends (1)."""
     try:
         null = os.open(os.devnull, os.O_RDWR)
         output = os.open(request["output"], os.O_WRONLY | os.O_APPEND)
@@ -256,7 +267,6 @@ def become_judge(request: dict) -> NoReturn:
         os.environ.update(request["env"])
         sys.path.insert(0, os.getcwd())  # what `python -m` puts first
         sys.argv = [request["module"], *request["arguments"]]  # runpy sets argv[0] to the file
-        reseed()
         import runpy
 
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
@@ -266,7 +276,7 @@ def become_judge(request: dict) -> NoReturn:
     except BaseException:  # noqa: BLE001 - as the interpreter would: its traceback, then exit 1
         import traceback
 
-        traceback.print_exc(file=sys.stdout)
+        traceback.print_exc()  # to standard error, which make's caller discards too
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -274,18 +284,6 @@ def become_judge(request: dict) -> NoReturn:
             except BaseException:  # noqa: BLE001 - it ends whatever happened to its output
                 pass
         os._exit(code)
-
-
-def reseed() -> None:
-    """Reseed from the system what a fresh interpreter seeds from it at import (Python's and
-    numpy's global generators), so forked judges share no random state. The judge draws from
-    ``secrets`` and seeded generators of its own and uses neither; torch's default generator
-    starts from a fixed seed in every interpreter, so the zygote's untouched one is already a
-    fresh interpreter's."""
-    if "random" in sys.modules:
-        sys.modules["random"].seed()
-    if "numpy.random" in sys.modules:
-        sys.modules["numpy.random"].seed()
 
 
 if __name__ == "__main__":

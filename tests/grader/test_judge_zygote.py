@@ -1,0 +1,235 @@
+# hw4p1: instructor-only
+"""The bulk regrade's judge zygote (``autograder/judging/judge_zygote.py``, driven by
+``grading_run.run``) grades as the Autolab Makefile does.
+
+A fake judge (an autograde.tar whose ``autograder.judging.grade`` reports what it was given and
+behaves as its handin says) is run both ways and must see the same arguments, folder, import path,
+environment, standard input and extracted files, and end the same way (the zero line after a judge
+that fails); a timeout, a stop, a zygote that died before or during a grading each end as they
+should, with no process or file left. Then one real handin is graded both ways: the same scores,
+report and feedback, timings aside.
+"""
+import dataclasses
+import io
+import json
+import os
+import re
+import signal
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder.judging import grading_run, judge_zygote
+from autograder.judging.report import Status
+from tests.grader.autograder_helpers import attack_handin, built_autograder
+from tools.make_autograde import makefile_text
+
+# What the fake judge does, by its handin's text: report what it was given, then end as told.
+FAKE_JUDGE = r'''
+import json, os, random, stat, sys, time
+import numpy
+from pathlib import Path
+import autograder
+
+behaviour = Path(sys.argv[1]).read_text()
+tree = {str(p.relative_to(Path.cwd().parent)): oct(stat.S_IMODE(p.stat().st_mode))
+        for p in sorted(Path.cwd().parent.rglob("*")) if "work" not in p.parts}
+# make's own variables, and those of its command line, which make exports to the judge
+MAKES = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "PYTHON", "GRADER_FLAGS")
+environment = {k: v for k, v in os.environ.items() if k not in MAKES}
+print(json.dumps({"argv": sys.argv[1:], "argv0": sys.argv[0], "cwd": os.getcwd(),
+                  "path0": sys.path[0], "autograder": autograder.__file__,
+                  "session": os.getsid(0), "stdin": sys.stdin.read(),
+                  "env": environment, "tree": tree, "main": __name__}))
+print(json.dumps({"random": [random.random(), numpy.random.random()]}))
+sys.stdout.flush()
+if behaviour == "raise":
+    raise RuntimeError("the fake judge fails")
+if behaviour == "exit 3":
+    sys.exit(3)
+if behaviour == "sleep":
+    try:
+        time.sleep(300)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)
+print(json.dumps({"scores": {"Linear": 5}}))
+'''
+TIMING = re.compile(r"\d+(\.\d+)?( s\b| busy)")  # wall seconds and the machine's load
+
+
+def fake_grader(folder: Path) -> Path:
+    """A grader folder: the real Makefile, and an autograde.tar holding the fake judge."""
+    folder.mkdir(parents=True)
+    members = {"autograde/autograder/__init__.py": b"",
+               "autograde/autograder/judging/__init__.py": b"",
+               "autograde/autograder/judging/grade.py": FAKE_JUDGE.encode()}
+    with tarfile.open(folder / grading_run.AUTOGRADE_TAR, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    (folder / grading_run.MAKEFILE).write_text(makefile_text())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def zygotes():
+    with judge_zygote.Zygotes(sys.executable, grading_run.judge_environment(1)) as pool:
+        yield pool
+
+
+def grade(tmp_path: Path, behaviour: str, zygote=None, **options) -> grading_run.GradingRun:
+    """The fake judge's grading of a handin saying ``behaviour`` (by make when no ``zygote``)."""
+    source = tmp_path / "grader"
+    if not source.exists():
+        fake_grader(source)
+    handin = tmp_path / f"{behaviour}.tar"
+    handin.write_text(behaviour)
+    return grading_run.run(grading_run.prepare(source, handin, tmp_path), "--flag 'a b'",
+                           zygote=zygote, **options)
+
+
+def seen(graded: grading_run.GradingRun) -> dict:
+    """What the fake judge reported, its grading folder named GRADING; its session, not this
+    process's, as ``session``: True."""
+    line = graded.output.splitlines()[0]
+    report = json.loads(line.replace(str(Path(json.loads(line)["cwd"]).parent), "GRADING"))
+    report["session"] = report["session"] != os.getsid(0)
+    return report
+
+
+def test_the_makefile_is_built_from_the_steps_the_zygote_follows():
+    """One definition: the Makefile's recipe is grading_run.makefile_rules(), whose text is
+    what the Autolab Makefile always said (written out here by hand)."""
+    assert grading_run.makefile_rules() in makefile_text()
+    recipe = ("\t@chmod 600 autograde.tar && (umask 077 && tar --no-same-permissions -xf "
+              "autograde.tar) && \\\n\t\tcd autograde && $(PYTHON) -m autograder.judging.grade "
+              "../handin.tar --work ../work \\\n\t\t--autograde-tar ../autograde.tar "
+              "$(GRADER_FLAGS) || echo '{\"scores\": {")
+    assert recipe in makefile_text() and "unexport PYTHONOPTIMIZE\n" in makefile_text()
+
+
+@pytest.mark.slow  # a zygote's start: import torch
+def test_a_forked_judge_is_given_what_make_gives_it(tmp_path, zygotes):
+    """The same arguments (the flags split as the shell splits them), folder, import path, own
+    package, own session, empty standard input, environment (make's own variables aside),
+    extracted files and modes; the zero line after a judge that raises or exits non-zero."""
+    zygote = zygotes.for_this_thread()
+    for behaviour in ("ok", "raise", "exit 3"):
+        made = grade(tmp_path / "make" / behaviour.replace(" ", ""), behaviour)
+        forked = grade(tmp_path / "zygote" / behaviour.replace(" ", ""), behaviour, zygote)
+        assert seen(made) == seen(forked)
+        assert made.output.splitlines()[2:] == forked.output.splitlines()[2:], behaviour
+        assert made.scores == forked.scores and not forked.error and not forked.timed_out
+    report = seen(forked)
+    assert report["argv"] == ["../handin.tar", "--work", "../work",
+                              "--autograde-tar", "../autograde.tar", "--flag", "a b",
+                              "--results-json", report["argv"][-1]]
+    assert report["cwd"] == report["path0"] == "GRADING/autograde"
+    assert report["autograder"].startswith(report["cwd"] + "/")  # the extraction's, not ours
+    assert report["session"] and report["stdin"] == "" and report["main"] == "__main__"
+    assert report["tree"]["autograde/autograder/judging/grade.py"] == "0o600"
+    assert forked.output.splitlines()[-1] == grading_run.zero_line()  # exit 3
+    assert "PYTHONOPTIMIZE" not in report["env"]
+
+
+def test_judges_forked_from_one_zygote_draw_different_random_numbers(tmp_path, zygotes):
+    """Python's and numpy's global generators differ from one judge to the next, as between two
+    fresh interpreters."""
+    zygote = zygotes.for_this_thread()
+    python, numpy = zip(*(json.loads(grade(tmp_path / str(index), "ok", zygote).output
+                                     .splitlines()[1])["random"] for index in range(2)))
+    assert python[0] != python[1] and numpy[0] != numpy[1], (python, numpy)
+
+
+def process_gone(pgid: int) -> bool:
+    """Whether no process of group ``pgid`` runs (a zombie, reaped later, has ended)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return False
+    return True
+
+
+def test_a_timeout_and_a_stop_end_the_forked_judge_and_leave_nothing(tmp_path, zygotes,
+                                                                     monkeypatch):
+    """A judge past the timeout is killed whole (timed out, no scores); one stopped from another
+    thread gets SIGINT first, as make's would. Neither leaves its folder or its output file."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    zygote = zygotes.for_this_thread()
+    judges = []
+    graded = grade(tmp_path / "timeout", "sleep", zygote, timeout=1.0, started=judges.append)
+    assert graded.timed_out and graded.scores == grading_run.parse_scores("")
+    assert judges[0].returncode == -signal.SIGKILL and process_gone(judges[0].pid)
+
+    def stop_soon(process) -> None:
+        judges.append(process)
+        threading.Timer(1.0, grading_run.stop, (process,)).start()
+
+    graded = grade(tmp_path / "stop", "sleep", zygote, started=stop_soon)
+    assert judges[1].returncode == 130 and "interrupted" in graded.output
+    assert not graded.timed_out and process_gone(judges[1].pid)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stop", "timeout"]  # no output file
+    assert not any(p.name.startswith("hw4p1-grading-") for p in tmp_path.rglob("*"))
+
+
+@pytest.mark.slow
+def test_a_zygote_that_dies_loses_no_handin(tmp_path, zygotes, capsys):
+    """Dead before the grading: make grades it (said on standard error), and the thread's next
+    grading gets a new zygote. Dead during it: the judge is killed and the grading is a crash
+    that says why."""
+    zygote = zygotes.for_this_thread()
+    zygote._process.kill()
+    zygote._process.wait()
+    graded = grade(tmp_path / "before", "ok", zygote)
+    assert graded.scores["Linear"] == 5 and not graded.error
+    assert "grading hw4p1-grading-" in capsys.readouterr().err
+    fresh = zygotes.for_this_thread()
+    assert fresh is not zygote and fresh.alive()
+
+    judges = []
+
+    def kill_the_zygote(process) -> None:
+        judges.append(process)
+        threading.Timer(1.0, fresh._process.kill).start()
+
+    start = time.monotonic()
+    graded = grade(tmp_path / "during", "sleep", fresh, started=kill_the_zygote)
+    assert time.monotonic() - start < 60
+    assert graded.status is Status.CRASHED and "zygote died while it graded" in graded.error
+    time.sleep(0.5)  # the orphaned judge, killed, is reaped by init
+    assert process_gone(judges[0].pid)
+
+
+@pytest.mark.slow  # two gradings of a real handin
+def test_a_real_handin_is_graded_the_same_both_ways(tmp_path, zygotes, monkeypatch):
+    """The same scores, report (timings aside) and feedback (timings and load masked) from the
+    real judge started by make and forked from the zygote; the zygote's judge forks its model
+    child as make's does."""
+    monkeypatch.setenv("HW4P1_MATH_THREADS", "1")  # the rule's load reading aside
+    handin = attack_handin(tmp_path / "handin", "", None)
+    made = grading_run.run(grading_run.prepare(built_autograder(), handin))
+    forked = grading_run.run(grading_run.prepare(built_autograder(), handin),
+                             zygote=zygotes.for_this_thread())
+    assert made.status is forked.status is Status.OK and made.scores == forked.scores
+    assert forked.report.model_child == "forked from the judge"
+
+    def untimed(value):
+        if isinstance(value, dict):
+            return {k: untimed(v) for k, v in value.items()
+                    if k not in ("seconds", "phase_seconds", "load")}
+        if isinstance(value, list):
+            return [untimed(v) for v in value]
+        return value
+
+    assert untimed(dataclasses.asdict(made.report)) == untimed(dataclasses.asdict(forked.report))
+    assert TIMING.sub("#", made.output) == TIMING.sub("#", forked.output)
