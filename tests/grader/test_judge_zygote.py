@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -26,7 +27,7 @@ import pytest
 
 from autograder.judging import grading_run, judge_zygote
 from autograder.judging.report import Status
-from tests.grader.autograder_helpers import attack_handin, built_autograder
+from tests.grader.autograder_helpers import REPO_ROOT, attack_handin, built_autograder
 from tools.make_autograde import makefile_text
 
 # What the fake judge does, by its handin's text: report what it was given, then end as told.
@@ -233,3 +234,45 @@ def test_a_real_handin_is_graded_the_same_both_ways(tmp_path, zygotes, monkeypat
 
     assert untimed(dataclasses.asdict(made.report)) == untimed(dataclasses.asdict(forked.report))
     assert TIMING.sub("#", made.output) == TIMING.sub("#", forked.output)
+
+
+def processes_with(variable: str) -> list[int]:
+    """The pids of the processes whose environment holds ``variable`` (NAME=value)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if variable.encode() in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow  # two zygotes' start: import torch
+def test_ctrl_c_twice_stops_the_forked_judges_and_ends_the_zygotes(tmp_path):
+    """A regrade at --jobs 2 whose judges (forked from its zygotes) would sleep 300 s: Ctrl-C
+    twice stops them, and the regrade ends with no zygote, judge or folder left behind."""
+    source = fake_grader(tmp_path / "grader")
+    handins, temp = tmp_path / "handins", tmp_path / "tmp"
+    handins.mkdir()
+    temp.mkdir()
+    for student in ("a", "b", "c"):
+        (handins / f"{student}.tar").write_text("sleep")
+    marker = f"TMPDIR={temp}"
+    run = subprocess.Popen([sys.executable, "-m", "autograder.classroom.regrade", str(handins),
+                            "--out", str(tmp_path / "out"), "--autograder", str(source),
+                            "--jobs", "2"],
+                           cwd=REPO_ROOT,
+                           env={**os.environ, "TQDM_DISABLE": "1", "TMPDIR": str(temp)},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while len(processes_with(marker)) < 5 and time.monotonic() < deadline:  # regrade, 2 x 2
+        time.sleep(0.2)
+    for _ in range(2):
+        run.send_signal(signal.SIGINT)
+        time.sleep(1)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130 and "stopping the 2 running gradings" in stderr, stderr[-2000:]
+    assert time.monotonic() < deadline + 30
+    assert processes_with(marker) == [] and list(temp.iterdir()) == [], stderr[-2000:]
