@@ -22,9 +22,12 @@
 every version, one row each. The choice is in the CSV (``versions_graded``), beside the version
 graded and the number found.
 
-Each handin is graded in a fresh folder by ``make`` with ``dist/autograde.tar`` and
+Each handin is graded in a fresh folder as ``make`` grades it with ``dist/autograde.tar`` and
 ``dist/autograde-Makefile`` (``autograder/judging/grading_run.py``, as Gradescope's adapter does):
-the same judge, sandbox and limits as Autolab. ``--jobs N`` grades N at once, each isolated from the
+the same judge, sandbox and limits as Autolab. Each job slot forks its judges from a zygote that
+imported torch once (``autograder/judging/judge_zygote.py``) rather than have make start one, where
+the grader's Makefile has the rules this code writes (else make runs); a zygote that cannot fork
+one leaves that grading to make. ``--jobs N`` grades N at once, each isolated from the
 others by the sandbox. Whatever one handin does, or whatever goes wrong in grading it, in removing
 its folder or in reading its output, it becomes that student's row (``crashed``, with the error in
 ``notes``); the run always finishes.
