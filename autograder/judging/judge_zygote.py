@@ -30,6 +30,7 @@ zygote's end), so that its pid, which the regrade may still signal, is not reuse
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -105,6 +106,8 @@ class JudgeZygote:
                    output: Path) -> ForkedJudge:
         """A judge running ``python -m module *arguments`` in ``cwd`` under ``env``, its standard
         output appended to ``output`` (an existing file); ZygoteUnavailable when none started."""
+        if not self.alive():
+            raise ZygoteUnavailable(f"the zygote has ended{self._last_words()}")
         if not self._ready:
             answer = self._prompt_answer(READY_TIMEOUT_S)
             if "ready" not in answer:
@@ -220,6 +223,9 @@ def serve() -> None:
     del sys.path[0]  # this file's folder: nothing of the grader is importable from here
     for name in PRELOADED:
         __import__(name)
+    # The imported objects out of the collector's reach: a judge's collections would otherwise
+    # write into every one of them, copying the zygote's memory page by page into each judge.
+    gc.freeze()
     requests, answers = sys.stdin.buffer, sys.stdout.fileno()
 
     def say(message: dict) -> None:
