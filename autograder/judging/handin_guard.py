@@ -41,5 +41,6 @@ def read_bounded(path: Path, limit: int) -> bytes:
     with open(path, "rb") as file:
         data = file.read(limit + 1)
     if len(data) > limit:
-        raise ValueError(f"{path.name} is larger than {limit} bytes, the most a class tool reads")
+        raise ValueError(f"{path.name} is larger than {limit} bytes, the most the grader's "
+                         f"inspection reads")
     return data

@@ -80,19 +80,25 @@ def measure(environ: dict[str, str] | None = None) -> ThreadChoice:
     (:func:`busy_cores`; the 1-minute load average where it cannot be measured) and
     ``GRADINGS_VARIABLE`` of ``environ`` (default ``os.environ``; 1 when unset or not a positive
     integer); ``THREADS_VARIABLE``, when a positive integer, overrides the rule's count. Call it
-    before this process starts any other: it sleeps SAMPLE_S while the machine is measured."""
+    before this process starts any other: it sleeps SAMPLE_S while the machine is measured, unless
+    the count is decided without it (overridden, or the CPUs' share is one thread: the bulk
+    regrade's usual case), where the load average is recorded instead."""
     environ = os.environ if environ is None else environ
     gradings = positive(environ.get(GRADINGS_VARIABLE)) or 1
     cpus = usable_cpus()
-    try:
-        load = busy_cores()
-    except (OSError, ValueError):
+    forced = positive(environ.get(THREADS_VARIABLE))
+    load = None
+    if not forced and cpus // gradings > 1:
+        try:
+            load = busy_cores()
+        except (OSError, ValueError):
+            pass
+    if load is None:
         try:
             load = os.getloadavg()[0]
         except OSError:  # not obtainable: taken as every CPU busy, so one thread
             load = float(cpus)
     choice = choose(cpus, load, gradings)
-    forced = positive(environ.get(THREADS_VARIABLE))
     return replace(choice, threads=forced, why=f"set by {THREADS_VARIABLE}") if forced else choice
 
 

@@ -116,6 +116,25 @@ def test_busy_cores_from_two_readings_of_proc_stat(tmp_path, monkeypatch):
     assert (choice.load, choice.threads) == (0.0, 2), choice
 
 
+def test_no_sample_where_the_count_does_not_depend_on_the_load(monkeypatch, tmp_path):
+    """One grading per CPU (the regrade's --jobs 2 on 2 CPUs), or a count set by the variable:
+    measure() takes no sample (it would only cost SAMPLE_S) and records the load average."""
+    class NoStat:
+        def read_text(self):
+            raise AssertionError("the machine was sampled")
+
+    monkeypatch.setattr(thread_policy, "PROC_STAT", NoStat())
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 1.0, 1.0))
+    monkeypatch.setattr(thread_policy, "CGROUP_CPU_MAX", tmp_path / "no-cpu-max")
+    shared = thread_policy.measure({thread_policy.GRADINGS_VARIABLE: "2"})
+    assert (shared.load, shared.threads) == (0.4, 1), shared
+    forced = thread_policy.measure({thread_policy.THREADS_VARIABLE: "2"})
+    assert (forced.load, forced.threads) == (0.4, 2), forced
+    with pytest.raises(AssertionError, match="sampled"):  # one grading on 2 CPUs: sampled
+        thread_policy.measure({})
+
+
 def test_the_model_child_runs_with_the_chosen_count(tmp_path, monkeypatch):
     """After the judge applied a choice, a child started with its environment (the model child's)
     has torch on that many threads, whatever the judge's own environment said before."""
