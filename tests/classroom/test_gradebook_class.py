@@ -115,7 +115,7 @@ def graded_class(tmp_path: Path, monkeypatch) -> Path:
         marker.write_text(handin.read_text())
         return marker
 
-    def fake_run(grading, grader_flags="", gradings=1, started=None):
+    def fake_run(grading, grader_flags="", gradings=1, started=None, zygote=None):
         total = float(Path(grading).read_text())
         return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": total},
                                               GradingReport(), "report\n", 1.0, False)

@@ -104,7 +104,7 @@ def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, 
 
     digest = hashlib.sha256(weights).hexdigest()
 
-    def fake_run(grading, grader_flags="", gradings=1, started=None):
+    def fake_run(grading, grader_flags="", gradings=1, started=None, zygote=None):
         unpacked = GradingReport()
         grade.unpack(Path(grading), tmp_path / "work" / Path(grading).parent.name, unpacked)
         report = judge_details(2.0, weights=unpacked.weights_sha256)

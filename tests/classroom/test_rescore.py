@@ -154,7 +154,7 @@ def test_a_rerun_rescores_a_new_line_and_says_why_for_each_handin(tmp_path, monk
         (handins / f"{student}.tar").write_bytes(student.encode())
     graded = []
 
-    def fake_run(grading, grader_flags="", gradings=1, started=None):
+    def fake_run(grading, grader_flags="", gradings=1, started=None, zygote=None):
         student = Path(grading).read_text()
         graded.append(student)
         passed = student == "ann"

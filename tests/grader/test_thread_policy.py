@@ -185,7 +185,7 @@ def test_the_grading_and_the_regrade_pass_the_gradings_side_by_side(tmp_path, mo
 
     seen = []
 
-    def fake_run(grading, grader_flags="", gradings=1, started=None):
+    def fake_run(grading, grader_flags="", gradings=1, started=None, zygote=None):
         seen.append(gradings)
         return grading_run.GradingRun({**rubric.zero_scores(), "Linear": 2.0}, judge_details(2.0),
                                       "report\n", 1.0, timed_out=False)
