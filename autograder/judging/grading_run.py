@@ -39,7 +39,8 @@ ARCHIVE_ROOT = "autograde"
 ARCHIVE_MODE, EXTRACTION_UMASK = 0o600, 0o077
 EXTRACT_COMMAND = ("tar", "--no-same-permissions", "-xf", AUTOGRADE_TAR)
 JUDGE_MODULE = "autograder.judging.grade"
-JUDGE_ARGUMENTS = (f"../{HANDIN_TAR}", "--work", "../work", "--autograde-tar", f"../{AUTOGRADE_TAR}")
+JUDGE_ARGUMENTS = (f"../{HANDIN_TAR}", "--work", "../work",
+                   "--autograde-tar", f"../{AUTOGRADE_TAR}")
 UNEXPORTED = ("PYTHONOPTIMIZE",)  # python -O would strip asserts; the judge refuses to run under it
 
 
@@ -203,7 +204,8 @@ def makefile_rules() -> str:
             f"unexport {' '.join(UNEXPORTED)}\n\nall:\n"
             f"\t@chmod {ARCHIVE_MODE:o} {AUTOGRADE_TAR} && (umask {EXTRACTION_UMASK:03o} && "
             f"{' '.join(EXTRACT_COMMAND)}) && \\\n"
-            f"\t\tcd {ARCHIVE_ROOT} && $(PYTHON) -m {JUDGE_MODULE} {' '.join(JUDGE_ARGUMENTS[:3])} \\\n"
+            f"\t\tcd {ARCHIVE_ROOT} && $(PYTHON) -m {JUDGE_MODULE} "
+            f"{' '.join(JUDGE_ARGUMENTS[:3])} \\\n"
             f"\t\t{' '.join(JUDGE_ARGUMENTS[3:])} $(GRADER_FLAGS) || echo '{zero_line()}'\n")
 
 
@@ -241,7 +243,8 @@ def judge_environment(gradings: int = 1) -> dict[str, str]:
     return {k: v for k, v in make_environment(gradings).items() if k not in UNEXPORTED}
 
 
-def stop(process: subprocess.Popen | judge_zygote.ForkedJudge, grace: float | None = 10.0) -> None:
+def stop(process: subprocess.Popen | judge_zygote.ForkedJudge,
+         grace: float | None = 10.0) -> None:
     """Stop a grading :func:`run` started: SIGINT to its session (the judge then kills its
     workers and prints its scores line), SIGKILL to what is left after ``grace`` seconds (at
     once when None). Nothing once its end is known (its pid may be another's by then)."""

@@ -53,7 +53,8 @@ SCRIPT = Path(__file__).resolve()
 
 
 class ZygoteUnavailable(Exception):
-    """The zygote cannot fork a judge (it failed to start, died, or refused); the message says why."""
+    """The zygote cannot fork a judge (it failed to start, died or refused); the message says
+    why."""
 
 
 class ForkedJudge:
