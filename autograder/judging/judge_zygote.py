@@ -78,9 +78,9 @@ class ForkedJudge:
             try:
                 if self.returncode is None:
                     answer = self._zygote.answer(left)  # TimeoutExpired: the judge still runs
-                    self.returncode = answer.get("exit")
-                    if not isinstance(self.returncode, int):
+                    if not isinstance(answer.get("exit"), int):
                         raise ZygoteUnavailable(f"the zygote answered {answer!r}, not an exit code")
+                    self.returncode = answer["exit"]
             except ZygoteUnavailable as lost:
                 self.lost, self.returncode = str(lost), -signal.SIGKILL
             finally:
