@@ -221,7 +221,8 @@ class Zygotes:
 def serve() -> None:
     """The zygote's life: import PRELOADED, say so, then fork a judge for each request on
     standard input and report it, until standard input ends."""
-    del sys.path[0]  # this file's folder: nothing of the grader is importable from here
+    if not sys.flags.safe_path:
+        del sys.path[0]  # this file's folder: nothing of the grader is importable from here
     for name in PRELOADED:
         __import__(name)
     # The imported objects out of the collector's reach: a judge's collections would otherwise
@@ -272,7 +273,8 @@ def become_judge(request: dict) -> NoReturn:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        sys.path.insert(0, os.getcwd())  # what `python -m` puts first
+        if not sys.flags.safe_path:
+            sys.path.insert(0, os.getcwd())  # what `python -m` puts first
         sys.argv = [request["module"], *request["arguments"]]  # runpy sets argv[0] to the file
         import runpy
 
