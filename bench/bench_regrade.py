@@ -1,5 +1,7 @@
-"""Bulk regrade throughput: handins per minute with --jobs 1 and --jobs 2, for default-config
-handins and for tiny ones, the projection for a class of 400; one default handin graded alone as
+"""Bulk regrade throughput: handins per minute with --jobs 1 and --jobs 2 (each judge forked from
+a zygote of its job slot, as the regrade grades; and at --jobs 2 started by make, as before the
+zygote), for default-config handins and for tiny ones, the projection for a class of 400 (the
+zygotes' start paid once); one default handin graded alone as
 the Autolab Makefile grades it, wall and CPU seconds, phase by phase, and the math threads its
 judge chose; the memory one grading needs at its peak (every process of its tree together), to
 size --jobs.
@@ -33,7 +35,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from autograder.judging import file_trees, grade_model, grading_run, rubric
+from autograder.judging import file_trees, grade_model, grading_run, judge_zygote, rubric
 from autograder.classroom import regrade
 from autograder.judging import report as grading_report
 from autograder.judging.report import GradingReport
@@ -48,7 +50,6 @@ from hw4lib.handin_format import card_perplexity, config_digest, transcripts_sha
 REPO = Path(__file__).resolve().parents[1]
 DATA_ROOT = "hw4_data/hw4p1_data"  # make data's, whose test split the run cards name
 HANDINS = 4  # per run, of each kind (default-config, tiny)
-JOBS = (1, 2)
 REPEATS = 2  # after one warm-up run of each; a run grades all HANDINS handins
 CLASS_SIZE = 400
 DEFAULT_CONFIG = "configs/default.yaml"
@@ -214,34 +215,56 @@ def copies(handin: Path, folder: Path) -> Path:
     return folder
 
 
-def throughput(source: Path, handins: Path) -> dict[int, object]:
-    """{jobs: Timing} of regrading ``handins`` at each of JOBS, interleaved, each run into a fresh
-    output folder beside ``handins`` (Timing.result: the CPU seconds of every process the
-    gradings started)."""
+def throughput(source: Path, handins: Path, runs: tuple[tuple[int, bool], ...]
+               ) -> dict[tuple[int, bool], object]:
+    """{(jobs, zygotes): Timing} of regrading ``handins`` with each of ``runs``' job counts, the
+    judges forked from zygotes or started by make, interleaved, each run into a fresh output
+    folder beside ``handins`` (Timing.result: the CPU seconds of every process the run started,
+    its zygotes included)."""
     outs = iter(range(10_000))
 
-    def run(jobs: int):
+    def run(jobs: int, zygotes: bool):
         def once() -> float:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             out = handins.with_name(f"{handins.name}-out{next(outs)}")
-            regrade.regrade(handins, out, source, jobs, progress=False)
+            regrade.regrade(handins, out, source, jobs, progress=False, zygotes=zygotes)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         return once
 
-    return interleaved_medians({jobs: run(jobs) for jobs in JOBS}, REPEATS)
+    return interleaved_medians({key: run(*key) for key in runs}, REPEATS)
 
 
-def print_throughput(what: str, timings: dict) -> None:
+def zygote_start() -> tuple[float, float]:
+    """(wall s, CPU s) of one judge zygote's start, until it says it is ready, median of STARTS."""
+    walls, cpus = [], []
+    for _ in range(STARTS):
+        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        zygote = judge_zygote.JudgeZygote(sys.executable, grading_run.judge_environment())
+        zygote.answer(judge_zygote.READY_TIMEOUT_S)
+        walls.append(time.perf_counter() - start)
+        zygote.close()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime))
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def print_throughput(what: str, timings: dict, start: tuple[float, float]) -> None:
+    """A line per run; the class of CLASS_SIZE projected from the run's rate with its zygotes'
+    start (``start``: wall, CPU s of one) paid once, not once per HANDINS handins."""
     print(f"{HANDINS} {what}; median of {REPEATS} run(s) after a warm-up")
-    print(f"{'jobs':>4} {'seconds':>8} {'handins/min':>11} {'CPU s/handin':>12} {'cores busy':>10} "
-          f"{CLASS_SIZE:>5} handins")
-    for jobs, timing in timings.items():
-        per_minute = HANDINS / timing.wall * 60
-        print(f"{jobs:>4} {timing.wall:>8.1f} {per_minute:>11.1f} "
-              f"{timing.result / HANDINS:>12.1f} {timing.result / timing.wall:>10.2f} "
-              f"{CLASS_SIZE / per_minute:>5.0f} min")
-    print(f"--jobs 2 / --jobs 1: {timings[1].wall / timings[2].wall:.2f}x handins per minute")
+    print(f"{'jobs':>4} {'judge':>7} {'seconds':>8} {'handins/min':>11} {'CPU s/handin':>12} "
+          f"{'cores busy':>10} {CLASS_SIZE:>5} handins")
+    for (jobs, zygotes), timing in timings.items():
+        starts_wall, starts_cpu = (start[0], jobs * start[1]) if zygotes else (0.0, 0.0)
+        per_handin_wall = (timing.wall - starts_wall) / HANDINS
+        class_minutes = (starts_wall + CLASS_SIZE * per_handin_wall) / 60
+        print(f"{jobs:>4} {'zygote' if zygotes else 'make':>7} {timing.wall:>8.1f} "
+              f"{HANDINS / timing.wall * 60:>11.1f} "
+              f"{(timing.result - starts_cpu) / HANDINS:>12.1f} "
+              f"{timing.result / timing.wall:>10.2f} {class_minutes:>5.0f} min")
+    print(f"  (CPU s/handin and the {CLASS_SIZE}-handin column count each zygote's start "
+          f"({start[0]:.1f} s wall, {start[1]:.1f} CPU s) once per run, not per handin)")
 
 
 def main() -> None:
@@ -261,15 +284,17 @@ def main() -> None:
         starts = {"python -c pass": start_seconds("pass"),
                   "python -c 'import numpy'": start_seconds("import numpy"),
                   "python -c 'import torch'": start_seconds("import torch")}
-        default_timings = throughput(source, copies(default, work / "defaults"))
-        tiny_timings = throughput(source, copies(tiny, work / "tinies"))
+        start = zygote_start()
+        default_timings = throughput(source, copies(default, work / "defaults"),
+                                     ((1, True), (2, True), (2, False)))
+        tiny_timings = throughput(source, copies(tiny, work / "tinies"), ((1, True), (2, True)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print_throughput("default-config handins (configs/default.yaml's model and tokenizer, the "
                      "reference initialisation, the reference mytorch, a run card naming the "
-                     "whole public test split)", default_timings)
+                     "whole public test split)", default_timings, start)
     print_throughput("tiny handins (a 2-layer d_model 64 char model, otherwise the same)",
-                     tiny_timings)
+                     tiny_timings, start)
     choices = {json.dumps(details.threads, sort_keys=True) for *_, details in alone}
     print(f"one default handin graded alone as the Autolab Makefile grades it, median of {ALONE}: "
           f"{statistics.median(wall for wall, *_ in alone):.1f} s wall, "
@@ -277,8 +302,9 @@ def main() -> None:
           f"{' / '.join(sorted(choices))}")
     for index, (name, _) in enumerate(alone[0][2]):
         print(f"  {statistics.median(found[index][1] for _, _, found, _ in alone):>6.2f} s  {name}")
-    print("interpreter starts (a grading starts a judge and a model child, each importing torch, "
-          "and sandbox probes and one worker per mytorch category, each importing numpy):")
+    print("interpreter starts (the Autolab Makefile starts a judge, which imports torch and forks "
+          "its model child; a sandbox probe and one worker each import numpy; the regrade forks "
+          "each judge from a zygote that imported torch once):")
     for name, seconds in starts.items():
         print(f"  {seconds:>6.2f} s  {name}")
     print(f"peak memory of one default grading (its whole process tree): "
