@@ -124,7 +124,7 @@ def timed_grading(source: Path, handin: Path) -> tuple[float, float, list[tuple[
     starts it), the model child's span split by its own ``phase_seconds``."""
     grading = grading_run.prepare(source, handin)
     marks = [("make, judge start (interpreter, imports), build info", time.perf_counter())]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu_seconds()
     with subprocess.Popen(grading_run.make_command(grading), cwd=grading,
                           env=grading_run.make_environment(), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -133,7 +133,7 @@ def timed_grading(source: Path, handin: Path) -> tuple[float, float, list[tuple[
             if line.startswith("== ") and line.rstrip().endswith(" =="):
                 marks.append((line.strip(" =\n"), time.perf_counter()))
     end = time.perf_counter()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children_cpu_seconds() - before
     details = grading_report.load(grading / "details.json")
     file_trees.remove_tree(grading)
     marks.append(("", end))
@@ -152,8 +152,13 @@ def timed_grading(source: Path, handin: Path) -> tuple[float, float, list[tuple[
                        seconds - (lm.seconds or 0))]
         else:
             found.append((PHASE_NAMES.get(name.split(" (")[0], name), seconds))
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return end - marks[0][1], cpu, found, details
+
+
+def children_cpu_seconds() -> float:
+    """User and system CPU seconds of every child this process has waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def tree_rss() -> int:
@@ -225,11 +230,10 @@ def throughput(source: Path, handins: Path, runs: tuple[tuple[int, bool], ...]
 
     def run(jobs: int, zygotes: bool):
         def once() -> float:
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            before = children_cpu_seconds()
             out = handins.with_name(f"{handins.name}-out{next(outs)}")
             regrade.regrade(handins, out, source, jobs, progress=False, zygotes=zygotes)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+            return children_cpu_seconds() - before
         return once
 
     return interleaved_medians({key: run(*key) for key in runs}, REPEATS)
@@ -239,13 +243,12 @@ def zygote_start() -> tuple[float, float]:
     """(wall s, CPU s) of one judge zygote's start, until it says it is ready, median of STARTS."""
     walls, cpus = [], []
     for _ in range(STARTS):
-        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        before, start = children_cpu_seconds(), time.perf_counter()
         zygote = judge_zygote.JudgeZygote(sys.executable, grading_run.judge_environment())
         zygote.answer(judge_zygote.READY_TIMEOUT_S)
         walls.append(time.perf_counter() - start)
         zygote.close()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime))
+        cpus.append(children_cpu_seconds() - before)
     return statistics.median(walls), statistics.median(cpus)
 
 
@@ -263,8 +266,8 @@ def print_throughput(what: str, timings: dict, start: tuple[float, float]) -> No
               f"{HANDINS / timing.wall * 60:>11.1f} "
               f"{(timing.result - starts_cpu) / HANDINS:>12.1f} "
               f"{timing.result / timing.wall:>10.2f} {class_minutes:>5.0f} min")
-    print(f"  (CPU s/handin and the {CLASS_SIZE}-handin column count each zygote's start "
-          f"({start[0]:.1f} s wall, {start[1]:.1f} CPU s) once per run, not per handin)")
+    print(f"  (CPU s/handin leaves the zygotes' start out ({start[0]:.1f} s wall, {start[1]:.1f} "
+          f"CPU s each, one per job); the {CLASS_SIZE}-handin column pays it once)")
 
 
 def main() -> None:

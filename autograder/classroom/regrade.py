@@ -180,7 +180,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
 
     bar = tqdm(total=len(todo), unit="handin", disable=not progress, file=sys.stderr)
     start = time.monotonic()
-    processes: dict[int, object] = {}  # thread -> the make process it runs
+    processes: dict[int, object] = {}  # thread -> its judge's process (make, or forked)
     interrupted, stopping = threading.Event(), threading.Event()
 
     def record(future, key: str, handin: Handin, digest: str, note: str) -> None:

@@ -166,9 +166,9 @@ def write_results(path: Path, scores: dict[str, float],
 
 def exit_at_once() -> NoReturn:
     """End the judge once its scores line is out and its report written: flush, then ``os._exit``.
-    The interpreter's own exit would first tear down every module torch loaded, about 0.6 CPU s
-    of each grading (docs/results.md, "Bulk regrade throughput") that nothing needs: every process
-    the judge started is dead and every file it wrote is closed by then."""
+    The interpreter's own exit would first tear down every module torch loaded, for a noticeable
+    share of each grading (docs/results.md, "Bulk regrade throughput", the judge's end) that nothing
+    needs: every process the judge started is dead and every file it wrote is closed by then."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
