@@ -2,7 +2,7 @@
 """What the autograder's test modules share: tar members and handins built for a test, the
 autograder built once per test process, grading a handin with make as Autolab does, and the test
 session's temporary folders (removed at its end by the autouse fixture ``remove_session_folders``,
-which each module that makes them imports)."""
+which the conftest.py of each instructor test folder imports)."""
 import functools
 import io
 import json
@@ -178,10 +178,19 @@ def direct_perplexity_char(model: torch.nn.Module, tokenizer: H4Tokenizer,
 # ------------------------------------------------------------------------------------------------
 
 SESSION_FOLDERS: list[Path] = []  # removed when the test session ends
+_REMOVAL_ARMED = False  # True while remove_session_folders is set up
 
 
 def session_folder(prefix: str) -> Path:
-    """A temporary folder that lives until the end of the test session."""
+    """A temporary folder that lives until the end of the test session.
+
+    Raises RuntimeError where no ``remove_session_folders`` fixture is set up (a test folder whose
+    conftest.py does not import it): its folders would outlive the session and fill the disk."""
+    if not _REMOVAL_ARMED:
+        raise RuntimeError("session_folder() in a test that no remove_session_folders fixture "
+                           "covers: its folders would never be removed; import "
+                           "tests.grader.autograder_helpers.remove_session_folders in the "
+                           "conftest.py of the test's folder")
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     SESSION_FOLDERS.append(folder)
     return folder
@@ -190,9 +199,13 @@ def session_folder(prefix: str) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def remove_session_folders():
     """Remove the session's folders at its end (atexit handlers do not run in xdist workers)."""
+    global _REMOVAL_ARMED
+    _REMOVAL_ARMED = True
     yield
+    _REMOVAL_ARMED = False
     for folder in SESSION_FOLDERS:
         shutil.rmtree(folder, ignore_errors=True)
+    SESSION_FOLDERS.clear()
 
 
 def open_folder(prefix: str) -> Path:

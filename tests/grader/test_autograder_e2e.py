@@ -41,7 +41,6 @@ from tests.grader.autograder_helpers import (REPO_ROOT, TEST_FULL_MARKS_PPL, TES
                                              direct_perplexity_char, honest_scores,
                                              make_model_handin, make_run_folder, open_folder,
                                              pack_folder, regular, run_grader, write_tar)
-from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 
 
 # ------------------------------------------------------------------------------------------------

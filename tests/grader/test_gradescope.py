@@ -24,11 +24,10 @@ from tools import platform_profiles
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
                                              attack_handin, built_autograder,
                                              copy_reference_mytorch, honest_scores,
-                                             make_model_handin, pack_folder, remove_session_folders,
+                                             make_model_handin, pack_folder,
                                              run_grader)
 from tests.grader.test_autograder_e2e import ATTACKS, MYTORCH_ZERO, import_without_site_packages
 
-assert remove_session_folders  # the session fixture that removes the shared built autograder
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 
 

@@ -25,7 +25,6 @@ from hw4lib import handin_format
 from tests.grader.autograder_helpers import (copy_reference_mytorch, honest_scores,
                                              make_model_handin, pack_folder, regular, run_grader,
                                              tree, write_tar)
-from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 
 
 # ------------------------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import transcripts_sha256
 from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, attack_handin,
                                              make_model_handin, run_grader)
-from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 from tests.grader.test_grade_model import HIDDEN_LINES, make_hidden_set
 
 DEFAULT_MODEL = yaml.safe_load((REPO_ROOT / "configs/default.yaml").read_text())["model"]

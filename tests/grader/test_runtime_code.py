@@ -12,7 +12,6 @@ from autograder.sandboxed import refusals, wire
 from autograder.judging import sandbox, worker_folders
 from autograder.judging.runtime_code import runtime_code
 from tests.grader.autograder_helpers import copy_reference_mytorch, open_folder
-from tests.grader.autograder_helpers import remove_session_folders  # noqa: F401 - its fixture removes the session's folders
 
 
 UTF7_SOURCE = "# -*- coding: utf-7 -*-\nx = 1\n"

@@ -245,8 +245,8 @@ for tree in trees:
     sys.path.remove(tree)
     scores[tree] = []
     for _ in range(repeats):
-        results = judge_in_process(nn, HIDDEN_TESTS, Path(tempfile.mkdtemp()),
-                                   secrets.randbits(128))
+        with tempfile.TemporaryDirectory() as scratch:
+            results = judge_in_process(nn, HIDDEN_TESTS, Path(scratch), secrets.randbits(128))
         totals = {}
         for result in results:
             totals[result.category] = totals.get(result.category, 0) + result.points

@@ -10,7 +10,6 @@ component tests exist: it imports, each component test fails with a NotImplement
 missing piece, no reference line survives, and restoring the regions gives back the solution, which
 passes a representative set of component tests.
 """
-import atexit
 import functools
 import importlib
 import json
@@ -20,12 +19,12 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.grader.autograder_helpers import session_folder
 from tests.testing_framework import OWN_WORK, collect
 from tools.handout_leaks import find_leaks
 from tools.handout_files import (EXCLUDED_DIRS, EXCLUDED_FILES, INSTRUCTOR_ONLY, MAKEFILE_BEGIN,
@@ -303,8 +302,7 @@ def test_the_handout_gives_no_region_away():
 @functools.lru_cache(maxsize=None)
 def repo_handout() -> Handout:
     """This repository's handout, generated once per process into a temporary directory."""
-    parent = Path(tempfile.mkdtemp(prefix="hw4p1-handout-"))
-    atexit.register(shutil.rmtree, parent, ignore_errors=True)
+    parent = session_folder("hw4p1-handout-")
     handout = build(REPO_ROOT, parent / "handout")
     check_tree(handout)
     return handout
