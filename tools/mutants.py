@@ -194,11 +194,17 @@ def first_failure(output: str) -> str:
     return tail[-1] if tail else "(no output)"
 
 
+def runs_standalone(test: str) -> bool:
+    """Whether ``test`` is a module the handout ships (``tests.test_x``), which runs as a student
+    runs it, ``python -m tests.test_x``; an instructor's module (``tests.<folder>.test_x``) has no
+    rubric and runs under pytest."""
+    return test.count(".") == 1
+
+
 def test_command(test: str) -> list[str]:
-    """How ``test`` runs: a module the handout ships (``tests.test_x``) as a student runs it,
-    ``python -m tests.test_x`` (the rubric report); an instructor's module
-    (``tests.<folder>.test_x``, which has no rubric) by pytest."""
-    if test.count(".") == 1:
+    """How ``test`` runs (:func:`runs_standalone`): ``python -m tests.test_x`` (the rubric report),
+    else pytest."""
+    if runs_standalone(test):
         return [sys.executable, "-m", test]
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
             test.replace(".", "/") + ".py"]
@@ -318,9 +324,12 @@ def main(argv: list[str] | None = None) -> int:
                     lambda test: on_copy(lambda copy: run_test(copy, test, args.timeout)), tests)))
             for test, outcome in outcomes.items():
                 durations[test] = outcome.seconds
-                if outcome.returncode != 0:
+                # a standalone run ends with the rubric's summary (tests/testing_framework.py)
+                unsummarised = runs_standalone(test) and "Summary" not in outcome.output
+                if outcome.returncode != 0 or unsummarised:
                     baseline_failed.append(test)
-                    print(f"  BASELINE FAILS  {test}: {outcome.first_failure}")
+                    why = outcome.first_failure or "exit 0 without the rubric's Summary"
+                    print(f"  BASELINE FAILS  {test}: {why}")
             if baseline_failed:
                 print("mutants: fix the failing test modules first; a mutant cannot be judged "
                       "against a test that already fails", file=sys.stderr)
