@@ -67,7 +67,8 @@ import sys
 import threading
 import time
 import traceback
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.judging import grading_run, judge_zygote, rubric
@@ -161,10 +162,28 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
             zygotes: bool = True) -> dict[str, dict]:
     """Grade the handins under ``handins_dir`` this grader has not graded (see the module
     docstring); return every row. ``zygotes``: fork each judge from a zygote of its job slot
-    (``autograder/judging/judge_zygote.py``) where the grader's Makefile allows; else make."""
+    (``autograder/judging/judge_zygote.py``) where the grader's Makefile allows; else make.
+    The steps: :func:`plan`, :func:`grade_in_pool` with a :class:`Recorder`, :func:`interrupt`."""
     grader = rescore.grader_in(source)
     if jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {jobs}")
+    rows, todo = plan(handins_dir, out, grader, jobs, versions, only, force)
+    record = Recorder(out, rows, grader, versions, len(todo), progress)
+    try:
+        grade_in_pool(todo, source, grader_flags, jobs, zygotes, record)
+    finally:
+        record.close()
+        write_rows(out / "grades.csv", rows)
+    print(summarize(rows, out), end="", file=sys.stderr)
+    return rows
+
+
+def plan(handins_dir: Path, out: Path, grader: rescore.Grader, jobs: int, versions: str,
+         only: list[str] | None, force: bool
+         ) -> tuple[dict[str, dict], dict[str, tuple[Handin, str, str]]]:
+    """(every row of OUT's grades.csv this run keeps, rescored already; {key: (handin, its
+    sha256, note)} of the handins to grade): finds the handins, says why each is graded,
+    rescored or kept, and rescores those whose scoring line alone changed."""
     handins = find_handins(handins_dir, versions)
     (out / "feedback").mkdir(parents=True, exist_ok=True)
     csv_path = out / "grades.csv"
@@ -176,76 +195,112 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
     if rescoring:
         print(rescore.apply_rescore(rows, rescoring, grader, out), end="", file=sys.stderr)
         write_rows(csv_path, rows)
-    from tqdm import tqdm
+    return rows, todo
 
-    bar = tqdm(total=len(todo), unit="handin", disable=not progress, file=sys.stderr)
-    start = time.monotonic()
-    processes: dict[int, object] = {}  # thread -> its judge's process (make, or forked)
-    interrupted, stopping = threading.Event(), threading.Event()
 
-    def record(future, key: str, handin: Handin, digest: str, note: str) -> None:
+class Recorder:
+    """Writes each finished grading as its student's row: feedback, then grades.csv rewritten
+    atomically (an interrupted run leaves a valid file), and the progress bar."""
+
+    def __init__(self, out: Path, rows: dict[str, dict], grader: rescore.Grader, versions: str,
+                 count: int, progress: bool) -> None:
+        from tqdm import tqdm
+
+        self.out, self.rows, self.grader, self.versions = out, rows, grader, versions
+        self.bar = tqdm(total=count, unit="handin", disable=not progress, file=sys.stderr)
+        self.start = time.monotonic()
+
+    def __call__(self, future: Future, key: str, handin: Handin, digest: str, note: str) -> None:
+        """Record ``future``'s grading of ``handin``; one never started (a Ctrl-C) records
+        nothing. A result that cannot be read is a crashed row."""
         try:
             graded = future.result()
         except InterruptedError:
             return
         try:
-            feedback_path(out, key).write_text(graded.output, encoding="utf-8", errors="replace")
-            row = row_of(handin, graded, digest, grader.identity, versions)
+            feedback_path(self.out, key).write_text(graded.output, encoding="utf-8",
+                                                    errors="replace")
+            row = row_of(handin, graded, digest, self.grader.identity, self.versions)
         except Exception as error:  # noqa: BLE001 - an unreadable result is a crashed row
             graded = grading_run.GradingRun(
                 rubric.zero_scores(), None, "", graded.seconds, False,
                 error=f"its result could not be read: {type(error).__name__}: {str(error)[:200]}")
-            row = row_of(handin, graded, digest, grader.identity, versions)
-        row["scoring"] = grader.scoring_text
+            row = row_of(handin, graded, digest, self.grader.identity, self.versions)
+        row["scoring"] = self.grader.scoring_text
         row["notes"] = "; ".join(filter(None, [note, row["notes"]]))
-        rows[key] = row
-        write_rows(csv_path, rows)
-        bar.update(1)
-        bar.set_postfix(per_minute=f"{bar.n / max(time.monotonic() - start, 1e-9) * 60:.1f}")
+        self.rows[key] = row
+        write_rows(self.out / "grades.csv", self.rows)
+        self.bar.update(1)
+        self.bar.set_postfix(
+            per_minute=f"{self.bar.n / max(time.monotonic() - self.start, 1e-9) * 60:.1f}")
 
+    def close(self) -> None:
+        self.bar.close()
+
+
+@dataclass
+class Stages:
+    """What the pool's threads share with the main thread: each thread's judge process (make, or
+    forked), and the two stages of a Ctrl-C (no new grading starts; the running ones stop)."""
+
+    processes: dict[int, object] = field(default_factory=dict)
+    interrupted: threading.Event = field(default_factory=threading.Event)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+
+Running = dict[Future, tuple[str, Handin, str, str]]  # future -> (key, handin, digest, note)
+
+
+def grade_in_pool(todo: dict[str, tuple[Handin, str, str]], source: Path, grader_flags: str,
+                  jobs: int, zygotes: bool, record: Recorder) -> None:
+    """Grade ``todo`` ``jobs`` at a time, each judge forked from its slot's zygote where the
+    grader allows; ``record`` each as it finishes. A Ctrl-C goes to :func:`interrupt`."""
+    stages = Stages()
     forks = (judge_zygote.Zygotes(sys.executable, grading_run.judge_environment(jobs))
              if zygotes and todo and grading_run.zygote_can_grade(source) else None)
     pool = ThreadPoolExecutor(max_workers=jobs)
-    running = {pool.submit(grade_one, handin, source, grader_flags, jobs, processes,
-                           interrupted, stopping, forks): (key, handin, digest, note)
-               for key, (handin, digest, note) in todo.items()}
-
-    def drain() -> None:
-        while running:
-            done, _ = wait(running, timeout=WAKE_S, return_when=FIRST_COMPLETED)
-            for future in done:
-                record(future, *running.pop(future))
-
     try:
+        running: Running = {
+            pool.submit(grade_one, handin, source, grader_flags, jobs, stages.processes,
+                        stages.interrupted, stages.stopping, forks): (key, handin, digest, note)
+            for key, (handin, digest, note) in todo.items()}
         try:
-            drain()
+            drain(running, record)
         except KeyboardInterrupt:
-            interrupted.set()
-            cancelled = [future for future in running if future.cancel()]
-            for future in cancelled:
-                del running[future]
-            pending = len(cancelled)
-            print(f"\ninterrupted: {pending} not started; waiting for the {len(running)} running "
-                  f"(Ctrl-C again to stop them); {csv_path} holds every finished row",
-                  file=sys.stderr)
-            try:
-                drain()
-            except KeyboardInterrupt:
-                stopping.set()
-                print(f"\nstopping the {len(running)} running gradings and removing their "
-                      f"folders; every finished row is kept", file=sys.stderr)
-                for process in list(processes.values()):
-                    grading_run.stop(process)
-                wait(running)
-            raise KeyboardInterrupt from None
+            interrupt(running, record, stages, record.out / "grades.csv")
     finally:
-        bar.close()
         pool.shutdown(wait=True, cancel_futures=True)
         if forks is not None:
             forks.close()
-        write_rows(csv_path, rows)
-    print(summarize(rows, out), end="", file=sys.stderr)
-    return rows
+
+
+def drain(running: Running, record: Recorder) -> None:
+    """Record each grading of ``running`` as it finishes, waking every WAKE_S for a Ctrl-C."""
+    while running:
+        done, _ = wait(running, timeout=WAKE_S, return_when=FIRST_COMPLETED)
+        for future in done:
+            record(future, *running.pop(future))
+
+
+def interrupt(running: Running, record: Recorder, stages: Stages, csv_path: Path) -> None:
+    """After a first Ctrl-C: cancel the gradings not started and record the running ones as they
+    finish; a second Ctrl-C stops those (their folders removed). Raises KeyboardInterrupt."""
+    stages.interrupted.set()
+    cancelled = [future for future in running if future.cancel()]
+    for future in cancelled:
+        del running[future]
+    print(f"\ninterrupted: {len(cancelled)} not started; waiting for the {len(running)} running "
+          f"(Ctrl-C again to stop them); {csv_path} holds every finished row", file=sys.stderr)
+    try:
+        drain(running, record)
+    except KeyboardInterrupt:
+        stages.stopping.set()
+        print(f"\nstopping the {len(running)} running gradings and removing their "
+              f"folders; every finished row is kept", file=sys.stderr)
+        for process in list(stages.processes.values()):
+            grading_run.stop(process)
+        wait(running)
+    raise KeyboardInterrupt from None
 
 
 def main(argv: list[str] | None = None) -> None:
