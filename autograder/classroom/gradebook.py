@@ -69,15 +69,16 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.judging import rubric
 from autograder.classroom import spreadsheet
-from autograder.classroom.handins import members_of
-from autograder.classroom.late_policy import (DUE_EXAMPLE, Lateness, lateness, parse_time,
-                                             read_extensions, time_zone)
-from autograder.classroom.roster_match import match, roster_index
+from autograder.classroom.handins import GRADESCOPE_METADATA, members_of, submitted_time
+from autograder.classroom.late_policy import (DUE_EXAMPLE, Lateness, impossible_time, lateness,
+                                             parse_time, read_extensions, read_grace_days,
+                                             time_zone)
+from autograder.classroom.roster_match import match, roster_index, student_position
 from autograder.classroom.grades_csv import row_key
 from autograder.judging.report import Status
 
@@ -90,7 +91,11 @@ DEFAULT_ASSIGNMENT = "HW4P1"
 # the grading statuses whose total is the student's score; crashed is the grader's fault, left blank
 SCORED_STATUSES = frozenset(Status) - {Status.CRASHED}
 MISSING_CHOICES = ("blank", "zero")
-NO_HANDIN, CONFLICT = "no handin", "conflict"
+SEVERAL_CHOICES = ("conflict", "latest")  # a roster row reached by several submissions
+NO_HANDIN, CONFLICT, LEFT_OUT = "no handin", "conflict", "left out"
+AUTOLAB_IMPORT = "autolab_import.csv"
+# Canvas's Student View user, in every course's export (as "Student, Test" or "Test Student")
+TEST_STUDENT_NAMES = frozenset({"Student, Test", "Test Student"})
 
 
 def read_roster(path: Path) -> tuple[list[dict], dict | None]:
@@ -150,19 +155,63 @@ class Join:
     no_handin: list[dict]  # roster rows
     crashed: list[tuple[dict, dict]]  # roster row, grade row
     not_imported: list[dict]  # grade rows of earlier versions
+    left_out: list[tuple[dict, str]] = field(default_factory=list)  # roster row, who it is
+    impossible: list[tuple[dict, dict, str]] = field(default_factory=list)  # roster, grade, why
+    latest_taken: list[tuple[dict, list[dict]]] = field(default_factory=list)  # roster, rows
+
+
+def read_aliases(path: Path, roster: list[dict]) -> dict[str, int]:
+    """{address, lower case: roster position} from the TA's aliases CSV (``address``,
+    ``student``: a SIS User ID, SIS Login ID or email of the roster)."""
+    columns, rows = spreadsheet.read_csv(path)
+    if not {"address", "student"} <= set(columns):
+        raise SystemExit(f"{path}: an aliases file has the columns address and student (it has "
+                         f"{', '.join(columns) or 'none'})")
+    index = roster_index(roster, ())
+    aliases: dict[str, int] = {}
+    for line, row in enumerate(rows, start=2):
+        address = row["address"].strip().lower()
+        if "@" not in address or address in aliases:
+            raise SystemExit(f"{path} line {line}: address {row['address']!r} is "
+                             f"{'given twice' if address in aliases else 'not an email address'}")
+        aliases[address] = student_position(index, row["student"], f"{path} line {line}")
+    return aliases
+
+
+def left_out_of_missing(roster: list[dict], inactive: set[int]) -> dict[int, str]:
+    """{roster position: who it is} of the rows --missing zero never scores: Canvas's Test
+    Student and the inactive enrollments the TA names (--inactive)."""
+    return {position: ("Canvas's Test Student" if row["Student"].strip() in TEST_STUDENT_NAMES
+                       else "an inactive enrollment (--inactive)")
+            for position, row in enumerate(roster)
+            if row["Student"].strip() in TEST_STUDENT_NAMES or position in inactive}
+
+
+def latest_of(reached: list[tuple[dict, str]]) -> tuple[dict, str] | None:
+    """The latest submitted of several grade rows reaching one student, as Gradescope counts a
+    student's latest submission; None unless each has a submission time and one is latest."""
+    times = [submitted_time(row.get("submitted_at", "")) for row, _ in reached]
+    if None in times or times.count(max(times)) > 1:
+        return None
+    return reached[times.index(max(times))]
 
 
 def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
-         policy: Lateness | None = None, missing: str = "blank") -> Join:
+         policy: Lateness | None = None, missing: str = "blank",
+         aliases: dict[str, int] | None = None, inactive: set[int] | None = None,
+         several: str = "conflict") -> Join:
     """Match every member of every grade row to the roster (see the module docstring)."""
     policy = policy or Lateness()
     grades, not_imported = latest_versions(grades)
     index = roster_index(roster, domains)
+    for address, position in (aliases or {}).items():
+        index[f"alias:{address}"] = [position]
+    not_students = left_out_of_missing(roster, inactive or set())
     claims: dict[int, dict[int, tuple[dict, str]]] = {}  # position -> {id(grade row): claim}
     unmatched, contested = [], set()  # contested: reached by a member whose rules disagree
     for row in grades:
         for member in members_of(row):
-            positions, rule = match(member, index, domains)
+            positions, rule = match(member, index, domains, bool(aliases))
             if not positions:
                 unmatched.append((row, member, rule))
             for position in positions:
@@ -173,10 +222,18 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
     for position, roster_row in enumerate(roster):
         entry = {column: roster_row.get(column, "") for column in CANVAS_COLUMNS}
         reached = list(claims.get(position, {}).values())
+        latest = (latest_of(reached) if several == "latest" and len(reached) > 1
+                  and position not in contested else None)
+        if latest is not None:
+            result.latest_taken.append((roster_row, [row for row, _ in reached]))
+            reached = [(latest[0], f"{latest[1]} (the latest of {len(reached)} submissions, "
+                                   f"--several-submissions latest)")]
         if len(reached) != 1 or position in contested:
-            status = CONFLICT if reached else NO_HANDIN
+            status = CONFLICT if reached else LEFT_OUT if position in not_students else NO_HANDIN
             if reached:
                 result.conflicts.append((roster_row, reached))
+            elif status == LEFT_OUT:
+                result.left_out.append((roster_row, not_students[position]))
             else:
                 result.no_handin.append(roster_row)
             result.rows.append({**entry, "status": status,
@@ -188,11 +245,17 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
         total = float(row["total"])
         deadline = policy.extensions.get(position, policy.due)
         hours, deduction, late_rule = lateness(row.get("submitted_at", ""), deadline,
-                                               position in policy.extensions, total, policy)
-        scored = row["status"] in SCORED_STATUSES
-        if not scored:
+                                               position in policy.extensions, total, policy,
+                                               policy.grace_days.get(position, 0))
+        why_not = impossible_time(row.get("submitted_at", ""), policy)
+        if why_not:
+            result.impossible.append((roster_row, row, why_not))
+            hours, late_rule = None, f"{why_not}: left for the staff"
+        scored = row["status"] in SCORED_STATUSES and not why_not
+        if row["status"] not in SCORED_STATUSES:
             result.crashed.append((roster_row, row))
         result.rows.append({**entry, "handin": row_key(row), "matched_by": rule,
+                            "autolab": bool(row.get("version")),
                             "status": row["status"], "total": row["total"],
                             "submitted_at": row.get("submitted_at", ""),
                             "due": deadline.isoformat() if deadline else "",
@@ -217,20 +280,37 @@ def unmatched_text(result: Join, missing: str) -> str:
                for roster_row, reached in result.conflicts),
              *(["  next: decide which handin counts (a student in a group's submission and in "
                 "their own, two addresses of one student) and enter that grade in Canvas by "
-                "hand, or fix the submissions and export again"] if result.conflicts else []),
+                "hand, or fix the submissions and export again; to count each student's latest "
+                "submission as Gradescope does, run make gradebook again with ARGS='"
+                "--several-submissions latest'"] if result.conflicts else []),
              f"graded, but no roster row matches ({len(result.unmatched)}):",
              *(f"  {member['email'] or member['sid'] or member['name'] or '?'} ({row_key(row)}"
                + (f", {member['name']}" if member["name"] else "") + f"): {rule}"
                for row, member, rule in result.unmatched),
              *(["  next: auditors and dropped students need nothing; a student of the course "
                 "who handed in under another address is matched by --domain (the course's own "
-                "email domain) or by their SID"] if result.unmatched else []),
+                "email domain), by their SID, or by a line 'address,student' in an --aliases "
+                "file (student: their SIS User ID, SIS Login ID or email)"]
+               if result.unmatched else []),
              f"on the roster, with no handin ({len(result.no_handin)}):",
              *(f"  {roster_name(roster_row)}: no grade row has this SID, email or login"
                for roster_row in result.no_handin),
              *(["  imported as " + ("0 (--missing zero)" if missing == "zero" else
                                     "blank, which Canvas leaves unchanged (--missing zero "
-                                    "imports 0)")] if result.no_handin else []),
+                                    "imports 0)")
+                + "; next: a student who handed in under another address: an --aliases file; "
+                  "one who withdrew: --inactive <their SIS User ID>"] if result.no_handin else []),
+             f"left out of --missing zero, imported blank ({len(result.left_out)}):",
+             *(f"  {roster_name(roster_row)}: {who}" for roster_row, who in result.left_out),
+             *(["  next: nothing; a student named by --inactive by mistake: run make gradebook "
+                "again without them"] if result.left_out else []),
+             f"submission times that cannot be right, left blank for the staff "
+             f"({len(result.impossible)}):",
+             *(f"  {roster_name(roster_row)}: {row_key(row)}: {why}"
+               for roster_row, row, why in result.impossible),
+             *(["  next: look the handin up on the platform; enter its grade in Canvas by hand, "
+                "or correct --opened or --exported (the export's time) and run make gradebook "
+                "again"] if result.impossible else []),
              f"graded but left blank, the grading crashed ({len(result.crashed)}):",
              *(f"  {roster_name(roster_row)}: {row_key(row)}"
                for roster_row, row in result.crashed),
@@ -238,10 +318,19 @@ def unmatched_text(result: Join, missing: str) -> str:
                 "make regrade HANDINS=... ARGS='--only " + " ".join(
                     row["student"] for _, row in result.crashed) + "'"]
                if result.crashed else [])]
+    if result.latest_taken:
+        lines += [f"reached by several submissions, the latest imported (--several-submissions "
+                  f"latest) ({len(result.latest_taken)}):",
+                  *(f"  {roster_name(roster_row)}: " + ", ".join(
+                      f"{row_key(row)} at {row.get('submitted_at', '')}" for row in rows)
+                    for roster_row, rows in result.latest_taken),
+                  "  next: check each; without --several-submissions latest they are conflicts"]
     if result.not_imported:
         lines += [f"earlier versions, not imported (grades.csv holds every version; each "
                   f"student's highest is imported) ({len(result.not_imported)}):",
-                  *(f"  {row_key(row)}" for row in result.not_imported)]
+                  *(f"  {row_key(row)}" for row in result.not_imported),
+                  "  next: nothing (make regrade without ARGS='--versions all' grades only each "
+                  "student's highest)"]
     return "\n".join(lines) + "\n"
 
 
@@ -252,6 +341,7 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
     late = [row for row in graded if row["late_deduction"] not in ("", 0, 0.0)]
     unknown = [row for row in graded if row["late_rule"].startswith("time unknown")]
     untimed = [row for row in graded if not row["submitted_at"]]
+    autolab = [row for row in untimed if row["autolab"]]
     lines = [f"{len(result.rows)} roster rows: {len(graded)} reached by one grade row, "
              f"{len(imported)} with a score to import; {len(result.conflicts)} conflicts "
              f"(imported for neither), {len(result.no_handin)} with no handin, "
@@ -263,14 +353,26 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
                      f"a deduction, {len(unknown)} whose lateness is unknown")
     else:
         lines.append("lateness not checked (no --due): every total is imported unchanged")
-    if untimed:
-        lines.append(f"  {len(untimed)} handin{' has' if len(untimed) == 1 else 's have'} no "
-                     f"submission time: an Autolab download "
-                     f"carries none (Autolab records lateness, and applies its own late policy "
-                     f"and grace days, only in its own gradebook), so they are imported without "
-                     f"a late deduction. next: look up the late ones in Autolab's gradebook for "
-                     f"this assessment and enter their penalty in Canvas by hand")
-    if result.conflicts or result.unmatched or result.no_handin or result.crashed:
+    if autolab:
+        lines.append(f"  {len(autolab)} Autolab handin{' has' if len(autolab) == 1 else 's have'}"
+                     f" no submission time: an Autolab download holds none but the download "
+                     f"zip's entry times (make regrade ... ARGS='--autolab-zone <the server's "
+                     f"zone>' reads them), so they are imported without a late deduction. next: "
+                     f"read the zip's times, or look up the late ones in Autolab's gradebook and "
+                     f"enter their penalty in Canvas by hand")
+    if len(untimed) > len(autolab):
+        others = len(untimed) - len(autolab)
+        lines.append(f"  {others} handin{' has' if others == 1 else 's have'} no submission "
+                     f"time in the download (a folder {GRADESCOPE_METADATA} does not list, or "
+                     f"an archive named by student alone), so imported without a late "
+                     f"deduction. next: look their time up on the platform")
+    if result.impossible:
+        lines.append(f"  {len(result.impossible)} submission time"
+                     f"{' cannot' if len(result.impossible) == 1 else 's cannot'} be right "
+                     f"(after the export, or before the assignment opened): left blank for the "
+                     f"staff, listed in {out / 'unmatched.txt'}")
+    if (result.conflicts or result.unmatched or result.no_handin or result.crashed
+            or result.impossible):
         lines.append(f"next: read {out / 'unmatched.txt'}: each case, the rule that did or did "
                      f"not match, and what to do")
     lines.append(f"then: check {out / 'gradebook.csv'} and import {out / 'canvas_import.csv'} "
@@ -278,17 +380,54 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def autolab_import(grades: list[dict]) -> tuple[list[list], list[str]]:
+    """(the lines of Autolab's grade import: each member's email, then the points of each
+    problem in rubric order, for every graded row of each student's highest version; the
+    addresses left out, in two rows, with those rows). Crashed rows are left out (listed
+    elsewhere); lateness is Autolab's own."""
+    by_address: dict[str, list[tuple[str, dict]]] = {}
+    for row in latest_versions(grades)[0]:
+        if row["status"] in SCORED_STATUSES:
+            for member in members_of(row):
+                if member["email"]:
+                    by_address.setdefault(member["email"].lower(), []).append(
+                        (member["email"], row))
+    lines, doubles = [], []
+    for found in (by_address[address] for address in sorted(by_address)):
+        if len(found) > 1:
+            doubles.append(f"{found[0][0]}: in " + ", ".join(row_key(row) for _, row in found))
+        else:
+            address, row = found[0]
+            lines.append([address, *(row.get(category, "") for category in rubric.RUBRIC)])
+    return lines, doubles
+
+
+def autolab_text(lines: list[list], doubles: list[str]) -> str:
+    """The Autolab import's part of unmatched.txt."""
+    return "\n".join([
+        f"{AUTOLAB_IMPORT}: {len(lines)} addresses; its columns: email, "
+        + ", ".join(rubric.RUBRIC) + " (no header: define the assessment's problems in this "
+        "order, then Gradebook > Import grades (bulk grade) in Autolab)",
+        f"addresses in two grade rows, left out of {AUTOLAB_IMPORT} ({len(doubles)}):",
+        *(f"  {line}" for line in doubles),
+        *(["  next: decide which row counts and enter it in Autolab by hand"] if doubles else [])]
+    ) + "\n"
+
+
 def write_outputs(out: Path, result: Join, assignment: str, points_row: dict | None,
-                  missing: str, policy: Lateness) -> str:
-    """Write the four files of ``out``; returns the summary."""
+                  missing: str, policy: Lateness, grades: list[dict]) -> str:
+    """Write the five files of ``out``; returns the summary."""
     out.mkdir(parents=True, exist_ok=True)
+    autolab_lines, doubles = autolab_import(grades)
+    spreadsheet.write_csv(out / AUTOLAB_IMPORT, None, autolab_lines)
     points = ([[POINTS_POSSIBLE, *[""] * (len(CANVAS_COLUMNS) - 1), sum(rubric.RUBRIC.values())]]
               if points_row is not None else [])
     spreadsheet.write_csv(out / "canvas_import.csv", [*CANVAS_COLUMNS, assignment],
                           [*points, *([row[column] for column in CANVAS_COLUMNS] + [row["score"]]
                                       for row in result.rows)])
     spreadsheet.write_csv(out / "gradebook.csv", REPORT_COLUMNS, result.rows)
-    (out / "unmatched.txt").write_text(unmatched_text(result, missing), encoding="utf-8")
+    (out / "unmatched.txt").write_text(unmatched_text(result, missing)
+                                       + autolab_text(autolab_lines, doubles), encoding="utf-8")
     summary = summary_text(result, policy, out)
     (out / "summary.txt").write_text(summary, encoding="utf-8")
     return summary
@@ -297,7 +436,9 @@ def write_outputs(out: Path, result: Join, assignment: str, points_row: dict | N
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Join the regrade's grades.csv with a Canvas "
                                                  "roster; write a CSV Canvas imports.")
-    parser.add_argument("roster", type=Path, help="Canvas's Gradebook export (CSV)")
+    parser.add_argument("roster", type=Path, nargs="?",
+                        help="Canvas's Gradebook export (CSV); without one (an Autolab-only "
+                             "course) only autolab_import.csv and unmatched.txt are written")
     parser.add_argument("--grades", type=Path, default=Path("regrade/grades.csv"))
     parser.add_argument("--out", type=Path, default=Path("gradebook"))
     parser.add_argument("--assignment", default=DEFAULT_ASSIGNMENT,
@@ -315,6 +456,23 @@ def main(argv: list[str] | None = None) -> None:
                              "the extensions), e.g. America/New_York")
     parser.add_argument("--extensions", type=Path, metavar="FILE",
                         help="CSV: student (SIS User ID, SIS Login ID or email), due or hours")
+    parser.add_argument("--days-grace", type=Path, metavar="FILE", dest="grace_days",
+                        help="CSV: student, grace_days (each student's grace days left, as "
+                             "Autolab's gradebook shows them; each started day late uses one)")
+    parser.add_argument("--opened", help="when the assignment opened (as --due): an older "
+                                         "submission time is listed, not scored")
+    parser.add_argument("--exported", help="when the download was exported (as --due; default: "
+                                           "now): a later submission time is listed, not scored")
+    parser.add_argument("--aliases", type=Path, metavar="FILE",
+                        help="CSV: address, student (SIS User ID, SIS Login ID or email): an "
+                             "address the student handed in under")
+    parser.add_argument("--inactive", nargs="+", default=[], metavar="STUDENT",
+                        help="withdrawn students (SIS User ID, SIS Login ID or email): left out "
+                             "of --missing zero, like Canvas's Test Student")
+    parser.add_argument("--several-submissions", choices=SEVERAL_CHOICES, default="conflict",
+                        help="a student reached by several submissions (in two groups): a "
+                             "conflict, imported for none (default), or the latest submitted, "
+                             "as Gradescope counts it")
     parser.add_argument("--grace-minutes", type=float, default=0.0,
                         help="a handin at most this late is on time (needs --due)")
     parser.add_argument("--late-penalty-per-day", type=float, default=0.0,
@@ -323,20 +481,37 @@ def main(argv: list[str] | None = None) -> None:
                         help="days late after which the score is 0 (needs --due)")
     args = parser.parse_args(argv)
     if args.due is None and (args.late_penalty_per_day or args.grace_minutes or args.extensions
-                             or args.late_max_days != math.inf):
-        raise SystemExit("--late-penalty-per-day, --late-max-days, --grace-minutes and "
-                         "--extensions need --due (the deadline they count from)")
+                             or args.late_max_days != math.inf or args.grace_days):
+        raise SystemExit("--late-penalty-per-day, --late-max-days, --grace-minutes, "
+                         "--extensions and --days-grace need --due (the deadline they count "
+                         "from)")
     timezone = time_zone(args.timezone)
+    grades = read_grades(args.grades)
+    if args.roster is None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        lines, doubles = autolab_import(grades)
+        spreadsheet.write_csv(args.out / AUTOLAB_IMPORT, None, lines)
+        text = autolab_text(lines, doubles)
+        (args.out / "unmatched.txt").write_text(text, encoding="utf-8")
+        print(text + f"no roster: {args.out / 'canvas_import.csv'} not written", end="")
+        return
     roster, points_row = read_roster(args.roster)
     due = parse_time(args.due, timezone, "--due") if args.due is not None else None
+    index = roster_index(roster, ())
     policy = Lateness(due, read_extensions(args.extensions, roster, due, timezone)
                       if args.extensions else {}, args.grace_minutes,
-                      args.late_penalty_per_day, args.late_max_days)
+                      args.late_penalty_per_day, args.late_max_days,
+                      read_grace_days(args.grace_days, roster) if args.grace_days else {},
+                      parse_time(args.opened, timezone, "--opened") if args.opened else None,
+                      parse_time(args.exported, timezone, "--exported") if args.exported
+                      else None)
     domains = tuple(domain.strip().lower().lstrip("@") for domain in args.domain)
-    grades = read_grades(args.grades)
-    result = join(roster, grades, domains, policy, args.missing)
-    print(write_outputs(args.out, result, args.assignment, points_row, args.missing, policy),
-          end="")
+    result = join(roster, grades, domains, policy, args.missing,
+                  read_aliases(args.aliases, roster) if args.aliases else None,
+                  {student_position(index, student, "--inactive") for student in args.inactive},
+                  args.several_submissions)
+    print(write_outputs(args.out, result, args.assignment, points_row, args.missing, policy,
+                        grades), end="")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,17 @@ COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "vers
            "notes", "integrity_flags", "runtime_code", "weights_sha256", "handin_sha256",
            "grader_sha256", "scoring", "weights_fingerprint"]
 RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
+# What a row says of who handed in what and when: always the current download's, also in a row
+# whose grading is kept (a re-export after a group was fixed, a second term's metadata).
+IDENTITY = ("name", "email", "sid", "version", "versions_found", "versions_graded",
+            "submitted_at")
+
+
+def identity_of(handin: Handin, versions: str) -> dict:
+    """The IDENTITY cells of ``handin``'s row, as the download says them."""
+    return {"name": handin.name, "email": handin.email, "sid": handin.sid,
+            "version": handin.version, "versions_found": handin.versions_found,
+            "versions_graded": versions, "submitted_at": handin.submitted_at}
 
 
 def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grader_sha: str,
@@ -29,10 +40,7 @@ def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grad
     integrity = [flag.replace("; ", ", ") for flag in report.flags]  # "; " separates CSV flags
     integrity += report.static_findings  # one line each, without "; " (handin_guard.describe)
     notes = [note for note in (handin.note, graded.error) if note]
-    return {"student": handin.student, "name": handin.name, "email": handin.email,
-            "sid": handin.sid, "version": handin.version, "versions_found": handin.versions_found,
-            "versions_graded": versions, "submitted_at": handin.submitted_at,
-            "status": graded.status, **graded.scores,
+    return {"student": handin.student, **identity_of(handin, versions), "status": graded.status, **graded.scores,
             "total": round(sum(graded.scores.values()), 2),
             "perplexity_recomputed": "" if lm.perplexity_char is None else lm.perplexity_char,
             "perplexity_reported": lm.reported_perplexity_char or "",

@@ -79,7 +79,10 @@ def gradescope_metadata(folder: Path) -> dict[str, dict[str, str]]:
 
 
 def member_field(value: object) -> str:
-    """One member's name, email or SID as a cell of a joined list (no separator inside)."""
+    """One member's name, email or SID as a cell of a joined list (no separator inside); a name
+    given as a list of its parts (``[Mallory, Stone]``) is written as its parts, spaced."""
+    if isinstance(value, list | tuple):
+        return " ".join(filter(None, map(member_field, value)))
     return re.sub(r"\s+", " ", str(value if value is not None else "")).replace(";", ",").strip()
 
 

@@ -1,6 +1,6 @@
 """The gradebook's late policy (``autograder/classroom/gradebook.py``'s docstring, "Lateness"): the
-deadline and its time zone, each student's extension, the grace period, and the points a late
-handin loses."""
+deadline and its time zone, each student's extension and grace days, the grace period, the points
+a late handin loses, and the submission times that cannot be right."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from autograder.classroom import spreadsheet
 from autograder.classroom.handins import submitted_time
-from autograder.classroom.roster_match import roster_index
+from autograder.classroom.roster_match import roster_index, student_position
 
 DUE_EXAMPLE = "2026-11-21T00:00:00-05:00"
 
@@ -25,6 +25,25 @@ class Lateness:
     grace_minutes: float = 0.0
     per_day: float = 0.0
     max_days: float = math.inf
+    grace_days: dict[int, int] = field(default_factory=dict)  # roster position -> days left
+    opened: datetime | None = None  # no handin can be older
+    exported: datetime | None = None  # nor newer (the download's export; None: now)
+
+
+def impossible_time(submitted_at: str, policy: Lateness) -> str:
+    """Why ``submitted_at`` cannot be a submission time (after the export or now, before the
+    assignment opened), or '' (also for a missing or unreadable time: lateness says so)."""
+    submitted = submitted_time(submitted_at)
+    if submitted is None:
+        return ""
+    latest = policy.exported or datetime.now(UTC)
+    if submitted > latest.timestamp():
+        return (f"submitted at {submitted_at}, after the export ({latest.isoformat()}"
+                f"{'' if policy.exported else ', now'}): not a time a handin can have")
+    if policy.opened is not None and submitted < policy.opened.timestamp():
+        return (f"submitted at {submitted_at}, before the assignment opened "
+                f"({policy.opened.isoformat()}, --opened)")
+    return ""
 
 
 def parse_time(text: str, timezone: tzinfo | None, what: str) -> datetime:
@@ -60,61 +79,93 @@ def time_zone(name: str | None) -> tzinfo | None:
 
 def read_extensions(path: Path, roster: list[dict], due: datetime,
                     timezone: tzinfo | None) -> dict[int, datetime]:
-    """{roster position: its deadline} from an extensions CSV (``student``; ``due`` or ``hours``
-    after ``due``); a row that names no single roster student, or gives neither or both, is
-    refused."""
+    """{roster position: its deadline} from an extensions CSV (``student``; ``due``, ``hours``
+    after ``due``, or ``days`` after it: calendar days, as Autolab counts them, the deadline's
+    wall-clock time in ``timezone``); a row that names no single roster student, or gives not
+    exactly one of the three, is refused."""
     columns, rows = spreadsheet.read_csv(path)
-    if "student" not in columns or not {"due", "hours"} & set(columns):
+    kinds = ("due", "hours", "days")
+    if "student" not in columns or not set(kinds) & set(columns):
         raise SystemExit(f"{path}: an extensions file has the columns student and due or hours "
-                         f"(it has {', '.join(columns) or 'none'})")
+                         f"(or days; it has {', '.join(columns) or 'none'})")
     index = roster_index(roster, ())
     deadlines: dict[int, datetime] = {}
     for line, row in enumerate(rows, start=2):
-        student = row["student"].strip().lower()
-        hits = {p for kind in ("sid", "email", "login") for p in index.get(f"{kind}:{student}", [])}
         where = f"{path} line {line}"
-        if len(hits) != 1:
-            raise SystemExit(f"{where}: {row['student']!r} is {'on several' if hits else 'on no'} "
-                             f"roster rows: give their SIS User ID, SIS Login ID or email as the "
-                             f"roster has it")
-        new_due, hours = (row.get("due") or "").strip(), (row.get("hours") or "").strip()
-        if bool(new_due) == bool(hours):
-            raise SystemExit(f"{where}: give either due (a new deadline) or hours (added to "
-                             f"--due), not {'both' if new_due else 'neither'}")
+        position = student_position(index, row["student"], where)
+        given = {kind: (row.get(kind) or "").strip() for kind in kinds if (row.get(kind) or "").strip()}
+        if len(given) != 1:
+            raise SystemExit(f"{where}: give one of due (a new deadline), hours or days (added "
+                             f"to --due), not {' and '.join(given) or 'neither'}")
+        (kind, value), = given.items()
+        if kind == "days" and timezone is None:
+            raise SystemExit(f"{where}: days are calendar days in the course's time zone (a "
+                             f"day across a change of daylight saving time is 23 or 25 hours): "
+                             f"give it with --timezone NAME (e.g. America/New_York)")
         try:
-            # added in UTC: hours are elapsed hours, across a change of daylight saving time too
-            deadline = (parse_time(new_due, timezone, f"{where}: due") if new_due
-                        else (due.astimezone(UTC) + timedelta(hours=float(hours))
-                              ).astimezone(due.tzinfo))
+            if kind == "due":
+                deadline = parse_time(value, timezone, f"{where}: due")
+            elif kind == "hours":
+                # added in UTC: hours are elapsed hours, across a change of daylight saving too
+                deadline = (due.astimezone(UTC) + timedelta(hours=float(value))
+                            ).astimezone(due.tzinfo)
+            else:  # the same wall-clock time, int(value) days later, in the course's zone
+                deadline = due.astimezone(timezone) + timedelta(days=int(value))
         except (ValueError, OverflowError):
-            raise SystemExit(f"{where}: hours {hours!r} is not a number") from None
-        position = hits.pop()
+            raise SystemExit(f"{where}: {kind} {value!r} is not a "
+                             f"{'whole ' if kind == 'days' else ''}number") from None
         if position in deadlines:
             raise SystemExit(f"{where}: a second extension for {roster[position]['Student']}")
         deadlines[position] = deadline
     return deadlines
 
 
-def late_deduction(total: float, hours: float | None, per_day: float, max_days: float) -> float:
-    """Points the late policy takes from ``total``: ``per_day`` percent per started day late,
-    everything after ``max_days`` days (with or without a daily penalty)."""
+def read_grace_days(path: Path, roster: list[dict]) -> dict[int, int]:
+    """{roster position: grace days left} from a CSV (``student``, ``grace_days``): each
+    student's budget as Autolab's gradebook shows it; each started day late uses one."""
+    columns, rows = spreadsheet.read_csv(path)
+    if not {"student", "grace_days"} <= set(columns):
+        raise SystemExit(f"{path}: a grace days file has the columns student and grace_days (it "
+                         f"has {', '.join(columns) or 'none'})")
+    index = roster_index(roster, ())
+    days: dict[int, int] = {}
+    for line, row in enumerate(rows, start=2):
+        where = f"{path} line {line}"
+        position = student_position(index, row["student"], where)
+        try:
+            days[position] = int(row["grace_days"])
+            if days[position] < 0:
+                raise ValueError
+        except ValueError:
+            raise SystemExit(f"{where}: grace_days {row['grace_days']!r} is not a whole number "
+                             f"of days, 0 or more") from None
+    return days
+
+
+def late_deduction(total: float, hours: float | None, per_day: float, max_days: float,
+                   grace_days: int = 0) -> float:
+    """Points the late policy takes from ``total``: ``per_day`` percent per started day late
+    beyond the ``grace_days`` it uses, everything after ``max_days`` days (with or without a
+    daily penalty)."""
     if hours is None or hours <= 0:
         return 0.0
     days = math.ceil(hours / 24)
     if days > max_days:
         return total
-    return round(min(total, total * per_day / 100 * days), 2) if per_day > 0 else 0.0
+    charged = days - min(days, grace_days)
+    return round(min(total, total * per_day / 100 * charged), 2) if per_day > 0 else 0.0
 
 
 def lateness(submitted_at: str, deadline: datetime | None, extended: bool, total: float,
-             policy: Lateness) -> tuple[float | None, float, str]:
-    """(hours after the deadline or None when unknown, the points deducted, the rule applied)."""
+             policy: Lateness, grace_days: int = 0) -> tuple[float | None, float, str]:
+    """(hours after the deadline or None when unknown, the points deducted, the rule applied);
+    ``grace_days``: the student's grace days left."""
     if deadline is None:
         return None, 0.0, "not checked (no --due)"
     due = f"due {deadline.isoformat()}{' (extension)' if extended else ''}"
     if not submitted_at:
-        return None, 0.0, ("time unknown: the download has no submission time (an Autolab one "
-                           "carries none); imported without a late deduction")
+        return None, 0.0, ("time unknown: the download has no submission time; imported without "
+                           "a late deduction")
     submitted = submitted_time(submitted_at)
     if submitted is None:
         return None, 0.0, (f"time unknown: submitted_at {submitted_at!r} is not a time with a "
@@ -126,12 +177,16 @@ def lateness(submitted_at: str, deadline: datetime | None, extended: bool, total
         return hours, 0.0, (f"{hours:.2f} h late, within the {policy.grace_minutes:g}-minute "
                             f"grace period: on time ({due})")
     days = math.ceil(hours / 24)
-    deduction = late_deduction(total, hours, policy.per_day, policy.max_days)
+    used = min(days, grace_days)
+    deduction = late_deduction(total, hours, policy.per_day, policy.max_days, grace_days)
     if days > policy.max_days:
         rule = f"more than {policy.max_days:g} days late: scores 0"
+    elif days == used:
+        rule = "covered by grace days: no deduction"
     elif policy.per_day <= 0:
         rule = "no --late-penalty-per-day: no deduction"
     else:
-        rule = f"{days} x {policy.per_day:g}% of the total"
-    started = f"{days} started day{'s' if days > 1 else ''}"
+        rule = f"{days - used} x {policy.per_day:g}% of the total"
+    started = f"{days} started day{'s' if days > 1 else ''}" + (
+        f", {used} grace day{'s' if used > 1 else ''} used of {grace_days}" if used else "")
     return hours, deduction, f"{hours:.2f} h late ({started}, {due}): {rule}"

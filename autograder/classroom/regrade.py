@@ -74,8 +74,8 @@ from pathlib import Path
 from autograder.judging import grading_run, judge_zygote, rubric
 from autograder.classroom import rescore
 from autograder.classroom.class_summary import summarize
-from autograder.classroom.grades_csv import (RETRIED_NOTE, feedback_path, read_rows, row_of,
-                                             write_rows)
+from autograder.classroom.grades_csv import (RETRIED_NOTE, feedback_path, identity_of, read_rows,
+                                             row_of, write_rows)
 from autograder.classroom.handins import VERSION_CHOICES, Handin, find_handins
 from autograder.judging.report import Status
 from hw4lib.file_io import file_sha256
@@ -159,7 +159,7 @@ WAKE_S = 0.2
 def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
             grader_flags: str = "", progress: bool = True, versions: str = "latest",
             only: list[str] | None = None, force: bool = False,
-            zygotes: bool = True) -> dict[str, dict]:
+            zygotes: bool = True, fresh: bool = False) -> dict[str, dict]:
     """Grade the handins under ``handins_dir`` this grader has not graded (see the module
     docstring); return every row. ``zygotes``: fork each judge from a zygote of its job slot
     (``autograder/judging/judge_zygote.py``) where the grader's Makefile allows; else make.
@@ -167,7 +167,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
     grader = rescore.grader_in(source)
     if jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {jobs}")
-    rows, todo = plan(handins_dir, out, grader, jobs, versions, only, force)
+    rows, todo = plan(handins_dir, out, grader, jobs, versions, only, force, fresh)
     record = Recorder(out, rows, grader, versions, len(todo), progress)
     try:
         grade_in_pool(todo, source, grader_flags, jobs, zygotes, record)
@@ -179,15 +179,15 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
 
 
 def plan(handins_dir: Path, out: Path, grader: rescore.Grader, jobs: int, versions: str,
-         only: list[str] | None, force: bool
+         only: list[str] | None, force: bool, fresh: bool = False
          ) -> tuple[dict[str, dict], dict[str, tuple[Handin, str, str]]]:
     """(every row of OUT's grades.csv this run keeps, rescored already; {key: (handin, its
     sha256, note)} of the handins to grade): finds the handins, says why each is graded,
     rescored or kept, and rescores those whose scoring line alone changed."""
     handins = find_handins(handins_dir, versions)
-    (out / "feedback").mkdir(parents=True, exist_ok=True)
     csv_path = out / "grades.csv"
-    rows = {key: row for key, row in read_rows(csv_path).items() if key in handins}
+    rows = kept_rows(read_rows(csv_path), handins, versions, out, fresh)
+    (out / "feedback").mkdir(parents=True, exist_ok=True)
     todo, rescoring, reasons = to_grade(handins, rows, grader, force, only)
     print(f"{len(handins)} handins, {len(handins) - len(todo)} already graded by this grader, "
           f"{len(todo)} to grade with --jobs {jobs}:", file=sys.stderr)
@@ -196,6 +196,39 @@ def plan(handins_dir: Path, out: Path, grader: rescore.Grader, jobs: int, versio
         print(rescore.apply_rescore(rows, rescoring, grader, out), end="", file=sys.stderr)
         write_rows(csv_path, rows)
     return rows, todo
+
+
+def kept_rows(old: dict[str, dict], handins: dict[str, Handin], versions: str, out: Path,
+              fresh: bool) -> dict[str, dict]:
+    """The rows of OUT's grades.csv (``old``) this download keeps, each with the IDENTITY its
+    handin has now (its grading is reused or not by :func:`to_grade`). A row whose student is no
+    longer in the download leaves the table, listed. Where most of OUT's students are not in it,
+    OUT holds another download (a former term, another assignment): refused, unless ``fresh``
+    moves OUT's files aside and starts clean."""
+    students = {handin.student for handin in handins.values()}
+    gone = sorted({row["student"] for row in old.values()} - students)
+    if old and len(gone) * 2 > len({row["student"] for row in old.values()}):
+        moved = out / f"replaced-{time.strftime('%Y%m%dT%H%M%S')}"
+        reason = (f"{len(gone)} of the {len({row['student'] for row in old.values()})} students "
+                  f"graded in {out / 'grades.csv'} are not in this download: it holds another "
+                  f"download's grading (a former term, another assignment)")
+        if not fresh:
+            raise SystemExit(f"{reason}. Give another --out (make regrade ... OUT=<folder>), or "
+                             f"--fresh to start clean here (OUT's files move to {moved.name}/)")
+        moved.mkdir()
+        for name in ("grades.csv", "feedback", "summary.txt", "summary.png", "rescore.txt"):
+            if (out / name).exists():
+                (out / name).rename(moved / name)
+        print(f"{reason}; --fresh: its files moved to {moved}, every handin is graded",
+              file=sys.stderr)
+        return {}
+    removed = sorted(key for key in old if key not in handins)
+    if removed:
+        print(f"{len(removed)} rows left grades.csv, their handins are not in this download "
+              f"(a student no longer in it, or --versions changed): {', '.join(removed)}",
+              file=sys.stderr)
+    return {key: {**row, **identity_of(handins[key], versions)} for key, row in old.items()
+            if key in handins}
 
 
 class Recorder:
@@ -324,6 +357,9 @@ def main(argv: list[str] | None = None) -> None:
                              "are kept")
     parser.add_argument("--force", action="store_true",
                         help="grade again handins already graded by this grader")
+    parser.add_argument("--fresh", action="store_true",
+                        help="OUT holds another download's grading (a former term): move its "
+                             "files aside and start clean")
     parser.add_argument("--grader-flags", default="", help="GRADER_FLAGS for every grading")
     parser.add_argument("--rescore-only", action="store_true",
                         help="rescore OUT's grades.csv under the grader's scoring line without "
@@ -339,7 +375,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         regrade(args.handins, args.out, args.autograder, args.jobs, args.grader_flags,
                 progress=os.environ.get("TQDM_DISABLE") != "1", versions=args.versions,
-                only=args.only, force=args.force)
+                only=args.only, force=args.force, fresh=args.fresh)
     except KeyboardInterrupt:
         sys.exit(130)
 

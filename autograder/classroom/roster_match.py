@@ -35,21 +35,24 @@ def roster_index(roster: list[dict], domains: tuple[str, ...]) -> dict[str, list
     return index
 
 
-def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[str, ...]
-          ) -> tuple[list[int], str]:
+def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[str, ...],
+          aliases: bool = False) -> tuple[list[int], str]:
     """([the roster position of a grade row's member], the rule that reached it), ([], every
     rule tried and why it did not match), or (every position reached, why) when its rules reach
-    different roster rows (a SID typed for someone else): imported for none of them."""
+    different roster rows (a SID typed for someone else): imported for none of them.
+    ``aliases``: the index holds the TA's aliases (``alias:<address>``), tried after the email."""
     sid, email = member["sid"].strip(), member["email"].strip().lower()
     login = email.split("@")[0] if domain_of(email) in domains else ""
     tried, found = [], None
-    for rule, value, key in (("SID", sid, f"sid:{sid.lower()}"), ("email", email, f"email:{email}"),
-                             ("login", login, f"login:{login}")):
+    rules = (("SID", sid, f"sid:{sid.lower()}"), ("email", email, f"email:{email}"),
+             *([("alias", email, f"alias:{email}")] if aliases else []),
+             ("login", login, f"login:{login}"))
+    for rule, value, key in rules:
         if rule == "login" and email and not login:
             tried.append(f"login not tried ({domain_of(email) or 'no domain'} is not a course "
                          f"domain{'' if domains else ': --domain gives them'})")
         if not value:
-            if rule != "login":
+            if rule not in ("login", "alias"):
                 tried.append(f"no {rule}")
             continue
         hits = index.get(key, [])
@@ -65,5 +68,17 @@ def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[st
             found = hits[0], shown
         else:
             tried.append(f"{shown} is on {len(hits)} roster rows" if hits else
+                         f"{shown} is not in the aliases file" if rule == "alias" else
                          f"{shown} is not on the roster")
     return ([found[0]], found[1]) if found else ([], "; ".join(tried))
+
+
+def student_position(index: dict[str, list[int]], text: str, where: str) -> int:
+    """The roster position a TA's file names by SIS User ID, SIS Login ID or email (``text``);
+    SystemExit at ``where`` when it names none or several."""
+    student = text.strip().lower()
+    hits = {p for kind in ("sid", "email", "login") for p in index.get(f"{kind}:{student}", [])}
+    if len(hits) != 1:
+        raise SystemExit(f"{where}: {text!r} is {'on several' if hits else 'on no'} roster rows: "
+                         f"give their SIS User ID, SIS Login ID or email as the roster has it")
+    return hits.pop()

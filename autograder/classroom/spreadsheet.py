@@ -43,15 +43,16 @@ def restored_cell(text: str) -> str:
     return text
 
 
-def write_csv(path: Path, header: Sequence[str],
+def write_csv(path: Path, header: Sequence[str] | None,
               rows: Iterable[Mapping[str, object] | Sequence[object]]) -> None:
-    """Write ``header`` then ``rows`` (mappings, read by the header's names, a missing name an
-    empty cell; or sequences, cell by cell) to ``path``, every cell through :func:`safe_cell`,
-    replacing the file atomically."""
+    """Write ``header`` (None: no header row, as Autolab's grade import has none) then ``rows``
+    (mappings, read by the header's names, a missing name an empty cell; or sequences, cell by
+    cell) to ``path``, every cell through :func:`safe_cell`, replacing the file atomically."""
     partial = path.with_name(path.name + ".partial")
     with open(partial, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
-        writer.writerow([safe_cell(name) for name in header])
+        if header is not None:
+            writer.writerow([safe_cell(name) for name in header])
         for row in rows:
             cells = ([row.get(name, "") for name in header] if isinstance(row, Mapping)
                      else row)

@@ -80,7 +80,9 @@ def test_the_import_file_is_canvas_format_and_every_student_is_accounted_for(tmp
     assert "ARGS='--only di@x.edu'" in unmatched
     summary = (tmp_path / "out/summary.txt").read_text()
     assert "lateness not checked (no --due)" in summary and "then: check" in summary
-    assert "  1 handin has no submission time: an Autolab download carries none" in summary
+    # di@x.edu's row has no version: not Autolab's, so Autolab is not named as the cause
+    assert "  1 handin has no submission time in the download (a folder" in summary
+    assert "Autolab" not in summary
 
 
 def test_a_login_matches_only_for_the_course_domain(tmp_path):
@@ -156,8 +158,7 @@ def test_the_late_policy_is_applied_only_when_given(tmp_path):
     assert report["Diaz, Cy"]["late_hours"] == "36.0"
     assert report["Diaz, Cy"]["late_rule"].endswith("more than 1 days late: scores 0")
     assert report["Ng, Di"]["late_rule"].startswith("time unknown: the download has no "
-                                                    "submission time (an Autolab one")
-    assert "Autolab's gradebook" in (tmp_path / "late/summary.txt").read_text()
+                                                    "submission time; imported without")
     assert late_policy.late_deduction(50, 49, 10, 3) == 15.0  # 3 started days
     assert late_policy.late_deduction(50, 73, 10, 3) == 50  # past the last day
     assert late_policy.late_deduction(50, 73, 0, 3) == 50  # a cut-off without a daily penalty

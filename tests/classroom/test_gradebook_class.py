@@ -21,6 +21,7 @@ from tests.classroom.test_regrade import fake_grader
 
 DOMAIN = "campus.example.edu"
 ASSIGNMENT = "HW4P1 (777)"
+EXPORTED = "2026-12-08T09:00:00-05:00"  # when the export was made: no submission is later
 ROSTER = ("\ufeffStudent,ID,SIS User ID,SIS Login ID,Section,HW3P1 (700)\n"
           "    Points Possible,,,,,100\n"
           "\"Adeyemi, Tolu\",501,31001,tadeyemi@campus.example.edu,S1,90\n"
@@ -156,7 +157,8 @@ def test_the_gradebook_of_a_realistic_class_matches_its_table_cell_by_cell(tmp_p
     out = tmp_path / "gradebook"
     common = [str(roster), "--grades", str(grades), "--out", str(out), "--assignment",
               ASSIGNMENT, "--domain", DOMAIN, "--extensions", str(extensions),
-              "--grace-minutes", "10", "--late-penalty-per-day", "10", "--late-max-days", "3"]
+              "--grace-minutes", "10", "--late-penalty-per-day", "10", "--late-max-days", "3",
+              "--exported", EXPORTED]
     with pytest.raises(SystemExit, match="--due 2026-12-04T23:59 has no UTC offset"):
         gradebook.main([*common, "--due", "2026-12-04T23:59"])
     assert not out.exists()
