@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 import sys
+import zipfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, tzinfo
 from pathlib import Path
 
 from autograder.judging.gradescope import find_handin
@@ -99,15 +100,53 @@ def members_of(row: Mapping[str, str]) -> list[dict[str, str]]:
     return members
 
 
-def find_handins(folder: Path, versions: str = "latest") -> dict[str, Handin]:
-    """{row key: handin} for both layouts (see the module docstring)."""
+def autolab_download(path: Path) -> dict[str, zipfile.ZipInfo] | None:
+    """{member file name: its entry} when ``path`` is Autolab's "Download all submissions" zip
+    itself (every file in it an Autolab-named handin), else None."""
+    if path.suffix != ".zip":
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            files = [info for info in archive.infolist() if not info.is_dir()]
+    except (OSError, zipfile.BadZipFile):
+        return None
+    names = {Path(info.filename).name: info for info in files}
+    if files and all(AUTOLAB_NAME.fullmatch(name) for name in names):
+        return names
+    return None
+
+
+def zip_times(entries: dict[str, zipfile.ZipInfo], zone: tzinfo) -> dict[str, str]:
+    """{member file name: its entry time as ISO 8601 with the offset ``zone`` had then}: a zip
+    entry holds the file's local time without a zone (the server's)."""
+    return {name: datetime(*info.date_time, tzinfo=zone).isoformat()
+            for name, info in entries.items()}
+
+
+def find_handins(folder: Path, versions: str = "latest",
+                 autolab_zone: tzinfo | None = None) -> dict[str, Handin]:
+    """{row key: handin} for both layouts (see the module docstring). ``autolab_zone``: the
+    Autolab server's time zone; each handin's submission time is then its entry time in the
+    download zip beside it (approximate, noted)."""
     if not folder.is_dir():
         raise SystemExit(f"{folder} is not a folder: give the folder of a bulk download")
     if versions not in VERSION_CHOICES:
         raise SystemExit(f"--versions must be one of {', '.join(VERSION_CHOICES)}, got {versions!r}")
     metadata = gradescope_metadata(folder)
+    times: dict[str, str] = {}
+    downloads = [path for path in sorted(folder.iterdir())
+                 if path.is_file() and autolab_download(path) is not None]
+    for download in downloads:
+        print(f"skipped {download.name}: Autolab's download zip itself, not a student's handin "
+              f"(its handins are read unpacked beside it)", file=sys.stderr)
+        if autolab_zone is not None:
+            times.update(zip_times(autolab_download(download), autolab_zone))
+    if autolab_zone is not None and not downloads:
+        raise SystemExit(f"--autolab-zone reads the submission times from Autolab's download "
+                         f"zip, and {folder} holds none: put the zip that \"Download all "
+                         f"submissions\" gave beside its unpacked handins")
     candidates: dict[tuple[str, str, str], list[Handin]] = {}
-    for path in sorted(folder.iterdir()):
+    for path in sorted(set(folder.iterdir()) - set(downloads)):
         if path.is_dir():
             found = find_handin(path)
             if found is None:
@@ -124,7 +163,11 @@ def find_handins(folder: Path, versions: str = "latest") -> dict[str, Handin]:
         elif path.name.endswith(HANDIN_ARCHIVE_SUFFIXES):
             match = AUTOLAB_NAME.fullmatch(path.name) or PLAIN_NAME.fullmatch(path.name)
             handin = Handin(safe_name(match["student"]), path,
-                            version=match.groupdict().get("version") or "")
+                            version=match.groupdict().get("version") or "",
+                            submitted_at=times.get(path.name, ""))
+            if path.name in times:
+                handin.note = (f"submission time approximate: the download zip's time of this "
+                               f"file ({autolab_zone})")
         else:
             continue
         group = group_of(handin)

@@ -64,7 +64,8 @@ def parse_time(text: str, timezone: tzinfo | None, what: str) -> datetime:
     return moment
 
 
-def time_zone(name: str | None) -> tzinfo | None:
+def time_zone(name: str | None, option: str = "--timezone") -> tzinfo | None:
+    """The IANA time zone ``name`` (None: None); one this machine does not know is refused."""
     if name is None:
         return None
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -72,7 +73,7 @@ def time_zone(name: str | None) -> tzinfo | None:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise SystemExit(f"--timezone {name!r} is not a time zone this machine knows: give an "
+        raise SystemExit(f"{option} {name!r} is not a time zone this machine knows: give an "
                          f"IANA name such as America/New_York or Europe/Berlin (or install the "
                          f"tzdata package)") from None
 

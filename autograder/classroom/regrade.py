@@ -69,6 +69,7 @@ import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from pathlib import Path
 
 from autograder.judging import grading_run, judge_zygote, rubric
@@ -77,6 +78,7 @@ from autograder.classroom.class_summary import summarize
 from autograder.classroom.grades_csv import (RETRIED_NOTE, feedback_path, identity_of, read_rows,
                                              row_of, write_rows)
 from autograder.classroom.handins import VERSION_CHOICES, Handin, find_handins
+from autograder.classroom.late_policy import time_zone
 from autograder.judging.report import Status
 from hw4lib.file_io import file_sha256
 
@@ -159,7 +161,8 @@ WAKE_S = 0.2
 def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
             grader_flags: str = "", progress: bool = True, versions: str = "latest",
             only: list[str] | None = None, force: bool = False,
-            zygotes: bool = True, fresh: bool = False) -> dict[str, dict]:
+            zygotes: bool = True, fresh: bool = False,
+            autolab_zone: tzinfo | None = None) -> dict[str, dict]:
     """Grade the handins under ``handins_dir`` this grader has not graded (see the module
     docstring); return every row. ``zygotes``: fork each judge from a zygote of its job slot
     (``autograder/judging/judge_zygote.py``) where the grader's Makefile allows; else make.
@@ -167,7 +170,8 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
     grader = rescore.grader_in(source)
     if jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {jobs}")
-    rows, todo = plan(handins_dir, out, grader, jobs, versions, only, force, fresh)
+    rows, todo = plan(find_handins(handins_dir, versions, autolab_zone), out, grader, jobs,
+                      versions, only, force, fresh)
     record = Recorder(out, rows, grader, versions, len(todo), progress)
     try:
         grade_in_pool(todo, source, grader_flags, jobs, zygotes, record)
@@ -178,13 +182,12 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
     return rows
 
 
-def plan(handins_dir: Path, out: Path, grader: rescore.Grader, jobs: int, versions: str,
-         only: list[str] | None, force: bool, fresh: bool = False
+def plan(handins: dict[str, Handin], out: Path, grader: rescore.Grader, jobs: int,
+         versions: str, only: list[str] | None, force: bool, fresh: bool
          ) -> tuple[dict[str, dict], dict[str, tuple[Handin, str, str]]]:
     """(every row of OUT's grades.csv this run keeps, rescored already; {key: (handin, its
-    sha256, note)} of the handins to grade): finds the handins, says why each is graded,
-    rescored or kept, and rescores those whose scoring line alone changed."""
-    handins = find_handins(handins_dir, versions)
+    sha256, note)} of the ``handins`` to grade): says why each is graded, rescored or kept, and
+    rescores those whose scoring line alone changed."""
     csv_path = out / "grades.csv"
     rows = kept_rows(read_rows(csv_path), handins, versions, out, fresh)
     (out / "feedback").mkdir(parents=True, exist_ok=True)
@@ -360,6 +363,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fresh", action="store_true",
                         help="OUT holds another download's grading (a former term): move its "
                              "files aside and start clean")
+    parser.add_argument("--autolab-zone", metavar="NAME",
+                        help="the Autolab server's time zone (IANA, e.g. America/New_York): read "
+                             "each handin's approximate submission time from the download zip's "
+                             "entry times (the zip beside its unpacked handins)")
     parser.add_argument("--grader-flags", default="", help="GRADER_FLAGS for every grading")
     parser.add_argument("--rescore-only", action="store_true",
                         help="rescore OUT's grades.csv under the grader's scoring line without "
@@ -375,7 +382,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         regrade(args.handins, args.out, args.autograder, args.jobs, args.grader_flags,
                 progress=os.environ.get("TQDM_DISABLE") != "1", versions=args.versions,
-                only=args.only, force=args.force, fresh=args.fresh)
+                only=args.only, force=args.force, fresh=args.fresh,
+                autolab_zone=time_zone(args.autolab_zone, "--autolab-zone"))
     except KeyboardInterrupt:
         sys.exit(130)
 
