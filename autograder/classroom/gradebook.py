@@ -297,9 +297,10 @@ def unmatched_text(result: Join, missing: str) -> str:
                for roster_row in result.no_handin),
              *(["  imported as " + ("0 (--missing zero)" if missing == "zero" else
                                     "blank, which Canvas leaves unchanged (--missing zero "
-                                    "imports 0)")
-                + "; next: a student who handed in under another address: an --aliases file; "
-                  "one who withdrew: --inactive <their SIS User ID>"] if result.no_handin else []),
+                                    "imports 0)"),
+                "  next: a student who handed in under another address: a line in an --aliases "
+                "file; one who withdrew: --inactive <their SIS User ID>"]
+               if result.no_handin else []),
              f"left out of --missing zero, imported blank ({len(result.left_out)}):",
              *(f"  {roster_name(roster_row)}: {who}" for roster_row, who in result.left_out),
              *(["  next: nothing; a student named by --inactive by mistake: run make gradebook "
@@ -337,7 +338,7 @@ def unmatched_text(result: Join, missing: str) -> str:
 def summary_text(result: Join, policy: Lateness, out: Path) -> str:
     """summary.txt: the counts, the lateness and the next steps."""
     imported = [row for row in result.rows if row["score"] != ""]
-    graded = [row for row in result.rows if row["status"] not in (NO_HANDIN, CONFLICT)]
+    graded = [row for row in result.rows if row["status"] not in (NO_HANDIN, CONFLICT, LEFT_OUT)]
     late = [row for row in graded if row["late_deduction"] not in ("", 0, 0.0)]
     unknown = [row for row in graded if row["late_rule"].startswith("time unknown")]
     untimed = [row for row in graded if not row["submitted_at"]]
@@ -345,6 +346,8 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
     lines = [f"{len(result.rows)} roster rows: {len(graded)} reached by one grade row, "
              f"{len(imported)} with a score to import; {len(result.conflicts)} conflicts "
              f"(imported for neither), {len(result.no_handin)} with no handin, "
+             + (f"{len(result.left_out)} left out (Canvas's Test Student, --inactive), "
+                if result.left_out else "") +
              f"{len(result.crashed)} crashed; {len(result.unmatched)} grade members reach no "
              f"roster row"]
     if policy.due is not None:
