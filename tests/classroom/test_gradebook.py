@@ -379,3 +379,104 @@ def test_a_group_resubmission_listing_its_members_in_another_order_is_one_row(tm
     [(key, handin)] = handins.find_handins(tmp_path).items()
     assert handin.path.parent.name == "submission_2", (key, handin)
     assert "graded the latest submitted, submission_2/" in handin.note
+
+
+def test_a_time_that_cannot_be_right_is_listed_and_left_blank(tmp_path):
+    """A submission after the export (2099) or before the assignment opened is left for the
+    staff, never scored 0 as 'more than 3 days late'."""
+    roster, grades = write_inputs(tmp_path, [
+        ("ann@x.edu", "ann@x.edu", "", "ok", "95.43", "2099-01-01T00:00:00-05:00"),
+        ("cy@x.edu", "cy@x.edu", "", "ok", "70", "2026-11-01T00:00:00-05:00"),
+        ("di@x.edu", "di@x.edu", "", "ok", "60", "2026-11-20T00:00:00-05:00")])
+    gradebook.main([str(roster), "--grades", str(grades), "--out", str(tmp_path / "out"),
+                    "--due", DUE, "--late-penalty-per-day", "10", "--late-max-days", "3",
+                    "--opened", "2026-11-10T00:00:00-05:00"])
+    report = report_of(tmp_path / "out")
+    assert (report["Lee, Ann"]["score"], report["Diaz, Cy"]["score"],
+            report["Ng, Di"]["score"]) == ("", "", "60.0")
+    assert "after the export" in report["Lee, Ann"]["late_rule"]
+    unmatched = (tmp_path / "out/unmatched.txt").read_text()
+    assert "cannot be right, left blank for the staff (2):" in unmatched
+    assert "before the assignment opened (2026-11-10T00:00:00-05:00, --opened)" in unmatched
+
+
+def test_calendar_day_extensions_and_grace_days_as_autolab_counts_them(tmp_path):
+    """3 days from 2026-10-30 23:59 EDT is 2026-11-02 23:59 EST (73 hours: New York leaves
+    daylight saving time on 2026-11-01); days need the zone. Grace days cover started days
+    late before the daily penalty: 61 h late with 2 grace days loses 1 x 10%."""
+    roster, _ = write_inputs(tmp_path)
+    extensions = tmp_path / "extensions.csv"
+    extensions.write_text("student,days\n0042,3\n")
+    zone = late_policy.time_zone("America/New_York")
+    due = late_policy.parse_time("2026-10-30T23:59", zone, "--due")
+    students = gradebook.read_roster(roster)[0]
+    [deadline] = late_policy.read_extensions(extensions, students, due, zone).values()
+    assert deadline.isoformat() == "2026-11-02T23:59:00-05:00"
+    assert deadline.timestamp() - due.timestamp() == 73 * 3600
+    with pytest.raises(SystemExit, match="days are calendar days in the course's time zone"):
+        late_policy.read_extensions(extensions, students, due, None)
+    assert late_policy.late_deduction(100, 61, 10, 5, grace_days=2) == 10.0
+    assert late_policy.late_deduction(100, 47, 10, 5, grace_days=2) == 0.0
+    assert late_policy.late_deduction(100, 61, 10, 5) == 30.0
+    grace = tmp_path / "grace.csv"
+    grace.write_text("student,grace_days\nann@x.edu,1\n")
+    assert late_policy.read_grace_days(grace, students) == {0: 1}
+    grace.write_text("student,grace_days\nann@x.edu,-1\n")
+    with pytest.raises(SystemExit, match="not a whole number of days, 0 or more"):
+        late_policy.read_grace_days(grace, students)
+
+
+def test_the_ta_decides_aliases_test_student_inactive_and_the_latest_submission(tmp_path):
+    """An alias file matches an address of another domain; Canvas's Test Student and a student
+    named --inactive get no 0 from --missing zero; Bo, in two submissions, is a conflict unless
+    --several-submissions latest takes the later, as Gradescope does."""
+    roster, grades = write_inputs(tmp_path, [
+        ("ann.lee@gmail.com", "ann.lee@gmail.com", "", "ok", "90", "2026-11-20T10:00:00-05:00"),
+        ("bo1", "bchen@x.edu", "0043", "ok", "50", "2026-11-20T09:00:00-05:00"),
+        ("bo2", "bchen@x.edu", "0043", "ok", "70", "2026-11-20T11:00:00-05:00")])
+    roster.write_text(ROSTER + "\"Student, Test\",1999,,,S1,\n", encoding="utf-8")
+    aliases = tmp_path / "aliases.csv"
+    aliases.write_text("address,student\nAnn.Lee@gmail.com,0042\n")
+    common = [str(roster), "--grades", str(grades), "--missing", "zero", "--inactive", "di@x.edu"]
+    gradebook.main([*common, "--out", str(tmp_path / "plain")])
+    scores = {name: row["score"] for name, row in report_of(tmp_path / "plain").items()}
+    assert scores == {"Lee, Ann": "0", "Chen, Bo": "", "Diaz, Cy": "0", "Ng, Di": "",
+                      "Ono, Ed": "0", "Student, Test": ""}
+    gradebook.main([*common, "--out", str(tmp_path / "ta"), "--aliases", str(aliases),
+                    "--several-submissions", "latest"])
+    report = report_of(tmp_path / "ta")
+    assert (report["Lee, Ann"]["score"], report["Lee, Ann"]["matched_by"]) == (
+        "90.0", "alias ann.lee@gmail.com")
+    assert (report["Chen, Bo"]["score"], report["Chen, Bo"]["handin"]) == ("70.0", "bo2")
+    unmatched = (tmp_path / "ta/unmatched.txt").read_text()
+    assert "  Student, Test (SIS User ID -, SIS Login ID -): Canvas's Test Student\n" in unmatched
+    assert "an inactive enrollment (--inactive)" in unmatched
+
+
+def test_a_name_given_as_a_list_is_written_as_a_name(tmp_path):
+    (tmp_path / "submission_1").mkdir()
+    (tmp_path / "submission_1/handin.tar").write_text("x")
+    (tmp_path / "submission_metadata.yml").write_text(
+        "submission_1:\n  :submitters:\n  - :name: [Mallory, Stone]\n    :sid: '1'\n"
+        "    :email: ms@x.edu\n  :created_at: 2026-11-20 12:00:00 -05:00\n")
+    assert handins.find_handins(tmp_path)["ms@x.edu"].name == "Mallory Stone"
+
+
+def test_autolab_s_grade_import_is_email_then_each_problem(tmp_path):
+    """No header (Autolab reads every line as a student); each problem in rubric order; the
+    highest version only; a crashed row and an address in two rows are left out."""
+    columns = ["student", "email", "status", "total", "version", "versions_graded",
+               *regrade.rubric.RUBRIC]
+    path = tmp_path / "grades.csv"
+    spreadsheet.write_csv(path, columns, [
+        ["ann@x.edu", "", "ok", "30", "1", "all", 5, 5, 20, 0, 0],
+        ["ann@x.edu", "", "ok", "80", "2", "all", 5, 5, 20, 20, 30],
+        ["bo@x.edu", "", "crashed", "0", "1", "all", 0, 0, 0, 0, 0],
+        ["g1", "cy@x.edu; di@x.edu", "ok", "40", "", "all", 5, 5, 10, 10, 10],
+        ["g2", "cy@x.edu", "ok", "50", "", "all", 5, 5, 10, 10, 20]])
+    gradebook.main(["--grades", str(path), "--out", str(tmp_path / "out")])
+    with open(tmp_path / "out/autolab_import.csv", newline="") as file:
+        assert list(csv.reader(file)) == [["ann@x.edu", "5", "5", "20", "20", "30"],
+                                          ["di@x.edu", "5", "5", "10", "10", "10"]]
+    unmatched = (tmp_path / "out/unmatched.txt").read_text()
+    assert "left out of autolab_import.csv (1):\n  cy@x.edu: in g1, g2\n" in unmatched

@@ -614,3 +614,78 @@ def handout_tree(tmp_path: Path) -> Path:
         (handout / path).parent.mkdir(parents=True, exist_ok=True)
         (handout / path).write_text(text)
     return handout
+
+
+def test_a_kept_row_says_what_the_current_download_says_and_another_term_is_refused(
+        tmp_path, monkeypatch, capsys):
+    """Gradings are reused when the handin is unchanged, but the metadata is the new export's
+    (a group fixed, a time corrected); a student no longer in the download leaves the table,
+    listed; a download where most of OUT's students are gone is refused, or started clean with
+    --fresh (OUT's files moved aside)."""
+    graded = []
+
+    def fake_run(grading, grader_flags="", gradings=1, started=None, zygote=None):
+        graded.append(Path(grading).read_text())
+        return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": 1.0},
+                                              GradingReport(), "report\n", 1.0, False)
+
+    grade_with(fake_run, monkeypatch, tmp_path)
+    entry = "submission_{}:\n  :submitters:\n{}  :created_at: {}\n"
+    ann = "  - :name: Ann\n    :sid: '1'\n    :email: ann@x.edu\n"
+    bo = "  - :name: Bo\n    :sid: '2'\n    :email: bo@x.edu\n"
+    cy = "  - :name: [Cy, Diaz]\n    :sid: '3'\n    :email: cy@x.edu\n"
+
+    def export(folder: Path, metadata: str) -> Path:
+        for number in (1, 2, 3)[:metadata.count("submission_")]:
+            (folder / f"submission_{number}").mkdir(parents=True)
+            (folder / f"submission_{number}/handin.tar").write_text(f"handin {number}")
+        (folder / "submission_metadata.yml").write_text(metadata)
+        return folder
+
+    first = export(tmp_path / "a", entry.format(1, ann + bo, "2026-11-20 10:00:00 -05:00")
+                   + entry.format(2, cy, "2026-11-20 11:00:00 -05:00")
+                   + entry.format(3, bo, "2026-11-20 09:00:00 -05:00"))
+    out, grader = tmp_path / "out", fake_grader(tmp_path)
+    regrade.regrade(first, out, grader, progress=False)
+    assert regrade.read_rows(out / "grades.csv")["cy@x.edu"]["name"] == "Cy Diaz"
+    fixed = export(tmp_path / "b", entry.format(1, ann, "2026-11-20 10:30:00 -05:00")
+                   + entry.format(2, cy, "2026-11-20 11:00:00 -05:00"))
+    graded.clear()
+    capsys.readouterr()
+    regrade.regrade(fixed, out, grader, progress=False)
+    err = capsys.readouterr().err
+    assert graded == [] and "1 rows left grades.csv" in err and ": bo@x.edu\n" in err, err
+    rows = regrade.read_rows(out / "grades.csv")
+    assert sorted(rows) == ["ann@x.edu", "cy@x.edu"]
+    assert (rows["ann@x.edu"]["name"], rows["ann@x.edu"]["email"],
+            rows["ann@x.edu"]["submitted_at"]) == ("Ann", "ann@x.edu", "2026-11-20T10:30:00-05:00")
+
+    other = export(tmp_path / "c", entry.format(1, "  - :name: Eve\n    :sid: '9'\n    :email: "
+                                                   "eve@x.edu\n", "2026-11-21 10:00:00 -05:00"))
+    with pytest.raises(SystemExit, match=r"2 of the 2 students graded in .* are not in this "
+                                         r"download.*--fresh to start clean"):
+        regrade.regrade(other, out, grader, progress=False)
+    regrade.regrade(other, out, grader, progress=False, fresh=True)
+    assert sorted(regrade.read_rows(out / "grades.csv")) == ["eve@x.edu"]
+    [moved] = out.glob("replaced-*")
+    assert sorted(regrade.read_rows(moved / "grades.csv")) == ["ann@x.edu", "cy@x.edu"]
+
+
+def test_autolab_s_download_zip_is_no_student_and_gives_approximate_times(tmp_path):
+    """The zip unpacked in place is skipped (it was taken for a student); with the server's
+    zone its entry times become submission times, with the offset of that date (EDT, EST)."""
+    import zipfile
+
+    stamps = {"ann@x.edu_1_handin.tar": (2026, 10, 31, 23, 0, 0),
+              "bo@x.edu_1_handin.tar": (2026, 11, 2, 9, 30, 0)}
+    with zipfile.ZipFile(tmp_path / "hw4p1.zip", "w") as archive:
+        for name, stamp in stamps.items():
+            archive.writestr(zipfile.ZipInfo(name, date_time=stamp), name)
+            (tmp_path / name).write_text(name)
+    plain = regrade.find_handins(tmp_path)
+    assert sorted(plain) == ["ann@x.edu", "bo@x.edu"] and plain["ann@x.edu"].submitted_at == ""
+    zone = regrade.time_zone("America/New_York")
+    timed = regrade.find_handins(tmp_path, autolab_zone=zone)
+    assert timed["ann@x.edu"].submitted_at == "2026-10-31T23:00:00-04:00"
+    assert timed["bo@x.edu"].submitted_at == "2026-11-02T09:30:00-05:00"
+    assert "approximate" in timed["bo@x.edu"].note
