@@ -78,7 +78,7 @@ similarity: $(STAMP) ## compare every pair of students' mytorch: HANDINS=folder 
 	$(if $(HANDINS),,$(error give HANDINS=<the folder of a bulk download>))
 	$(PY) -m autograder.classroom.similarity $(HANDINS) --out $(or $(OUT),similarity) $(ARGS)
 
-gradebook: $(STAMP) ## grades.csv + a Canvas roster export -> Canvas import CSV: ROSTER=file [GRADES=regrade/grades.csv] [OUT=gradebook] [ARGS='--domain D --due T --extensions F ...']
+gradebook: $(STAMP) ## grades.csv + a Canvas roster export -> Canvas and Autolab import CSVs (no ROSTER: Autolab's alone): ROSTER=file [GRADES=regrade/grades.csv] [OUT=gradebook] [ARGS='--domain D --due T --extensions F ...']
 	$(if $(ROSTER),,$(error give ROSTER=<Canvas's Gradebook export, a CSV>))
 	$(PY) -m autograder.classroom.gradebook $(ROSTER) --grades $(or $(GRADES),regrade/grades.csv) --out $(or $(OUT),gradebook) $(ARGS)
 

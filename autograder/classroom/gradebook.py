@@ -1,11 +1,13 @@
 """Into the gradebook: the regrade's grades.csv joined with a Canvas roster, as a CSV that Canvas's
 Gradebook imports as it is, and every case the join could not settle listed for the staff.
 
-    python -m autograder.classroom.gradebook ROSTER [--grades regrade/grades.csv] [--out gradebook]
-        [--assignment "HW4P1 (12345)"] [--domain andrew.cmu.edu ...] [--missing blank|zero]
+    python -m autograder.classroom.gradebook [ROSTER] [--grades regrade/grades.csv]
+        [--out gradebook] [--assignment "HW4P1 (12345)"] [--domain andrew.cmu.edu ...]
+        [--missing blank|zero]
+        [--aliases aliases.csv] [--inactive STUDENT ...] [--several-submissions conflict|latest]
         [--due 2026-11-21T00:00:00-05:00 | --due 2026-11-21T00:00 --timezone America/New_York]
-        [--extensions extensions.csv] [--grace-minutes 15]
-        [--late-penalty-per-day 10 --late-max-days 3]
+        [--extensions extensions.csv] [--days-grace grace.csv] [--grace-minutes 15]
+        [--late-penalty-per-day 10 --late-max-days 3] [--opened TIME] [--exported TIME]
     make gradebook ROSTER=canvas_export.csv [GRADES=regrade/grades.csv] [ARGS='--due ...']
 
 ``ROSTER`` is Canvas's Gradebook export (Grades > Export): the columns ``Student``, ``ID``,
@@ -17,34 +19,44 @@ student) is matched to a roster row by the first of these rules that finds exact
 
 1. ``SID``: the member's SID is the roster's ``SIS User ID``;
 2. ``email``: the member's email is the roster's ``SIS Login ID`` or ``Email``, ignoring case;
-3. ``login``: only for an email of a course domain given with ``--domain`` (none by default): its
+3. ``alias``: only with ``--aliases FILE`` (columns ``address``, ``student``: a SIS User ID, SIS
+   Login ID or email of the roster): the member's email is an address the TA gave that student;
+4. ``login``: only for an email of a course domain given with ``--domain`` (none by default): its
    name before the @ is the roster's ``SIS Login ID`` (or the name of a roster address of a course
    domain). An address of another domain (an auditor's gmail.com) never matches by its name.
 
-A roster row reached by one grade row gets that row's score, in every member's row for a group.
-A roster row reached by two different grade rows (a student in a group's submission and in their
-own, or two addresses of one student) is imported for neither and listed with both; so are the
-roster rows of a member whose later rules reach another student than the first did (a SID typed
-for someone else: the grade is nobody's until that is settled). Every grade member no rule
+A roster row reached by one grade row gets that row's score, in every member's row for a group. A
+roster row reached by two different grade rows (a student in a group's submission and in their own,
+or two addresses of one student) is imported for neither and listed with both; so are the roster
+rows of a member whose later rules reach another student than the first did (a SID typed for
+someone else: the grade is nobody's until that is settled); with ``--several-submissions latest``,
+a roster row reached by several submissions, each with a submission time, takes the latest
+submitted, as Gradescope counts a student's latest submission (listed). Every grade member no rule
 matches (auditors, dropped students) and every roster row with no handin is listed with the rules
-tried. A roster row with no handin is left blank (Canvas leaves a blank unchanged),
-or 0 with ``--missing zero``; a crashed grading (a fault of the grader, not the student's: regrade
-them) is always left blank. With ``versions_graded`` = all, each student's highest version is
-imported and the others are listed.
+tried. A roster row with no handin is left blank (Canvas leaves a blank unchanged), or 0 with
+``--missing zero``, except Canvas's Test Student and the students named with ``--inactive``
+(withdrawn), always left blank and listed; a crashed grading (a fault of the grader, not the
+student's: regrade them) is always left blank. With ``versions_graded`` = all, each student's
+highest version is imported and the others are listed.
 
 **Lateness.** Without ``--due``, totals are imported unchanged. ``--due`` takes an ISO 8601 time
 with its UTC offset; a time without one is refused, unless ``--timezone NAME`` (an IANA name, such
 as America/New_York) says once where every time without an offset (``--due`` and the extensions')
 is. ``--extensions FILE`` is a CSV with the columns ``student`` (a SIS User ID, SIS Login ID or
-email of the roster), and ``due`` (a new deadline) or ``hours`` (hours added to ``--due``), one of
-the two per row. A handin submitted at most ``--grace-minutes`` after its deadline is on time;
-otherwise it is late by the hours since the deadline, and with ``--late-penalty-per-day`` loses
-that percentage of its total for each started day late; after ``--late-max-days`` days it scores 0
-(with or without a daily penalty).
-A group's lateness is counted for each member against that member's own deadline. Only handins
-with a submission time (Gradescope's metadata) can be late: an Autolab download carries none
-(Autolab keeps lateness in its own gradebook), so such rows say "time unknown", are imported
-without a deduction, and the summary says what to do.
+email of the roster), and one of ``due`` (a new deadline), ``hours`` (elapsed hours added to
+``--due``) or ``days`` (calendar days, as Autolab's extensions count them: the deadline's
+wall-clock time that many days later in ``--timezone``, which days need). ``--days-grace FILE``
+(``student``, ``grace_days``) gives each student's grace days left, as Autolab's gradebook shows
+them: each started day late spends one before the daily penalty. A handin submitted at most
+``--grace-minutes`` after its deadline is on time; otherwise it is late by the hours since the
+deadline, and with ``--late-penalty-per-day`` loses that percentage of its total for each started
+day late; after ``--late-max-days`` days it scores 0 (with or without a daily penalty). A group's
+lateness is counted for each member against that member's own deadline. Only handins with a
+submission time (Gradescope's metadata, or an Autolab zip's entry times read by the regrade's
+``--autolab-zone``) can be late; the others say "time unknown", are imported without a deduction,
+and the summary says what to do. A time that cannot be right, after the export (``--exported``;
+default: now) or before the assignment opened (``--opened``), is never scored: its cell is left
+blank and listed.
 
 ``OUT`` receives:
 
@@ -59,8 +71,12 @@ without a deduction, and the summary says what to do.
   the submission time, the deadline applied, ``late_hours``, the late deduction, the lateness rule
   applied (``late_rule``) and the score imported.
 - ``unmatched.txt``: every case not imported as it is (conflicts, grade rows with no roster row,
-  roster rows with no handin, crashed gradings, versions not imported), each with the rule that
-  did or did not match and the next step.
+  roster rows with no handin or left out, impossible times, crashed gradings, submissions chosen
+  as the latest, versions not imported, addresses left out of Autolab's import), each with the
+  rule that did or did not match and the command or file that settles it.
+- ``autolab_import.csv``: Autolab's bulk grade import (no header: each member's email, then the
+  points of each problem in rubric order), from grades.csv alone; the only file, with
+  unmatched.txt, when no ROSTER is given (an Autolab-only course).
 - ``summary.txt``: the counts, the lateness, and the next steps (also printed).
 
 Every CSV goes through ``autograder/classroom/spreadsheet.py``, so no cell runs as a formula.

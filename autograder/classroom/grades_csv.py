@@ -40,7 +40,8 @@ def row_of(handin: Handin, graded: grading_run.GradingRun, handin_sha: str, grad
     integrity = [flag.replace("; ", ", ") for flag in report.flags]  # "; " separates CSV flags
     integrity += report.static_findings  # one line each, without "; " (handin_guard.describe)
     notes = [note for note in (handin.note, graded.error) if note]
-    return {"student": handin.student, **identity_of(handin, versions), "status": graded.status, **graded.scores,
+    return {"student": handin.student, **identity_of(handin, versions),
+            "status": graded.status, **graded.scores,
             "total": round(sum(graded.scores.values()), 2),
             "perplexity_recomputed": "" if lm.perplexity_char is None else lm.perplexity_char,
             "perplexity_reported": lm.reported_perplexity_char or "",

@@ -94,7 +94,8 @@ def read_extensions(path: Path, roster: list[dict], due: datetime,
     for line, row in enumerate(rows, start=2):
         where = f"{path} line {line}"
         position = student_position(index, row["student"], where)
-        given = {kind: (row.get(kind) or "").strip() for kind in kinds if (row.get(kind) or "").strip()}
+        given = {kind: (row.get(kind) or "").strip() for kind in kinds
+                 if (row.get(kind) or "").strip()}
         if len(given) != 1:
             raise SystemExit(f"{where}: give one of due (a new deadline), hours or days (added "
                              f"to --due), not {' and '.join(given) or 'neither'}")

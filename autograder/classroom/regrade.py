@@ -2,6 +2,7 @@
 
     python -m autograder.classroom.regrade HANDINS [--out regrade] [--jobs 2] [--autograder dist]
                                  [--versions latest|all] [--only STUDENT ...] [--force]
+                                 [--fresh] [--autolab-zone America/New_York]
     make regrade HANDINS=folder [JOBS=2] [ARGS='--versions all']
 
 ``HANDINS`` holds the handins in either platform's bulk-download layout:
@@ -10,7 +11,10 @@
   ``<email>_<version>_handin.tar`` (or .tar.gz, .tgz, .zip). A browser's re-download into the same
   folder (``..._handin (1).tar``) is the same version: identical copies count once, and of two
   different files of one version the newer is graded, with a note. An archive without a
-  ``_<version>_`` part (``<student>.tar``) is that student's only version.
+  ``_<version>_`` part (``<student>.tar``) is that student's only version. The download's zip
+  itself (every file in it an Autolab-named handin), unpacked in place, is skipped; with
+  ``--autolab-zone`` (the server's IANA zone) each handin's submission time is its entry time in
+  that zip (a file's local time, without a zone: approximate, noted).
 - Gradescope ("Export Submissions"): one folder per submission, ``submission_<id>/`` holding
   ``handin.tar`` (or the only tar or zip in it), and ``submission_metadata.yml`` beside them; each
   row is named by the submitter's email (else SID) and carries their name, email, SID and
@@ -53,10 +57,14 @@ graded; a row whose grader is the same but whose scoring line (``scoring``: the 
 language model's thresholds) changed is rescored from its recorded results in a moment
 (``autograder/classroom/rescore.py``, which ``make rescore`` runs alone); the others are kept,
 except a timeout, which is graded once more (the host may have been the cause; ``notes`` says so).
-``rescore.txt`` lists the rows a rescore changed, and how. ``--force`` grades again whatever was
-graded; ``--only`` grades those students alone (other rows are kept). Ctrl-C once: no new grading
-starts, those under way finish and are written. Ctrl-C twice: the running gradings are stopped and
-their folders removed; every finished row is kept.
+``rescore.txt`` lists the rows a rescore changed, and how. A kept or rescored row's name, email,
+SID, version, submission time and group are the current download's (``grades_csv.IDENTITY``); a row
+whose handin is no longer in the download leaves the table, listed. Where most of OUT's students
+are not in the download, OUT holds another (a former term): refused, naming the count, unless
+``--fresh`` moves OUT's files to ``OUT/replaced-<time>/`` and starts clean. ``--force`` grades
+again whatever was graded; ``--only`` grades those students alone (other rows are kept). Ctrl-C
+once: no new grading starts, those under way finish and are written. Ctrl-C twice: the running
+gradings are stopped and their folders removed; every finished row is kept.
 """
 from __future__ import annotations
 
