@@ -134,13 +134,13 @@ def find_handins(folder: Path, versions: str = "latest",
         raise SystemExit(f"--versions must be one of {', '.join(VERSION_CHOICES)}, got {versions!r}")
     metadata = gradescope_metadata(folder)
     times: dict[str, str] = {}
-    downloads = [path for path in sorted(folder.iterdir())
-                 if path.is_file() and autolab_download(path) is not None]
-    for download in downloads:
+    downloads = {path: entries for path in sorted(folder.iterdir()) if path.is_file()
+                 and (entries := autolab_download(path)) is not None}
+    for download, entries in downloads.items():
         print(f"skipped {download.name}: Autolab's download zip itself, not a student's handin "
               f"(its handins are read unpacked beside it)", file=sys.stderr)
         if autolab_zone is not None:
-            times.update(zip_times(autolab_download(download), autolab_zone))
+            times.update(zip_times(entries, autolab_zone))
     if autolab_zone is not None and not downloads:
         raise SystemExit(f"--autolab-zone reads the submission times from Autolab's download "
                          f"zip, and {folder} holds none: put the zip that \"Download all "

@@ -212,25 +212,25 @@ def plan(handins: dict[str, Handin], out: Path, grader: rescore.Grader, jobs: in
 def kept_rows(old: dict[str, dict], handins: dict[str, Handin], versions: str, out: Path,
               fresh: bool) -> dict[str, dict]:
     """The rows of OUT's grades.csv (``old``) this download keeps, each with the IDENTITY its
-    handin has now (its grading is reused or not by :func:`to_grade`). A row whose student is no
+    handin has now (its grading is reused or not by :func:`to_grade`). A row whose handin is no
     longer in the download leaves the table, listed. Where most of OUT's students are not in it,
-    OUT holds another download (a former term, another assignment): refused, unless ``fresh``
-    moves OUT's files aside and starts clean."""
-    students = {handin.student for handin in handins.values()}
-    gone = sorted({row["student"] for row in old.values()} - students)
-    if old and len(gone) * 2 > len({row["student"] for row in old.values()}):
-        moved = out / f"replaced-{time.strftime('%Y%m%dT%H%M%S')}"
-        reason = (f"{len(gone)} of the {len({row['student'] for row in old.values()})} students "
-                  f"graded in {out / 'grades.csv'} are not in this download: it holds another "
-                  f"download's grading (a former term, another assignment)")
-        if not fresh:
-            raise SystemExit(f"{reason}. Give another --out (make regrade ... OUT=<folder>), or "
-                             f"--fresh to start clean here (OUT's files move to {moved.name}/)")
+    OUT holds another download (a former term, another assignment): refused, unless ``fresh``,
+    which moves OUT's files aside and starts clean."""
+    graded = {row["student"] for row in old.values()}
+    gone = graded - {handin.student for handin in handins.values()}
+    moved = out / f"replaced-{time.strftime('%Y%m%dT%H%M%S')}"
+    if len(gone) * 2 > len(graded) and not fresh:
+        raise SystemExit(f"{len(gone)} of the {len(graded)} students graded in "
+                         f"{out / 'grades.csv'} are not in this download: it holds another "
+                         f"download's grading (a former term, another assignment). Give another "
+                         f"--out (make regrade ... OUT=<folder>), or --fresh to start clean here "
+                         f"(OUT's files move to {moved.name}/)")
+    if fresh and old:
         moved.mkdir()
         for name in ("grades.csv", "feedback", "summary.txt", "summary.png", "rescore.txt"):
             if (out / name).exists():
                 (out / name).rename(moved / name)
-        print(f"{reason}; --fresh: its files moved to {moved}, every handin is graded",
+        print(f"--fresh: {out}'s files moved to {moved}; every handin is graded",
               file=sys.stderr)
         return {}
     removed = sorted(key for key in old if key not in handins)
@@ -369,8 +369,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--force", action="store_true",
                         help="grade again handins already graded by this grader")
     parser.add_argument("--fresh", action="store_true",
-                        help="OUT holds another download's grading (a former term): move its "
-                             "files aside and start clean")
+                        help="start clean: OUT's files move to OUT/replaced-<time>/ (for a "
+                             "new term in the same OUT)")
     parser.add_argument("--autolab-zone", metavar="NAME",
                         help="the Autolab server's time zone (IANA, e.g. America/New_York): read "
                              "each handin's approximate submission time from the download zip's "
