@@ -50,19 +50,20 @@ def check_components(device) -> None:
     import torch
 
     from hw4lib.model import CausalMask, PadMask, PositionalEncoding
+    from hw4lib.utils.devices import same_device
 
     lengths = torch.tensor([5, 3, 1])
     tokens = torch.zeros(3, 5, dtype=torch.long)
     for name, build in (("PadMask", lambda x, n: PadMask(x, n)), ("CausalMask", lambda x, n: CausalMask(x))):
         on_device = build(tokens.to(device), lengths.to(device))
-        assert on_device.device.type == device.type, f"{name} returned a mask on {on_device.device}"
+        assert same_device(on_device.device, device), f"{name} returned a mask on {on_device.device}"
         assert torch.equal(on_device.cpu(), build(tokens, lengths)), f"{name} differs on {device}"
     torch.manual_seed(0)
     x = torch.randn(2, 7, 16)
     encoding = PositionalEncoding(d_model=16, max_len=32)
     expected = encoding(x)
     got = encoding.to(device)(x.to(device))
-    assert got.device.type == device.type, f"PositionalEncoding returned {got.device}"
+    assert same_device(got.device, device), f"PositionalEncoding returned {got.device}"
     assert torch.allclose(got.cpu(), expected, atol=1e-6), f"PositionalEncoding differs on {device}"
 
 
@@ -92,6 +93,7 @@ def check_generators(run_folder: Path, device) -> None:
     from hw4lib.config import load_config
     from hw4lib.decoding import SequenceGenerator, generator_for_model
     from hw4lib.train import build_datasets, build_model, build_tokenizer
+    from hw4lib.utils.devices import same_device
 
     config = load_config(run_folder / "config.yaml")
     tokenizer = build_tokenizer(config)
@@ -108,7 +110,7 @@ def check_generators(run_folder: Path, device) -> None:
         for search, kwargs in (("generate_greedy", {}), ("generate_beam", {"beam_width": 3})):
             fast, _ = getattr(cached, search)(prompts, **kwargs)
             slow, _ = getattr(plain, search)(prompts, **kwargs)
-            assert fast.device.type == device.type, f"{search} returned tokens on {fast.device}"
+            assert same_device(fast.device, device), f"{search} returned tokens on {fast.device}"
             assert torch.equal(fast.cpu(), slow.cpu()), f"{search}: cached and plain tokens differ"
 
 

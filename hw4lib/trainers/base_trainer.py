@@ -37,6 +37,7 @@ from hw4lib.file_io import atomic_write_bytes, write_json
 from hw4lib.handin_format import CONFIG_FILE, GENERATIONS_FILE, METRICS_FILE, MODEL_ARCH_FILE
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
+from hw4lib.utils.devices import resolved_device
 
 from ._checks import (TrainingInterrupted, check_finite_loss, check_run_folder_is_free,
                       interruption_message)
@@ -50,10 +51,11 @@ BEST_CHECKPOINT_PATH = f"{CHECKPOINT_DIR}/{BEST_CHECKPOINT_NAME}"
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``None`` or ``"auto"`` picks CUDA when available, else the CPU."""
+    """``None`` or ``"auto"`` picks CUDA when available, else the CPU; ``cuda`` gets the current
+    GPU's index, so the device compares equal to its tensors' (see hw4lib/utils/devices.py)."""
     if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return resolved_device(device)
 
 
 def describe_model(model: nn.Module) -> str:
