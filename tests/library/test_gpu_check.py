@@ -61,11 +61,19 @@ def test_a_cached_generator_that_scores_differently_fails_the_check(monkeypatch,
     assert "FAIL" in line and "tokens differ" in line, line
 
 
+def _missing_line(out: str) -> list[str]:
+    """The package names of the check's "missing packages: ..." line (others than those a test
+    hides may be missing where it runs: matplotlib in a hosted notebook)."""
+    line = next((line for line in out.splitlines() if line.startswith("missing packages: ")), "")
+    assert line, out
+    return line.removeprefix("missing packages: ").split()
+
+
 def test_missing_packages_are_named_with_the_command_that_installs_them(monkeypatch, capsys):
     monkeypatch.setitem(gpu_check.NEEDED, "hw4p1_no_such_module", "hw4p1-no-such-package")
     assert gpu_check.main([]) == 2
     out = capsys.readouterr().out
-    assert "missing packages: hw4p1-no-such-package" in out and "-m pip install" in out, out
+    assert "hw4p1-no-such-package" in _missing_line(out) and "-m pip install" in out, out
 
 
 def test_it_imports_nothing_but_the_standard_library_before_the_package_check():
@@ -74,4 +82,4 @@ def test_it_imports_nothing_but_the_standard_library_before_the_package_check():
             "from hw4lib import gpu_check; sys.exit(gpu_check.main([]))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 2, result.stderr
-    assert "missing packages: numpy>=2 tokenizers" in result.stdout, result.stdout
+    assert {"numpy>=2", "tokenizers"} <= set(_missing_line(result.stdout)), result.stdout
