@@ -41,13 +41,16 @@ from hw4lib.utils.devices import resolved_device
 
 from ._checks import (TrainingInterrupted, check_finite_loss, check_run_folder_is_free,
                       interruption_message)
-from .precision import logits_in_float32, precision_name, resolve_precision
+from .precision import logits_in_float32, precision_name, resolve_precision, train_step_seconds
 
 # *_NAME: file names inside CHECKPOINT_DIR; *_PATH: relative to the run folder (make handin).
 BEST_CHECKPOINT_NAME = "checkpoint-best-metric-model.pth"
 LAST_CHECKPOINT_NAME = "checkpoint-last-epoch-model.pth"
 CHECKPOINT_DIR = "checkpoints"  # inside the run folder
 BEST_CHECKPOINT_PATH = f"{CHECKPOINT_DIR}/{BEST_CHECKPOINT_NAME}"
+# Tokens per sequence of the steps that ``precision: auto`` times on a GPU (about the length of
+# the default data's training sequences).
+PRECISION_TIMING_LENGTH = 200
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -116,7 +119,11 @@ class BaseTrainer(ABC):
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
         # The forward's number format (see precision.py); fp16 alone needs its gradients scaled.
-        self.precision, reason = resolve_precision(self.config.training.precision, self.device)
+        length = min(PRECISION_TIMING_LENGTH, getattr(self.model, "max_len", PRECISION_TIMING_LENGTH))
+        self.precision, reason = resolve_precision(
+            self.config.training.precision, self.device,
+            lambda dtype: train_step_seconds(self.model, self.config.data.batch_size, length,
+                                             self.device, dtype))
         print(f"training precision: {precision_name(self.precision)} ({reason})", flush=True)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == torch.float16)
         logits_in_float32(self.model)
