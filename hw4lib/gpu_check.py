@@ -373,23 +373,23 @@ def judge_speed(speed: dict, on_gpu: bool) -> dict[str, str]:
 
 
 def speed_table(speed: dict, config_path: Path) -> str:
-    """The measured speeds, one line each."""
-    rows = [f"  speeds on {config_path}'s model (tokens/s):"]
+    """The measured speeds, one line each (tokens per second)."""
+    rows = []
     training = speed["training"]
     if isinstance(training, dict):
-        rows += [f"    training, raw step ({training['precision']}, {training['batches']} batches)"
-                 f"  {training['raw_tokens_per_s']:>12,.0f}",
-                 f"    training, the trainer's pass                   "
-                 f"{training['loop_tokens_per_s']:>12,.0f}  ({training['loop_over_raw']:.0%} of raw)"]
+        rows += [(f"training, raw step ({training['precision']}, {training['batches']} batches)",
+                  training["raw_tokens_per_s"], ""),
+                 ("training, the trainer's pass", training["loop_tokens_per_s"],
+                  f"{training['loop_over_raw']:.0%} of raw")]
     if isinstance(speed["precision"], dict):
-        rows += [f"    training step, {name:<32s}{value:>12,.0f}"
-                 for name, value in speed["precision"].items()]
+        rows += [(f"training step, {name}", value, "") for name, value in speed["precision"].items()]
     if isinstance(speed["decoding"], dict):
         for search, values in speed["decoding"].items():
-            rows += [f"    {search}, plain generator {'':<24s}{values['plain']:>12,.0f}",
-                     f"    {search}, cached generator {'':<23s}{values['cached']:>12,.0f}"
-                     f"  ({values['speedup']:.1f}x)"]
-    return "\n".join(rows)
+            rows += [(f"{search}, plain generator", values["plain"], ""),
+                     (f"{search}, cached generator", values["cached"], f"{values['speedup']:.1f}x")]
+    lines = [f"  speeds on {config_path}'s model, tokens/s:"]
+    lines += [f"    {label:<44s} {value:>12,.0f}  {note}".rstrip() for label, value, note in rows]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
