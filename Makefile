@@ -57,7 +57,7 @@ handin: $(STAMP) ## pack handin.tar from the latest complete run (RUN=<name> to 
 
 # Any Python with torch runs the check (on Colab: python -m hw4lib.gpu_check); PYTHON=... picks
 # one instead of .venv's, which is then not built.
-gpu-check: $(if $(PYTHON),,$(STAMP)) ## one tiny epoch, generation, masks and the handin on the GPU (PYTHON=... to use another)
+gpu-check: $(if $(PYTHON),,$(STAMP)) ## the GPU acceptance: checks, student tests and speed targets on the GPU (PYTHON=... to use another)
 	$(or $(PYTHON),$(PY)) -m hw4lib.gpu_check
 
 # BEGIN INSTRUCTOR TARGETS

@@ -11,15 +11,24 @@ on the device (CUDA when there is one, else the CPU, which it says):
    (bf16, or fp16 with the gradient scaler, on a GPU), written under a temporary folder;
 3. the cached generator (``generator_for_model``) gives the plain one's tokens, greedy and
    beam, with the trained model;
-4. the run packs into a handin the grader would load (written to the temporary folder).
+4. the run packs into a handin the grader would load (written to the temporary folder);
+5. on a GPU, the student test modules (``tests/test_*.py`` without the slow ones) pass there;
+6. speed, on the default config's model (``SPEED_CONFIG``): the training pass beside its raw step
+   (hw4lib/trainers/throughput.py), a training step in fp32, fp32 with TF32 and bf16, and the
+   cached generator beside the plain one, greedy and beam. On a GPU the cached greedy search must
+   be at least ``MIN_CACHE_SPEEDUP`` times the plain one and the pass at least
+   ``MIN_LOOP_OVER_RAW`` of the raw step. Without a GPU it measures a reduced workload on the CPU
+   and judges no speed.
 
-It prints the training speed in tokens per second and the peak GPU memory, one PASS/FAIL line per
-check, and exits non-zero when a check fails.
+It prints one table with a PASS/FAIL line per check, the speeds and the peak GPU memory, writes
+them to a JSON file (``--json``, default ``docs/gpu_check.json``, which docs/results.md cites),
+and exits non-zero when a check fails.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import subprocess
 import sys
 import tarfile
@@ -29,9 +38,17 @@ from pathlib import Path
 
 from hw4lib.file_io import read_json
 
+# matplotlib is not needed: the training's plots are extras that report and go on without it.
 NEEDED = {"numpy": "numpy>=2", "yaml": "pyyaml", "pydantic": "pydantic", "tokenizers": "tokenizers",
-          "tqdm": "tqdm", "matplotlib": "matplotlib"}
+          "tqdm": "tqdm"}
 CONFIG = Path("configs/tiny.yaml")
+SPEED_CONFIG = Path("configs/default.yaml")
+JSON_OUT = Path("docs/gpu_check.json")
+MIN_CACHE_SPEEDUP = 3.0   # cached greedy search over the plain one, on a GPU
+MIN_LOOP_OVER_RAW = 0.5   # the trainer's pass over its raw step, on a GPU
+# (GPU, CPU) sizes of the speed workloads: the CPU's only exercise the code.
+SPEED_SIZES = {"subset": (0.1, 0.007), "repeats": (3, 1), "greedy": ((16, 100), (4, 12)),
+               "beam": ((4, 100), (2, 12)), "step_batch": ((32, 200), (4, 32))}
 
 
 def missing_packages() -> list[str]:
@@ -50,19 +67,20 @@ def check_components(device) -> None:
     import torch
 
     from hw4lib.model import CausalMask, PadMask, PositionalEncoding
+    from hw4lib.utils.devices import same_device
 
     lengths = torch.tensor([5, 3, 1])
     tokens = torch.zeros(3, 5, dtype=torch.long)
     for name, build in (("PadMask", lambda x, n: PadMask(x, n)), ("CausalMask", lambda x, n: CausalMask(x))):
         on_device = build(tokens.to(device), lengths.to(device))
-        assert on_device.device.type == device.type, f"{name} returned a mask on {on_device.device}"
+        assert same_device(on_device.device, device), f"{name} returned a mask on {on_device.device}"
         assert torch.equal(on_device.cpu(), build(tokens, lengths)), f"{name} differs on {device}"
     torch.manual_seed(0)
     x = torch.randn(2, 7, 16)
     encoding = PositionalEncoding(d_model=16, max_len=32)
     expected = encoding(x)
     got = encoding.to(device)(x.to(device))
-    assert got.device.type == device.type, f"PositionalEncoding returned {got.device}"
+    assert same_device(got.device, device), f"PositionalEncoding returned {got.device}"
     assert torch.allclose(got.cpu(), expected, atol=1e-6), f"PositionalEncoding differs on {device}"
 
 
@@ -92,6 +110,7 @@ def check_generators(run_folder: Path, device) -> None:
     from hw4lib.config import load_config
     from hw4lib.decoding import SequenceGenerator, generator_for_model
     from hw4lib.train import build_datasets, build_model, build_tokenizer
+    from hw4lib.utils.devices import same_device
 
     config = load_config(run_folder / "config.yaml")
     tokenizer = build_tokenizer(config)
@@ -108,8 +127,134 @@ def check_generators(run_folder: Path, device) -> None:
         for search, kwargs in (("generate_greedy", {}), ("generate_beam", {"beam_width": 3})):
             fast, _ = getattr(cached, search)(prompts, **kwargs)
             slow, _ = getattr(plain, search)(prompts, **kwargs)
-            assert fast.device.type == device.type, f"{search} returned tokens on {fast.device}"
+            assert same_device(fast.device, device), f"{search} returned tokens on {fast.device}"
             assert torch.equal(fast.cpu(), slow.cpu()), f"{search}: cached and plain tokens differ"
+
+
+def run_student_tests(timeout_s: int = 420) -> str:
+    """Run the shipped test modules (``tests/test_*.py``, slow ones left out) with pytest in a
+    child; raise naming the failures, else return pytest's summary line."""
+    tests = sorted(str(path) for path in Path("tests").glob("test_*.py"))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "-m", "not slow", *tests], capture_output=True, text=True,
+                            timeout=timeout_s)
+    lines = result.stdout.strip().splitlines() or [result.stderr.strip()]
+    if result.returncode != 0:
+        failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+        raise AssertionError("; ".join(failed[:5]) or lines[-1])
+    return lines[-1]
+
+
+def _sizes(device) -> dict:
+    """SPEED_SIZES for ``device``: the GPU's on CUDA, the CPU's elsewhere."""
+    return {name: sizes[0 if device.type == "cuda" else 1] for name, sizes in SPEED_SIZES.items()}
+
+
+def _median_seconds(run, repeats: int, device) -> float:
+    """Median wall-clock seconds of ``run()`` over ``repeats`` runs after one warm-up run."""
+    import statistics
+
+    import torch
+
+    times = []
+    for _ in range(repeats + 1):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        run()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
+def measure_training(folder: Path, device, config_path: Path) -> dict:
+    """The trainer's pass beside its raw step (``loop_against_raw_step``) on ``config_path``'s
+    model, optimizer and schedule, in its ``auto`` precision, over a subset of its data."""
+    from hw4lib.config import load_config
+    from hw4lib.train import build_datasets, build_loader, build_model, build_tokenizer, set_seed
+    from hw4lib.trainers import LMTrainer
+    from hw4lib.trainers.precision import precision_name
+    from hw4lib.trainers.throughput import loop_against_raw_step
+    from hw4lib.utils import create_optimizer, create_scheduler
+
+    sizes = _sizes(device)
+    config = load_config(config_path, {"data.subset": sizes["subset"], "training.device": str(device),
+                                       "training.progress_bar": False,
+                                       "training.expts_dir": str(folder / "speed")})
+    set_seed(0)
+    tokenizer = build_tokenizer(config)
+    loader = build_loader(config, build_datasets(config, tokenizer)[0], shuffle=False)
+    trainer = LMTrainer(build_model(config, tokenizer), tokenizer, config, "speed", None)
+    trainer.optimizer = create_optimizer(trainer.model, config.optimizer)
+    trainer.scheduler = create_scheduler(trainer.optimizer, config.scheduler, loader,
+                                         config.training.gradient_accumulation_steps)
+    return {**loop_against_raw_step(trainer, loader, sizes["repeats"]), "batches": len(loader),
+            "precision": precision_name(trainer.precision)}
+
+
+def measure_precisions(device, config_path: Path) -> dict[str, float]:
+    """Training-step tokens per second of ``config_path``'s model in fp32, fp32 with TF32 matrix
+    products (CUDA) and bf16 autocast (where the device has it natively)."""
+    import torch
+
+    from hw4lib.config import load_config
+    from hw4lib.train import build_model, build_tokenizer
+    from hw4lib.trainers.precision import cpu_has_native_bf16, train_step_seconds
+
+    config = load_config(config_path)
+    model = build_model(config, build_tokenizer(config))
+    batch, length = _sizes(device)["step_batch"]
+    formats = {"fp32": (torch.float32, "highest")}
+    if device.type == "cuda":
+        formats["fp32+TF32"] = (torch.float32, "high")
+    if torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_native_bf16():
+        formats["bf16"] = (torch.bfloat16, "highest")
+    before = torch.get_float32_matmul_precision()
+    speeds = {}
+    try:
+        for name, (dtype, matmul) in formats.items():
+            torch.set_float32_matmul_precision(matmul)
+            seconds = train_step_seconds(model, batch, length, device, dtype,
+                                         steps=5 if device.type == "cuda" else 1)
+            speeds[name] = batch * length / seconds
+    finally:
+        torch.set_float32_matmul_precision(before)
+    return speeds
+
+
+def measure_decoding(device, config_path: Path) -> dict[str, dict[str, float]]:
+    """New tokens per second of the plain generator (``model.score``) and the cached one, greedy
+    and beam (width 3), on ``config_path``'s untrained model with its weights scaled by 5 (peaked
+    distributions, as a trained model's) and EOS never chosen, so every run is as long."""
+    import torch
+
+    from hw4lib.config import load_config
+    from hw4lib.decoding import SequenceGenerator, generator_for_model
+    from hw4lib.train import build_model, build_tokenizer
+
+    config = load_config(config_path)
+    tokenizer = build_tokenizer(config)
+    torch.manual_seed(0)
+    model = build_model(config, tokenizer).to(device).eval()
+    sizes = _sizes(device)
+    results = {}
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(5.0)
+        model.final_linear.bias[tokenizer.eos_id] = -1e4
+        for search, (prompts_n, new) in (("greedy", sizes["greedy"]), ("beam", sizes["beam"])):
+            prompts = torch.randint(4, tokenizer.vocab_size, (prompts_n, 10),
+                                    generator=torch.Generator().manual_seed(0))
+            generators = {"plain": SequenceGenerator(model.score, tokenizer, 10 + new, device),
+                          "cached": generator_for_model(model, tokenizer, 10 + new, device)}
+            speeds = {}
+            for kind, generator in generators.items():
+                run = ((lambda g=generator: g.generate_greedy(prompts)) if search == "greedy"
+                       else (lambda g=generator: g.generate_beam(prompts, 3)))
+                speeds[kind] = prompts_n * new / _median_seconds(run, sizes["repeats"], device)
+            results[search] = {**speeds, "speedup": speeds["cached"] / speeds["plain"]}
+    return results
 
 
 def check_handin(run_folder: Path, folder: Path) -> None:
@@ -130,6 +275,7 @@ def check_handin(run_folder: Path, folder: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto", help="auto (CUDA when there is one), cuda, cpu")
+    parser.add_argument("--json", type=Path, default=JSON_OUT, help="where the numbers are written")
     args = parser.parse_args(argv)
     missing = missing_packages()
     if missing:
@@ -146,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     from hw4lib.trainers.precision import precision_name, resolve_precision
 
     device = resolve_device(args.device)
+    on_gpu = device.type == "cuda"
+    device_name = torch.cuda.get_device_name(device) if on_gpu else "cpu"
+    speed_config = SPEED_CONFIG if on_gpu else CONFIG
     print(f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA build "
           f"{torch.version.cuda or 'none'}, device {device}"
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
@@ -178,17 +327,69 @@ def main(argv: list[str] | None = None) -> int:
             attempt("cached and plain generators give the same tokens",
                     lambda: check_generators(run_folder, device))
             attempt("the handin packs and loads", lambda: check_handin(run_folder, folder))
+        if on_gpu:
+            attempt("the student test modules on the device", run_student_tests)
+        speed = {"training": attempt("training pass beside its raw step (speed)",
+                                     lambda: measure_training(folder, device, speed_config)),
+                 "precision": attempt("training step per number format (speed)",
+                                      lambda: measure_precisions(device, speed_config)),
+                 "decoding": attempt("cached and plain generators (speed)",
+                                     lambda: measure_decoding(device, speed_config))}
+    judged = judge_speed(speed, on_gpu)
+    results.update(judged)
 
     print(f"\ngpu check on {device}, precision {precision_name(precision)}")
     for name, result in results.items():
-        print(f"  {name:<50s} {result}")
+        print(f"  {name:<58s} {result}")
+    print(speed_table(speed, speed_config))
     if trained:
-        print(f"  training speed: {stats['train_tokens'] / stats['epoch_seconds']:,.0f} tokens/s "
-              f"({stats['train_tokens']:,} training tokens in a {stats['epoch_seconds']:.1f}s epoch, "
-              f"its validation included)")
         memory = stats["peak_gpu_memory_mib"]
         print("  peak GPU memory: " + (f"{memory:,.0f} MiB" if memory is not None else "n/a (CPU)"))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({
+        "python": sys.version.split()[0], "torch": torch.__version__, "device": device_name,
+        "gpu": on_gpu, "checks": results, "tiny_epoch": stats if trained else None,
+        **{key: (value if isinstance(value, dict) else None) for key, value in speed.items()}},
+        indent=2) + "\n")
+    print(f"  numbers written to {args.json}")
     return 0 if trained and all(result.startswith("PASS") for result in results.values()) else 1
+
+
+def judge_speed(speed: dict, on_gpu: bool) -> dict[str, str]:
+    """The PASS/FAIL lines of the speed targets (on a GPU only; the CPU's sizes prove nothing)."""
+    training, decoding = speed["training"], speed["decoding"]
+    if not on_gpu:
+        return {"speed targets": "PASS (not judged: no GPU)"}
+    lines = {}
+    if isinstance(decoding, dict):
+        ratio = decoding["greedy"]["speedup"]
+        lines[f"cached greedy >= {MIN_CACHE_SPEEDUP:g}x plain"] = (
+            f"{'PASS' if ratio >= MIN_CACHE_SPEEDUP else 'FAIL'} ({ratio:.1f}x)")
+    if isinstance(training, dict):
+        ratio = training["loop_over_raw"]
+        lines[f"training pass >= {MIN_LOOP_OVER_RAW:.0%} of its raw step"] = (
+            f"{'PASS' if ratio >= MIN_LOOP_OVER_RAW else 'FAIL'} ({ratio:.0%})")
+    return lines
+
+
+def speed_table(speed: dict, config_path: Path) -> str:
+    """The measured speeds, one line each (tokens per second)."""
+    rows = []
+    training = speed["training"]
+    if isinstance(training, dict):
+        rows += [(f"training, raw step ({training['precision']}, {training['batches']} batches)",
+                  training["raw_tokens_per_s"], ""),
+                 ("training, the trainer's pass", training["loop_tokens_per_s"],
+                  f"{training['loop_over_raw']:.0%} of raw")]
+    if isinstance(speed["precision"], dict):
+        rows += [(f"training step, {name}", value, "") for name, value in speed["precision"].items()]
+    if isinstance(speed["decoding"], dict):
+        for search, values in speed["decoding"].items():
+            rows += [(f"{search}, plain generator", values["plain"], ""),
+                     (f"{search}, cached generator", values["cached"], f"{values['speedup']:.1f}x")]
+    lines = [f"  speeds on {config_path}'s model, tokens/s:"]
+    lines += [f"    {label:<44s} {value:>12,.0f}  {note}".rstrip() for label, value, note in rows]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,14 @@ def installed(package: str) -> str | None:
         return None
 
 
+def built_by_make_install(requirements: Path) -> bool:
+    """Whether this Python runs in the ``.venv`` that ``make install`` builds beside
+    ``requirements`` (that folder, with the stamp the Makefile writes once it installed the pins)."""
+    venv = requirements.resolve().parent / ".venv"
+    return (Path(sys.prefix).resolve() == venv.resolve()
+            and (venv / ".installed-stamp").is_file())
+
+
 def check_versions(requirements: Path) -> list[str]:
     """Raise RuntimeError naming the fix when a package is missing or older than MINIMUM; return a
     note for each of torch, numpy and matplotlib whose version differs from ``requirements``."""

@@ -305,6 +305,8 @@ def check_built_on_input_device(build: Callable, what: str) -> None:
     """
     import torch
 
+    from hw4lib.utils.devices import same_device
+
     runs = [(torch.device("cpu"), torch.device("meta"))]
     if torch.cuda.is_available():
         runs.append((torch.device("cuda"), torch.device("cpu")))
@@ -318,7 +320,7 @@ def check_built_on_input_device(build: Callable, what: str) -> None:
         except RuntimeError as error:
             raise device_check_failure(error, f"{what} of an input on the {device} device",
                                        f"while torch's default device was {default}", fix) from None
-        assert result.device == device, (
+        assert same_device(result.device, device), (
             f"{what} of an input on the {device} device returned a tensor on {result.device} "
             f"(torch's default device in this check): {fix}")
 

@@ -16,16 +16,35 @@ from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.kv_cache import CachedScorer
 
 
-def _with_fresh_cache(search):
-    """Wrap a search so it starts from an empty cache and frees the cache when it returns."""
+def host_reads_are_free(device: torch.device) -> bool:
+    """Whether the host reads tensors on ``device`` without waiting: on the CPU they are already
+    there; on a GPU a read waits for every queued kernel (see hw4lib/model/kv_cache.py)."""
+    return device.type == "cpu"
+
+
+def _with_fresh_cache(search, rows_in_place: bool):
+    """Wrap a search so it starts from an empty cache and frees the cache when it returns.
+
+    Off the CPU the scorer defers its checks (``CachedScorer.deferred``) and the search reads them
+    once at its end. ``rows_in_place``: the search's row i always continues row i (greedy search,
+    sampling), so the cache never moves.
+    """
 
     @functools.wraps(search)
     def run(self, *args, **kwargs):
-        self.score_fn.reset()
+        scorer = self.score_fn
+        scorer.reset()
+        scorer.deferred, scorer.rows_in_place = not host_reads_are_free(self.device), rows_in_place
         try:
-            return search(self, *args, **kwargs)
+            result = search(self, *args, **kwargs)
+            if not scorer.consistent():
+                raise RuntimeError(f"{search.__name__}: a decoding step's rows did not continue the "
+                                   "previous step's, so the key/value cache was stale; decode with "
+                                   "SequenceGenerator(model.score, ...) and report this")
+            return result
         finally:
-            self.score_fn.reset()
+            scorer.reset()
+            scorer.deferred = scorer.rows_in_place = False
 
     return run
 
@@ -46,9 +65,9 @@ class CachedSequenceGenerator(SequenceGenerator):
         super().__init__(CachedScorer(model, capacity=max_length, eos_id=tokenizer.eos_id),
                          tokenizer, max_length, device)
 
-    generate_greedy = _with_fresh_cache(SequenceGenerator.generate_greedy)
-    generate_beam = _with_fresh_cache(SequenceGenerator.generate_beam)
-    generate_sample = _with_fresh_cache(SequenceGenerator.generate_sample)
+    generate_greedy = _with_fresh_cache(SequenceGenerator.generate_greedy, rows_in_place=True)
+    generate_beam = _with_fresh_cache(SequenceGenerator.generate_beam, rows_in_place=False)
+    generate_sample = _with_fresh_cache(SequenceGenerator.generate_sample, rows_in_place=True)
 
     def _score_beams(self, seqs: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
         """All N x B hypotheses in one call: (N, B, T) -> (N, B, V) (finished ones cost nothing)."""

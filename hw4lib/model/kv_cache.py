@@ -17,6 +17,14 @@ always belongs to exactly the prefix being scored.
 Sequences that have emitted EOS after their prompt are finished: every search ignores their
 logits, so the scorer drops them from the cache and returns zeros for them at no cost.
 
+On a GPU every host read of a device tensor (``bool(t)``, ``.item()``, ``torch.equal``,
+``nonzero``) waits for all queued kernels; at decoding's sizes that wait costs more than a step's
+compute. A scorer with ``deferred`` set (``CachedSequenceGenerator`` sets it off the CPU) keeps its
+bookkeeping on the device: it checks that the rows continue its cache into a device flag that the
+caller reads once, with :meth:`CachedScorer.consistent`, instead of at every call; it computes
+finished rows too (their logits are ignored) instead of finding the unfinished ones; and with
+``rows_in_place`` (greedy search and sampling: row i continues row i) it never reorders the cache.
+
 The computation reads the model's own modules and parameters (embedding, positional table, each
 layer's ``norm``, ``mha.in_proj_weight``/``in_proj_bias``, ``mha.out_proj``, ``ffn``, the final
 ``norm`` and ``final_linear``), in eval mode, with ``F.scaled_dot_product_attention``; it matches
@@ -50,6 +58,8 @@ class CachedScorer:
         self.model = model
         self.capacity = capacity
         self.eos_id = eos_id
+        self.deferred = False       # no host reads: checks go to self.mismatch (module docstring)
+        self.rows_in_place = False  # every call's row i continues the previous call's row i
         self._weights = None  # fingerprint multipliers, kept across calls (see _fingerprint_weights)
         self.reset()
 
@@ -60,35 +70,48 @@ class CachedScorer:
         self.prompt_length = 0      # tokens of the prompts the cache started from
         self.keys: list[torch.Tensor] = []    # per layer (R, H, capacity, head_dim)
         self.values: list[torch.Tensor] = []  # per layer (R, H, capacity, head_dim)
+        self.mismatch = None        # () bool on the device: a deferred call did not continue
+
+    def consistent(self) -> bool:
+        """Whether every deferred call since the last reset continued the cache's rows (one host
+        read). A call that did not got logits of a wrong prefix."""
+        return self.mismatch is None or not bool(self.mismatch)
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Next-token logits after each row of ``x``: (M, T) int64 -> (M, V) float32, as ``model.score``."""
         if self.model.training:
             raise RuntimeError("CachedScorer is for inference and needs eval mode: call model.eval() first")
-        parents = self._find_parents(x)
+        parents, continues = self._find_parents(x)
         if parents is None:
+            return self._prefill(x)
+        if self.deferred:
+            self.mismatch = ~continues if self.mismatch is None else self.mismatch | ~continues
+        elif not continues:
             return self._prefill(x)
         return self._extend(x, parents)
 
     # ------------------------------------------------------------------ finding the cached rows
 
-    def _find_parents(self, x: torch.Tensor) -> torch.Tensor | None:
-        """For each row of x, the previous row it extends by one token: (M,) int64, or None."""
+    def _find_parents(self, x: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """For each row of x, the previous row it extends by one token, and whether each row
+        does extend it: ((M,) int64, () bool), both on x's device; (None, None) when the shapes
+        alone rule a continuation out."""
         previous = self.tokens
         if previous is None or x.size(1) != previous.size(1) + 1 or x.device != previous.device:
-            return None
+            return None, None
         prefix = x[:, :-1]
-        if prefix.shape == previous.shape and torch.equal(prefix, previous):
-            return torch.arange(x.size(0), device=x.device)
+        if self.rows_in_place or (not self.deferred and prefix.shape == previous.shape
+                                  and torch.equal(prefix, previous)):
+            if prefix.shape != previous.shape:
+                return None, None
+            return torch.arange(x.size(0), device=x.device), (prefix == previous).all()
         # Match rows by a fingerprint (an exact integer hash), then confirm the match token by token.
         weights = self._fingerprint_weights(prefix.size(1), x.device)
         new_prints, old_prints = (prefix * weights).sum(1), (previous * weights).sum(1)
         same = new_prints.unsqueeze(1) == old_prints.unsqueeze(0)          # (M, M_previous)
-        if not same.any(dim=1).all():
-            return None
         parents = same.int().argmax(dim=1)
-        return parents if torch.equal(previous[parents], prefix) else None
+        return parents, same.any(dim=1).all() & (previous[parents] == prefix).all()
 
     def _fingerprint_weights(self, length: int, device: torch.device) -> torch.Tensor:
         """The first ``length`` fingerprint multipliers, on ``device``.
@@ -128,8 +151,16 @@ class CachedScorer:
         return logits
 
     def _extend(self, x: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
-        """Reorder the cache to follow ``parents`` and run only the newest token of unfinished rows."""
+        """Reorder the cache to follow ``parents`` and run only the newest token of unfinished rows
+        (of every row when ``deferred``: finding the unfinished ones is a host read)."""
         length = x.size(1)
+        if self.deferred:
+            if not self.rows_in_place:
+                self._keep_rows(parents, cached_length=length - 1)
+            self._grow(length)
+            self.tokens = x
+            self.slots = torch.arange(x.size(0), device=x.device)
+            return self._run(x[:, -1:], start=length - 1)
         active = (~self._finished(x)).nonzero().squeeze(1)                      # (A,)
         slots = self.slots[parents[active]]
         if (slots < 0).any():  # cannot happen with the searches (a finished row stays finished)
@@ -145,8 +176,9 @@ class CachedScorer:
         return logits
 
     def _keep_rows(self, slots: torch.Tensor, cached_length: int) -> None:
-        """Make cache row r hold what row ``slots[r]`` held (copies only when the rows move)."""
-        if torch.equal(slots, torch.arange(slots.numel(), device=slots.device)):
+        """Make cache row r hold what row ``slots[r]`` held (copies only when the rows move, which
+        ``deferred`` does not read back)."""
+        if not self.deferred and torch.equal(slots, torch.arange(slots.numel(), device=slots.device)):
             return  # rows 0..A-1 are already in place (rows past A belong to finished sequences)
         for cache in (self.keys, self.values):
             for index, old in enumerate(cache):

@@ -37,23 +37,28 @@ from hw4lib.file_io import atomic_write_bytes, write_json
 from hw4lib.handin_format import CONFIG_FILE, GENERATIONS_FILE, METRICS_FILE, MODEL_ARCH_FILE
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.utils.create_lr_scheduler import scheduler_interval
+from hw4lib.utils.devices import resolved_device
 
 from ._checks import (TrainingInterrupted, check_finite_loss, check_run_folder_is_free,
                       interruption_message)
-from .precision import logits_in_float32, precision_name, resolve_precision
+from .precision import logits_in_float32, precision_name, resolve_precision, train_step_seconds
 
 # *_NAME: file names inside CHECKPOINT_DIR; *_PATH: relative to the run folder (make handin).
 BEST_CHECKPOINT_NAME = "checkpoint-best-metric-model.pth"
 LAST_CHECKPOINT_NAME = "checkpoint-last-epoch-model.pth"
 CHECKPOINT_DIR = "checkpoints"  # inside the run folder
 BEST_CHECKPOINT_PATH = f"{CHECKPOINT_DIR}/{BEST_CHECKPOINT_NAME}"
+# Tokens per sequence of the steps that ``precision: auto`` times on a GPU (about the length of
+# the default data's training sequences).
+PRECISION_TIMING_LENGTH = 200
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``None`` or ``"auto"`` picks CUDA when available, else the CPU."""
+    """``None`` or ``"auto"`` picks CUDA when available, else the CPU; ``cuda`` gets the current
+    GPU's index, so the device compares equal to its tensors' (see hw4lib/utils/devices.py)."""
     if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return resolved_device(device)
 
 
 def describe_model(model: nn.Module) -> str:
@@ -114,7 +119,11 @@ class BaseTrainer(ABC):
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
         # The forward's number format (see precision.py); fp16 alone needs its gradients scaled.
-        self.precision, reason = resolve_precision(self.config.training.precision, self.device)
+        length = min(PRECISION_TIMING_LENGTH, getattr(self.model, "max_len", PRECISION_TIMING_LENGTH))
+        self.precision, reason = resolve_precision(
+            self.config.training.precision, self.device,
+            lambda dtype: train_step_seconds(self.model, self.config.data.batch_size, length,
+                                             self.device, dtype))
         print(f"training precision: {precision_name(self.precision)} ({reason})", flush=True)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == torch.float16)
         logits_in_float32(self.model)

@@ -23,6 +23,9 @@ from .base_trainer import BEST_CHECKPOINT_NAME, LAST_CHECKPOINT_NAME, BaseTraine
 from .generation_settings import epoch_sample_settings
 from .metrics import evaluate_language_model, language_model_metrics, safe_exp
 
+# Training batches between reads of the summed loss (its finite check and the progress bar).
+READ_LOSS_EVERY = 16
+
 
 class LMTrainer(BaseTrainer):
     """Trains a ``DecoderOnlyTransformer`` to predict the next token, and evaluates it.
@@ -67,13 +70,19 @@ class LMTrainer(BaseTrainer):
         logits (N*T, K) and targets (N*T,), backward of ``loss / accumulation_steps`` through
         ``self.scaler`` (so accumulated gradients average over the window), then
         ``self._optimizer_step()`` at the end of each window and of the epoch.
+
+        The losses add up on the device and are read back (checked finite, shown in the progress
+        bar) every ``READ_LOSS_EVERY`` batches and at the end: on a GPU each read waits for the
+        queued steps (hw4lib/trainers/throughput.py measures the pass against its bare steps).
         """
         self.model.train()
-        total_nll, total_tokens, attn = 0.0, 0, None
+        nll_sum = torch.zeros((), dtype=torch.float64, device=self.device)  # summed over targets
+        total_nll, total_tokens, checked_from, attn = 0.0, 0, 0, None
         self.optimizer.zero_grad(set_to_none=True)
         progress = tqdm(dataloader, desc=f"[epoch {self.current_epoch + 1}] train", leave=False,
                         dynamic_ncols=True, disable=not self.config.training.progress_bar)
         for batch_index, (padded_shifted, padded_golden, lengths) in enumerate(progress):
+            batch_tokens = int(lengths.sum())  # before the copy: no read back from the device
             padded_shifted = padded_shifted.to(self.device)
             padded_golden = padded_golden.to(self.device)
             lengths = lengths.to(self.device)
@@ -85,7 +94,6 @@ class LMTrainer(BaseTrainer):
                 logits, attention = self.model(padded_shifted, lengths)
                 loss = self.criterion(logits.reshape(-1, logits.size(-1)), padded_golden.reshape(-1))
                 # END SOLUTION
-            self._check_finite(loss.detach(), f"training batch {batch_index}")
             # TODO: backpropagate loss / self.accumulation_steps through self.scaler.scale(...)
             # BEGIN SOLUTION
             self.scaler.scale(loss / self.accumulation_steps).backward()
@@ -93,12 +101,16 @@ class LMTrainer(BaseTrainer):
             if (batch_index + 1) % self.accumulation_steps == 0 or batch_index + 1 == len(dataloader):
                 self._optimizer_step()
 
-            batch_tokens = int(lengths.sum())
-            total_nll += loss.item() * batch_tokens
+            nll_sum += loss.detach().double() * batch_tokens  # as float(loss) * tokens
             total_tokens += batch_tokens
-            running = total_nll / total_tokens
-            progress.set_postfix(loss=f"{running:.3f}", ppl_tok=f"{safe_exp(running):.2f}",
-                                 lr=f"{self.optimizer.param_groups[0]['lr']:.2e}", refresh=False)
+            if (batch_index + 1) % READ_LOSS_EVERY == 0 or batch_index + 1 == len(dataloader):
+                total_nll = nll_sum.item()
+                self._check_finite(torch.tensor(total_nll),
+                                   f"training batches {checked_from}-{batch_index}")
+                checked_from = batch_index + 1
+                running = total_nll / total_tokens
+                progress.set_postfix(loss=f"{running:.3f}", ppl_tok=f"{safe_exp(running):.2f}",
+                                     lr=f"{self.optimizer.param_groups[0]['lr']:.2e}", refresh=False)
             if batch_index + 1 == len(dataloader) and attention:
                 last_layer = list(attention.values())[-1]  # keys are in layer order
                 attn = last_layer[0, : lengths[0], : lengths[0]].detach().float().cpu()

@@ -207,3 +207,46 @@ def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path)
     bf16 = make_trainer(tmp_path, "bf16")
     assert isinstance(bf16._attention_weights(needed=False), nullcontext), (
         "bf16 training on a CPU should keep the plain attention path (its fused backward is slower)")
+
+
+def test_auto_on_a_gpu_with_bf16_keeps_the_faster_by_measurement():
+    """A fake GPU capability and fake step timings: auto keeps whichever format measured faster,
+    says both timings, and leaves TF32 on only when fp32 won. The CPU never measures."""
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    before = torch.get_float32_matmul_precision()
+    try:
+        for fp32_ms, bf16_ms, expected, tf32 in ((3.0, 4.5, torch.float32, "high"),
+                                                  (5.0, 2.0, torch.bfloat16, before)):
+            timed = []
+
+            def step_seconds(dtype, fp32_ms=fp32_ms, bf16_ms=bf16_ms, timed=timed):
+                timed.append((dtype, torch.get_float32_matmul_precision()))
+                return (fp32_ms if dtype == torch.float32 else bf16_ms) / 1e3
+
+            with mock.patch("torch.cuda.is_bf16_supported", return_value=True):
+                dtype, reason = resolve_precision("auto", cuda, step_seconds)
+            assert dtype == expected, f"fp32 {fp32_ms} ms vs bf16 {bf16_ms} ms: chose {dtype}"
+            assert f"fp32+TF32 {fp32_ms:.1f} ms" in reason and f"bf16 {bf16_ms:.1f} ms" in reason, reason
+            assert (torch.float32, "high") in timed, f"fp32 was not timed with TF32 on: {timed}"
+            assert torch.get_float32_matmul_precision() == tf32
+            torch.set_float32_matmul_precision(before)
+
+        def never(dtype):
+            raise AssertionError("auto measured on the CPU")
+
+        with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=False):
+            assert resolve_precision("auto", cpu, never)[0] == torch.float32
+        assert resolve_precision("bf16", cuda, never)[0] == torch.bfloat16
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_a_timed_training_step_leaves_the_model_as_it_was():
+    from hw4lib.trainers.precision import train_step_seconds
+
+    torch.manual_seed(0)
+    model = DecoderOnlyTransformer(1, 16, 2, 32, dropout=0.0, max_len=16, num_classes=VOCAB)
+    state = copy.deepcopy(model.state_dict())
+    seconds = train_step_seconds(model, 4, 8, torch.device("cpu"), torch.float32, steps=3)
+    assert 0 < seconds < 10, seconds
+    assert all(torch.equal(state[name], value) for name, value in model.state_dict().items())
