@@ -68,11 +68,11 @@ MODE_PHRASES = {"bwrap": "bubblewrap sandbox", "setpriv": "fresh unprivileged ui
 # ------------------------------------------------------------------------------------------------
 
 PROBE = """
-import os, subprocess
+import os, shutil, subprocess
 status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines()
               if ":\\t" in line)
-bwrap = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
-                       capture_output=True).returncode == 0
+bwrap = shutil.which("bwrap") is not None and subprocess.run(
+    ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True).returncode == 0
 try:
     os.mkdir("/sys/fs/cgroup/pids/hw4p1-profile-probe")
     os.rmdir("/sys/fs/cgroup/pids/hw4p1-profile-probe")
@@ -91,8 +91,8 @@ EXPECTED_PROBE = {  # uid, CAP_SYS_ADMIN, seccomp mode, bubblewrap works, a cgro
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_each_profile_is_what_it_emulates(profile):
-    if shutil.which("bwrap") is None:
-        pytest.skip("the host and laptop profiles need bubblewrap")
+    if EXPECTED_PROBE[profile].split()[3] == "True" and shutil.which("bwrap") is None:
+        pytest.skip(f"the {profile} profile needs bubblewrap (bwrap), not installed here")
     run = subprocess.run(platform_profiles.launcher(profile, [sys.executable, "-c", PROBE]),
                          capture_output=True, text=True, timeout=60, cwd="/")
     assert run.returncode == 0, run.stderr[-2000:]
