@@ -494,8 +494,17 @@ def expected_scores(kind: str | dict, scores: dict) -> bool:
             and others == {c: s for c, s in honest.items() if c != "MultiHeadAttention"})
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("attack", list(ATTACKS))
+# Rows whose attack no profile changes, run in the host profile only (the table says "not run"
+# in the others): the archive's attacks, met by the judge itself (autograder/judging/safe_tar.py,
+# plain_tar.py) before it chooses a sandbox, and the staff's channels, computed by the judge from
+# what the model child measured. What else each profile could change, the grading of the honest
+# handin that follows, is test_the_honest_handin_scores_alike_in_every_profile's.
+JUDGE_SIDE = ("09", "16", "17", "18", "21", "22", "23", "24", "30")
+CASES = [(attack, profile) for attack in ATTACKS for profile in PROFILES
+         if profile == "host" or attack.split()[0] not in JUDGE_SIDE]
+
+
+@pytest.mark.parametrize("attack, profile", CASES)
 def test_attack_is_held_in_each_profile(attack, profile):
     build, expected, environment, peak_limit, staff = ATTACKS[attack]
     folder = profile_folder(profile, attack.split()[0])
