@@ -53,6 +53,7 @@ def tree(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("test", ["tests.test_x", "tests.kit.test_x"])
 def test_a_module_runs_up_to_its_first_failure(tree, test):
     ran = {}
