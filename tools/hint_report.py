@@ -5,7 +5,8 @@ reference ``mytorch/``, which the judge then grades as it grades a handin (the h
 sandboxed worker, fresh inputs from ``seed``). The mutant's feedback is that of the first category
 that loses points (the order of the rubric, which the student reads first); it names the bug when
 one of that category's hints is of the entry's family. The reference must score full marks with
-no hint.
+no hint. The same grading (every category) checks that no feedback quotes a hidden input
+(:func:`quoted_inputs`), so each mutant is judged once.
 
 The negative set (:data:`NEGATIVES`) holds failures that are not value bugs (the untouched stubs,
 a file that does not parse, an import error, a hang, exceptions no rule expects) and two value bugs
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
+import re
 import shutil
 import sys
 import tempfile
@@ -29,9 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from autograder.judging import judge, rubric, worker_folders
 from autograder.judging.sandbox import Sandbox
 from autograder.judging.sandbox_modes import MODES
+from autograder.judging.hidden_tests import mytorch_hidden
 from autograder.judging.hidden_tests.diagnosis import describe
 from tools import handout_regions, mutants as catalogue
 
@@ -96,10 +102,47 @@ def graded_mutants(only: list[str] | None = None) -> list[catalogue.Mutant]:
     return found
 
 
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+
+
+def significant_digits(token: str) -> int:
+    return len(token.lstrip("-").split("e")[0].replace(".", "").lstrip("0"))
+
+
+def hidden_values(seed: int) -> np.ndarray:
+    """Every float the worker receives in the gradings of ``seed``, as judge.grade_category
+    draws them."""
+    programs = [program for category in rubric.MYTORCH_RUBRIC
+                for program in judge.build_programs(mytorch_hidden.tests_of(category), seed)[0]
+                .values()]
+    arrays = [x.ravel() for program in programs for x in program.arrays.values()
+              if x.dtype.kind == "f"]
+    return np.concatenate(arrays).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=1)
+def consecutive_inputs(seed: int) -> frozenset[tuple[str, str, str]]:
+    """Every three consecutive hidden inputs of ``seed``, each written to 3 digits."""
+    quoted = [f"{v:.2e}" for v in hidden_values(seed)]
+    return frozenset(zip(quoted, quoted[1:], quoted[2:]))
+
+
+def quoted_inputs(feedback: str, seed: int) -> list[str]:
+    """What in ``feedback`` (messages and hints) could quote the hidden inputs of ``seed``: each
+    number precise enough to quote one (5 significant digits or more), and each three numbers
+    in a row that are three consecutive inputs to 3 digits."""
+    tokens = NUMBER.findall(feedback)
+    floats = [f"{float(t):.2e}" for t in tokens]
+    return ([t for t in tokens if significant_digits(t) >= 5]
+            + [" ".join(run) for run in zip(floats, floats[1:], floats[2:])
+               if run in consecutive_inputs(seed)])
+
+
 def report(mutants: list[catalogue.Mutant], seed: int = 0, signatures: bool = False) -> int:
     """Print one line per mutant and the share named, with the failure signature of each mutant
     whose hint missed (of every mutant with ``signatures``); 1 when under :data:`AIM`, when the
-    reference gets a hint or loses points, or when a mutant scores full marks."""
+    reference gets a hint or loses points, when a mutant scores full marks, or when a mutant's
+    feedback in any category quotes a hidden input."""
     reference = judge_tree(REPO_ROOT / "mytorch", seed)
     problems = []
     if reference.category is not None:
@@ -108,11 +151,15 @@ def report(mutants: list[catalogue.Mutant], seed: int = 0, signatures: bool = Fa
           f"{'full marks, no hint' if not problems else problems[0]})")
     named = 0
     for mutant in mutants:
-        graded = judge_mutant(mutant, seed)
+        graded = judge_mutant(mutant, seed, every_category=True)
         hit = mutant.family in graded.families
         named += hit
         if graded.category is None:
             problems.append(f"{mutant.id} scores full marks")
+        quoted = quoted_inputs("\n".join(f"{r.message}\n{r.hint}" for run in graded.runs.values()
+                                         for r in run.results), seed)
+        if quoted:
+            problems.append(f"{mutant.id}'s feedback quotes hidden inputs: {quoted[:5]}")
         given = ", ".join(sorted(graded.families)) or "no hint"
         print(f"  {'named ' if hit else 'MISSED'}  {mutant.id:<38s} {mutant.family:<28s} "
               f"{graded.category or '-':<26s} {given}", flush=True)

@@ -22,8 +22,10 @@ file and indents ``replace`` the same way. A ``find`` without a final newline (a
 
 For each entry the runner applies the replacement to a private copy of the tree (the git-tracked
 and untracked-but-not-ignored files, plus a link to the built data when there is some), runs
-``python -m <test>`` there exactly as a student does (pytest for an instructor's module), and
-counts the mutant *rejected* when that exits non-zero. Before that, each test module named in
+``python -m <test>`` there as a student does (pytest for an instructor's module), stopping at
+the first failing test (pytest's ``-x``, through ``PYTEST_ADDOPTS`` for a student's module: the
+first failure already rejects the mutant, and is the message a student reads first), and counts
+the mutant *rejected* when that exits non-zero. Before that, each test module named in
 the selection runs once on the unmutated copy and must pass, otherwise a broken test would
 "reject" everything. It prints one line per entry (with the first failure the student would read),
 then a table per student file. Exit status 1 when any mutant survives, an entry no longer applies
@@ -211,8 +213,9 @@ def test_command(test: str) -> list[str]:
 
 
 def run_test(copy: Path, test: str, timeout_s: float) -> Outcome:
-    """Run ``test`` in ``copy`` (:func:`test_command`); never raises on test failure."""
-    env = dict(os.environ, WANDB_MODE="disabled", PYTHONHASHSEED="0",
+    """Run ``test`` in ``copy`` (:func:`test_command`) up to its first failing test (the rubric
+    runner reads ``-x`` from PYTEST_ADDOPTS as pytest does); never raises on test failure."""
+    env = dict(os.environ, WANDB_MODE="disabled", PYTHONHASHSEED="0", PYTEST_ADDOPTS="-x",
                PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env.pop("PYTHONPATH", None)
     start = time.perf_counter()

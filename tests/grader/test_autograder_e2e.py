@@ -511,8 +511,11 @@ def test_pythonoptimize_in_the_grading_environment_changes_nothing(tmp_path):
 @pytest.mark.parametrize("mode", ["setpriv", "unshare", "none"])
 def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
     """Each fallback mode, forced: the grader-killing attack still scores 0 for mytorch and the
-    honest model keeps its points; 'none' grades honest code and warns."""
-    reason = sandbox_modes.MODES[mode].unavailable()
+    honest model keeps its points; 'none' grades honest code and warns. A root judge refuses
+    unshare (the worker would be host root inside), so as root that case grades in the laptop
+    profile, as an unprivileged user (tools/platform_profiles.py)."""
+    profile = "laptop" if mode == "unshare" and os.geteuid() == 0 else "host"
+    reason = None if profile == "laptop" else sandbox_modes.MODES[mode].unavailable()
     if reason is not None:
         pytest.skip(f"{mode} cannot run here: {reason}")
     init_code, nn_code, _ = ATTACKS["kill_the_grader_through_proc"]
@@ -520,7 +523,7 @@ def test_weaker_sandbox_modes_still_grade_and_hold(tmp_path, mode):
         init_code, nn_code = "", None  # unisolated, the attack would kill the test's own make
     folder = open_folder(f"hw4p1-{mode}-")
     lines, scores = run_grader(folder, attack_handin(tmp_path, init_code, nn_code),
-                               f"--sandbox {mode}")
+                               f"--sandbox {mode}", profile=profile)
     text = "\n".join(lines)
     if "does not work here, so student code was not run" in text:
         assert scores == {**MYTORCH_ZERO, "LanguageModel": honest_scores()["LanguageModel"]}

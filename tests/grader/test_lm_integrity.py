@@ -288,8 +288,7 @@ def test_a_report_far_below_the_hidden_set_is_flagged_whatever_the_card_says(tmp
         if flagged:
             assert below == [f"{METRICS_FILE} reports a test perplexity of {reported:.4f}; these "
                              f"weights give {truth:.2f} on the hidden test set, 200% above it "
-                             f"(honest runs: at most {integrity.HIDDEN_MARGIN:.0%} above their "
-                             f"report)"], (name, below)
+                             f"(honest runs: at most 25% above their report)"], (name, below)
         else:
             assert below == [], (name, below)
     assert integrity.below_hidden_set({"reported_perplexity_char": None,

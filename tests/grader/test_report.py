@@ -165,23 +165,100 @@ def test_every_class_tool_reads_the_judges_report_through_load(tmp_path, monkeyp
     assert f"version {report.VERSION + 1}" in refused.error and "make autograde" in refused.error
 
 
+def spelled_statuses(tree: ast.AST) -> list[tuple[int, list[str]]]:
+    """(line, the statuses) of each collection (set, list, tuple, dict's keys) or comparison
+    with ``in`` that spells two or more of Status's values as strings: a second hand-kept list."""
+    values = {status.value for status in Status}
+    found = []
+    for node in ast.walk(tree):
+        items = (node.keys if isinstance(node, ast.Dict) else node.elts
+                 if isinstance(node, (ast.Set, ast.List, ast.Tuple)) else [])
+        spelled = [item.value for item in items
+                   if isinstance(item, ast.Constant) and item.value in values]
+        if len(spelled) >= 2:
+            found.append((node.lineno, spelled))
+    return found
+
+
 def test_the_statuses_live_once():
-    """The gradebook scores every status but crashed, from the one Status list."""
-    assert gradebook.SCORED_STATUSES == {"ok", "invalid", "timeout"}
+    """Status is the one list of how a grading ends: no module of the repository (but the tests)
+    spells two of its values in a collection of its own; the gradebook derives the statuses it
+    scores from it (every one but crashed)."""
+    assert spelled_statuses(ast.parse('SCORED = {"ok", "invalid", "timeout"}')) == [
+        (1, ["ok", "invalid", "timeout"])]
+    assert spelled_statuses(ast.parse('if status in ("ok", Status.TIMEOUT): pass')) == []
+    found = [f"{path.relative_to(REPO)}:{line}: {spelled}"
+             for folder in ("autograder", "hw4lib", "tools")
+             for path in sorted((REPO / folder).rglob("*.py"))
+             for line, spelled in spelled_statuses(ast.parse(path.read_text(encoding="utf-8")))]
+    assert found == [], found
+    assert set(gradebook.SCORED_STATUSES) == set(Status) - {Status.CRASHED}
     assert [status.value for status in Status] == ["ok", "invalid", "timeout", "crashed"]
 
 
-def test_no_class_tool_parses_a_details_json_itself():
-    """A supplement to the test above: outside autograder/judging/report.py, no module of autograder/
-    hands anything named for the judge's details to a JSON reader."""
-    readers = {"json.load", "json.loads", "read_json", "read_untrusted_json",
-               "file_io.read_json", "file_io.read_untrusted_json"}
+# Every JSON parse in autograder/ outside report.py, by (file, function): what it parses. None of
+# them is the judge's details.json; a new one fails the test below until it is named here (a
+# details.json is read with report.load).
+JSON_READERS = {
+    ("autograder/classroom/rescore.py", "read_build_info"): "dist/'s build_info.json",
+    ("autograder/classroom/rescore.py", "decide"): "grades.csv's scoring cell",
+    ("autograder/classroom/rescore.py", "apply_rescore"): "grades.csv's scoring cell",
+    ("autograder/judging/grade.py", "grade"): "the autograder's build_info.json",
+    ("autograder/judging/grade_model.py", "evaluate_handin"): "the handin's run_card.json",
+    ("autograder/judging/grading_run.py", "parse_scores"): "the judge's scores line on stdout",
+    ("autograder/judging/integrity.py", "read_card"): "the handin's run_card.json",
+    ("autograder/judging/judge_zygote.py", "answer"): "a zygote's answer line",
+    ("autograder/judging/judge_zygote.py", "serve"): "a request line to the zygote",
+    ("autograder/judging/language_model.py", "grade_language_model"): "the model child's result",
+    ("autograder/judging/language_model.py", "self_reported_perplexity"): "test_metrics.json",
+    ("autograder/judging/parked_child.py", "_parked"): "a request to the parked child",
+    ("autograder/sandboxed/wire.py", "load_program"): "the worker's program.json",
+    ("autograder/sandboxed/wire.py", "_header"): "a worker record's header",
+}
+# The JSON parsers: the json module's (called through it or imported from it), hw4lib.file_io's
+# readers and pydantic's, however they are reached.
+JSON_FUNCTIONS = {"load", "loads", "JSONDecoder"}
+JSON_READER_FUNCTIONS = {"read_json", "read_untrusted_json", "model_validate_json"}
+
+
+def json_parses(tree: ast.AST) -> list[tuple[str, int]]:
+    """(enclosing function, line) of every call to a JSON parser in a module, however it is
+    named (``json.loads``, ``loads`` imported from json, ``file_io.read_json``, ``read_json``)."""
+    imported = {alias.asname or alias.name for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module == "json"
+                for alias in node.names}
     found = []
+
+    def parses(func: ast.expr) -> bool:
+        if isinstance(func, ast.Attribute):
+            return (func.attr in JSON_READER_FUNCTIONS or func.attr in JSON_FUNCTIONS
+                    and isinstance(func.value, ast.Name) and func.value.id == "json")
+        return isinstance(func, ast.Name) and (func.id in JSON_READER_FUNCTIONS
+                                               or func.id in imported)
+
+    def visit(node, function):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node.name
+        if isinstance(node, ast.Call) and parses(node.func):
+            found.append((function, node.lineno))
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(tree, "<module>")
+    return found
+
+
+def test_no_class_tool_parses_a_details_json_itself():
+    """A supplement to the test above: outside autograder/judging/report.py, every JSON parse in
+    autograder/ is one JSON_READERS names, none of them the judge's details.json."""
+    assert json_parses(ast.parse("from json import loads as x\ndef f(p):\n    return x(p)\n"
+                                 "def g(p):\n    return torch.load(p), file_io.read_json(p)\n")
+                       ) == [("f", 3), ("g", 5)]
+    found = set()
     for path in sorted((REPO / "autograder").rglob("*.py")):
-        if path.name == "report.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and ast.unparse(node.func) in readers:
-                if "details" in ast.unparse(node):
-                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
-    assert found == [], found
+        if path.name != "report.py":
+            name = path.relative_to(REPO).as_posix()
+            found |= {(name, function) for function, _ in
+                      json_parses(ast.parse(path.read_text(encoding="utf-8")))}
+    assert found == set(JSON_READERS), (sorted(found - set(JSON_READERS)),
+                                        sorted(set(JSON_READERS) - found))

@@ -2,6 +2,7 @@
 """docs/design.md's layout names every file of the repository, so a reader finds each file's
 purpose there (a new file without a line fails this test, naming it)."""
 import fnmatch
+import posixpath
 import re
 import subprocess
 from pathlib import Path
@@ -22,9 +23,25 @@ def layout_block(text: str) -> str:
     return section.split("```", 2)[1]
 
 
+def entries(layout: str) -> list[tuple[str, str]]:
+    """(the folder an entry describes, its text) of each entry of the layout: a line starting at
+    its first column and the indented lines under it. An entry headed by a file describes that
+    file's folder; one headed by a file at the top, the top ('')."""
+    found = []
+    for line in layout.splitlines():
+        if line[:1].strip():
+            head = line.split()[0]
+            found.append([head if head.endswith("/") else posixpath.dirname(head) + "/", line])
+        elif found:
+            found[-1][1] += "\n" + line
+    return [("" if folder == "/" else folder, text) for folder, text in found]
+
+
 def unnamed(files: list[str], layout: str) -> list[str]:
-    """The files ``layout`` names neither by file name, nor by stem as a word, nor as a collection."""
+    """The files ``layout`` names neither by path, nor by file name or stem (as a word) in an
+    entry of their own folder or a folder above, nor as a collection."""
     missing = []
+    described = entries(layout)
     for path in files:
         collection = next((words for pattern, words in COLLECTIONS.items()
                            if fnmatch.fnmatch(path, pattern)), None)
@@ -32,19 +49,27 @@ def unnamed(files: list[str], layout: str) -> list[str]:
             if collection not in layout:
                 missing.append(f"{path} (described as {collection!r})")
             continue
-        name = Path(path).name
-        stem = Path(path).stem
-        if name not in layout and not re.search(rf"(?<![\w.]){re.escape(stem)}(?![\w])", layout):
+        name, stem = Path(path).name, Path(path).stem
+        folder = posixpath.dirname(path) + "/" if "/" in path else ""
+        near = "\n".join(text for where, text in described
+                          if (folder.startswith(where) if where else folder == ""))
+        if path not in layout and name not in near and not re.search(
+                rf"(?<![\w.]){re.escape(stem)}(?![\w])", near):
             missing.append(path)
     return missing
 
 
 def test_the_check_finds_an_unnamed_file():
-    layout = "hw4lib/model/   masks, kv_cache\ntests/   one test_*.py per component\n"
+    layout = ("hw4lib/model/   masks, kv_cache\n    and the rope's report\n"
+              "tests/   one test_*.py per component\nMakefile  make report\n"
+              "tools/x.py  and its helper y.py\n")
     files = ["hw4lib/model/masks.py", "hw4lib/model/kv_cache.py", "hw4lib/model/rope.py",
-             "tests/test_masks.py", "tools/mutant_catalogue/x.yaml"]
-    assert unnamed(files, layout) == ["hw4lib/model/rope.py",
-                                      "tools/mutant_catalogue/x.yaml (described as 'mutant_catalogue/')"]
+             "tests/test_masks.py", "tools/mutant_catalogue/x.yaml", "tools/report.py",
+             "tools/y.py", "tools/deep/y.py", "report.py", "hw4lib/model/x.py"]
+    # A word names a file only in an entry of its folder or one above: "report" names report.py
+    # (the Makefile's entry is the top's) but not tools/report.py; "x" names no hw4lib/model/x.py.
+    assert unnamed(files, layout) == ["tools/mutant_catalogue/x.yaml (described as 'mutant_catalogue/')",
+                                      "tools/report.py", "hw4lib/model/x.py"]
 
 
 def test_the_design_layout_names_every_file():

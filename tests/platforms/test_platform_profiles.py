@@ -68,11 +68,11 @@ MODE_PHRASES = {"bwrap": "bubblewrap sandbox", "setpriv": "fresh unprivileged ui
 # ------------------------------------------------------------------------------------------------
 
 PROBE = """
-import os, subprocess
+import os, shutil, subprocess
 status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines()
               if ":\\t" in line)
-bwrap = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
-                       capture_output=True).returncode == 0
+bwrap = shutil.which("bwrap") is not None and subprocess.run(
+    ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True).returncode == 0
 try:
     os.mkdir("/sys/fs/cgroup/pids/hw4p1-profile-probe")
     os.rmdir("/sys/fs/cgroup/pids/hw4p1-profile-probe")
@@ -91,8 +91,8 @@ EXPECTED_PROBE = {  # uid, CAP_SYS_ADMIN, seccomp mode, bubblewrap works, a cgro
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_each_profile_is_what_it_emulates(profile):
-    if shutil.which("bwrap") is None:
-        pytest.skip("the host and laptop profiles need bubblewrap")
+    if EXPECTED_PROBE[profile].split()[3] == "True" and shutil.which("bwrap") is None:
+        pytest.skip(f"the {profile} profile needs bubblewrap (bwrap), not installed here")
     run = subprocess.run(platform_profiles.launcher(profile, [sys.executable, "-c", PROBE]),
                          capture_output=True, text=True, timeout=60, cwd="/")
     assert run.returncode == 0, run.stderr[-2000:]
@@ -494,8 +494,17 @@ def expected_scores(kind: str | dict, scores: dict) -> bool:
             and others == {c: s for c, s in honest.items() if c != "MultiHeadAttention"})
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("attack", list(ATTACKS))
+# Rows whose attack no profile changes, run in the host profile only (the table says "not run"
+# in the others): the archive's attacks, met by the judge itself (autograder/judging/safe_tar.py,
+# plain_tar.py) before it chooses a sandbox, and the staff's channels, computed by the judge from
+# what the model child measured. What else each profile could change, the grading of the honest
+# handin that follows, is test_the_honest_handin_scores_alike_in_every_profile's.
+JUDGE_SIDE = ("09", "16", "17", "18", "21", "22", "23", "24", "30")
+CASES = [(attack, profile) for attack in ATTACKS for profile in PROFILES
+         if profile == "host" or attack.split()[0] not in JUDGE_SIDE]
+
+
+@pytest.mark.parametrize("attack, profile", CASES)
 def test_attack_is_held_in_each_profile(attack, profile):
     build, expected, environment, peak_limit, staff = ATTACKS[attack]
     folder = profile_folder(profile, attack.split()[0])
