@@ -142,7 +142,7 @@ def test_the_bonus_is_compared_on_its_own(tmp_path):
     handout = handout_folder(tmp_path)
     for part, flagged in (("graded", False), ("bonus", True)):
         documents = similarity.class_documents(handins, part).documents
-        rows = similarity.compare(documents, similarity.handout_document(handout, part),
+        rows = similarity.compare(documents, similarity.handout_document(handout),
                                   tmp_path / part)
         assert [row["flagged"] for row in rows] == [flagged], (part, rows)
 
@@ -331,7 +331,7 @@ def test_a_moved_bonus_class_is_compared_where_it_lives(tmp_path):
         documents = similarity.class_documents(handins, part).documents
         if part == "bonus":
             assert "# file: mytorch/nn/act_helpers.py\nclass GELU" in documents["loops"]
-        rows = similarity.compare(documents, similarity.handout_document(handout, part),
+        rows = similarity.compare(documents, similarity.handout_document(handout),
                                   tmp_path / part)
         assert [row["flagged"] for row in rows] == [flagged], (part, rows)
 
