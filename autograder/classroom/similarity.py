@@ -295,21 +295,23 @@ def write_report(path: Path, rows: list[dict], pairs: int, threshold: float,
              f"mark{{background:#ffd27a}}td{{vertical-align:top;width:50%}}</style>"
              f"<h1>mytorch similarity</h1><p>{len(rows)} of {pairs} pairs shown: the most "
              f"similar at or above {threshold} (every pair is in pairs.csv). A share is the part "
-             f"of a student's own code (outside the handout) found in the other's: a reason to "
-             f"read both handins, never a verdict.</p>"]
+             f"of a student's own code of the part compared (outside the handout) found anywhere "
+             f"in the other's mytorch: a reason to read both handins, never a verdict.</p>"]
     if not rows:
         parts.append(f"<p>No pair at or above the threshold {threshold}.</p>")
     for row, (code_a, code_b) in zip(rows, regions):
         a, b = html.escape(row["student_a"]), html.escape(row["student_b"])
         parts.append(f"<h2>{a} &amp; {b}: {row['similarity']:.2f}</h2><p>{a}: "
                      f"{row['share_of_a']:.2f} of their code in {b}'s; {b}: "
-                     f"{row['share_of_b']:.2f} in {a}'s; {row['tokens']} tokens in common.</p>"
+                     f"{row['share_of_b']:.2f} in {a}'s; {row['kgrams']} k-grams in common "
+                     f"(the larger share's; shown: its part, the other's files that match).</p>"
                      f"<table><tr><th>{a}</th><th>{b}</th></tr><tr><td><pre>{code_a}</pre></td>"
                      f"<td><pre>{code_b}</pre></td></tr></table>")
     if findings:
         parts.append("<h2>Findings</h2><p>Handins (or files of them) that could not be inspected, "
-                     "and graded files that define no graded class of their own (their classes, "
-                     "wherever they live, are what was compared).</p><ul>")
+                     "files declaring an encoding the grader does not read, and graded files that "
+                     "define no graded class of their own (every file was compared all the "
+                     "same).</p><ul>")
         parts += [f"<li>{html.escape(student)}: {html.escape(finding)}</li>"
                   for student, found in sorted(findings.items()) for finding in found]
         parts.append("</ul>")
