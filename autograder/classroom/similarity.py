@@ -329,9 +329,9 @@ class ClassInspection(NamedTuple):
 
 def class_documents(handins_dir: Path, part: str = "graded") -> ClassInspection:
     """The ClassInspection of a bulk download, each student's handin as the regrade picks it, each
-    read in a bounded child of its own (:func:`isolated`): a handin that cannot be inspected is its
-    finding and left out, as are those that cannot be read as archives or hold no mytorch code
-    (both named)."""
+    read in a bounded child of its own (:func:`isolated`): a handin that cannot be inspected, or
+    read as an archive (the grader refuses it too), is its finding and left out; one without
+    mytorch code is left out (named)."""
     documents, runtime, findings, known = {}, {}, {}, {}
     fingerprint("pass\n")  # copydetect and its lexer loaded once, before the children fork
     work = Path(tempfile.mkdtemp(prefix="hw4p1-similarity-extract-"))
@@ -343,6 +343,7 @@ def class_documents(handins_dir: Path, part: str = "graded") -> ClassInspection:
                 print(utf8(f"left out {student}: its handin {finding}"))
                 continue
             if isinstance(read, str):
+                findings[student] = [utf8(f"its handin cannot be read: {read}")]
                 print(utf8(f"left out {student}: {read}"))
                 continue
             inspection, files = read
@@ -362,7 +363,8 @@ def class_documents(handins_dir: Path, part: str = "graded") -> ClassInspection:
 def read_archive(archive: Path, work: Path, part: str, known: set[str]
                  ) -> tuple[Inspection, dict[str, object]] | str:
     """(the Inspection of a handin archive, extracted into ``work`` by the grader's own checks,
-    without its texts; {path: CodeFingerprint of each mytorch file, or its digest when in
+    without its texts, the members of mytorch/ the extraction skipped among its findings; {path:
+    CodeFingerprint of each mytorch file, or its digest when in
     ``known``, digests of texts fingerprinted before}), or why the archive cannot be read (the
     grader refuses it too). Run in :func:`isolated`'s child: everything a handin's files size
     happens here."""
@@ -373,8 +375,10 @@ def read_archive(archive: Path, work: Path, part: str, known: set[str]
     inspection = inspect_mytorch(extraction.files, part)
     files = {path: digest(text) if digest(text) in known else fingerprint(text)
              for path, text in inspection.sources.items()}
+    skipped = [f"not compared: {note}".replace("; ", ", ") for note in extraction.notes
+               if "mytorch/" in note]
     return Inspection(part=inspection.part, runtime=inspection.runtime,
-                      findings=inspection.findings), files
+                      findings=skipped + inspection.findings), files
 
 
 def main(argv: list[str] | None = None) -> None:
