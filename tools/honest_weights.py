@@ -129,6 +129,43 @@ def rescaled(state: dict[str, torch.Tensor], factor: float = 4.0) -> dict[str, t
     return out
 
 
+def permuted(state: dict[str, torch.Tensor], num_heads: int, seed: int = 0
+             ) -> dict[str, torch.Tensor]:
+    """``state`` (a DecoderOnlyTransformer's) computing the same function: the residual basis, each
+    layer's feed-forward units and the dimensions within each head permuted (at random from
+    ``seed``), every tensor moved accordingly."""
+    generator = torch.Generator().manual_seed(seed)
+    d_model = state["norm.weight"].numel()
+    basis = torch.randperm(d_model, generator=generator)
+    head = d_model // num_heads
+    out = {}
+    for key, value in state.items():
+        if key.endswith(("norm.weight", "norm.bias")):
+            value = value[basis]
+        elif key in ("target_embedding.weight", "final_linear.weight", "positional_encoding.pe"):
+            value = value[..., basis]
+        out[key] = value
+    for key in [key for key in state if key.endswith("mha.in_proj_weight")]:
+        layer = key.removesuffix("in_proj_weight")
+        within = torch.cat([index * head + torch.randperm(head, generator=generator)
+                            for index in range(num_heads)])  # queries and keys alike
+        values = torch.cat([index * head + torch.randperm(head, generator=generator)
+                            for index in range(num_heads)])
+        rows = torch.cat([within, d_model + within, 2 * d_model + values])
+        out[key] = state[key][rows][:, basis]
+        out[layer + "in_proj_bias"] = state[layer + "in_proj_bias"][rows]
+        out[layer + "out_proj.weight"] = state[layer + "out_proj.weight"][basis][:, values]
+        out[layer + "out_proj.bias"] = state[layer + "out_proj.bias"][basis]
+    for key in [key for key in state if key.endswith("ffn.ffn.0.weight")]:
+        layer = key.removesuffix("0.weight")
+        units = torch.randperm(state[key].shape[0], generator=generator)
+        out[key] = state[key][units][:, basis]
+        out[layer + "0.bias"] = state[layer + "0.bias"][units]
+        out[layer + "3.weight"] = state[layer + "3.weight"][basis][:, units]
+        out[layer + "3.bias"] = state[layer + "3.bias"][basis]
+    return out
+
+
 NOISE_SCALES = (0.01, 0.02, 0.05, 0.2, 1.0, 8.0)
 
 
