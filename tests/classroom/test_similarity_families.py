@@ -270,8 +270,11 @@ def poisoned_class_problems(result: subprocess.CompletedProcess, out: Path) -> l
         except UnicodeDecodeError as error:
             problems.append(f"{path.name} is not UTF-8: {error}")
     try:
-        result.stdout.decode("utf-8")
-    except UnicodeDecodeError as error:
+        if isinstance(result.stdout, bytes):
+            result.stdout.decode("utf-8")
+        else:
+            result.stdout.encode("utf-8")
+    except UnicodeError as error:
         problems.append(f"the output is not UTF-8: {error}")
     with open(out / "pairs.csv", newline="", encoding="utf-8") as file:
         pairs = {frozenset((row["student_a"], row["student_b"])): row
