@@ -8,6 +8,7 @@ are not; the tolerance is pinned by its value with a hand-made case on each side
     .venv/bin/python -m pytest -q tests/grader/test_weights_function.py
 """
 import numpy as np
+import pytest
 import torch
 
 from autograder.judging import grade_model, weights_fingerprint as wf
@@ -66,6 +67,7 @@ def trained(seed: int, steps: int = 60) -> DecoderOnlyTransformer:
     return model.eval()
 
 
+@pytest.mark.slow
 def test_a_reparametrised_copy_is_flagged_and_other_seeds_are_not():
     """Two honest trainings (seeds 1 and 2) and a copy of the first with 29 of its 30 tensors
     moved, computing the same function (checked on the logits): only the copy's pair is flagged,

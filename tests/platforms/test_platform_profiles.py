@@ -368,11 +368,12 @@ def shares_the_classmates_weights(details: dict) -> bool:
 
 def computes_the_classmates_function(details: dict) -> bool:
     """The fingerprint the judge reported carries probe outputs within OUTPUT_TOLERANCE of what
-    the classmate's model computes on the built autograder's public test split."""
+    the classmate's model computes on the public test split (``make data``'s, which the built
+    autograder holds)."""
     fingerprint = (details.get("lm") or {}).get("weights_fingerprint")
     model = DecoderOnlyTransformer(**TINY_MODEL, num_classes=CHAR_VOCAB)
     model.load_state_dict(classmate_state())
-    probe = grade_model.read_partition(built_autograder() / "autograder" / "public_test",
+    probe = grade_model.read_partition(REPO_ROOT / "hw4_data/hw4p1_data",
                                        H4Tokenizer(DEFAULT_TOKEN_MAP, "char"))
     theirs = weights_fingerprint.fingerprint(
         classmate_state(), grade_model.initial_state(TINY_MODEL, CHAR_VOCAB, CLASSMATE_SEED),
