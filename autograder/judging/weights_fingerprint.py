@@ -60,10 +60,11 @@ _FINGERPRINT = re.compile(r"wf1:([0-9a-f]{16}):([A-Za-z0-9+/=]+)"
 PROBE_TRANSCRIPTS = 8
 PROBE_TOKENS = 64
 # Pairs at or below this root-mean-square difference of their probe log-probabilities (nats per
-# token) compute the same function. A reparametrised copy measures below 1e-5 (float32 rounding);
-# honest independent trainings of the class fixture's size 0.05 and above, the closest pair two
-# runs of one seed and one data order (docs/results.md, "Weights compared by what they compute").
-OUTPUT_TOLERANCE = 0.005
+# token) compute the same function. Reparametrised copies measured 1.1e-7 at most (float32
+# rounding), copies with noise of 5% of what each tensor learned 0.0077; honest trainings of the
+# class fixture's size 0.074 and above (two runs of one seed and one data order; other seeds 0.17
+# and above): docs/results.md, "Weights compared by what they compute".
+OUTPUT_TOLERANCE = 0.01
 # A fingerprint is read back from grades.csv: at most this many bytes once decompressed (the
 # largest model the grader accepts has a few hundred tensors).
 MAX_DECODED_BYTES = 2**22
