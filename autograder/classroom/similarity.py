@@ -23,10 +23,11 @@ handins (in either layout): each current student is compared with them too (past
 themselves are not).
 
 Each handin is read and fingerprinted in a child process of its own, bounded as the judge bounds
-its inspection (``INSPECTION_S``, an address space, no core; files as the grader reads them: UTF-8,
-never through the codec a coding declaration names, at most ``MAX_PY_FILE_BYTES`` each): a handin
-that cannot be read, decoded, parsed or fingerprinted within them is a finding of that student,
-and the run goes on for everyone else. Every text written is valid UTF-8.
+its inspection (``INSPECTION_S``, of CPU time here; an address space, no core; files as the grader
+reads them: UTF-8, never through the codec a coding declaration names, at most
+``MAX_PY_FILE_BYTES`` each): a handin that cannot be read, decoded, parsed or fingerprinted within
+them is a finding of that student, and the run goes on for everyone else. Every text written is
+valid UTF-8.
 
 ``OUT`` receives ``pairs.csv`` (every pair, most similar first: each student's share, the
 k-grams of the larger share in common, and ``flagged`` at or above ``--threshold``),
@@ -48,6 +49,7 @@ import io
 import multiprocessing
 import re
 import resource
+import signal
 import tempfile
 from pathlib import Path
 from typing import Callable, NamedTuple, TypeVar
@@ -73,6 +75,7 @@ COLUMNS = ["student_a", "student_b", "similarity", "share_of_a", "share_of_b", "
 # The address space one handin's child may add to this process's: an honest mytorch's reading
 # and fingerprints take tens of MB; the grader's limits (hw4lib.handin_format) allow 4 MB of code.
 CHILD_ADDRESS_SPACE = 2 * 2**30
+WALL_FACTOR = 4  # a child's wall-clock limit, in its CPU limits: it waits for a loaded machine
 T = TypeVar("T")
 
 
@@ -95,22 +98,25 @@ def handout_document(handout: Path) -> str:
 
 def isolated(function: Callable[..., T], *args) -> tuple[T | None, str]:
     """``(function(*args), "")`` computed in a forked child, or ``(None, why not)``: the child has
-    at most INSPECTION_S seconds (the judge's limit for one handin's inspection), CHILD_ADDRESS_SPACE
-    more address space than this process and no core file, so whatever a handin makes the reading
-    do (a slow codec or parse, a recursion that ends the interpreter's stack, a memory blow-up)
-    costs only this call."""
+    at most INSPECTION_S seconds of CPU time (the judge's limit for one handin's inspection; CPU
+    time, so that a loaded machine costs no honest handin its comparison) within WALL_FACTOR times
+    that of wall-clock time, CHILD_ADDRESS_SPACE more address space than this process and no core
+    file, so whatever a handin makes the reading do (a slow codec or parse, a recursion that ends
+    the interpreter's stack, a memory blow-up) costs only this call."""
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=run_bounded, args=(send, function, args), daemon=True)
     child.start()
     send.close()
     try:
-        if not receive.poll(INSPECTION_S):
-            return None, f"could not be inspected within {INSPECTION_S:g} s"
+        if not receive.poll(WALL_FACTOR * INSPECTION_S):
+            return None, f"could not be inspected within {WALL_FACTOR * INSPECTION_S:g} s"
         try:
             value, finding = receive.recv()
         except (EOFError, OSError):
             child.join(1)
+            if child.exitcode == -signal.SIGXCPU:
+                return None, f"could not be inspected within {INSPECTION_S:g} s of CPU time"
             return None, f"could not be inspected (its reading ended with exit status " \
                          f"{child.exitcode})"
         return value, finding
@@ -131,6 +137,8 @@ def run_bounded(send, function: Callable, args: tuple) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY
                                             else min(limit, hard), hard))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    seconds = int(INSPECTION_S)
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))  # SIGXCPU ends it
     value, finding = guarded("", function, *args)
     try:
         send.send((value, finding.removeprefix(" ")))
@@ -329,9 +337,9 @@ class ClassInspection(NamedTuple):
 
 def class_documents(handins_dir: Path, part: str = "graded") -> ClassInspection:
     """The ClassInspection of a bulk download, each student's handin as the regrade picks it, each
-    read in a bounded child of its own (:func:`isolated`): a handin that cannot be inspected, or
-    read as an archive (the grader refuses it too), is its finding and left out; one without
-    mytorch code is left out (named)."""
+    read in a bounded child of its own (:func:`isolated`): a handin that cannot be inspected is its
+    finding and left out, as are those that cannot be read as archives (the grader refuses them
+    too, and says so on their row) or hold no mytorch code (both named)."""
     documents, runtime, findings, known = {}, {}, {}, {}
     fingerprint("pass\n")  # copydetect and its lexer loaded once, before the children fork
     work = Path(tempfile.mkdtemp(prefix="hw4p1-similarity-extract-"))
@@ -343,7 +351,6 @@ def class_documents(handins_dir: Path, part: str = "graded") -> ClassInspection:
                 print(utf8(f"left out {student}: its handin {finding}"))
                 continue
             if isinstance(read, str):
-                findings[student] = [utf8(f"its handin cannot be read: {read}")]
                 print(utf8(f"left out {student}: {read}"))
                 continue
             inspection, files = read
@@ -363,8 +370,7 @@ def class_documents(handins_dir: Path, part: str = "graded") -> ClassInspection:
 def read_archive(archive: Path, work: Path, part: str, known: set[str]
                  ) -> tuple[Inspection, dict[str, object]] | str:
     """(the Inspection of a handin archive, extracted into ``work`` by the grader's own checks,
-    without its texts, the members of mytorch/ the extraction skipped among its findings; {path:
-    CodeFingerprint of each mytorch file, or its digest when in
+    without its texts; {path: CodeFingerprint of each mytorch file, or its digest when in
     ``known``, digests of texts fingerprinted before}), or why the archive cannot be read (the
     grader refuses it too). Run in :func:`isolated`'s child: everything a handin's files size
     happens here."""
@@ -375,10 +381,8 @@ def read_archive(archive: Path, work: Path, part: str, known: set[str]
     inspection = inspect_mytorch(extraction.files, part)
     files = {path: digest(text) if digest(text) in known else fingerprint(text)
              for path, text in inspection.sources.items()}
-    skipped = [f"not compared: {note}".replace("; ", ", ") for note in extraction.notes
-               if "mytorch/" in note]
     return Inspection(part=inspection.part, runtime=inspection.runtime,
-                      findings=skipped + inspection.findings), files
+                      findings=inspection.findings), files
 
 
 def main(argv: list[str] | None = None) -> None:

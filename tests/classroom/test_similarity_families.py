@@ -232,7 +232,8 @@ NOT_UTF8 = os.fsdecode(b"student-\xff")  # a folder name a bulk download may hol
 
 def poison(folder: Path) -> dict[str, dict[str, str | bytes]]:
     """{student: mytorch tree} of one handin per failure kind (each also the skeleton, so that
-    it has mytorch code), and what each must be found for."""
+    it has mytorch code): ``huge`` holds a file over the grader's size limit (the extraction
+    skips it, as the grader does) and a file of 6,500 constants beside it."""
     skeleton = student_tree(folder, None)
     letters = b"".join(bytes([97 + (i * 7) % 26]) for i in range(983_000))
     parens = b"x = " + b"(" * 99 + b"1" + b")" * 99 + b"\n"
@@ -241,7 +242,8 @@ def poison(folder: Path) -> dict[str, dict[str, str | bytes]]:
                                     for i in range(3)}},
         "surrogate": {**skeleton, FILES[0]: b"# coding: raw_unicode_escape\nx = '\\ud800'\n"},
         "nested": {**skeleton, "mytorch/nn/deep.py": b"x = " + b"1+" * 100_000 + b"1\n"},
-        "huge": {**skeleton, "mytorch/nn/big.py": b"x = 1\n" * 200_000},
+        "huge": {**skeleton, "mytorch/nn/big.py": b"x = 1\n" * 200_000,  # over the limit
+                 "mytorch/nn/table.py": b"".join(b"C%d = %d\n" % (i, i) for i in range(6_500))},
         "slow": {**skeleton, **{f"mytorch/nn/slow_{i}.py": parens * (990_000 // len(parens))
                                 for i in range(3)}},
         NOT_UTF8: student_tree(folder, STYLES["verbose"]),
@@ -252,8 +254,7 @@ POISON_FINDINGS = {  # student: what their finding says
     "punycode": "mytorch/nn/notes_0.py declares the source encoding 'punycode'",
     "surrogate": f"{FILES[0]} declares the source encoding 'raw_unicode_escape'",
     "nested": "mytorch/nn/deep.py could not be inspected (RecursionError",
-    "huge": "not compared: 'handin/mytorch/nn/big.py': is 1200000 bytes, over the 1000000",
-    "slow": "its handin could not be inspected within 20 s",
+    "slow": "its handin could not be inspected within 20 s of CPU time",
 }
 
 
