@@ -129,26 +129,68 @@ def rescaled(state: dict[str, torch.Tensor], factor: float = 4.0) -> dict[str, t
     return out
 
 
+def permuted(state: dict[str, torch.Tensor], num_heads: int, seed: int = 0
+             ) -> dict[str, torch.Tensor]:
+    """``state`` (a DecoderOnlyTransformer's) computing the same function: the residual basis, each
+    layer's feed-forward units and the dimensions within each head permuted (at random from
+    ``seed``), every tensor moved accordingly."""
+    generator = torch.Generator().manual_seed(seed)
+    d_model = state["norm.weight"].numel()
+    basis = torch.randperm(d_model, generator=generator)
+    head = d_model // num_heads
+    out = {}
+    for key, value in state.items():
+        if key.endswith(("norm.weight", "norm.bias")):
+            value = value[basis]
+        elif key in ("target_embedding.weight", "final_linear.weight", "positional_encoding.pe"):
+            value = value[..., basis]
+        out[key] = value
+    for key in [key for key in state if key.endswith("mha.in_proj_weight")]:
+        layer = key.removesuffix("in_proj_weight")
+        within = torch.cat([index * head + torch.randperm(head, generator=generator)
+                            for index in range(num_heads)])  # queries and keys alike
+        values = torch.cat([index * head + torch.randperm(head, generator=generator)
+                            for index in range(num_heads)])
+        rows = torch.cat([within, d_model + within, 2 * d_model + values])
+        out[key] = state[key][rows][:, basis]
+        out[layer + "in_proj_bias"] = state[layer + "in_proj_bias"][rows]
+        out[layer + "out_proj.weight"] = state[layer + "out_proj.weight"][basis][:, values]
+        out[layer + "out_proj.bias"] = state[layer + "out_proj.bias"][basis]
+    for key in [key for key in state if key.endswith("ffn.ffn.0.weight")]:
+        layer = key.removesuffix("0.weight")
+        units = torch.randperm(state[key].shape[0], generator=generator)
+        out[key] = state[key][units][:, basis]
+        out[layer + "0.bias"] = state[layer + "0.bias"][units]
+        out[layer + "3.weight"] = state[layer + "3.weight"][basis][:, units]
+        out[layer + "3.bias"] = state[layer + "3.bias"][basis]
+    return out
+
+
 NOISE_SCALES = (0.01, 0.02, 0.05, 0.2, 1.0, 8.0)
 
 
 def copies(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor],
-           noise_scales: tuple[float, ...] = NOISE_SCALES) -> dict[str, dict[str, torch.Tensor]]:
+           noise_scales: tuple[float, ...] = NOISE_SCALES, num_heads: int | None = None
+           ) -> dict[str, dict[str, torch.Tensor]]:
     """{label: state dict} of a classmate's copies of ``state``: one value moved by one ulp, every
-    tensor rescaled, a rescaling that computes the same function, and noise of each scale (times
-    the norm of what each tensor learned)."""
+    tensor rescaled, a rescaling that computes the same function, noise of each scale (times the
+    norm of what each tensor learned) and, given the model's ``num_heads``, that rescaling with
+    every tensor permuted (:func:`permuted`)."""
     return {"one ulp": one_ulp(state),
             "every tensor x 3": {key: value * 3 for key, value in state.items()},
             "final norm x 4, final_linear.weight / 4": rescaled(state),
+            **({"rescaled and permuted": permuted(rescaled(state), num_heads)}
+               if num_heads else {}),
             **{f"noise {scale}": noised(state, initial, scale) for scale in noise_scales}}
 
 
 def measure(work: Path, noise_scales: tuple[float, ...] = NOISE_SCALES) -> dict:
     """Every training graded by the model child's own function (``grade_model.evaluate_handin``)
-    on the hidden set ``make autograde`` draws and on the whole public test split:
+    on the hidden set ``make autograde`` draws and on the whole public test split, probed on it:
     ``{"runs": {name: {seed, overrides, initialisation_reproduced, reported, public, hidden}},
-    "honest": {(name, name): distance} (pairs of one architecture), "copies": {(name, label):
-    (distance to the original, hidden-set perplexity)}}``."""
+    "honest": {(name, name): distance} (pairs of one architecture), "outputs": {(name, name):
+    output distance} (pairs probed alike), "copies": {(name, label): (distance to the original,
+    hidden-set perplexity, output distance)}}``."""
     import yaml
 
     from autograder.judging import grade_model, weights_fingerprint as wf
@@ -164,12 +206,14 @@ def measure(work: Path, noise_scales: tuple[float, ...] = NOISE_SCALES) -> dict:
     public = REPO / "hw4_data/hw4p1_data"
     public_lines = grade_model.read_partition(public,
                                               H4Tokenizer(DEFAULT_TOKEN_MAP, "char")).transcripts
-    runs, prints = {}, {}
+    runs, prints, probes = {}, {}, {}
     for name, (seed, overrides) in TRAININGS.items():
         handin = handin_folder(folder / name / "handin.tar", work / name)
         result = grade_model.evaluate_handin(
-            handin, hidden, (public, len(public_lines), transcripts_sha256(public_lines)))
+            handin, hidden, (public, len(public_lines), transcripts_sha256(public_lines)),
+            probe_set=public)
         prints[name] = wf.decode(result["weights_fingerprint"])
+        probes[name] = wf.decode_outputs(result["weights_fingerprint"])
         config = yaml.safe_load((handin / "config.yaml").read_text())
         recorded = torch.load(folder / name / "initial.pt", weights_only=True)
         rebuilt = grade_model.initial_state(config["model"],
@@ -185,19 +229,25 @@ def measure(work: Path, noise_scales: tuple[float, ...] = NOISE_SCALES) -> dict:
     honest = {(first, second): wf.distance(prints[first][1], prints[second][1])
               for index, first in enumerate(names) for second in names[index + 1:]
               if prints[first][0] == prints[second][0]}
+    outputs = {(first, second): wf.output_distance(probes[first][1], probes[second][1])
+               for index, first in enumerate(names) for second in names[index + 1:]
+               if probes[first][0] == probes[second][0]}
     copied = {}
     for name in names:
         state = torch.load(work / name / "model_state_dict.pt", weights_only=True)
         initial = torch.load(folder / name / "initial.pt", weights_only=True)
-        for label, variant in copies(state, initial, noise_scales).items():
+        heads = yaml.safe_load((work / name / "config.yaml").read_text())["model"]["num_heads"]
+        for label, variant in copies(state, initial, noise_scales, heads).items():
             copy = work / f"{name}-copy"
             shutil.copytree(work / name, copy, dirs_exist_ok=True)
             torch.save(variant, copy / "model_state_dict.pt")
-            result = grade_model.evaluate_handin(copy, hidden)
+            result = grade_model.evaluate_handin(copy, hidden, probe_set=public)
             copied[name, label] = (wf.distance(prints[name][1],
                                                wf.decode(result["weights_fingerprint"])[1]),
-                                   result["perplexity_char"])
-    return {"runs": runs, "honest": honest, "copies": copied}
+                                   result["perplexity_char"],
+                                   wf.output_distance(probes[name][1], wf.decode_outputs(
+                                       result["weights_fingerprint"])[1]))
+    return {"runs": runs, "honest": honest, "outputs": outputs, "copies": copied}
 
 
 def main() -> None:
@@ -219,10 +269,14 @@ def main() -> None:
     print("\n| honest pair | distance |\n|---|---|")
     for (first, second), gap in sorted(measured["honest"].items(), key=lambda item: item[1]):
         print(f"| {first} / {second} | {gap:.4f} |")
-    print("\n| training | copy | distance to the original | hidden-set perplexity (original's) |")
-    print("|---|---|---|---|")
-    for (name, label), (gap, perplexity) in measured["copies"].items():
-        print(f"| {name} | {label} | {gap:.4f} | {perplexity:.4f} "
+    print("\n| honest pair | output distance (nats per token) |\n|---|---|")
+    for (first, second), gap in sorted(measured["outputs"].items(), key=lambda item: item[1]):
+        print(f"| {first} / {second} | {gap:.4f} |")
+    print("\n| training | copy | distance to the original | output distance | hidden-set "
+          "perplexity (original's) |")
+    print("|---|---|---|---|---|")
+    for (name, label), (gap, perplexity, output) in measured["copies"].items():
+        print(f"| {name} | {label} | {gap:.4f} | {output:.2e} | {perplexity:.4f} "
               f"({measured['runs'][name]['hidden']:.4f}) |")
 
 

@@ -74,14 +74,16 @@ def likely_causes(report: GradingReport) -> list[str]:
 
 def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
     """Each row's ``flags``: the judge's integrity notes, run-time code, weights byte-identical to
-    another student's, and weights another student's agree with up to scale and small changes
-    (``autograder.judging.weights_fingerprint``: its distance, at most its TOLERANCE)."""
+    another student's, weights another student's agree with up to scale and small changes
+    (``autograder.judging.weights_fingerprint``: its distance, at most its TOLERANCE), and weights
+    that compute what another student's do (its output distance, at most OUTPUT_TOLERANCE)."""
     owners: dict[str, set[str]] = {}
     for row in rows.values():
         if row.get("weights_sha256"):
             owners.setdefault(row["weights_sha256"], set()).add(row["student"])
-    close = weights_fingerprint.shared_weights(
-        {key: row.get("weights_fingerprint") or "" for key, row in rows.items()})
+    fingerprints = {key: row.get("weights_fingerprint") or "" for key, row in rows.items()}
+    close = weights_fingerprint.shared_weights(fingerprints)
+    alike = weights_fingerprint.same_outputs(fingerprints)
     for key, row in rows.items():
         flags = [flag for flag in row.get("integrity_flags", "").split("; ") if flag]
         if row.get("runtime_code"):
@@ -100,6 +102,17 @@ def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
                 f"{student} (distance {gap:.4f})" for student, gap in nearest.items())
                 + f": at most {weights_fingerprint.TOLERANCE} is the same trained weights up to "
                   f"scale and small changes (honest independent trainings: docs/results.md)")
+        same = {}
+        for other, gap in alike.get(key, []):
+            student = rows[other]["student"]
+            if student != row["student"] and student not in identical:
+                same.setdefault(student, gap)
+        if same:
+            flags.append("computes what " + ", ".join(
+                f"{student}'s weights compute (output distance {gap:.2g})"
+                for student, gap in same.items())
+                + f": at most {weights_fingerprint.OUTPUT_TOLERANCE} nats per token on the probe "
+                  f"batch is the same function (honest independent trainings: docs/results.md)")
         row["flags"] = "; ".join(flags)
     return rows
 

@@ -1,9 +1,13 @@
-"""The worker tree's own cgroup, under the judge's: it caps the tree's processes and memory.
+"""The worker tree's own cgroup, under the judge's: it caps the tree's processes, memory and CPU.
 
 Standard library only. Per-process rlimits cannot bound a tree (three children of 2 GiB each stay
-under RLIMIT_AS); a ``pids`` and a ``memory`` cgroup can. Where none can be created (no privileges,
-no delegation, cgroups mounted read-only in a container), :meth:`WorkerCgroup.create` returns
-None and the worker runs as one process instead (its seccomp filter refuses new tasks).
+under RLIMIT_AS, sixty spinning children each stay under RLIMIT_CPU); a ``pids``, a ``memory`` and
+a ``cpu`` cgroup can: the last holds the whole tree to a CPU quota (``cpu.max`` on cgroup v2,
+``cpu.cfs_quota_us`` on v1), so a tree that forks spinning processes cannot starve a grading
+beside it even where the kernel does not share CPU between sessions (no autogroups). Where none
+can be created (no privileges, no delegation, cgroups mounted read-only in a container),
+:meth:`WorkerCgroup.create` returns None and the worker runs as one process instead (its seccomp
+filter refuses new tasks).
 """
 from __future__ import annotations
 
@@ -13,21 +17,28 @@ import time
 from pathlib import Path
 
 # Each controller's limit file: (cgroup v1, cgroup v2).
-LIMIT_FILES = {"pids": ("pids.max", "pids.max"), "memory": ("memory.limit_in_bytes", "memory.max")}
+LIMIT_FILES = {"pids": ("pids.max", "pids.max"), "memory": ("memory.limit_in_bytes", "memory.max"),
+               "cpu": ("cpu.cfs_quota_us", "cpu.max")}
+CPU_PERIOD_US = 100_000  # the scheduler's quota period (both versions' default)
 
 
 class WorkerCgroup:
     """The worker tree's own cgroup, nested under the judge's (one per controller on cgroup v1,
-    the unified one on v2): it caps the processes (``pids``) and the memory of the whole tree."""
+    the unified one on v2): it caps the processes (``pids``), the memory and the CPU time
+    (``cpu``) of the whole tree."""
 
     def __init__(self, paths: dict[str, Path]) -> None:
         self.paths = paths  # {controller: cgroup folder}
 
     @classmethod
-    def create(cls, max_processes: int, max_memory: int) -> WorkerCgroup | None:
+    def create(cls, max_processes: int, max_memory: int, max_cpus: float
+               ) -> WorkerCgroup | None:
         """A new cgroup under the judge's own for every controller that allows one, capping the
-        tree at ``max_processes`` tasks and ``max_memory`` bytes; None when none does."""
-        limits = {"pids": max_processes, "memory": max_memory}
+        tree at ``max_processes`` tasks, ``max_memory`` bytes and ``max_cpus`` CPUs' time; None
+        when none does."""
+        quota = max(int(max_cpus * CPU_PERIOD_US), 1000)
+        limits = {"pids": str(max_processes), "memory": str(max_memory),
+                  "cpu.cfs_quota_us": str(quota), "cpu.max": f"{quota} {CPU_PERIOD_US}"}
         name = f"hw4p1-worker-{os.getpid()}-{time.monotonic_ns()}"
         paths: dict[str, Path] = {}
         for controller, parent, limit_file in cgroup_parents():
@@ -36,7 +47,7 @@ class WorkerCgroup:
             path = parent / name
             try:
                 path.mkdir(exist_ok=True)
-                (path / limit_file).write_text(str(limits[controller]))
+                (path / limit_file).write_text(limits.get(limit_file) or limits[controller])
                 paths[controller] = path
             except OSError:
                 if path.is_dir() and path not in paths.values():
@@ -52,8 +63,8 @@ class WorkerCgroup:
 
 
 def cgroup_parents() -> list[tuple[str, Path, str]]:
-    """(controller, the judge's own cgroup folder for it, its limit file) for pids and memory:
-    cgroup v1 hierarchies first, then the v2 unified hierarchy for what v1 does not hold."""
+    """(controller, the judge's own cgroup folder for it, its limit file) for pids, memory and
+    cpu: cgroup v1 hierarchies first, then the v2 unified hierarchy for what v1 does not hold."""
     found, unified = [], None
     for line in _read("/proc/self/cgroup").splitlines():
         parts = line.split(":", 2)

@@ -39,6 +39,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from autograder.judging import weights_fingerprint
+from autograder.judging.autograder_paths import PUBLIC_SET
 from autograder.judging.lm_diagnosis import tokenizer_hint
 from autograder.judging.processes import MAX_ERROR_CHARS
 from hw4lib.config import Config, ConfigError, short_repr, validate_untrusted, vocab_size_of
@@ -114,9 +115,13 @@ def follow_environment() -> None:
         tqdm.__init__ = partialmethod(tqdm.__init__, disable=True)
 
 
-def evaluate_handin(handin: Path, hidden_set: Path,
-                    compare: tuple | None = None) -> dict:
+def evaluate_handin(handin: Path, hidden_set: Path, compare: tuple | None = None,
+                    probe_set: Path = PUBLIC_SET) -> dict:
     """Rebuild the model of ``handin``; return evaluate_language_model's metrics on the hidden set.
+
+    Its ``weights_fingerprint`` carries what the model computes on the probe batch of
+    ``probe_set`` (a data root, the public test split) when that folder exists
+    (``weights_fingerprint.probe_outputs``).
 
     With ``compare`` = (public set folder, transcripts, sha256[, sample seed]): also what
     compare_with_report measures on the first ``transcripts`` transcripts of the public test
@@ -153,8 +158,10 @@ def evaluate_handin(handin: Path, hidden_set: Path,
             f"({token_type} tokenizer, vocab_size {tokenizer.vocab_size}): {error}. Hand in the "
             f"config.yaml of the run the weights come from (`make handin`)") from error
 
+    outputs = (weights_fingerprint.probe_outputs(model, read_partition(probe_set, tokenizer))
+               if (probe_set / PARTITION).is_dir() else None)
     fingerprint = weights_fingerprint.fingerprint(
-        state_dict, initial_state(model_config, tokenizer.vocab_size, seed))
+        state_dict, initial_state(model_config, tokenizer.vocab_size, seed), outputs)
     loaded = time.monotonic()
     metrics, num_utterances = measure(model, model_config, read_partition(hidden_set, tokenizer))
     measured = time.monotonic()

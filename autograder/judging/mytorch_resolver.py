@@ -253,11 +253,6 @@ def module_name(path: str) -> str:
     return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
-def source_of(text: str, node: ast.stmt) -> str:
-    """The lines of ``node`` (its decorators included) in ``text``."""
-    first = min([node.lineno, *(item.lineno for item in getattr(node, "decorator_list", []))])
-    return "".join(text.splitlines(keepends=True)[first - 1:node.end_lineno])
-
 
 def resolve_qualified(resolver: Resolver, qualified: str) -> Definition | None:
     """What ``qualified`` (``mytorch.nn.Linear``) is bound to in the handin, as Resolver.resolve."""

@@ -9,9 +9,10 @@ applying its own layers, Landlock and seccomp, which it reports). The choice is 
 and the report.
 
 Every mode adds resource limits (file size, address space, open files, CPU time, processes) and a
-wall-clock limit; where cgroups can be created, the worker tree gets its own ``pids`` and ``memory``
-cgroups under the judge's own (``autograder.judging.cgroups``), which cap the whole tree; where they
-cannot, the worker runs as one process. ``autograder.judging.processes`` runs it and kills every
+wall-clock limit; where cgroups can be created, the worker tree gets its own ``pids``, ``memory`` and
+``cpu`` cgroups under the judge's own (``autograder.judging.cgroups``), which cap the whole tree
+(its CPU at ``Limits.tree_cpus``, so it cannot starve a grading beside it); where the first two
+cannot, the worker runs as one process, and the feedback's note says which cap is missing. ``autograder.judging.processes`` runs it and kills every
 process it left.
 """
 from __future__ import annotations
@@ -37,13 +38,16 @@ PROBE_TIMEOUT_S = 20.0
 @dataclass(frozen=True)
 class Limits:
     """What bounds the worker besides its time: rlimits on each of its processes, and a cap on its
-    whole tree's processes and memory where a cgroup can be created."""
+    whole tree's processes, memory and CPU where a cgroup can be created."""
 
     file_bytes: int = 64 * 2**20
     address_space: int = 4 * 2**30
     open_files: int = 256
     processes: int = 64
     tree_memory: int = 4 * 2**30  # the whole worker tree, where a cgroup can cap it
+    # CPUs' time the whole worker tree may use, where a cgroup can cap it: the worker runs one
+    # math thread and one category's child at a time, so an honest tree never needs more.
+    tree_cpus: float = 1.0
 
     def rlimits(self, timeout: float) -> dict[int, int]:
         """{resource.RLIMIT_*: limit} of each worker process, ``timeout`` its CPU seconds."""
@@ -53,7 +57,7 @@ class Limits:
 
     def tree_cgroup(self) -> WorkerCgroup | None:
         """A fresh cgroup capping a worker tree (the caller removes it), or None."""
-        return WorkerCgroup.create(self.processes, self.tree_memory)
+        return WorkerCgroup.create(self.processes, self.tree_memory, self.tree_cpus)
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class Description:
     mode: str  # the report's ``sandbox`` (details.json)
     summary: str  # one line: how student code was isolated
     layers: str  # one line: the worker's own layers, as its probe found them
-    cap_note: str | None  # why no cgroup caps the worker tree here; None where both do
+    cap_note: str | None  # which cgroup cannot cap the worker tree here, and what holds it then
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ class Sandbox:
         request_pipe = os.pipe() if dialogue is not None else None
         if request_pipe:
             args += ["--request-fd", str(request_pipe[0])]
-        if cgroup is None or set(cgroup.paths) != {"pids", "memory"}:
+        if cgroup is None or not {"pids", "memory"} <= set(cgroup.paths):
             args.append("--single-process")  # no cap on the tree: one task, under RLIMIT_AS
         if self.mode.own_view:  # its /tmp is a private tmpfs of TMPFS_BYTES; elsewhere no writes
             args += ["--writable", "/tmp"]
@@ -150,21 +154,28 @@ class Sandbox:
         return "; ".join(parts)
 
     def _cap_note(self) -> str | None:
-        """When no cgroup caps the worker tree's processes and memory here: then its seccomp
-        filter lets the worker start no process or thread, so RLIMIT_AS bounds its memory
-        (without seccomp either, RLIMIT_NPROC per uid and RLIMIT_AS per process are left)."""
+        """Which cgroups cannot cap the worker tree here, and what bounds it then: without
+        ``pids`` or ``memory``, its seccomp filter lets the worker start no process or thread, so
+        RLIMIT_AS bounds its memory (without seccomp either, RLIMIT_NPROC per uid and RLIMIT_AS
+        per process are left); without ``cpu``, the kernel's scheduler alone shares the CPU
+        between it and gradings beside it. None where all three cap it."""
         missing = [c for c in ("pids", "memory") if c not in self.capped]
-        if not missing:
-            return None
-        if self.seccomp:
-            return (f"no {' or '.join(missing)} cgroup could be created under the grader's own, "
-                    f"so the worker may start no process or thread (its seccomp filter) and "
-                    f"RLIMIT_AS bounds its memory")
-        return (f"no {' or '.join(missing)} cgroup could be created under the grader's own, so "
-                f"the worker tree's "
-                f"{' and '.join('processes' if c == 'pids' else 'memory' for c in missing)}"
-                f" {'is' if len(missing) == 1 else 'are'} bounded per process (rlimits) and by "
-                f"the time limit only")
+        notes = []
+        if missing and self.seccomp:
+            notes.append(f"no {' or '.join(missing)} cgroup could be created under the grader's "
+                         f"own, so the worker may start no process or thread (its seccomp filter) "
+                         f"and RLIMIT_AS bounds its memory")
+        elif missing:
+            notes.append(f"no {' or '.join(missing)} cgroup could be created under the grader's "
+                         f"own, so the worker tree's "
+                         f"{' and '.join('processes' if c == 'pids' else 'memory' for c in missing)}"
+                         f" {'is' if len(missing) == 1 else 'are'} bounded per process (rlimits) "
+                         f"and by the time limit only")
+        if "cpu" not in self.capped:
+            notes.append("no cpu cgroup could be created under the grader's own, so only the "
+                         "kernel's scheduler shares the CPU between the worker tree and gradings "
+                         "beside it")
+        return "; ".join(notes) or None
 
 
 def choose(layout: Layout, python: str, wanted: Mode | None = None,
@@ -208,7 +219,8 @@ def probe_layers(run: Run) -> dict[str, int] | None:
 
 
 def capped_controllers(limits: Limits) -> frozenset[str]:
-    """The cgroup controllers (``pids``, ``memory``) that can cap a worker tree here now."""
+    """The cgroup controllers (``pids``, ``memory``, ``cpu``) that can cap a worker tree here
+    now."""
     cgroup = limits.tree_cgroup()
     if cgroup is None:
         return frozenset()

@@ -13,16 +13,17 @@ a file that cannot be read, decoded or parsed is a finding, never the end of the
 """
 from __future__ import annotations
 
-import io
+import codecs
 import signal
 import threading
-import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.judging.handin_guard import guarded, read_bounded
-from autograder.judging.mytorch_resolver import MAX_STEPS, Resolver, resolve_qualified, source_of
+from autograder.judging.mytorch_resolver import (MAX_DEFINITIONS, MAX_STEPS, Resolver,
+                                                 resolve_qualified)
 from autograder.judging.runtime_code import runtime_code
+from autograder.sandboxed.wire import declared_encoding, is_native_utf8
 from hw4lib.handin_format import MAX_PY_FILE_BYTES, is_mytorch_source
 
 PARTS = ("graded", "bonus")
@@ -55,38 +56,47 @@ PART_TARGETS = {
 
 
 def python_text(data: bytes) -> str:
-    """Source bytes decoded as Python decodes them: a BOM or a PEP 263 coding declaration, else
-    UTF-8 (undecodable bytes replaced). A codec that fails even so (``idna``) raises."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding, errors="replace")
-    except (SyntaxError, LookupError):
-        return data.decode("utf-8", errors="replace")
+    """Source bytes as the grader reads mytorch: UTF-8, a BOM dropped, undecodable bytes replaced;
+    never through the codec a coding declaration names (one can take minutes, punycode is
+    quadratic, or give lone surrogates no UTF-8 writer accepts, raw_unicode_escape)."""
+    return data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="replace")
+
+
+def foreign_encoding(name: str, data: bytes) -> str:
+    """The finding of a mytorch file ``name`` whose coding declaration names an encoding the grader
+    does not read (``judge.refuse_foreign_encodings`` leaves it ungraded), else ''."""
+    encoding = declared_encoding(data)
+    if encoding is None or is_native_utf8(encoding):
+        return ""
+    shown = " ".join(encoding.split())[:40].replace("; ", ", ")
+    return f"{name} declares the source encoding {shown!r} (not graded; read here as UTF-8)"
 
 
 def mytorch_sources(files: dict[str, Path]) -> tuple[dict[str, str], list[str]]:
-    """({path: decoded text} of the handed-in mytorch .py files of an extraction's ``files``, the
-    findings of those that could not be read: over MAX_PY_FILE_BYTES, or not decodable)."""
+    """({path: text read as UTF-8} of the handed-in mytorch .py files of an extraction's
+    ``files``, the findings of those that could not be read, over MAX_PY_FILE_BYTES, and of those
+    declaring an encoding the grader does not read)."""
     sources, findings = {}, []
     for name in sorted(files):
         if is_mytorch_source(name):
-            text, finding = guarded(name, lambda path: python_text(
-                read_bounded(path, MAX_PY_FILE_BYTES)), files[name])
+            data, finding = guarded(name, read_bounded, files[name], MAX_PY_FILE_BYTES)
             if finding:
                 findings.append(finding)
-            else:
-                sources[name] = text
+                continue
+            findings += [found] if (found := foreign_encoding(name, data)) else []
+            sources[name] = python_text(data)
     return sources, findings
 
 
 @dataclass
 class Inspection:
-    """What the class tools read in one handin's mytorch: the document of one part (the code of
-    its classes wherever they live, each under its file's path), where it builds code at run time,
-    and its findings (files that could not be inspected, graded files that define no graded class
-    of their own)."""
+    """What the class tools read in one handin's mytorch: its files ({path: text read as UTF-8}),
+    the paths of one part (the modules holding its code), where it builds code at run time, and
+    its findings (files that could not be inspected, graded files that define no graded class of
+    their own, a tracing cut short)."""
 
-    document: str = ""
+    sources: dict[str, str] = field(default_factory=dict)
+    part: list[str] = field(default_factory=list)
     runtime: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
 
@@ -100,31 +110,26 @@ def inspect_mytorch(files: dict[str, Path], part: str = "graded") -> Inspection:
         runtime += found or []
         findings += [finding] if finding else []
     resolver = Resolver(sources)
-    document = part_document(resolver, part)
+    paths, cut = part_files(resolver, part)
     findings += resolver.findings + moved_classes(resolver)
+    if cut:
+        findings.append(f"its {part} classes use more than {MAX_DEFINITIONS} definitions: traced "
+                        f"no further (every file is compared whole all the same)")
     if resolver.steps > MAX_STEPS:
         findings.append(f"its mytorch's imports could not be traced within {MAX_STEPS} look-ups")
-    return Inspection(document, runtime, list(dict.fromkeys(findings)))
+    return Inspection(sources, paths, runtime, list(dict.fromkeys(findings)))
 
 
-def part_document(resolver: Resolver, part: str) -> str:
-    """The code of ``part`` in a handin, as one text: each of its classes where the package's
-    imports say it is defined, and every definition of the handin it uses, each under its file's
-    path (the other part's classes left out); a class that cannot be traced is its reference file,
-    when handed in (the file the grader would fail to import)."""
+def part_files(resolver: Resolver, part: str) -> tuple[list[str], bool]:
+    """(the modules of ``part`` in a handin: each of its reference files handed in, then each
+    file defining something its classes use, as the package's imports bind them, the other
+    part's classes left out; whether that tracing stopped at MAX_DEFINITIONS)."""
     other = PART_TARGETS["bonus" if part == "graded" else "graded"]
     stop = {found.key for name in other if (found := resolve_qualified(resolver, name))}
-    roots, files = [], []
-    for name, reference in PART_TARGETS[part].items():
-        found = resolve_qualified(resolver, name)
-        if found:
-            roots.append(found)
-        elif reference in resolver.sources:
-            files.append(reference)
-    texts = [(found.path, source_of(resolver.sources[found.path], found.node))
-             for found in resolver.closure(roots, stop)]
-    texts += [(path, resolver.sources[path]) for path in dict.fromkeys(files)]
-    return "".join(f"# file: {path}\n{text}\n" for path, text in texts)
+    roots = [found for name in PART_TARGETS[part] if (found := resolve_qualified(resolver, name))]
+    used = resolver.closure(roots, stop)
+    paths = [path for path in PART_TARGETS[part].values() if path in resolver.sources]
+    return list(dict.fromkeys(paths + [found.path for found in used])), len(used) >= MAX_DEFINITIONS
 
 
 def moved_classes(resolver: Resolver) -> list[str]:

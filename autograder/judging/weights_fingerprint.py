@@ -21,6 +21,16 @@ data subsets and, with the same seed, other hyperparameters) and from copies wit
 (docs/results.md, "Shared weights"), and so does its limit: two honest runs of one seed and one
 data order can learn nearly the same thing, so a copy with more noise than a few percent of what
 was learned (which leaves the perplexity unchanged) cannot be told from them by its weights.
+
+Weights are also compared by what they compute, which no reparametrisation changes (the residual
+basis, the feed-forward units or each head's dimensions permuted, a LayerNorm scaled against the
+layer after it, a head's queries scaled against its keys): where the autograder holds the public
+test split, the fingerprint also carries the model's log-probability of each next token of a fixed
+probe batch (its first PROBE_TRANSCRIPTS transcripts, at most PROBE_TOKENS tokens each; the probe
+named by the digest of its tokens, so only handins probed alike compare, whatever their
+architecture). Two handins whose root-mean-square difference there is at most OUTPUT_TOLERANCE
+nats compute the same function (:func:`same_outputs`); independent trainings differ far more
+(docs/results.md, "Weights compared by what they compute").
 """
 from __future__ import annotations
 
@@ -45,7 +55,16 @@ UNTRAINED = 1e-4
 # 5% already measures as far as those two honest runs, and leaves the perplexity unchanged.
 TOLERANCE = 0.025
 FORMAT = "wf1"
-_FINGERPRINT = re.compile(r"wf1:([0-9a-f]{16}):([A-Za-z0-9+/=]+)")
+_FINGERPRINT = re.compile(r"wf1:([0-9a-f]{16}):([A-Za-z0-9+/=]+)"
+                          r"(?::([0-9a-f]{16}):([A-Za-z0-9+/=]+))?")
+PROBE_TRANSCRIPTS = 8
+PROBE_TOKENS = 64
+# Pairs at or below this root-mean-square difference of their probe log-probabilities (nats per
+# token) compute the same function. Reparametrised copies measured 1.1e-7 at most (float32
+# rounding), copies with noise of 5% of what each tensor learned 0.0077; honest trainings of the
+# class fixture's size 0.074 and above (two runs of one seed and one data order; other seeds 0.17
+# and above): docs/results.md, "Weights compared by what they compute".
+OUTPUT_TOLERANCE = 0.01
 # A fingerprint is read back from grades.csv: at most this many bytes once decompressed (the
 # largest model the grader accepts has a few hundred tensors).
 MAX_DECODED_BYTES = 2**22
@@ -75,10 +94,12 @@ def sketch(key: str, *tensors: torch.Tensor) -> np.ndarray:
         1, bucket, values * sign).numpy()
 
 
-def fingerprint(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor]) -> str:
+def fingerprint(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor],
+                outputs: tuple[str, np.ndarray] | None = None) -> str:
     """``wf1:<architecture>:<base64>`` of a state dict and of ``initial`` (the reference model's
     state dict at initialisation, same keys and shapes): (keys, 2, SKETCH_WIDTH) float32 sketches,
-    keys sorted; a tensor that did not train (see UNTRAINED) gets zero sketches."""
+    keys sorted; a tensor that did not train (see UNTRAINED) gets zero sketches. With ``outputs``
+    (:func:`probe_outputs`), ``:<probe>:<base64>`` after it: the float32 log-probabilities."""
     keys = sorted(state)
     sketches = np.zeros((len(keys), 2, SKETCH_WIDTH), dtype=np.float32)
     for index, key in enumerate(keys):
@@ -87,7 +108,50 @@ def fingerprint(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor]
             continue
         sketches[index] = sketch(key, weights, start)
     arch = architecture({key: tuple(value.shape) for key, value in state.items()})
-    return f"{FORMAT}:{arch}:{base64.b64encode(zlib.compress(sketches.tobytes())).decode()}"
+    text = f"{FORMAT}:{arch}:{packed(sketches)}"
+    return text if outputs is None else f"{text}:{outputs[0]}:{packed(outputs[1])}"
+
+
+def packed(values: np.ndarray) -> str:
+    return base64.b64encode(zlib.compress(values.astype(np.float32).tobytes())).decode()
+
+
+def unpacked(text: str) -> np.ndarray | None:
+    """The float32 values :func:`packed` wrote, or None when ``text`` is not such (empty, over
+    MAX_DECODED_BYTES once decompressed, or not finite)."""
+    try:
+        decompressor = zlib.decompressobj()
+        raw = decompressor.decompress(base64.b64decode(text, validate=True), MAX_DECODED_BYTES)
+    except (ValueError, zlib.error):
+        return None
+    if not decompressor.eof or decompressor.unconsumed_tail or not raw or len(raw) % 4:
+        return None
+    values = np.frombuffer(raw, dtype=np.float32)
+    return values if np.isfinite(values).all() else None
+
+
+@torch.no_grad()
+def probe_outputs(model: torch.nn.Module, probe) -> tuple[str, np.ndarray]:
+    """(the probe's name: 16 hex digits of its tokens, (tokens,) float64 log-probabilities the
+    model gives each next token) of the first PROBE_TRANSCRIPTS transcripts of ``probe`` (an
+    LMDataset), each cut to PROBE_TOKENS and the model's max_len, in eval mode."""
+    length = min(PROBE_TOKENS, model.max_len)
+    rows = [(probe.transcripts_shifted[i][:length], probe.transcripts_golden[i][:length])
+            for i in range(min(PROBE_TRANSCRIPTS, len(probe)))]
+    lengths = torch.tensor([len(shifted) for shifted, _ in rows])
+    shifted = torch.full((len(rows), int(lengths.max())), probe.pad_token, dtype=torch.long)
+    golden = shifted.clone()
+    for row, (inputs, targets) in enumerate(rows):
+        shifted[row, :len(inputs)] = torch.as_tensor(inputs)
+        golden[row, :len(targets)] = torch.as_tensor(targets)
+    training = model.training
+    model.eval()
+    logits, _ = model(shifted, lengths)  # (N, T, V)
+    model.train(training)
+    chosen = torch.log_softmax(logits.double(), dim=-1).gather(-1, golden[..., None])[..., 0]
+    kept = torch.arange(shifted.shape[1])[None] < lengths[:, None]  # (N, T)
+    name = hashlib.sha256(shifted[kept].numpy().tobytes() + golden[kept].numpy().tobytes())
+    return name.hexdigest()[:16], chosen[kept].numpy()
 
 
 def learned_fraction(weights: torch.Tensor, start: torch.Tensor) -> float:
@@ -107,19 +171,45 @@ def decode(text: str) -> tuple[str, np.ndarray] | None:
     """(architecture, (keys, 2, SKETCH_WIDTH) sketches) of a fingerprint, or None when ``text``
     is not one (a cell left empty, or edited by hand)."""
     match = _FINGERPRINT.fullmatch(text or "")
-    if not match:
+    values = unpacked(match.group(2)) if match else None
+    if values is None or len(values) % (2 * SKETCH_WIDTH):
         return None
-    try:
-        decompressor = zlib.decompressobj()
-        raw = decompressor.decompress(base64.b64decode(match.group(2), validate=True),
-                                      MAX_DECODED_BYTES)
-    except (ValueError, zlib.error):
-        return None
-    row = 2 * SKETCH_WIDTH * 4
-    if not decompressor.eof or decompressor.unconsumed_tail or not raw or len(raw) % row:
-        return None
-    sketches = np.frombuffer(raw, dtype=np.float32).reshape(-1, 2, SKETCH_WIDTH)
-    return (match.group(1), sketches) if np.isfinite(sketches).all() else None
+    return match.group(1), values.reshape(-1, 2, SKETCH_WIDTH)
+
+
+def decode_outputs(text: str) -> tuple[str, np.ndarray] | None:
+    """(probe, log-probabilities) a fingerprint carries, or None (none carried, or unreadable)."""
+    match = _FINGERPRINT.fullmatch(text or "")
+    values = unpacked(match.group(4)) if match and match.group(4) else None
+    return None if values is None else (match.group(3), values)
+
+
+def output_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """The root-mean-square difference of two probes' log-probabilities (nats per token)."""
+    return float(np.sqrt(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)))
+
+
+def same_outputs(fingerprints: dict[str, str], tolerance: float = OUTPUT_TOLERANCE
+                 ) -> dict[str, list[tuple[str, float]]]:
+    """{name: [(other name, output distance), ...] sorted by distance} of every pair probed alike
+    (any architecture) whose :func:`output_distance` is at most ``tolerance``; names without
+    outputs in their fingerprint are left out."""
+    groups: dict[tuple[str, int], list[tuple[str, np.ndarray]]] = {}
+    for name, text in sorted(fingerprints.items()):
+        decoded = decode_outputs(text)
+        if decoded is not None:
+            groups.setdefault((decoded[0], len(decoded[1])), []).append((name, decoded[1]))
+    found: dict[str, list[tuple[str, float]]] = {}
+    for members in groups.values():
+        values = np.stack([value for _, value in members]).astype(np.float64)
+        for index, (name, value) in enumerate(members[:-1]):
+            gaps = np.sqrt(np.mean((values[index + 1:] - value) ** 2, axis=1))
+            for (other, _), gap in zip(members[index + 1:], gaps):
+                if gap <= tolerance:
+                    found.setdefault(name, []).append((other, float(gap)))
+                    found.setdefault(other, []).append((name, float(gap)))
+    return {name: sorted(pairs, key=lambda pair: (pair[1], pair[0]))
+            for name, pairs in found.items()}
 
 
 def distance(a: np.ndarray, b: np.ndarray) -> float | None:

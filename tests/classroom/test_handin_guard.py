@@ -120,9 +120,10 @@ def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, 
         rows = {row["student"]: row for row in csv.DictReader(file)}
     assert rows["poisoned"]["weights_sha256"] == rows["moved"]["weights_sha256"] == digest
     flags = {student: row["flags"].split("; ") for student, row in rows.items()}
-    for path, error in (("notes.py", "UnicodeError"), ("deep.py", "RecursionError"),
-                        ("unary.py", "MemoryError")):
-        assert any(flag.startswith(f"mytorch/nn/{path} could not be inspected ({error}")
+    for path, error in (("notes.py", "declares the source encoding 'idna'"),
+                        ("deep.py", "could not be inspected (RecursionError"),
+                        ("unary.py", "could not be inspected (MemoryError")):
+        assert any(flag.startswith(f"mytorch/nn/{path} {error}")
                    for flag in flags["poisoned"]), flags["poisoned"]
     assert flags["moved"][0] == ("mytorch/nn/linear.py defines no graded class of its own "
                                  "(Linear is defined in mytorch/nn/lin_impl.py)"), flags["moved"]

@@ -108,17 +108,22 @@ def encoded(tree: dict[str, str], encoding: str) -> dict[str, bytes]:
             for path, text in tree.items()}
 
 
-def test_a_copy_in_another_source_encoding_is_still_a_copy(tmp_path):
-    """A copy saved as UTF-7 (valid Python under its coding declaration; read as UTF-8 its text
-    shares almost nothing with the original) is decoded as Python decodes it and found."""
+def test_a_coding_declaration_is_never_honoured(tmp_path):
+    """A copy saved as UTF-7 under its coding declaration (valid Python, but the judge does not
+    grade such a file: judge.refuse_foreign_encodings) is read as the grader reads mytorch, its
+    bytes as UTF-8 (UTF-7 leaves most ASCII as it is, so the copy is still found), and each of its
+    files is a finding naming the encoding."""
     original = student_tree(tmp_path, STYLES["einsum"])
     copy = encoded(original, "utf-7")
     for text in copy.values():
         compile(text, "copy", "exec")
-    assert static_inspection.python_text(copy[FILES[0]]).endswith(original[FILES[0]])
+    assert static_inspection.python_text(copy[FILES[0]]) == copy[FILES[0]].decode("utf-8")
+    assert static_inspection.python_text(b"\xef\xbb\xbfx = '\xff'\n") == "x = '\ufffd'\n"
     handins = class_folder(tmp_path, {"einsum": original, "verbose": student_tree(
         tmp_path, STYLES["verbose"]), "utf7-copy": copy})
-    documents = similarity.class_documents(handins).documents
+    documents, _, findings = similarity.class_documents(handins)
+    assert findings == {"utf7-copy": [f"{path} declares the source encoding 'utf-7' (not graded; "
+                                      f"read here as UTF-8)" for path in sorted(copy)]}, findings
     rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
                               tmp_path / "out")
     pairs = {frozenset((row["student_a"], row["student_b"])): row for row in rows}
@@ -142,7 +147,7 @@ def test_the_bonus_is_compared_on_its_own(tmp_path):
     handout = handout_folder(tmp_path)
     for part, flagged in (("graded", False), ("bonus", True)):
         documents = similarity.class_documents(handins, part).documents
-        rows = similarity.compare(documents, similarity.handout_document(handout, part),
+        rows = similarity.compare(documents, similarity.handout_document(handout),
                                   tmp_path / part)
         assert [row["flagged"] for row in rows] == [flagged], (part, rows)
 
@@ -330,8 +335,8 @@ def test_a_moved_bonus_class_is_compared_where_it_lives(tmp_path):
     for part, flagged in (("graded", False), ("bonus", True)):
         documents = similarity.class_documents(handins, part).documents
         if part == "bonus":
-            assert "# file: mytorch/nn/act_helpers.py\nclass GELU" in documents["loops"]
-        rows = similarity.compare(documents, similarity.handout_document(handout, part),
+            assert "mytorch/nn/act_helpers.py" in documents["loops"].part
+        rows = similarity.compare(documents, similarity.handout_document(handout),
                                   tmp_path / part)
         assert [row["flagged"] for row in rows] == [flagged], (part, rows)
 
@@ -378,10 +383,10 @@ def poisoned_class_problems(result: subprocess.CompletedProcess, out: Path) -> l
     if not expected <= why.keys() or {student for student, _ in findings} != {
             "moved-copy", "poisoned"}:
         problems.append(f"findings: {findings}")
-    for path, error in (("notes.py", "(UnicodeError"), ("deep.py", "(RecursionError"),
-                        ("unary.py", "(MemoryError")):
+    for path, error in (("notes.py", "declares the source encoding 'idna'"),
+                        ("deep.py", "(RecursionError"), ("unary.py", "(MemoryError")):
         if error not in why.get(("moved-copy", f"mytorch/nn/{path}"), ""):
-            problems.append(f"mytorch/nn/{path} is not a {error[1:]} finding: {findings}")
+            problems.append(f"mytorch/nn/{path}: no finding '{error}': {findings}")
     if "moved-copy: mytorch/nn/deep.py could not be inspected" not in result.stdout:
         problems.append(f"the run's output does not list the finding: {result.stdout[-2000:]}")
     return problems

@@ -127,7 +127,7 @@ def test_each_sandbox_describes_its_own_probe(tmp_path):
     layout = sandbox_modes.Layout(*(tmp_path / name for name in ("rt", "pylib", "st", "in", "tmp")))
     none = sandbox_modes.MODES["none"]
     confined = sandbox.Sandbox(none, layout, sys.executable, landlock=6, seccomp=1,
-                               capped=frozenset({"pids", "memory"})).describe()
+                               capped=frozenset({"pids", "memory", "cpu"})).describe()
     bare = sandbox.Sandbox(none, layout, sys.executable, capped=frozenset({"pids"})).describe()
     assert (confined.mode, confined.summary, confined.cap_note) == ("none", none.summary, None)
     assert confined.layers.startswith("Landlock ABI 6 (") and "a seccomp filter" in confined.layers
@@ -286,7 +286,8 @@ def test_the_worker_trees_memory_is_capped_by_a_cgroup_under_the_judges(tmp_path
     """Three children of 150 MiB under a 256 MiB cap for the tree: each is under any per-process
     limit, together they are not. The cgroups sit under the judge's own."""
     parents = {controller: parent for controller, parent, _ in cgroups.cgroup_parents()}
-    cgroup = cgroups.WorkerCgroup.create(sandbox.Limits().processes, 256 * 2**20)
+    cgroup = cgroups.WorkerCgroup.create(sandbox.Limits().processes, 256 * 2**20,
+                                         sandbox.Limits().tree_cpus)
     if cgroup is None or "memory" not in cgroup.paths:
         pytest.skip("no memory cgroup can be created here (not root, or not delegated)")
     try:

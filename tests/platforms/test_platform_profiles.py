@@ -40,7 +40,7 @@ from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, ZEROS_NN, at
                                              built_autograder, copy_reference_mytorch,
                                              honest_scores, make_model_handin, open_folder,
                                              pack_folder, run_grader, write_tar)
-from tools.honest_weights import noised, one_ulp, rescaled
+from tools.honest_weights import noised, one_ulp, permuted, rescaled
 from tests.grader.test_autograder_e2e import (FULL_LINE, MYTORCH_ZERO, read_hidden_lines,
                                               replay_handin)
 from tests.grader.test_handin_extraction import (deep_mytorch_member, long_name_members,
@@ -366,6 +366,34 @@ def shares_the_classmates_weights(details: dict) -> bool:
         weights_fingerprint.shared_weights({"classmate": theirs, "handin": fingerprint}))
 
 
+def computes_the_classmates_function(details: dict) -> bool:
+    """The fingerprint the judge reported carries probe outputs within OUTPUT_TOLERANCE of what
+    the classmate's model computes on the public test split (``make data``'s, which the built
+    autograder holds)."""
+    fingerprint = (details.get("lm") or {}).get("weights_fingerprint")
+    model = DecoderOnlyTransformer(**TINY_MODEL, num_classes=CHAR_VOCAB)
+    model.load_state_dict(classmate_state())
+    probe = grade_model.read_partition(REPO_ROOT / "hw4_data/hw4p1_data",
+                                       H4Tokenizer(DEFAULT_TOKEN_MAP, "char"))
+    theirs = weights_fingerprint.fingerprint(
+        classmate_state(), grade_model.initial_state(TINY_MODEL, CHAR_VOCAB, CLASSMATE_SEED),
+        weights_fingerprint.probe_outputs(model, probe))
+    return isinstance(fingerprint, str) and bool(
+        weights_fingerprint.same_outputs({"classmate": theirs, "handin": fingerprint}))
+
+
+def heads_rescaled(state: dict, factor: float = 2.0) -> dict:
+    """``state`` computing the same function: each attention layer's queries times ``factor``,
+    its keys divided by it."""
+    out = dict(state)
+    for key in [key for key in state if key.endswith(("in_proj_weight", "in_proj_bias"))]:
+        d_model = state[key].shape[0] // 3
+        scale = torch.ones(3 * d_model, *([1] * (state[key].dim() - 1)), dtype=state[key].dtype)
+        scale[:d_model], scale[d_model:2 * d_model] = factor, 1 / factor
+        out[key] = state[key] * scale
+    return out
+
+
 def lying_report_handin(folder: Path) -> Path:
     """The honest tiny handin with a test_metrics.json reporting a perplexity of 1.5 (the model
     gives tens on any text) and a run card naming a test set that is nowhere."""
@@ -474,6 +502,17 @@ ATTACKS = {  # the review's table, by row
         staff=slow_test_keeps_its_seconds),
     "30 reports a perplexity of 1.5 and hands in no run card": Attack(
         no_card_lying_report_handin, HONEST, staff=flags_the_lying_report),
+    # Weights compared by what they compute: reparametrised copies that move every tensor.
+    "34 a classmate's weights, residual basis, FF units and head dims permuted": Attack(
+        classmate_copy(lambda state: permuted(state, TINY_MODEL["num_heads"])), HONEST,
+        staff=computes_the_classmates_function),
+    "35 a classmate's weights permuted by another draw, final norm x 4, final layer / 4": Attack(
+        classmate_copy(lambda state: permuted(rescaled(state), TINY_MODEL["num_heads"], seed=7)),
+        HONEST, staff=computes_the_classmates_function),
+    "36 a classmate's weights, queries x 2 and keys / 2, then permuted": Attack(
+        classmate_copy(lambda state: permuted(heads_rescaled(state), TINY_MODEL["num_heads"],
+                                              seed=3)), HONEST,
+        staff=computes_the_classmates_function),
 }
 
 
@@ -701,5 +740,50 @@ def test_moved_copies_rank_first_in_each_profile(profile):
     problems = moved_copies_problems(result, out)
     platform_profiles.record(TABLE, profile, "32 similarity of copies moved by three routes",
                              "held: the three copies first, no independent pair flagged"
+                             if not problems else f"GOT THROUGH: {problems[0][:200]}")
+    assert problems == []
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_copies_hidden_from_a_static_reading_are_flagged_in_each_profile(profile):
+    """Row 37: ``python -m autograder.classroom.similarity`` run by the staff in the profile on
+    three independent students and a copy of one of them in each family a static reading of
+    Python misses (classes moved to ``_core_*.py`` and subclassed by attribute, in a module or a
+    subpackage; hundreds of constants before the class body, in it or in the module; the class
+    bound under both branches of an ``if`` or a ``try``; helpers copied under other names): each
+    copy is flagged and ranks above every independent pair, none of which is flagged."""
+    from tests.classroom.test_similarity import class_folder, handout_folder
+    from tests.classroom.test_similarity_families import FAMILIES, family_problems, family_trees
+
+    folder = profile_folder(profile, "families")
+    out = folder / "out"
+    result = similarity_in_profile(profile, class_folder(folder, family_trees(folder)),
+                                   handout_folder(folder), out)
+    problems = family_problems(result, out, list(FAMILIES))
+    platform_profiles.record(TABLE, profile, "37 similarity of copies hidden by seven routes",
+                             "held: each copy flagged above every independent pair"
+                             if not problems else f"GOT THROUGH: {problems[0][:200]}")
+    assert problems == []
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_one_poisoned_handin_never_stops_the_similarity_in_each_profile(profile):
+    """Row 38: ``python -m autograder.classroom.similarity`` run by the staff in the profile on a
+    class holding one handin each declaring a slow codec (punycode), a lone surrogate through
+    raw_unicode_escape, nesting that ends the parser, a file over the grader's limit, code whose
+    fingerprinting outlasts the time limit, and a student folder named with non-UTF-8 bytes: the
+    run finishes, writes valid UTF-8, produces every other pair and flags the copy among them;
+    each poisoned handin is its own finding."""
+    from tests.classroom.test_similarity import class_folder, handout_folder
+    from tests.classroom.test_similarity_families import (family_trees, poison,
+                                                          poisoned_class_problems)
+
+    folder = profile_folder(profile, "poison")
+    out = folder / "out"
+    trees = {**family_trees(folder, ["if-branches"]), **poison(folder)}
+    problems = poisoned_class_problems(similarity_in_profile(
+        profile, class_folder(folder, trees), handout_folder(folder), out), out)
+    platform_profiles.record(TABLE, profile, "38 similarity of a class with six kinds of poison",
+                             "held: every other pair, each poison a finding"
                              if not problems else f"GOT THROUGH: {problems[0][:200]}")
     assert problems == []
