@@ -17,7 +17,8 @@ from tests.numeric_checks import (assert_close, assert_unchanged, check_layer_ag
                                   check_mha_finite_differences, check_mha_fully_masked,
                                   check_sdpa_finite_differences, check_sdpa_fully_masked,
                                   check_softmax_finite_differences, mytorch_mha, random_mha_case)
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = MYTORCH_RUBRIC  # the points the autograder's hidden tests of the same classes award
 

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Positional encoding": 0}
 # Graded only through the language model's perplexity (testing_framework.py).

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 import yaml
 from torch import nn
 
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Decoder-only Transformer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
