@@ -82,6 +82,25 @@ def test_forward_adds_the_first_rows_and_changes_nothing_else():
 
 
 @rubric("Positional encoding")
+def test_the_gradient_reaches_the_embeddings_unchanged():
+    """d(out)/dx is the identity: the embeddings below learn only through this path (a detached
+    or no_grad output leaves the input embedding untrained)."""
+    from hw4lib.model import PositionalEncoding
+
+    torch.manual_seed(0)
+    layer = PositionalEncoding(8, 10)
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    upstream = torch.randn(2, 5, 8)
+    out = layer(x)
+    assert out.requires_grad, ("the output must stay in the autograd graph of x (no .detach(), "
+                               ".data or torch.no_grad() in forward): the embeddings learn "
+                               "through it")
+    out.backward(upstream)
+    assert x.grad is not None and torch.equal(x.grad, upstream), (
+        "the gradient reaching x must equal the gradient of the output: out = x + P[:, :T]")
+
+
+@rubric("Positional encoding")
 def test_too_long_input_raises_a_clear_error():
     from hw4lib.model import PositionalEncoding
 
