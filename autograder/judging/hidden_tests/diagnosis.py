@@ -293,6 +293,15 @@ def softmax_rules() -> list[Rule]:
 
     return [
         unnormalised_cache,
+        lambda s: each(s, "softmax-reused", "a Softmax is right on its first input but not when "
+                       "reused on an input of another rank: keep self.dim as given (a negative "
+                       "dim counts from the end of each input; turn it into an axis in a local "
+                       "variable, at every call)", lambda f: f.context.get("reused")
+                       and (forward(f) or backward(f)) and not f.context.get("second_backward")),
+        lambda s: each(s, "cached-state", "the first backward after a forward is right, a second "
+                       "one is not (or self.A changed): backward must leave what forward stored "
+                       "(self.A, the A it returned) unchanged; write dLdZ into a new array",
+                       lambda f: f.context.get("second_backward")),
         lambda s: each(s, "softmax-stability", "NaN or inf with logits in the thousands: before "
                        "exponentiating, subtract the maximum of each slice along dim (its own "
                        "maximum, not one for the whole array)", lambda f: f.kind == "nonfinite"),
