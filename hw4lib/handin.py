@@ -364,7 +364,8 @@ def grade_outlook(metrics: dict, mytorch: dict[str, float] | None) -> str:
     """What this run would earn if the grader's hidden sets gave the numbers measured here:
     the language model's points for the public test set's perplexity (``metrics``, the run's
     test_metrics.json; the grader's own curve, ``lm_score``) and the local mytorch points
-    (``mytorch``, None when the local tests did not run)."""
+    (``mytorch``: {category: points, None for a category with a failing test}; None when the
+    local tests did not run)."""
     perplexity = metrics.get("perplexity_char")
     lm = lm_score(perplexity)
     total_points = LM_POINTS + sum(MYTORCH_RUBRIC.values())
@@ -375,11 +376,16 @@ def grade_outlook(metrics: dict, mytorch: dict[str, float] | None) -> str:
              f"{ZERO_MARKS_PPL:g} or above: {lm:g}/{LM_POINTS:g}"]
     if mytorch is None:
         lines.append("  mytorch: not measured (python -m tests.test_mytorch did not run here)")
-    else:
-        earned = round(sum(mytorch.values()), 2)
-        lines.append(f"  mytorch: {earned:g}/{sum(MYTORCH_RUBRIC.values()):g} from the local tests "
-                     f"(python -m tests.test_mytorch)")
-        lines.append(f"  total: {round(lm + earned, 2):g}/{total_points:g}")
+        return "\n".join(lines)
+    failing = [category for category, points in mytorch.items() if points is None]
+    earned = round(sum(points for points in mytorch.values() if points is not None), 2)
+    passing = sum(MYTORCH_RUBRIC[c] for c in mytorch if c not in failing)
+    lines.append(f"  mytorch (python -m tests.test_mytorch): {earned:g}/{passing:g} from the "
+                 f"categories whose local tests all pass"
+                 + (f"; {', '.join(failing)} fail them: the hidden tests give those partial "
+                    f"points of their own" if failing else ""))
+    lines.append(f"  total: {round(lm + earned, 2):g}/{total_points:g}"
+                 + (f" plus what the hidden tests give {', '.join(failing)}" if failing else ""))
     return "\n".join(lines)
 
 

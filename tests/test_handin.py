@@ -188,7 +188,10 @@ def test_handin_states_the_expected_grade_on_the_graders_curve(tmp_path, capsys)
     from hw4lib.handin import grade_outlook
 
     full, zero, mytorch = FULL_MARKS_PPL, ZERO_MARKS_PPL, sum(MYTORCH_RUBRIC.values())
-    scores = {category: points / 2 for category, points in MYTORCH_RUBRIC.items()}
+    first, *others = MYTORCH_RUBRIC
+    scores = {category: None if category == first else MYTORCH_RUBRIC[category]
+              for category in MYTORCH_RUBRIC}
+    passing = mytorch - MYTORCH_RUBRIC[first]
     for perplexity, points in ((full, LM_POINTS), (full - 0.5, LM_POINTS), (zero, 0),
                                (zero + 3, 0), ((full + zero) / 2, LM_POINTS / 2),
                                (full + (zero - full) / 4, LM_POINTS * 3 / 4)):
@@ -196,8 +199,12 @@ def test_handin_states_the_expected_grade_on_the_graders_curve(tmp_path, capsys)
         assert f"perplexity per character {perplexity:.4f}" in text, text
         assert f"pass mark {full:g} ({LM_POINTS:g} points)" in text, text
         assert f": {points:g}/{LM_POINTS:g}" in text, (perplexity, points, text)
-        assert f"mytorch: {mytorch / 2:g}/{mytorch:g}" in text, text
-        assert f"total: {points + mytorch / 2:g}/{LM_POINTS + mytorch:g}" in text, text
+        assert f"{passing:g}/{passing:g} from the categories whose local tests all pass; " \
+            f"{first} fail" in text, text
+        assert f"total: {points + passing:g}/{LM_POINTS + mytorch:g} plus what the hidden tests " \
+            f"give {first}" in text, text
+        assert f"total: {points + mytorch:g}/" in grade_outlook(
+            {"perplexity_char": perplexity}, dict(MYTORCH_RUBRIC))
         assert "hidden test set" in text and "decide" in text, text
     assert "not measured" in grade_outlook({"perplexity_char": full}, None)
     make_repo(tmp_path)

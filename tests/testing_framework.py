@@ -22,9 +22,10 @@ with the two-line ``__main__`` block::
     if __name__ == "__main__":
         run_module(__name__)
 
-A category's points are shared equally by its tests: each passing test earns its share, as each of
-the autograder's hidden tests earns its own share. Only the categories the autograder scores on
-their own carry points (``tests/test_mytorch.py``, from ``hw4lib/grading_numbers.py``);
+A category with points earns them all when every one of its tests passes; a category with a
+failing test shows no points here (``None`` in ``--json``): the autograder's hidden tests, other
+checks on other inputs with shares of their own, give its partial credit, which no local count
+would match. Only the categories the autograder scores on their own carry points (``tests/test_mytorch.py``, from ``hw4lib/grading_numbers.py``);
 every other category is worth 0 here, and says why: a module lists in ``THROUGH_LM`` its
 categories that are the student's work graded through the language model (the dataset, the
 model's parts, greedy search, the trainer: the autograder measures them only by the trained
@@ -140,7 +141,7 @@ def skip_reason(report) -> str:
 def label(points: float, kind: str | None) -> str:
     """What a category is worth, as the report says it (``kind``: its :data:`OWN_WORK` key)."""
     if points:
-        return f"{points:g} points, shared equally by its tests"
+        return f"{points:g} points when all its tests pass"
     return f"0 points here, {OWN_WORK.get(kind, GIVEN_CODE)}"
 
 
@@ -167,7 +168,7 @@ class RubricReport:
         self.errors: dict[str, BaseException] = {}  # what each failed test raised, when known
         self.ran: set[str] = set()
         self.started: dict[str, float] = {}
-        self.scores: dict[str, float] = {}
+        self.scores: dict[str, float | None] = {}
         self.failed: set[str] = set()
 
     def _print(self, text: str) -> None:
@@ -269,19 +270,20 @@ class RubricReport:
         return sum(name in self.ran and name not in self.failures for name in tests), len(tests)
 
     def summary(self) -> None:
-        """Score each category (its points shared equally by its tests) and print the summary."""
+        """Score each category (its points when every test of it passed, None when one failed
+        and the category has points) and print the summary."""
         self.scores = {}
         for category, points in self.rubric_points.items():
-            passed, count = self.passed(category)
-            self.scores[category] = round(points * passed / count, 2)
+            self.scores[category] = (points if category not in self.failed
+                                     else None if points else 0)
         self._print(self.line)
         self._print("Summary")
         for category, earned in self.scores.items():
             status = "FAILED" if category in self.failed else "PASSED"
             if self.rubric_points[category]:
                 passed, count = self.passed(category)
-                points = (f"{earned:g}/{self.rubric_points[category]:g}  ({passed} of {count} "
-                          f"tests pass)")
+                points = (f"{earned:g}/{self.rubric_points[category]:g}" if earned is not None
+                          else f"no points here ({passed} of {count} tests pass)")
             elif category in self.own_work:
                 points = OWN_WORK[self.own_work[category]]
             elif category in self.failed:
@@ -290,10 +292,16 @@ class RubricReport:
                 points = GIVEN_CODE
             self._print(f"  {category:<40s} {status}  {points}")
         total = sum(self.rubric_points.values())
-        if total:
-            self._print(f"  {'Total':<40s}         {round(sum(self.scores.values()), 2):g}/{total:g}")
-            self._print("  Autolab grades these categories with its own hidden tests, on other "
-                        "inputs; each of them, too, earns its share of its category's points.")
+        if not total:
+            return
+        failing = [c for c, earned in self.scores.items() if earned is None]
+        if failing:
+            self._print(f"  {'Total':<40s}         not known here: Autolab's hidden tests give "
+                        f"{', '.join(failing)} partial points of their own")
+        else:
+            self._print(f"  {'Total':<40s}         {total:g}/{total:g}")
+        self._print("  Autolab grades these categories with its own hidden tests, on other inputs: "
+                    "a category whose tests all pass here is expected to earn its points there.")
 
 
 def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
@@ -321,7 +329,8 @@ def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
     return report
 
 
-def run_module(module_name: str, argv: list[str] | None = None, out=None) -> dict[str, float]:
+def run_module(module_name: str, argv: list[str] | None = None,
+               out=None) -> dict[str, float | None]:
     """Entry point of ``python -m tests.test_x``: run the module's tests with pytest, print the
     rubric report (to ``out``, default stdout); exit non-zero when any category failed."""
     parser = argparse.ArgumentParser(description=f"Run the rubric tests of {module_name}.")

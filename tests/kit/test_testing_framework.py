@@ -105,13 +105,15 @@ MIXED = """
 """
 
 
-def test_each_test_earns_its_share_of_the_category_with_any_fixture(tmp_path):
+def test_a_category_earns_its_points_only_when_all_its_tests_pass_with_any_fixture(tmp_path):
     run = run_standalone(tmp_path, MIXED, "--json")
     lines = run.stdout.splitlines()
     assert run.returncode == 1, f"a failure must exit with status 1 (make mutants relies on it):\n{run.stdout}{run.stderr}"
-    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": 3.5, "Free": 0, "Extra": 0,
+    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": None, "Free": 0, "Extra": 0,
                                                 "Model": 0}}, lines[-1]
-    assert any("3.5/7  (1 of 2 tests pass)" in line for line in lines), run.stdout
+    assert any("FAILED  no points here (1 of 2 tests pass)" in line for line in lines), run.stdout
+    assert any("Total" in line and "not known here" in line and "Bad" in line
+               for line in lines), run.stdout
     passed = [line.split()[1] for line in lines if line.startswith("  passed")]
     failed = [line.split()[1] for line in lines if line.startswith("  FAILED")]
     assert passed == ["test_a", "test_b", "test_c", "test_f", "test_g"] and \
@@ -260,7 +262,7 @@ def test_a_test_that_skips_or_xfails_earns_nothing(tmp_path):
     run = run_standalone(tmp_path, SKIPPING, "--json")
     lines = run.stdout.splitlines()
     assert run.returncode == 1, f"a skip must fail the module:\n{run.stdout}{run.stderr}"
-    assert json.loads(lines[-1]) == {"scores": {"Linear": 0, "Softmax": 0}}, lines[-1]
+    assert json.loads(lines[-1]) == {"scores": {"Linear": None, "Softmax": None}}, lines[-1]
     failed = [line.split()[1] for line in lines if line.startswith("  FAILED")]
     assert failed == ["test_a", "test_b", "test_c", "test_d"], run.stdout
     for reason in ("skipped (not today)", "xfail (known to be wrong)", "xfail (marked)",
@@ -320,7 +322,8 @@ def test_a_run_that_stops_early_never_reads_as_a_pass(tmp_path, body):
     assert "  FAILED  test_c\n      did not run" in run.stdout, run.stdout
     if body is CRASHING:
         assert "INTERNALERROR" in run.stderr and "the report's own code broke" in run.stderr
-        assert json.loads(run.stdout.splitlines()[-1]) == {"scores": {"Bonus": 0, "Linear": 5}}
+        assert json.loads(run.stdout.splitlines()[-1]) == {"scores": {"Linear": None,
+                                                                      "Bonus": 0}}
 
 
 class ReprRaises:
