@@ -59,6 +59,7 @@ class Failure:
     step: str = ""  # "Class.method" that raised, for kind "raised"
     exception: str = ""  # its class, for kind "raised"
     code: str = ""  # the handin's line that raised, as the judge read it (hints only, never shown)
+    operands: str = ""  # for kind "raised": the step's inputs and the shapes its results must have
 
 
 def describe(failure: Failure) -> str:
@@ -495,4 +496,8 @@ def hints(category: str, signature: Signature,
             for name, hint in rule(signature).items():
                 if name in names:
                     found.setdefault(name, hint)
+    for name in raising & set(found):  # what the step was given and what it must return
+        operands = signature[name].operands
+        if operands:
+            found[name] = Hint(found[name].family, f"{found[name].text} ({operands})")
     return found
