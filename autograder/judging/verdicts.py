@@ -100,7 +100,7 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
                                        exception=str(record.error.get("type", "")),
                                        code=source_line(package, files, record.error),
                                        operands=step_operands(steps, record.error.get("step", -1),
-                                                              arrays or {}, record.values)))
+                                                              arrays or {})))
     try:
         check(Values(record.values, record.problems))
     except CheckFailed as error:
@@ -118,21 +118,21 @@ def shape_of(value) -> str:
     return f"{tuple(shape)} {dtype}" if isinstance(shape, tuple) and dtype is not None else ""
 
 
-def call_inputs(step: dict, label: str, arrays: dict, values: dict) -> dict[str, str]:
-    """{parameter: its shape and dtype} of a call ``step`` of ``label`` (``Class.method``), read
-    from the judge's own inputs (``arrays``) or the values returned before (``values``)."""
+def call_inputs(step: dict, label: str, arrays: dict) -> dict[str, str]:
+    """{parameter: its shape and dtype} of a call ``step`` of ``label`` (``Class.method``), for
+    the arguments that are the judge's own inputs (``arrays``; nothing the worker returned)."""
     names = PARAMETERS.get(label, ())
     given = [*zip(names, step.get("args", [])), *step.get("kwargs", {}).items()]
     found = {}
     for name, argument in given:
         ref = argument.get("ref") if isinstance(argument, dict) else None
-        shown = shape_of(arrays.get(ref, values.get(ref))) if isinstance(ref, str) else ""
+        shown = shape_of(arrays.get(ref)) if isinstance(ref, str) else ""
         if shown:
             found[name] = shown
     return found
 
 
-def step_operands(steps: list[dict], index: int, arrays: dict, values: dict) -> str:
+def step_operands(steps: list[dict], index: int, arrays: dict) -> str:
     """What the step ``index`` that raised was given, as the hidden inputs had it: each array
     argument's shape and dtype, and for a backward the shape each gradient must have (that of
     the input of the object's last forward it belongs to); '' when the step is not a call of
@@ -140,15 +140,14 @@ def step_operands(steps: list[dict], index: int, arrays: dict, values: dict) -> 
     if not 0 <= index < len(steps) or steps[index].get("op") != "call":
         return ""
     label = wire.step_label(steps, index)
-    inputs = call_inputs(steps[index], label, arrays, values)
+    inputs = call_inputs(steps[index], label, arrays)
     parts = [f"{label} was given " + ", ".join(f"{name} {shown}"
                                                 for name, shown in inputs.items())] if inputs else []
     forwards = [i for i in range(index) if steps[i].get("op") == "call"
                 and steps[i].get("obj") == steps[index].get("obj")
                 and steps[i].get("method") == "forward"]
     if label in GRADIENTS and forwards:
-        forward = call_inputs(steps[forwards[-1]], wire.step_label(steps, forwards[-1]), arrays,
-                              values)
+        forward = call_inputs(steps[forwards[-1]], wire.step_label(steps, forwards[-1]), arrays)
         parts += [f"{gradient} must be shaped like {source}, {forward[source].rpartition(' ')[0]}"
                   for gradient, source in GRADIENTS[label] if source in forward]
     return "; ".join(parts)

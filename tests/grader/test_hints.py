@@ -300,15 +300,15 @@ def test_a_hint_on_a_step_that_raised_names_its_inputs_and_the_shapes_it_must_re
     p.call(softmax, "forward", np.zeros((5, 3)))
     p.call(softmax, "forward", np.zeros((4, 3)))
     p.call(softmax, "backward", np.zeros((2, 3), dtype=np.float32))
-    assert step_operands(p.steps, 3, p.arrays, {}) == (
+    assert step_operands(p.steps, 3, p.arrays) == (
         "Softmax.backward was given dLdA (2, 3) float32; dLdZ must be shaped like Z, (4, 3)")
     attention = p.new("ScaledDotProductAttention")
     p.call(attention, "forward", np.zeros((2, 5, 4)), np.zeros((2, 6, 4)), np.zeros((2, 6, 3)),
            np.zeros((5, 6), dtype=bool))
-    assert step_operands(p.steps, 5, p.arrays, {}) == (
+    assert step_operands(p.steps, 5, p.arrays) == (
         "ScaledDotProductAttention.forward was given Q (2, 5, 4) float64, K (2, 6, 4) float64, "
         "V (2, 6, 3) float64, mask (5, 6) bool")
-    assert step_operands(p.steps, 0, p.arrays, {}) == ""  # a constructor: nothing to name
+    assert step_operands(p.steps, 0, p.arrays) == ""  # a constructor: nothing to name
     raised = Failure("raised", "backward", step="Softmax.backward", exception="ValueError",
                      operands="Softmax.backward was given dLdA (2, 3) float32")
     text = hints("Softmax", {"t": raised})["t"].text
