@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import math
+import subprocess
 import sys
 import tarfile
 import warnings
@@ -42,6 +43,8 @@ from hw4lib.config import ConfigError, Training, validate_untrusted, vocab_size_
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.file_io import read_json, read_untrusted_json
+from hw4lib.grading_numbers import (FULL_MARKS_PPL, LM_POINTS, MYTORCH_RUBRIC, ZERO_MARKS_PPL,
+                                    lm_score)
 from hw4lib.handin_format import (CONFIG_FILE, GENERATIONS_FILE, HANDIN_DIR, HANDIN_TAR,
                                   MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_MYTORCH_DEPTH, METRICS_FILE,
                                   MYTORCH_DIR,
@@ -341,7 +344,49 @@ def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tu
     for name, data in members:
         print(f"  {len(data):>12,d} B  {name}")
     print(f"  {out.stat().st_size:>12,d} B  total")
+    print(grade_outlook(read_json(folder / METRICS_FILE), local_mytorch_points(root)))
     return [(name, len(data)) for name, data in members]
+
+
+def local_mytorch_points(root: Path) -> dict[str, float] | None:
+    """{category: points} that ``python -m tests.test_mytorch --json`` reports in ``root`` (the
+    local tests), or None when they could not run there."""
+    try:
+        run = subprocess.run([sys.executable, "-m", "tests.test_mytorch", "--json"], cwd=root,
+                             capture_output=True, text=True, timeout=600)
+        scores = json.loads(run.stdout.strip().splitlines()[-1])["scores"]
+    except (OSError, subprocess.TimeoutExpired, IndexError, KeyError, ValueError):
+        return None
+    return scores if set(scores) == set(MYTORCH_RUBRIC) else None
+
+
+def grade_outlook(metrics: dict, mytorch: dict[str, float] | None) -> str:
+    """What this run would earn if the grader's hidden sets gave the numbers measured here:
+    the language model's points for the public test set's perplexity (``metrics``, the run's
+    test_metrics.json; the grader's own curve, ``lm_score``) and the local mytorch points
+    (``mytorch``: {category: points, None for a category with a failing test}; None when the
+    local tests did not run)."""
+    perplexity = metrics.get("perplexity_char")
+    lm = lm_score(perplexity)
+    total_points = LM_POINTS + sum(MYTORCH_RUBRIC.values())
+    lines = ["expected grade (an estimate: the grader scores your model on its own hidden test set "
+             "and your mytorch with its own hidden tests; those decide):",
+             f"  language model: test perplexity per character {perplexity:.4f} on the public test "
+             f"set; pass mark {FULL_MARKS_PPL:g} ({LM_POINTS:g} points), 0 points at "
+             f"{ZERO_MARKS_PPL:g} or above: {lm:g}/{LM_POINTS:g}"]
+    if mytorch is None:
+        lines.append("  mytorch: not measured (python -m tests.test_mytorch did not run here)")
+        return "\n".join(lines)
+    failing = [category for category, points in mytorch.items() if points is None]
+    earned = round(sum(points for points in mytorch.values() if points is not None), 2)
+    passing = sum(MYTORCH_RUBRIC[c] for c in mytorch if c not in failing)
+    lines.append(f"  mytorch (python -m tests.test_mytorch): {earned:g}/{passing:g} from the "
+                 f"categories whose local tests all pass"
+                 + (f"; {', '.join(failing)} fail them: the hidden tests give those partial "
+                    f"points of their own" if failing else ""))
+    lines.append(f"  total: {round(lm + earned, 2):g}/{total_points:g}"
+                 + (f" plus what the hidden tests give {', '.join(failing)}" if failing else ""))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,7 +14,8 @@ from torch.utils.data import DataLoader
 
 from hw4lib.data import H4Tokenizer, LMDataset, verify_dataloader
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"LMDataset": 0}
 # Graded only through the language model's perplexity (testing_framework.py).

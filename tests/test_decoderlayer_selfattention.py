@@ -3,7 +3,8 @@ import torch
 
 from tests.test_sublayer_feedforward import reference_feed_forward
 from tests.test_sublayer_selfattention import reference_self_attention
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Decoder layer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).

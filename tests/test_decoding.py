@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from hw4lib.decoding import SequenceGenerator
-from tests.testing_framework import device_check_failure, in_case, rubric, run_module
+from tests.failure_messages import device_check_failure, in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Greedy": 0, "Beam search": 0, "Sampling": 0, "Helpers and input checks": 0}
 # Graded only through the language model's perplexity (testing_framework.py).

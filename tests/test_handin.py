@@ -179,6 +179,40 @@ def test_handin_packs_the_newest_complete_run_and_names_what_it_skipped(tmp_path
         pack(tmp_path, out=tmp_path / "none.tar")
 
 
+@rubric("Handin packing")
+def test_handin_states_the_expected_grade_on_the_graders_curve(tmp_path, capsys):
+    """The outlook names the measured perplexity, the pass mark and the points the grader's curve
+    gives it (full at the pass mark, nothing at the zero mark, the straight line between: checked
+    at the midpoint and a quarter of the way), the local mytorch points and the caveat."""
+    from hw4lib.grading_numbers import FULL_MARKS_PPL, LM_POINTS, MYTORCH_RUBRIC, ZERO_MARKS_PPL
+    from hw4lib.handin import grade_outlook
+
+    full, zero, mytorch = FULL_MARKS_PPL, ZERO_MARKS_PPL, sum(MYTORCH_RUBRIC.values())
+    first, *others = MYTORCH_RUBRIC
+    scores = {category: None if category == first else MYTORCH_RUBRIC[category]
+              for category in MYTORCH_RUBRIC}
+    passing = mytorch - MYTORCH_RUBRIC[first]
+    for perplexity, points in ((full, LM_POINTS), (full - 0.5, LM_POINTS), (zero, 0),
+                               (zero + 3, 0), ((full + zero) / 2, LM_POINTS / 2),
+                               (full + (zero - full) / 4, LM_POINTS * 3 / 4)):
+        text = grade_outlook({"perplexity_char": perplexity}, scores)
+        assert f"perplexity per character {perplexity:.4f}" in text, text
+        assert f"pass mark {full:g} ({LM_POINTS:g} points)" in text, text
+        assert f": {points:g}/{LM_POINTS:g}" in text, (perplexity, points, text)
+        assert f"{passing:g}/{passing:g} from the categories whose local tests all pass; " \
+            f"{first} fail" in text, text
+        assert f"total: {points + passing:g}/{LM_POINTS + mytorch:g} plus what the hidden tests " \
+            f"give {first}" in text, text
+        assert f"total: {points + mytorch:g}/" in grade_outlook(
+            {"perplexity_char": perplexity}, dict(MYTORCH_RUBRIC))
+        assert "hidden test set" in text and "decide" in text, text
+    assert "not measured" in grade_outlook({"perplexity_char": full}, None)
+    make_repo(tmp_path)
+    make_run(tmp_path, "run-a", grader_state_dict())
+    pack(tmp_path)
+    assert "expected grade" in capsys.readouterr().out, "make handin states the expected grade"
+
+
 @rubric("Handin refusals")
 def test_handin_refuses_without_runs(tmp_path):
     make_repo(tmp_path)

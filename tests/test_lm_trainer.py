@@ -13,7 +13,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Perplexity metric": 0, "LMTrainer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).

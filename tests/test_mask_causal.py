@@ -1,7 +1,8 @@
 """CausalMask: (T, T) bool, True strictly above the diagonal, for (N, T) and (N, T, ...) inputs."""
 import torch
 
-from tests.testing_framework import check_built_on_input_device, in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import check_built_on_input_device, rubric, run_module
 
 RUBRIC = {"Causal mask": 0}
 # Graded only through the language model's perplexity (testing_framework.py).

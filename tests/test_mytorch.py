@@ -17,7 +17,8 @@ from tests.numeric_checks import (assert_close, assert_unchanged, check_layer_ag
                                   check_mha_finite_differences, check_mha_fully_masked,
                                   check_sdpa_finite_differences, check_sdpa_fully_masked,
                                   check_softmax_finite_differences, mytorch_mha, random_mha_case)
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = MYTORCH_RUBRIC  # the points the autograder's hidden tests of the same classes award
 
@@ -117,31 +118,43 @@ def test_linear_rejects_bad_shapes_and_early_backward():
 
 @rubric("Softmax")
 def test_softmax_matches_torch_over_every_dim():
+    """A and dLdZ over every dim of 1-d to 5-d inputs against PyTorch. One instance per dim serves
+    every rank that has that dim (a layer is reused on inputs of other ranks: ``dim`` must keep
+    the value it was given), and each forward is followed by two backward calls with different
+    upstream gradients (backward may be called again: it must leave what forward stored, and
+    the A it returned, unchanged)."""
     from mytorch.nn import Softmax
 
     rng = np.random.default_rng(3)
+    layers, first_rank = {}, {}  # dim -> the one Softmax(dim) used on every rank, its first
     for ndim in range(1, 6):
-        shape = tuple(int(n) for n in rng.integers(1, 5, size=ndim))
+        shape = tuple(int(n) for n in rng.integers(2, 5, size=ndim))
         Z = rng.standard_normal(shape) * 3
         Z_given = Z.copy()
         for dim in range(-ndim, ndim):
-            dLdA = rng.standard_normal(shape)
-            dLdA_given = dLdA.copy()
-            tZ = leaf(Z)
-            tA = torch.softmax(tZ, dim=dim)
-            tA.backward(torch.tensor(dLdA))  # a copy: the truth shares no memory with dLdA
+            softmax = layers.setdefault(dim, Softmax(dim=dim))
             where = f"softmax of {shape} over dim {dim}"
-            softmax = Softmax(dim=dim)
+            if first_rank.setdefault(dim, ndim) < ndim:
+                where += f" (the Softmax(dim={dim}) used before on a {first_rank[dim]}-d input)"
             with in_case(f"Softmax(dim={dim})", expect=f"A shaped like Z, {shape}", Z=Z):
                 A = softmax.forward(Z)
             assert_unchanged(f"{where}: Softmax.forward's input Z", Z, Z_given)
-            assert_close(f"{where}: A", A, tA)
-            with in_case(f"Softmax(dim={dim}).backward", expect=f"dLdZ shaped like dLdA, {shape}",
-                         Z=Z, dLdA=dLdA):
-                dLdZ = softmax.backward(dLdA)
-            assert_unchanged(f"{where}: Softmax.backward's upstream gradient dLdA", dLdA,
-                             dLdA_given)
-            assert_close(f"{where}: dLdZ", dLdZ, tZ.grad)
+            assert_close(f"{where}: A", A, torch.softmax(torch.from_numpy(Z), dim=dim))
+            A_given = A.copy()
+            for call in (1, 2):
+                dLdA = rng.standard_normal(shape) * call
+                dLdA_given = dLdA.copy()
+                tZ = leaf(Z)
+                torch.softmax(tZ, dim=dim).backward(torch.tensor(dLdA))  # a copy of dLdA
+                with in_case(f"Softmax(dim={dim}).backward, call #{call} after one forward",
+                             expect=f"dLdZ shaped like dLdA, {shape}", Z=Z, dLdA=dLdA):
+                    dLdZ = softmax.backward(dLdA)
+                assert_unchanged(f"{where}: Softmax.backward's upstream gradient dLdA", dLdA,
+                                 dLdA_given)
+                assert_unchanged(f"{where}: the A that forward returned, after backward call "
+                                 f"#{call}", A, A_given)
+                assert_close(f"{where}: dLdZ of backward call #{call} after one forward", dLdZ,
+                             tZ.grad)
 
 
 @rubric("Softmax")

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Positional encoding": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -78,6 +79,25 @@ def test_forward_adds_the_first_rows_and_changes_nothing_else():
                 f"T={length}: out - x must equal the rows 0..T-1 of the closed-form table (and x "
                 f"must not be scaled) for every sequence; sequence {n} differs by {error:.2e}"
             )
+
+
+@rubric("Positional encoding")
+def test_the_gradient_reaches_the_embeddings_unchanged():
+    """d(out)/dx is the identity: the embeddings below learn only through this path (a detached
+    or no_grad output leaves the input embedding untrained)."""
+    from hw4lib.model import PositionalEncoding
+
+    torch.manual_seed(0)
+    layer = PositionalEncoding(8, 10)
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    upstream = torch.randn(2, 5, 8)
+    out = layer(x)
+    assert out.requires_grad, ("the output must stay in the autograd graph of x (no .detach(), "
+                               ".data or torch.no_grad() in forward): the embeddings learn "
+                               "through it")
+    out.backward(upstream)
+    assert x.grad is not None and torch.equal(x.grad, upstream), (
+        "the gradient reaching x must equal the gradient of the output: out = x + P[:, :T]")
 
 
 @rubric("Positional encoding")

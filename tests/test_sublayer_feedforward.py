@@ -6,7 +6,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.numeric_checks import FixedDropout, fixed_dropout
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Feed-forward sublayer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 import yaml
 from torch import nn
 
-from tests.testing_framework import in_case, rubric, run_module
+from tests.failure_messages import in_case
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Decoder-only Transformer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -107,6 +108,33 @@ def test_forward_order_and_data_flow():
     for (previous, _, produced), (current, consumed, _) in zip(calls, calls[1:]):
         assert torch.equal(produced, consumed), f"{current} must receive the output of {previous}"
     assert torch.equal(calls[-1][2], logits), "the logits must be the output of final_linear"
+
+
+@rubric("Decoder-only Transformer")
+def test_every_parameter_gets_a_gradient_from_one_backward():
+    """One backward of the training loss reaches every parameter, the input embedding included
+    (with and without weight tying): a detached step (``.detach()``, ``.data``,
+    ``torch.no_grad()``) anywhere on the way leaves the parameters below it untrained."""
+    for tying in (False, True):
+        model = tiny_model(weight_tying=tying).train()
+        tokens = random_tokens(3, 6)
+        logits, _ = model(tokens)
+        F.cross_entropy(logits.reshape(-1, TINY["num_classes"]), random_tokens(3, 6, seed=1)
+                        .reshape(-1)).backward()
+        untrained = [name for name, parameter in model.named_parameters()
+                     if parameter.grad is None or not parameter.grad.abs().sum() > 0]
+        assert not untrained, (
+            f"weight_tying={tying}: one backward of the loss left these parameters without a "
+            f"gradient: {untrained}; every step from the embedding to the logits must stay in "
+            f"the autograd graph (no .detach(), .data or torch.no_grad())")
+        used = torch.zeros(TINY["num_classes"], dtype=torch.bool)
+        used[tokens.unique()] = True
+        if not tying:  # the tied matrix gets the output layer's gradient in every row
+            rows = model.target_embedding.weight.grad.abs().sum(dim=1) > 0
+            assert torch.equal(rows, used), (
+                f"the embedding's gradient must reach exactly the rows of the tokens in the "
+                f"input ({used.nonzero().flatten().tolist()}), got rows "
+                f"{rows.nonzero().flatten().tolist()}")
 
 
 @rubric("Decoder-only Transformer")

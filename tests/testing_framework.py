@@ -22,9 +22,10 @@ with the two-line ``__main__`` block::
     if __name__ == "__main__":
         run_module(__name__)
 
-A category's points are shared equally by its tests: each passing test earns its share, as each of
-the autograder's hidden tests earns its own share. Only the categories the autograder scores on
-their own carry points (``tests/test_mytorch.py``, from ``hw4lib/grading_numbers.py``);
+A category with points earns them all when every one of its tests passes; a category with a
+failing test shows no points here (``None`` in ``--json``): the autograder's hidden tests, other
+checks on other inputs with shares of their own, give its partial credit, which no local count
+would match. Only the categories the autograder scores on their own carry points (``tests/test_mytorch.py``, from ``hw4lib/grading_numbers.py``);
 every other category is worth 0 here, and says why: a module lists in ``THROUGH_LM`` its
 categories that are the student's work graded through the language model (the dataset, the
 model's parts, greedy search, the trainer: the autograder measures them only by the trained
@@ -38,19 +39,16 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import linecache
 import os
-import re
 import sys
 import time
-import traceback
 import types
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Callable
 from unittest import mock
 
 import pytest
+
+from tests.failure_messages import describe, device_check_failure
 
 CATEGORY_ATTR = "_rubric_category"
 GIVEN_CODE = "given code: no action needed"
@@ -102,198 +100,6 @@ def collect(module) -> dict[str, list[Callable]]:
     return grouped
 
 
-def shown(value) -> str:
-    """How a case's input reads in a message: shape and dtype of an array, else a short repr."""
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return f"{tuple(value.shape)} {value.dtype}"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-# ---------------------------------------------------------------------------------------------
-# What an exception of the code under test says about the bug, read from the exception itself
-# ---------------------------------------------------------------------------------------------
-
-# The kind of bug each exception shows: (kind, words its message holds), tried in order, after the
-# exception's class (:func:`exception_kind`). numpy and torch word the same failure differently.
-KIND_WORDS = (
-    ("device", ("device", "meta tensor")),
-    ("dtype", ("dtype", "scalar type", "can't be cast", "cannot cast", "casting rule",
-               "result type", "without overflow", "promotion of")),
-    ("index", ("boolean index", "index out of range", "out of bounds for dimension",
-               "index ", "indices")),
-    ("shape", ("shape", "broadcast", "core dimension", "must match the size", "elements cannot be",
-               "for scalar outputs",
-               "dimension out of range", "cannot reshape", "size of", "dimension", "axis")),
-)
-KIND_WORDING = {  # kind -> (how a message names it, what it means when nothing more is known)
-    "shape": ("a shape error", "the arrays' shapes do not fit the operation"),
-    "dtype": ("a dtype error", "an array or tensor of the wrong dtype"),
-    "device": ("a device error", "tensors on different devices (build every tensor on its "
-               "input's device: device=x.device)"),
-    "index": ("an index error", "an index or a boolean mask that does not fit the indexed array"),
-}
-# numpy's and torch's messages that need translating: (pattern, plain words with its groups).
-TRANSLATIONS = (
-    (r"matmul: Input operand 1 has a mismatch in its core dimension 0.*\(size (\d+) is "
-     r"different from (\d+)\)",
-     "a matrix product A @ B needs A's last dimension to equal B's second to last: here {1} "
-     "and {0}"),
-    (r"operands could not be broadcast together with shapes ([^\n]*?)\s*$",
-     "these shapes do not broadcast against each other: {0} (each dimension pair must be equal "
-     "or one of them 1, counted from the right)"),
-    (r"boolean index did not match indexed array along (?:axis|dimension) (\d+); size of "
-     r"(?:axis|dimension) is (\d+) but size of corresponding boolean (?:axis|dimension) is (\d+)",
-     "indexing with a boolean mask needs the mask's shape to equal the indexed array's leading "
-     "dimensions (here the array's size {1} against the mask's {2} along dimension {0}); a mask "
-     "that only broadcasts (e.g. (L, S) against (N, H, L, S)) goes through np.where or "
-     "np.broadcast_to"),
-    (r"result type (\w+) can't be cast to the desired output type (\w+)",
-     "an in-place operation (+=, add_, an indexed assignment) writes {0} values into a {1} "
-     "tensor: create that tensor with the dtype of what goes into it"),
-    (r"Promotion of int\.([\w/]+)\(float\) in in-place ops",
-     "an in-place {0} (+=, -=) writes float values into an integer tensor: create that tensor "
-     "with the dtype of what goes into it"),
-    (r"Cannot cast ufunc '(\w+)' output from dtype\('(\w+)'\) to dtype\('(\w+)'\)",
-     "an in-place {0} (+=, -=, out=) writes {1} values into a {2} array: create that array "
-     "with the dtype of what goes into it"),
-    (r"grad can be implicitly created only for scalar outputs",
-     "backward() without an argument needs a single number (a 0-d tensor, e.g. a loss reduced to "
-     "its mean): reduce it first (reduction='mean', or .mean() as the docstring says)"),
-    (r"a Tensor with (\d+) elements cannot be converted to Scalar",
-     "a single number was expected (a 0-d tensor, e.g. a loss reduced to its mean), got a tensor "
-     "of {0} elements: reduce it (reduction='mean', or .mean() / .sum() as the docstring says)"),
-)
-# Frames of these folders are not the code under test: the line a message names is the innermost
-# one outside them (the student's, or failing that the test's own).
-LIBRARY_PARTS = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python")
-GIVEN_HELPERS = ("testing_framework.py", "numeric_checks.py", "_checks.py")
-MAX_OPERANDS = 6
-DOTTED_NAME = re.compile(r"(?<![\w.'\"])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-
-
-def exception_kind(error: BaseException) -> str:
-    """'shape', 'dtype', 'device', 'index' or '' (none of them), decided from ``error`` itself:
-    its class first (IndexError, numpy's AxisError and UFuncTypeError), then its message's
-    words (:data:`KIND_WORDS`), so a dtype bug raised in a device check is still a dtype bug."""
-    name = type(error).__name__
-    if name == "AxisError":
-        return "shape"
-    if "UFuncTypeError" in (cls.__name__ for cls in type(error).__mro__):
-        return "dtype"
-    message = str(error).lower()
-    for kind, words in KIND_WORDS:
-        if any(word in message for word in words):
-            return kind
-    return "index" if isinstance(error, IndexError) else ""
-
-
-def translated(error: BaseException) -> str:
-    """``error``'s message in plain words when it is one of :data:`TRANSLATIONS`, else ''."""
-    message = str(error).strip()
-    for pattern, words in TRANSLATIONS:
-        found = re.search(pattern, message, re.DOTALL)
-        if found:
-            return words.format(*found.groups())
-    return ""
-
-
-def culprit(error: BaseException) -> tuple[types.FrameType, int] | None:
-    """(frame, line number) of the innermost entry of ``error``'s traceback in code of this
-    repository: not a library, not a given helper (the checks that raise on their caller's
-    behalf); None if there is none."""
-    found = None
-    entry = error.__traceback__
-    while entry is not None:
-        filename = entry.tb_frame.f_code.co_filename
-        if (not any(part in filename for part in LIBRARY_PARTS)
-                and Path(filename).name not in GIVEN_HELPERS and not filename.startswith("<")):
-            found = (entry.tb_frame, entry.tb_lineno)
-        entry = entry.tb_next
-    return found
-
-
-def operands(frame: types.FrameType, line: str) -> list[str]:
-    """``name shape dtype`` for each array or tensor the source ``line`` names: plain names and
-    attribute chains, each as far as it holds an array (``self.W.T``; ``x`` of ``x.reshape``),
-    read from ``frame`` without calling anything."""
-    found = []
-    for dotted in dict.fromkeys(DOTTED_NAME.findall(line.split("#")[0])):
-        head, *attributes = dotted.split(".")
-        scope = frame.f_locals if head in frame.f_locals else frame.f_globals
-        if head not in scope:
-            continue
-        value, named, array = scope[head], head, None
-        for attribute in [None, *attributes]:
-            try:
-                if attribute is not None:
-                    value, named = getattr(value, attribute), f"{named}.{attribute}"
-            except Exception:  # noqa: BLE001 - a property that raises
-                break
-            if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type):
-                array = f"{named} {shown(value)}"
-        if array is not None and array not in found:
-            found.append(array)
-    return found[:MAX_OPERANDS]
-
-
-def explain(error: BaseException, expect: str = "") -> list[str]:
-    """Lines that say what ``error`` shows, for its failure message: its kind (shape, dtype,
-    device, index) and numpy's or torch's words translated, the line that raised with the shapes
-    of the arrays it names, and ``expect`` (what the docstring promises, when the test knows it).
-    [] for an exception of none of these kinds."""
-    kind = exception_kind(error)
-    if not kind:
-        return []
-    label, meaning = KIND_WORDING[kind]
-    lines = [f"{label}: {translated(error) or meaning}"]
-    found = culprit(error)
-    if found is not None:
-        frame, number = found
-        source = linecache.getline(frame.f_code.co_filename, number).strip()
-        names = operands(frame, source)
-        lines.append(f"raised at {Path(frame.f_code.co_filename).name}:{number}: {source}"
-                     + (f"\n        with {', '.join(names)}" if names else ""))
-    if expect:
-        lines.append(f"expected: {expect}")
-    return lines
-
-
-EXPLAINED = "_hw4p1_explained"  # set on an exception whose explanation is in its notes
-
-
-def add_notes(error: BaseException, notes: list[str]) -> None:
-    # Exception.add_note is Python 3.11+; the attribute is the same list on 3.10.
-    error.__notes__ = [*getattr(error, "__notes__", []), *notes]
-
-
-@contextmanager
-def in_case(what: str, expect: str = "", **inputs):
-    """Name the case when the code under test raises inside the block, as a failed comparison
-    names it: ``with in_case("causal mask", x=x, attn_mask=mask): out = layer(x, attn_mask=mask)``.
-
-    The exception keeps its type and message and gains notes: what kind of bug it shows and the
-    line that raised, with its arrays' shapes (:func:`explain`), ``expect`` (what the docstring
-    promises for this case, e.g. ``"Z of shape (2, 3, 4)"``), then ``in the case: what (x (3, 6,
-    16) torch.float32, ...)``; the rubric report and pytest print them. Failed checks
-    (AssertionError) name their case already, and an unfinished stub (NotImplementedError) is the
-    same in every case.
-    """
-    try:
-        yield
-    except (AssertionError, NotImplementedError):
-        raise
-    except Exception as error:
-        details = ", ".join(f"{name} {shown(value)}" for name, value in inputs.items())
-        notes = [] if getattr(error, EXPLAINED, False) else explain(error, expect)
-        add_notes(error, [*notes, f"in the case: {what}" + (f" ({details})" if details else "")])
-        try:
-            setattr(error, EXPLAINED, True)
-        except AttributeError:  # an exception class with __slots__: its notes say it once anyway
-            pass
-        raise
-
-
 def check_built_on_input_device(build: Callable, what: str) -> None:
     """Fail unless ``build(device)`` returns a tensor on ``device``, with every tensor the student's
     code creates placed on its input's device.
@@ -325,43 +131,19 @@ def check_built_on_input_device(build: Callable, what: str) -> None:
             f"(torch's default device in this check): {fix}")
 
 
-def device_check_failure(error: BaseException, what: str, setting: str,
-                         fix: str) -> AssertionError:
-    """The failure of a device check (code run with its tensors on one device, e.g. meta) that
-    raised ``error``: a dtype, shape or index bug named as such, from the exception, and only a
-    device error (or one of no known kind) named as a device bug with ``fix``."""
-    kind = exception_kind(error)
-    if kind in ("", "device"):
-        return AssertionError(f"{what} failed {setting} ({error}): {fix}")
-    notes = "; ".join(explain(error))
-    return AssertionError(f"{what} raised {type(error).__name__} ({error}): {notes}; not a "
-                          f"device problem, the same code fails on any device")
-
-
-def _describe(error: BaseException) -> str:
-    """One readable line or a few: the exception type, its message, and where it was raised."""
-    frames = traceback.extract_tb(error.__traceback__)
-    message = str(error).strip()
-    if not message:
-        line = frames[-1].line if frames and frames[-1].line else ""
-        message = f"this check failed: {line}" if line else "(no message)"
-    where = ""
-    if frames:
-        last = frames[-1]
-        where = f"\n      at {Path(last.filename).name}:{last.lineno} in {last.name}"
-    notes = list(getattr(error, "__notes__", []))
-    if not (getattr(error, EXPLAINED, False)
-            or isinstance(error, (AssertionError, NotImplementedError))):
-        notes = explain(error) + notes  # raised outside in_case: at the test's line, or setup
-    notes = "".join(f"\n      {note}" for note in notes)
-    message = message.replace("\n", "\n      ")  # keep continuation lines under the first
-    return f"{type(error).__name__}: {message}{where}{notes}"
+def skip_reason(report) -> str:
+    """Why pytest skipped or xfailed the test of ``report``, in one line."""
+    if hasattr(report, "wasxfail"):
+        return report.wasxfail or "no reason given"
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else longrepr
+    return str(reason).removeprefix("Skipped: ") or "no reason given"
 
 
 def label(points: float, kind: str | None) -> str:
     """What a category is worth, as the report says it (``kind``: its :data:`OWN_WORK` key)."""
     if points:
-        return f"{points:g} points, shared equally by its tests"
+        return f"{points:g} points when all its tests pass"
     return f"0 points here, {OWN_WORK.get(kind, GIVEN_CODE)}"
 
 
@@ -388,7 +170,7 @@ class RubricReport:
         self.errors: dict[str, BaseException] = {}  # what each failed test raised, when known
         self.ran: set[str] = set()
         self.started: dict[str, float] = {}
-        self.scores: dict[str, float] = {}
+        self.scores: dict[str, float | None] = {}
         self.failed: set[str] = set()
 
     def _print(self, text: str) -> None:
@@ -418,10 +200,22 @@ class RubricReport:
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         report = outcome.get_result()
-        if report.failed and item.name not in self.failures:
+        if item.name in self.failures:
+            return
+        if report.skipped or hasattr(report, "wasxfail"):
+            # pytest.skip(), pytest.xfail() or a marker, from the test or the code it calls: the
+            # test did not show the code works, so it earns nothing.
+            self.failures[item.name] = (f"{'xfail' if hasattr(report, 'wasxfail') else 'skipped'}"
+                                        f" ({skip_reason(report)}): a test that does not run to "
+                                        f"its end earns no points; nothing may skip or xfail it")
+        elif report.failed:
             error = call.excinfo.value if call.excinfo is not None else None
-            self.failures[item.name] = (_describe(error) if error is not None
-                                        else report.longreprtext.strip())
+            try:
+                self.failures[item.name] = (describe(error) if error is not None
+                                            else report.longreprtext.strip())
+            except Exception as broken:  # noqa: BLE001 - the report must go on; pytest's own text
+                self.failures[item.name] = (f"{report.longreprtext.strip()}\n      (the report "
+                                            f"could not word this failure: {broken!r})")
             if error is not None:
                 self.errors[item.name] = error
 
@@ -453,25 +247,45 @@ class RubricReport:
         self.stubs.add(function)
         return self.failures[name]
 
+    def stopped(self, exit_code: int) -> None:
+        """Account for a run that pytest ended with ``exit_code``: every test that did not run
+        fails (a crash or an interruption earns nothing for what it left unrun), and a run that
+        did not end normally (an internal error of pytest or of this report, an interruption,
+        ``pytest.exit``) fails every category, so that nothing of it reads as a pass."""
+        unrun = [name for name in self.order if name not in self.ran]
+        normal = exit_code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        if normal and not unrun:
+            return
+        why = (f"pytest ended the run early (exit code {int(exit_code)}: "
+               f"{pytest.ExitCode(exit_code).name}; its own message is above)")
+        self._print(self.line)
+        self._print(f"The run stopped before its end: {why}. No category passes; rerun after "
+                    f"fixing what stopped it.")
+        for name in unrun:
+            self.failures[name] = f"did not run: {why}"
+            self._print(f"  FAILED  {name}\n      did not run")
+        self.failed.update(self.rubric_points)
+
     def passed(self, category: str) -> tuple[int, int]:
         """(tests of ``category`` that ran and passed, tests of ``category``)."""
         tests = [name for name, c in self.category.items() if c == category]
         return sum(name in self.ran and name not in self.failures for name in tests), len(tests)
 
     def summary(self) -> None:
-        """Score each category (its points shared equally by its tests) and print the summary."""
+        """Score each category (its points when every test of it passed, None when one failed
+        and the category has points) and print the summary."""
         self.scores = {}
         for category, points in self.rubric_points.items():
-            passed, count = self.passed(category)
-            self.scores[category] = round(points * passed / count, 2)
+            self.scores[category] = (points if category not in self.failed
+                                     else None if points else 0)
         self._print(self.line)
         self._print("Summary")
         for category, earned in self.scores.items():
             status = "FAILED" if category in self.failed else "PASSED"
             if self.rubric_points[category]:
                 passed, count = self.passed(category)
-                points = (f"{earned:g}/{self.rubric_points[category]:g}  ({passed} of {count} "
-                          f"tests pass)")
+                points = (f"{earned:g}/{self.rubric_points[category]:g}" if earned is not None
+                          else f"no points here ({passed} of {count} tests pass)")
             elif category in self.own_work:
                 points = OWN_WORK[self.own_work[category]]
             elif category in self.failed:
@@ -480,10 +294,16 @@ class RubricReport:
                 points = GIVEN_CODE
             self._print(f"  {category:<40s} {status}  {points}")
         total = sum(self.rubric_points.values())
-        if total:
-            self._print(f"  {'Total':<40s}         {round(sum(self.scores.values()), 2):g}/{total:g}")
-            self._print("  Autolab grades these categories with its own hidden tests, on other "
-                        "inputs; each of them, too, earns its share of its category's points.")
+        if not total:
+            return
+        failing = [c for c, earned in self.scores.items() if earned is None]
+        if failing:
+            self._print(f"  {'Total':<40s}         not known here: Autolab's hidden tests give "
+                        f"{', '.join(failing)} partial points of their own")
+        else:
+            self._print(f"  {'Total':<40s}         {total:g}/{total:g}")
+        self._print("  Autolab grades these categories with its own hidden tests, on other inputs: "
+                    "a category whose tests all pass here is expected to earn its points there.")
 
 
 def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
@@ -502,15 +322,17 @@ def run_tests(module: types.ModuleType, grouped: dict[str, list[Callable]],
     gc.freeze()
     try:
         with mock.patch.dict(os.environ, {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}):
-            pytest.main(["-p", "no:terminal", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
-                        plugins=[report])
+            exit_code = pytest.main(["-p", "no:terminal", "-p", "no:cacheprovider", "-o",
+                                     "addopts=", *tests], plugins=[report])
     finally:
         gc.unfreeze()
+    report.stopped(exit_code)
     report.summary()
     return report
 
 
-def run_module(module_name: str, argv: list[str] | None = None, out=None) -> dict[str, float]:
+def run_module(module_name: str, argv: list[str] | None = None,
+               out=None) -> dict[str, float | None]:
     """Entry point of ``python -m tests.test_x``: run the module's tests with pytest, print the
     rubric report (to ``out``, default stdout); exit non-zero when any category failed."""
     parser = argparse.ArgumentParser(description=f"Run the rubric tests of {module_name}.")

@@ -188,7 +188,8 @@ class WorkerSession:
         judged = [judge_test(test, records.get(test.name), prepared.checks[test.name], note,
                              prepared.programs[test.name].steps, files,
                              timed_out=f"after {self.timeout:.0f} s" if test.name == running else "",
-                             package=self.layout.student_dir / "mytorch")
+                             package=self.layout.student_dir / "mytorch",
+                             arrays=prepared.programs[test.name].arrays)
                   for test in prepared.tests]
         results = [result for result, _ in judged]
         for result in results:

@@ -7,10 +7,8 @@ handin holds and its size limits (files, model) in ``hw4lib/handin_format.py``, 
 """
 from __future__ import annotations
 
-import math
-
-from hw4lib.grading_numbers import (FULL_MARKS_PPL, LM_CATEGORY, LM_POINTS, MYTORCH_RUBRIC,
-                                    ZERO_MARKS_PPL)
+from hw4lib.grading_numbers import (FULL_MARKS_PPL, LM_CATEGORY, LM_POINTS,  # noqa: F401
+                                    MYTORCH_RUBRIC, ZERO_MARKS_PPL, lm_score)  # (re-exported)
 
 # Every category the grader scores, in the order of the scores line.
 RUBRIC = {**MYTORCH_RUBRIC, LM_CATEGORY: LM_POINTS}
@@ -31,29 +29,6 @@ def worst_case_seconds(model_timeout: float = MODEL_TIMEOUT_S,
     """The longest one grading can take, every limit reached: what a platform's timeout must
     exceed (autograder/README.md quotes it for Autolab and Gradescope)."""
     return model_timeout + len(MYTORCH_RUBRIC) * mytorch_timeout + JUDGE_OVERHEAD_S
-
-
-def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,
-             zero_marks_ppl: float = ZERO_MARKS_PPL, points: float = LM_POINTS) -> float:
-    """Points for a per-character perplexity on the hidden test set.
-
-    ``points`` (LM_POINTS; a rescore gives those of the scoring line it applies) at or below
-    ``full_marks_ppl``, 0 at or above ``zero_marks_ppl``, linear in between,
-    rounded to 2 decimals. NaN, infinite and non-numeric values score 0. The default thresholds
-    are the homework's; ``python -m tools.make_autograde --full-marks-ppl X --zero-marks-ppl Y``
-    builds a grader with others and records the values used in its build_info.json.
-    """
-    if not full_marks_ppl < zero_marks_ppl:
-        raise ValueError(f"full_marks_ppl ({full_marks_ppl}) must be below zero_marks_ppl "
-                         f"({zero_marks_ppl})")
-    if not isinstance(perplexity_char, (int, float)) or isinstance(perplexity_char, bool):
-        return 0.0
-    if not math.isfinite(perplexity_char) or perplexity_char >= zero_marks_ppl:
-        return 0.0
-    if perplexity_char <= full_marks_ppl:
-        return float(points)
-    fraction = (zero_marks_ppl - perplexity_char) / (zero_marks_ppl - full_marks_ppl)
-    return round(points * fraction, 2)
 
 
 # The leaderboard: only what the judge measured itself (never the handin's own numbers), the row

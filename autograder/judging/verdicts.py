@@ -26,6 +26,21 @@ MAX_LINE = 10**6
 MAX_SOURCE_BYTES = 1 << 20  # read of a handin's file for the line that raised
 MAX_CODE_CHARS = 200  # of that line, for the hints
 MAX_FUNCTION_CHARS = 60
+# The arguments of each method the hidden tests call, in order, and the inputs of the last forward
+# whose shapes each result of a backward must have (mytorch's documented signatures).
+PARAMETERS = {
+    "Linear.forward": ("A",), "Linear.backward": ("dLdZ",),
+    "Softmax.forward": ("Z",), "Softmax.backward": ("dLdA",),
+    "ScaledDotProductAttention.forward": ("Q", "K", "V", "mask"),
+    "ScaledDotProductAttention.backward": ("dLdZ",),
+    "MultiHeadAttention.forward": ("query", "key", "value", "key_padding_mask", "attn_mask"),
+    "MultiHeadAttention.backward": ("dLdZ",),
+}
+GRADIENTS = {
+    "Linear.backward": (("dLdA", "A"),), "Softmax.backward": (("dLdZ", "Z"),),
+    "ScaledDotProductAttention.backward": (("dQ", "Q"), ("dK", "K"), ("dV", "V")),
+    "MultiHeadAttention.backward": (("dquery", "query"), ("dkey", "key"), ("dvalue", "value")),
+}
 
 
 def student_files(package: Path) -> frozenset[str]:
@@ -49,11 +64,13 @@ def worker_note(run: processes.Run, timeout: float, stream_note: str) -> str:
 def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
                steps: list[dict], files: frozenset[str],
                timed_out: str = "",
-               package: Path | None = None) -> tuple[TestResult, Failure | None]:
+               package: Path | None = None,
+               arrays: dict | None = None) -> tuple[TestResult, Failure | None]:
     """Pass or fail one test from the worker's record (``steps``: the test's program); with the
     result, what the failure tells about the bug (None when the test passed). ``timed_out``
     ("after 60 s"): this test was running when the worker was stopped. ``package``: the handin's
-    ``mytorch/`` folder, whose line that raised the judge reads itself for the hint.
+    ``mytorch/`` folder, whose line that raised the judge reads itself for the hint. ``arrays``:
+    the program's inputs, whose shapes a hint on a step that raised names.
 
     The kind of failure comes first: not written yet, does not import or parse, timed out, raised;
     only a test whose values came back is compared (and only then can a hint name a bug family).
@@ -81,7 +98,9 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
         step = wire.step_label(steps, record.error.get("step", -1))
         return result(message, Failure(kind, step.rpartition(".")[2], step=step,
                                        exception=str(record.error.get("type", "")),
-                                       code=source_line(package, files, record.error)))
+                                       code=source_line(package, files, record.error),
+                                       operands=step_operands(steps, record.error.get("step", -1),
+                                                              arrays or {})))
     try:
         check(Values(record.values, record.problems))
     except CheckFailed as error:
@@ -91,6 +110,47 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
     except Exception as error:  # noqa: BLE001 - any other surprise fails the test, never passes it
         return result(f"the values returned could not be compared ({type(error).__name__})")
     return result("")
+
+
+def shape_of(value) -> str:
+    """``(2, 3) float64`` for an array, '' for anything else (None, a literal)."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    return f"{tuple(shape)} {dtype}" if isinstance(shape, tuple) and dtype is not None else ""
+
+
+def call_inputs(step: dict, label: str, arrays: dict) -> dict[str, str]:
+    """{parameter: its shape and dtype} of a call ``step`` of ``label`` (``Class.method``), for
+    the arguments that are the judge's own inputs (``arrays``; nothing the worker returned)."""
+    names = PARAMETERS.get(label, ())
+    given = [*zip(names, step.get("args", [])), *step.get("kwargs", {}).items()]
+    found = {}
+    for name, argument in given:
+        ref = argument.get("ref") if isinstance(argument, dict) else None
+        shown = shape_of(arrays.get(ref)) if isinstance(ref, str) else ""
+        if shown:
+            found[name] = shown
+    return found
+
+
+def step_operands(steps: list[dict], index: int, arrays: dict) -> str:
+    """What the step ``index`` that raised was given, as the hidden inputs had it: each array
+    argument's shape and dtype, and for a backward the shape each gradient must have (that of
+    the input of the object's last forward it belongs to); '' when the step is not a call of
+    :data:`PARAMETERS`. Shapes only, never a value."""
+    if not 0 <= index < len(steps) or steps[index].get("op") != "call":
+        return ""
+    label = wire.step_label(steps, index)
+    inputs = call_inputs(steps[index], label, arrays)
+    parts = [f"{label} was given " + ", ".join(f"{name} {shown}"
+                                                for name, shown in inputs.items())] if inputs else []
+    forwards = [i for i in range(index) if steps[i].get("op") == "call"
+                and steps[i].get("obj") == steps[index].get("obj")
+                and steps[i].get("method") == "forward"]
+    if label in GRADIENTS and forwards:
+        forward = call_inputs(steps[forwards[-1]], wire.step_label(steps, forwards[-1]), arrays)
+        parts += [f"{gradient} must be shaped like {source}, {forward[source].rpartition(' ')[0]}"
+                  for gradient, source in GRADIENTS[label] if source in forward]
+    return "; ".join(parts)
 
 
 def source_line(package: Path | None, files: frozenset[str], error: dict) -> str:

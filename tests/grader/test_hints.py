@@ -249,3 +249,31 @@ def test_weights_of_another_tokenizer_are_named_in_the_refusal(tmp_path):
     with pytest.raises(grade_model.GradingError, match="the weights fit the char tokenizer, but "
                        "config.yaml's tokenization.token_type is 1k"):
         grade_model.evaluate_handin(tmp_path / "handin", make_hidden_set(tmp_path / "hidden"))
+
+
+def test_a_hint_on_a_step_that_raised_names_its_inputs_and_the_shapes_it_must_return():
+    """The judge's own inputs of the step that raised, shape and dtype (never a value), and for a
+    backward the shape of each gradient: that of the input of the object's last forward."""
+    from autograder.judging.verdicts import step_operands
+    from autograder.sandboxed.wire import Program
+
+    p = Program()
+    softmax = p.new("Softmax", dim=-1)
+    p.call(softmax, "forward", np.zeros((5, 3)))
+    p.call(softmax, "forward", np.zeros((4, 3)))
+    p.call(softmax, "backward", np.zeros((2, 3), dtype=np.float32))
+    assert step_operands(p.steps, 3, p.arrays) == (
+        "Softmax.backward was given dLdA (2, 3) float32; dLdZ must be shaped like Z, (4, 3)")
+    attention = p.new("ScaledDotProductAttention")
+    p.call(attention, "forward", np.zeros((2, 5, 4)), np.zeros((2, 6, 4)), np.zeros((2, 6, 3)),
+           np.zeros((5, 6), dtype=bool))
+    assert step_operands(p.steps, 5, p.arrays) == (
+        "ScaledDotProductAttention.forward was given Q (2, 5, 4) float64, K (2, 6, 4) float64, "
+        "V (2, 6, 3) float64, mask (5, 6) bool")
+    assert step_operands(p.steps, 0, p.arrays) == ""  # a constructor: nothing to name
+    raised = Failure("raised", "backward", step="Softmax.backward", exception="ValueError",
+                     operands="Softmax.backward was given dLdA (2, 3) float32")
+    text = hints("Softmax", {"t": raised})["t"].text
+    assert text.endswith("(Softmax.backward was given dLdA (2, 3) float32)"), text
+    valued = hints("Softmax", {"t": Failure("value", "dLdZ", operands="x")}).get("t")
+    assert valued is None or "(x)" not in valued.text, "only a step that raised names its inputs"

@@ -13,6 +13,7 @@ must be identical, whatever the notebook's cells look at in between.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -89,3 +90,50 @@ def test_notebook_runs_to_the_end_on_the_tiny_config(tmp_path):
         assert notebook_result == cli_result, (
             f"{name}: the notebook and python -m hw4lib.train (make train) trained the same config "
             f"and seed differently:\nnotebook {notebook_result}\ncommand line {cli_result}")
+
+
+def handout_with_the_graded_parts(target: Path) -> None:
+    """The student handout in ``target`` with every graded part written (the reference's files of
+    the task list up to the bonus) and the 0-point bonus left unwritten, as most students hand it
+    in; the data is this repository's, linked."""
+    from tools.handout_readme import BONUS_FIRST, TASK_ORDER
+    from tools.make_handout import build
+
+    build(REPO_ROOT, target)
+    graded = list(TASK_ORDER)[:list(TASK_ORDER).index(BONUS_FIRST)]
+    for name in graded:
+        (target / name).write_bytes((REPO_ROOT / name).read_bytes())
+    data = REPO_ROOT / "hw4_data" / "hw4p1_data"
+    if data.is_dir():
+        (target / "hw4_data" / "hw4p1_data").symlink_to(data.resolve())
+
+
+@pytest.mark.slow
+def test_the_handout_notebook_runs_to_the_end_with_the_bonus_unwritten(tmp_path):
+    """``jupyter execute`` on the handout with only the graded parts written: exit 0, the bonus's
+    message in its own cells, no warning in any cell, progress bars drawn a few times each."""
+    handout = tmp_path / "handout"
+    handout_with_the_graded_parts(handout)
+    (handout / CHECK_CONFIG).write_text(CHECK_CONFIG_TEXT)
+    notebook = nbformat.read(handout / NOTEBOOK, as_version=4)
+    next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])).source = \
+        TEST_PARAMETERS.replace("RUN_TESTS = False", "RUN_TESTS = True")
+    nbformat.write(notebook, handout / NOTEBOOK)
+    run = subprocess.run([str(Path(sys.executable).with_name("jupyter")), "execute", "--inplace",
+                          "--kernel_name=python3", NOTEBOOK], cwd=handout, capture_output=True,
+                         text=True, timeout=1800, env={**os.environ, "WANDB_MODE": "disabled"})
+    assert run.returncode == 0, f"jupyter execute failed:\n{run.stdout[-3000:]}{run.stderr[-3000:]}"
+    executed = nbformat.read(handout / NOTEBOOK, as_version=4)
+    assert not error_outputs(executed), error_outputs(executed)
+    texts = {index: "".join(output.get("text", "") for output in cell.get("outputs", []))
+             for index, cell in enumerate(executed.cells) if cell.cell_type == "code"}
+    warned = {index: text for index, text in texts.items() if "Warning" in text}
+    assert not warned, f"cells print warnings: {warned}"
+    unwritten = [index for index, text in texts.items()
+                 if "bonus: the numpy model: not written yet" in text]
+    assert unwritten and all("mytorch" in texts[i] and "Traceback" not in texts[i]
+                             for i in unwritten), {i: texts[i] for i in unwritten}
+    redraws = {index: len(re.findall(r"\r(?!\n)", text)) for index, text in texts.items()}
+    frames = {index: count for index, count in redraws.items() if count > 20}
+    assert not frames, f"progress bars flood the saved notebook (redraws per cell): {frames}"
+    assert (handout / "handin.tar").is_file(), "the handin cell ran"

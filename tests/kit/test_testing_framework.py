@@ -1,6 +1,8 @@
 # hw4p1: instructor-only
 """The rubric runner: grouping, each test's share of its category, failures of every kind reported
-with their case, an unfinished function reported once, the device check."""
+with their case, an unfinished function reported once, nothing earned by a test that skips, xfails
+or never ran, a crash never read as a pass, a message builder that survives any object on the
+failing line, the device check."""
 import importlib
 import json
 import os
@@ -95,7 +97,7 @@ MIXED = """
     @rubric("Model")
     def test_j():
         import numpy as np
-        from tests.testing_framework import in_case
+        from tests.failure_messages import in_case
 
         x = np.zeros((2, 3), dtype=np.float32)
         with in_case("two rows", x=x, mask=None):
@@ -103,13 +105,15 @@ MIXED = """
 """
 
 
-def test_each_test_earns_its_share_of_the_category_with_any_fixture(tmp_path):
+def test_a_category_earns_its_points_only_when_all_its_tests_pass_with_any_fixture(tmp_path):
     run = run_standalone(tmp_path, MIXED, "--json")
     lines = run.stdout.splitlines()
     assert run.returncode == 1, f"a failure must exit with status 1 (make mutants relies on it):\n{run.stdout}{run.stderr}"
-    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": 3.5, "Free": 0, "Extra": 0,
+    assert json.loads(lines[-1]) == {"scores": {"Good": 5, "Bad": None, "Free": 0, "Extra": 0,
                                                 "Model": 0}}, lines[-1]
-    assert any("3.5/7  (1 of 2 tests pass)" in line for line in lines), run.stdout
+    assert any("FAILED  no points here (1 of 2 tests pass)" in line for line in lines), run.stdout
+    assert any("Total" in line and "not known here" in line and "Bad" in line
+               for line in lines), run.stdout
     passed = [line.split()[1] for line in lines if line.startswith("  passed")]
     failed = [line.split()[1] for line in lines if line.startswith("  FAILED")]
     assert passed == ["test_a", "test_b", "test_c", "test_f", "test_g"] and \
@@ -180,7 +184,7 @@ def test_an_exception_is_named_by_its_own_kind_with_the_shapes_at_the_raising_li
     import numpy as np
     import torch
 
-    from tests.testing_framework import _describe, exception_kind, in_case
+    from tests.failure_messages import describe, exception_kind, in_case
 
     (tmp_path / "student_lines.py").write_text(STUDENT_LINES)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -191,7 +195,7 @@ def test_an_exception_is_named_by_its_own_kind_with_the_shapes_at_the_raising_li
             with in_case("the case", **case):
                 action()
         except Exception as error:  # noqa: BLE001 - what the report prints of any exception
-            return _describe(error)
+            return describe(error)
         raise AssertionError("the action did not raise")
 
     A, W = np.ones((4, 3)), np.ones((5, 2))
@@ -222,6 +226,177 @@ def test_an_exception_is_named_by_its_own_kind_with_the_shapes_at_the_raising_li
             kinds[name] = exception_kind(error)
     assert kinds == {"device": "device", "dtype": "dtype", "numpy dtype": "dtype",
                      "index": "index", "axis": "shape", "broadcast": "shape", "other": ""}, kinds
+
+
+SKIPPING = """
+    import tests.testing_framework
+
+    RUBRIC = {"Linear": 5, "Softmax": 4}
+
+    def student_forward():
+        pytest.skip("not today")
+
+    @rubric("Linear")
+    def test_a():
+        student_forward()
+
+    @rubric("Linear")
+    def test_b():
+        pytest.xfail("known to be wrong")
+
+    @rubric("Softmax")
+    @pytest.mark.xfail(reason="marked")
+    def test_c():
+        pass
+
+    @rubric("Softmax")
+    @pytest.mark.skip(reason="by a marker")
+    def test_d():
+        pass
+"""
+
+
+def test_a_test_that_skips_or_xfails_earns_nothing(tmp_path):
+    """pytest.skip() or pytest.xfail() in the code under test, or a skip/xfail marker (an xfail
+    that passes included), is a failed test: no points, exit status 1, the reason shown."""
+    run = run_standalone(tmp_path, SKIPPING, "--json")
+    lines = run.stdout.splitlines()
+    assert run.returncode == 1, f"a skip must fail the module:\n{run.stdout}{run.stderr}"
+    assert json.loads(lines[-1]) == {"scores": {"Linear": None, "Softmax": None}}, lines[-1]
+    failed = [line.split()[1] for line in lines if line.startswith("  FAILED")]
+    assert failed == ["test_a", "test_b", "test_c", "test_d"], run.stdout
+    for reason in ("skipped (not today)", "xfail (known to be wrong)", "xfail (marked)",
+                   "skipped (by a marker)"):
+        assert reason in run.stdout, (reason, run.stdout)
+    assert "PASSED" not in run.stdout, run.stdout
+
+
+CRASHING = """
+    import tests.testing_framework
+
+    RUBRIC = {"Linear": 5, "Bonus": 0}
+    BONUS = ("Bonus",)
+
+    @rubric("Linear")
+    def test_a():
+        pass
+
+    @rubric("Bonus")
+    def test_b():
+        def broken(report):
+            raise TypeError("the report's own code broke")
+
+        tests.testing_framework.skip_reason = broken  # the next skip crashes the report
+        pytest.skip("crash the report")
+
+    @rubric("Bonus")
+    def test_c():
+        pass
+"""
+STOPPING = """
+    RUBRIC = {"Bonus": 0}
+    BONUS = ("Bonus",)
+
+    @rubric("Bonus")
+    def test_a():
+        pass
+
+    @rubric("Bonus")
+    def test_b():
+        pytest.exit("the student's code ends the session")
+
+    @rubric("Bonus")
+    def test_c():
+        pass
+"""
+
+
+@pytest.mark.parametrize("body", [CRASHING, STOPPING], ids=["internal-error", "pytest-exit"])
+def test_a_run_that_stops_early_never_reads_as_a_pass(tmp_path, body):
+    """An INTERNALERROR (the report's own code raising) or pytest.exit() in the code under test:
+    the tests it left unrun earn nothing, every category fails, the module exits 1."""
+    run = run_standalone(tmp_path, body, "--json")
+    summary = run.stdout[run.stdout.index("Summary"):]
+    assert run.returncode == 1, f"a crash must exit non-zero:\n{run.stdout}{run.stderr}"
+    assert "PASSED" not in summary and "The run stopped before its end" in run.stdout, run.stdout
+    assert "  FAILED  test_c\n      did not run" in run.stdout, run.stdout
+    if body is CRASHING:
+        assert "INTERNALERROR" in run.stderr and "the report's own code broke" in run.stderr
+        assert json.loads(run.stdout.splitlines()[-1]) == {"scores": {"Linear": None,
+                                                                      "Bonus": 0}}
+
+
+class ReprRaises:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+class ShapeRaises:
+    dtype = "float32"
+
+    @property
+    def shape(self):
+        raise RuntimeError("no shape")
+
+
+class ShapeIsAFunction:
+    dtype = "float32"
+
+    def shape(self):
+        return (2, 3)
+
+
+# (failing line, what its names hold (extra globals), operands the message must name)
+ODD_LINES = [
+    ("Z = np.exp(A) @ W", {}, ["A (2, 3) float64", "W (4, 5) float64"]),
+    ("Z = np.ndarray.sum(A) @ np.float64", {}, ["A (2, 3) float64"]),
+    ("Z = torch.ones(2) @ W", {}, ["W (4, 5) float64"]),
+    ("Z = helper(A) @ helper", {"helper": lambda a: a}, ["A (2, 3) float64"]),
+    ("Z = nothing @ A", {"nothing": None}, ["A (2, 3) float64"]),
+    ("Z = Box.scale @ A", {"Box": type("Box", (), {"shape": (1,), "dtype": "x", "scale": 2})},
+     ["A (2, 3) float64"]),
+    ("Z = odd @ weird @ fn @ A", {"odd": ReprRaises(), "weird": ShapeRaises(),
+                                   "fn": ShapeIsAFunction()}, ["A (2, 3) float64"]),
+    ("Z = math.pi @ os.sep @ A.T.shape @ A.T", {}, ["A.T (3, 2) float64"]),
+    ("Z = s.shape @ A", {"s": __import__("torch").Size([2, 3])}, ["A (2, 3) float64"]),
+    ("Z = t @ W", {"t": __import__("torch").ones(3, 2)}, ["t (3, 2) torch.float32",
+                                                        "W (4, 5) float64"]),
+]
+
+
+@pytest.mark.parametrize("line, names, expected", ODD_LINES, ids=[row[0] for row in ODD_LINES])
+def test_the_message_builder_survives_any_object_on_the_failing_line(tmp_path, line, names,
+                                                                     expected):
+    """Modules (np, torch, math), functions, None, classes, objects whose repr or shape raises:
+    the failing line is quoted with the arrays it names, nothing else, and the builder never
+    raises (it once took numpy's module for an array and stopped pytest with INTERNALERROR)."""
+    import math
+    import os
+
+    import numpy as np
+    import torch
+
+    from tests.failure_messages import describe, explain, in_case, operands, shown
+    source = tmp_path / "student_line.py"
+    source.write_text(f"import sys\n\n\ndef run(A, W):\n    try:\n        {line}\n"
+                      f"    except Exception as error:\n        return sys._getframe(), error\n"
+                      f"    return sys._getframe(), None\n")
+    namespace = {"np": np, "torch": torch, "math": math, "os": os, **names}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)  # noqa: S102 - our text
+    frame, error = namespace["run"](np.ones((2, 3)), np.ones((4, 5)))
+    assert operands(frame, line) == expected, (line, operands(frame, line))
+    if error is not None:
+        for text in (describe(error), *explain(error)):
+            assert isinstance(text, str)
+    odd = {"odd": ReprRaises(), "weird": ShapeRaises(), "module": np, "none": None,
+           "cls": ReprRaises, "fn": len, "function_shape": ShapeIsAFunction()}
+    with pytest.raises(ValueError) as raised:
+        with in_case("odd inputs", A=np.ones((2, 3)), **odd):
+            np.ones((2, 3)).reshape(4)
+    text = describe(raised.value)
+    assert "in the case: odd inputs (A (2, 3) float64, odd <ReprRaises>, weird <" in text, text
+    assert "module <module 'numpy'" in text and "none None" in text, text
+    assert shown(np.ones(2)) == "(2,) float64" and shown(np).startswith("<module 'numpy'")
 
 
 def test_one_category_can_be_run_and_a_broken_module_fails_cleanly(tmp_path):

@@ -59,6 +59,7 @@ class Failure:
     step: str = ""  # "Class.method" that raised, for kind "raised"
     exception: str = ""  # its class, for kind "raised"
     code: str = ""  # the handin's line that raised, as the judge read it (hints only, never shown)
+    operands: str = ""  # for kind "raised": the step's inputs and the shapes its results must have
 
 
 def describe(failure: Failure) -> str:
@@ -293,6 +294,15 @@ def softmax_rules() -> list[Rule]:
 
     return [
         unnormalised_cache,
+        lambda s: each(s, "softmax-reused", "a Softmax is right on its first input but not when "
+                       "reused on an input of another rank: keep self.dim as given (a negative "
+                       "dim counts from the end of each input; turn it into an axis in a local "
+                       "variable, at every call)", lambda f: f.context.get("reused")
+                       and (forward(f) or backward(f)) and not f.context.get("second_backward")),
+        lambda s: each(s, "cached-state", "the first backward after a forward is right, a second "
+                       "one is not (or self.A changed): backward must leave what forward stored "
+                       "(self.A, the A it returned) unchanged; write dLdZ into a new array",
+                       lambda f: f.context.get("second_backward")),
         lambda s: each(s, "softmax-stability", "NaN or inf with logits in the thousands: before "
                        "exponentiating, subtract the maximum of each slice along dim (its own "
                        "maximum, not one for the whole array)", lambda f: f.kind == "nonfinite"),
@@ -486,4 +496,8 @@ def hints(category: str, signature: Signature,
             for name, hint in rule(signature).items():
                 if name in names:
                     found.setdefault(name, hint)
+    for name in raising & set(found):  # what the step was given and what it must return
+        operands = signature[name].operands
+        if operands:
+            found[name] = Hint(found[name].family, f"{found[name].text} ({operands})")
     return found

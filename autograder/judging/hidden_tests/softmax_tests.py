@@ -24,32 +24,46 @@ def softmax_truth(Z, dim, dLdA):
 
 @hidden_test("Softmax", 2)
 def softmax_every_dim_against_torch_for_two_upstream_gradients(p: Program, rng: Generator) -> Check:
-    """A and dLdZ over every dim of 1-d to 5-d inputs, two upstream gradients each, against
-    PyTorch; Z and each upstream gradient must come back unmodified."""
-    pending, echoes, upstreams = [], [], []
-    for shape in [(6,), (3, 1), (2, 5, 3), (1, 3, 2, 4), (2, 3, 1, 2, 3)]:
+    """A and dLdZ over every dim of 1-d to 5-d inputs against PyTorch, with one instance per dim
+    reused on every rank that has it (``dim`` must keep its given value), and two backward calls
+    after each forward, with different upstream gradients (backward must leave what forward
+    stored alone: ``self.A`` is checked after them); Z and each upstream gradient must come back
+    unmodified."""
+    pending, echoes, upstreams, layers = [], [], [], {}
+    for shape in [(6,), (3, 2), (2, 5, 3), (1, 3, 2, 4), (2, 3, 1, 2, 3)]:
         Z = rng.standard_normal(shape) * 4
         z = p.array(Z)
         for dim in range(-len(shape), len(shape)):
-            softmax = p.new("Softmax", dim=dim)
-            for attempt in range(2):
-                dLdA = rng.standard_normal(shape) * (attempt + 1)
+            reused = dim in layers
+            softmax = layers.setdefault(dim, p.new("Softmax", dim=dim))
+            a = p.call(softmax, "forward", z)
+            gradients = []
+            for call in range(2):
+                dLdA = rng.standard_normal(shape) * (call + 1)
                 upstream = p.array(dLdA)
-                refs = (p.call(softmax, "forward", z), p.call(softmax, "backward", upstream))
-                pending.append((f"Z {shape}, dim {dim}, upstream gradient #{attempt + 1}", refs,
-                                softmax_truth(Z, dim, dLdA), dim % len(shape) == len(shape) - 1,
-                                (Z, dim, dLdA)))
+                gradients.append((p.call(softmax, "backward", upstream), dLdA))
                 upstreams.append((p.echo(upstream), dLdA))
+            cached = p.get(softmax, "A")
+            pending.append((f"Z {shape}, dim {dim}", a, gradients, cached, Z, dim, reused))
             echoes.append((p.echo(z), Z))
 
     def check(r):
         assert_unchanged(r, echoes, "Softmax.forward's input Z")
         assert_unchanged(r, upstreams, "Softmax.backward's upstream gradient dLdA")
-        for where, (a, dz), (t_a, t_dz), last_axis, (Z, dim, dLdA) in pending:
-            with within(last_axis=last_axis):
-                close(f"{where}: A", r[a], t_a)
-                close(f"{where}: dLdZ", r[dz], t_dz,
-                      explain=lambda actual: softmax_backward_variant(actual, Z, dim, dLdA))
+        for where, a, gradients, cached, Z, dim, reused in pending:
+            last_axis = dim % Z.ndim == Z.ndim - 1
+            with within(last_axis=last_axis, reused=reused):
+                for call, (dz, dLdA) in enumerate(gradients, start=1):
+                    t_a, t_dz = softmax_truth(Z, dim, dLdA)
+                    if call == 1:
+                        close(f"{where}: A", r[a], t_a)
+                    with within(second_backward=call == 2):
+                        close(f"{where}, upstream gradient #{call}: dLdZ", r[dz], t_dz,
+                              explain=lambda actual: softmax_backward_variant(actual, Z, dim,
+                                                                              dLdA))
+                with within(second_backward=True):
+                    close(f"{where}, after two backward calls: the A kept in self.A", r[cached],
+                          t_a)
     return check
 
 
