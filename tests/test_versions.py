@@ -71,12 +71,13 @@ def test_only_the_venv_make_install_stamped_counts_as_built_by_it(tmp_path, monk
 
 
 @rubric("Set-up")
-@pytest.mark.parametrize("package, old", [("numpy", "1.26.4"), ("torch", "1.13.1"),
-                                          ("python", "3.9.18")])
-def test_too_old_a_package_stops_with_the_fix(monkeypatch, package, old):
-    _environment(monkeypatch, **{package: old})
-    with pytest.raises(RuntimeError, match=f"{package} {old}: this homework needs {package} >= "):
-        versions.check_versions(REQUIREMENTS)
+def test_too_old_a_package_stops_with_the_fix(monkeypatch):
+    for package, old in (("numpy", "1.26.4"), ("torch", "1.13.1"), ("python", "3.9.18")):
+        with monkeypatch.context() as patch:
+            _environment(patch, **{package: old})
+            with pytest.raises(RuntimeError,
+                               match=f"{package} {old}: this homework needs {package} >= "):
+                versions.check_versions(REQUIREMENTS)
 
 
 @rubric("Set-up")

@@ -100,10 +100,10 @@ def grading_section(full_marks_ppl: float = FULL_MARKS_PPL,
         "`python -m tests.test_mytorch` gives a\nclass its points when all its tests pass and "
         "no points when one fails: the hidden tests' partial\ncredit is theirs to decide, and "
         "no local count would match it. The language model earns all\n"
-        f"{LM_POINTS} points at a per-character perplexity on hidden text of at most "
-        f"{full_marks_ppl} (the pass mark), none at\n{zero_marks_ppl} or more, and a straight line "
-        "in between; `make handin` states what your run's test\nperplexity would earn. The bonus "
-        "earns no points. These numbers are in `hw4lib/grading_numbers.py`.\n"
+        f"{LM_POINTS} points at a per-character perplexity on hidden text of\nat most "
+        f"{full_marks_ppl} (the pass mark), none at {zero_marks_ppl} or more, and a straight line "
+        "in between; `make handin`\nstates what your run's test perplexity would earn. The bonus "
+        "earns no points. These numbers are in\n`hw4lib/grading_numbers.py`.\n"
     )
 
 

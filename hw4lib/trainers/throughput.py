@@ -4,7 +4,7 @@
 batch, the batch is copied to the device, the loss is added up and shown in the progress bar.
 On a GPU the device waits whenever the host reads a value back or falls behind, so that work can
 cost more than the step itself. :func:`loop_against_raw_step` times the pass and the bare steps on
-the same batches; ``bench/bench_loop_overhead.py`` and ``hw4lib/gpu_check.py`` print it.
+the same batches; the loop-overhead benchmark and ``hw4lib/gpu_check.py`` print it.
 """
 from __future__ import annotations
 
@@ -43,9 +43,9 @@ def loop_against_raw_step(trainer, loader, repeats: int = 3) -> dict[str, float]
         trainer.model.train()
         for index, (shifted, golden, lengths) in enumerate(batches):
             with trainer._autocast(), trainer._attention_weights(needed=False):
-                logits, _ = trainer.model(shifted, lengths)
-                loss = trainer.criterion(logits.reshape(-1, logits.size(-1)), golden.reshape(-1))
-            trainer.scaler.scale(loss / trainer.accumulation_steps).backward()
+                scores = trainer.model(shifted, lengths)[0]  # (N, T, K)
+                step_loss = trainer.criterion(scores.flatten(0, 1), golden.flatten())
+            trainer.scaler.scale(step_loss / trainer.accumulation_steps).backward()
             if (index + 1) % trainer.accumulation_steps == 0 or index + 1 == len(batches):
                 trainer._optimizer_step()
 

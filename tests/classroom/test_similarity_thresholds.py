@@ -11,6 +11,7 @@ import pytest
 
 from autograder.classroom import similarity
 
+PATH = "mytorch/nn/linear.py"  # each student's one graded module, compared whole
 OPERATORS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "//", "**", "<", ">", "==", "!=",
              "and", "or")
 
@@ -30,7 +31,9 @@ def test_half_of_a_students_code_found_in_anothers_flags_the_pair(tmp_path, shar
     """The pair's similarity is the larger share (b wrote more of their own): a's, just above
     half of a's code, then just below."""
     assert similarity.NOISE_TOKENS == 25  # copydetect's k, pinned here: the shares barely move
-    documents = {"a": lines(0, shared) + lines(1, own_a), "b": lines(0, shared) + lines(2, own_b)}
+    texts = {"a": lines(0, shared) + lines(1, own_a), "b": lines(0, shared) + lines(2, own_b)}
+    documents = {student: similarity.code_of({PATH: similarity.fingerprint(text)}, [PATH], {})
+                 for student, text in texts.items()}
     [row] = similarity.compare(documents, "", tmp_path)
     assert row["similarity"] == row["share_of_a"] == pytest.approx(share, abs=0.001), row
     assert row["share_of_b"] < 0.45, row

@@ -47,7 +47,8 @@ def tree(tmp_path):
     (tmp_path / "tests/kit").mkdir(parents=True)
     for name in ("__init__.py", "kit/__init__.py"):
         (tmp_path / "tests" / name).write_text("")
-    shutil.copy(REPO / "tests/testing_framework.py", tmp_path / "tests/testing_framework.py")
+    for name in ("testing_framework.py", "failure_messages.py"):  # the runner and its messages
+        shutil.copy(REPO / "tests" / name, tmp_path / "tests" / name)
     (tmp_path / "tests/test_x.py").write_text(MODULE)
     (tmp_path / "tests/kit/test_x.py").write_text(MODULE.split('\n\nif __name__')[0])
     return tmp_path
