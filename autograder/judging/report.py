@@ -97,6 +97,8 @@ def refusal(built: type, error: ValidationError) -> ReportError:
     cause = first.get("ctx", {}).get("error")
     if isinstance(cause, ReportError):  # raised by a record's own check (the version)
         return cause
+    if not first["loc"]:
+        return ReportError(f"{built.__name__}: {first['msg']}: {FIX}")
     owner, name, _ = field_of(built, first["loc"])
     if first["type"] == "missing":
         return ReportError(f"{owner.__name__}.{name} is missing: {FIX}")
