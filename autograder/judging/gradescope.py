@@ -1,6 +1,8 @@
 """Gradescope adapter: grade ``submission/handin.tar`` with the Autolab judge, write results.json.
 
-Standard library only. ``run_autograder`` (from ``dist/gradescope.zip``) runs::
+Standard library only at import, so that it always writes its zero results.json first; reading the
+judge's report imports the report's schema (pydantic, from the grading image). ``run_autograder``
+(from ``dist/gradescope.zip``) runs::
 
     python -m autograder.judging.gradescope          # from <root>/source, root = $AUTOGRADER_ROOT
 
@@ -28,15 +30,18 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autograder.judging import grading_run, rubric
-from autograder.judging.report import GradingReport, LanguageModelResult, Status, TestResult
 from hw4lib.file_io import write_json
 from hw4lib.handin_format import HANDIN_ARCHIVE_SUFFIXES, HANDIN_TAR
 
 HIDDEN_SOURCE = grading_run.AUTOGRADE_TAR  # deleted from source/ once copied: the hidden material
 MAX_OUTPUT_CHARS = 60_000  # the summary shown to the student; Gradescope truncates long outputs
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+if TYPE_CHECKING:
+    from autograder.judging.report import GradingReport
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,6 +73,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def grade_submission(root: Path, visibility: str, grader_flags: str) -> dict:
     """Grade the submission under ``root``; return the results.json payload."""
+    from autograder.judging.report import GradingReport, Status  # pydantic: the module docstring
+
     handin = find_handin(root / "submission")
     grading = grading_run.prepare(root / "source", handin)
     (root / "source" / HIDDEN_SOURCE).unlink()
@@ -108,6 +115,8 @@ def find_handin(submission: Path) -> Path | None:
 def results_payload(scores: dict[str, float], report: GradingReport, summary: str,
                     visibility: str) -> dict:
     """Gradescope's results.json: one test per hidden test and one for the language model."""
+    from autograder.judging.report import LanguageModelResult, TestResult  # the module docstring
+
     tests = []
     for number, category in enumerate(rubric.MYTORCH_RUBRIC, start=1):
         ran = [test for test in report.tests if test.category == category]

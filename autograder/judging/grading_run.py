@@ -1,5 +1,6 @@
 """One grading as Autolab runs it, for the platforms that drive the judge themselves (Gradescope's
-adapter, the bulk regrade). Standard library only.
+adapter, the bulk regrade). Standard library only at import: the judge's report is read through
+``autograder/judging/report.py`` (pydantic), imported where it is read.
 
 :func:`prepare` makes a fresh grading folder holding ``autograde.tar``, the Autolab Makefile and the
 handin; :func:`run` runs ``make`` there (the same judge, limits and sandbox as Autolab), or, given
@@ -25,10 +26,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from autograder.judging import file_trees, judge_zygote, rubric, thread_policy
-from autograder.judging.report import GradingReport, ReportError, Status, load
 from hw4lib.handin_format import HANDIN_TAR
 
 AUTOGRADE_TAR, MAKEFILE = "autograde.tar", "autograde-Makefile"
@@ -43,6 +43,9 @@ JUDGE_ARGUMENTS = (f"../{HANDIN_TAR}", "--work", "../work",
                    "--autograde-tar", f"../{AUTOGRADE_TAR}")
 UNEXPORTED = ("PYTHONOPTIMIZE",)  # python -O would strip asserts; the judge refuses to run under it
 
+if TYPE_CHECKING:
+    from autograder.judging.report import GradingReport, Status
+
 
 @dataclass
 class GradingRun:
@@ -56,6 +59,8 @@ class GradingRun:
     @property
     def status(self) -> Status:
         """The judge's own status, or crashed without a report."""
+        from autograder.judging.report import Status  # pydantic: the module docstring
+
         if self.error:
             return Status.CRASHED
         if self.timed_out:
@@ -86,6 +91,8 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
     ``wait(timeout)``; the bulk regrade stops it on a second Ctrl-C, see :func:`stop`).
     ``zygote``: fork the judge from it instead of running make (the grading the Makefile of
     :func:`makefile_rules` gives); when it cannot fork one, make grades."""
+    from autograder.judging.report import ReportError, load  # pydantic: the module docstring
+
     start = time.monotonic()
     judged = None
     if zygote is not None:

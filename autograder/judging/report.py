@@ -2,7 +2,6 @@
 one typed record. The judge writes it as ``details.json`` (``--results-json``); every tool that
 reads a grading (the Gradescope adapter, the bulk regrade and the rows it gives the rescore and the
 gradebook, the leaderboard) reads it through :func:`load` or :func:`from_json`, the one parser.
-Standard library only: the Gradescope adapter reads it.
 
 Its JSON form is one object, each field of :class:`GradingReport` a key:
 
@@ -28,22 +27,35 @@ Its JSON form is one object, each field of :class:`GradingReport` a key:
 
 Version 2 added the last two, so that the class tools never extract a handin again; they read
 only reports of the grader they graded with, so a version-1 report is refused like any other.
+
+The schema is the three records below, pydantic dataclasses: a report is validated when it is
+built (the judge's, or one read by :func:`from_json`), and again when :func:`write` writes it
+(the judge sets fields after building it). pydantic is in requirements-grader.txt; the Gradescope
+adapter and ``grading_run``, which import the standard library only, import this module only when
+they read a report.
 """
 from __future__ import annotations
 
 import dataclasses
 import enum
-import json
-import types
+import functools
+import itertools
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from hw4lib.file_io import write_json
+from pydantic import ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic.dataclasses import dataclass
+
+from hw4lib.file_io import read_json, write_json
 
 VERSION = 2
 FIX = ("grade the handin again with this commit's `make autograde`, whose judge writes the report "
        "these tools read")
+# A number keeps the type it was written with (the judge's zero scores are ints, JSON writes them
+# as 0), so that a report read and written again has the same bytes; never a bool or a text.
+Number = StrictInt | StrictFloat
+# Every key of a report is a field: one the schema does not name is refused, never dropped.
+RECORD = ConfigDict(extra="forbid")
 
 
 class ReportError(ValueError):
@@ -59,89 +71,111 @@ class Status(enum.StrEnum):
     CRASHED = "crashed"  # the grader itself failed (or its report could not be read)
 
 
-def _checked(record) -> None:
-    """Raise ReportError unless each field of the dataclass ``record`` has its annotated type."""
-    hints = typing.get_type_hints(type(record))
-    for item in dataclasses.fields(record):
-        value = getattr(record, item.name)
-        if not _has_type(value, hints[item.name]):
-            raise ReportError(f"{type(record).__name__}.{item.name} is {value!r:.80}, not "
-                              f"{_described(hints[item.name])}: {FIX}")
+def record(cls: type) -> type:
+    """``cls`` as a pydantic dataclass of the report's schema, whose refusal of the values it is
+    built from (arguments, or a details.json's objects, nested ones included) is a ReportError
+    (:func:`refusal`)."""
+    cls = dataclass(config=RECORD)(cls)
+    validated = cls.__init__
+
+    @functools.wraps(validated)
+    def __init__(self, *args, **kwargs) -> None:
+        try:
+            validated(self, *args, **kwargs)
+        except ValidationError as error:
+            raise refusal(cls, error) from None
+
+    cls.__init__ = __init__
+    return cls
 
 
-def _described(hint) -> str:
-    """A type as a report's reader would name it: a class by its name, the Status by its values."""
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return " or ".join(repr(member.value) for member in hint)
-    return hint.__name__ if isinstance(hint, type) else str(hint)
+def refusal(built: type, error: ValidationError) -> ReportError:
+    """The ReportError for pydantic's ``error`` building a ``built``: the first field refused, as
+    ``Record.field[key]`` (the innermost record's: ``TestResult.points``, not
+    ``GradingReport.tests``), what it holds and what it must hold, and the fix."""
+    first = error.errors()[0]
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, ReportError):  # raised by a record's own check (the version)
+        return cause
+    if not first["loc"]:
+        return ReportError(f"{built.__name__}: {first['msg']}: {FIX}")
+    owner, name, _ = field_of(built, first["loc"])
+    if first["type"] == "missing":
+        return ReportError(f"{owner.__name__}.{name} is missing: {FIX}")
+    if first["type"].startswith("unexpected_"):
+        return ReportError(f"{owner.__name__}.{name} is not a field of the report: {FIX}")
+    # A union (a Number) refuses once per member, the member's name ending the location
+    group = [(field_of(built, item["loc"])[2], item["msg"].removeprefix("Input should be "))
+             for item in error.errors() if field_of(built, item["loc"])[:2] == (owner, name)]
+    path = [keys[0] for keys in itertools.takewhile(lambda keys: len(set(keys)) == 1,
+                                                    zip(*(inside for inside, _ in group)))]
+    wanted = " or ".join(dict.fromkeys(message for _, message in group))
+    return ReportError(f"{owner.__name__}.{name}{''.join(f'[{key!r}]' for key in path)} is "
+                       f"{first['input']!r:.80}, not {wanted}: {FIX}")
 
 
-def _has_type(value, hint) -> bool:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_has_type(value, arg) for arg in args)
-    if origin is list:
-        return isinstance(value, list) and all(_has_type(item, args[0]) for item in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(
-            isinstance(key, str) and _has_type(item, args[1]) for key, item in value.items())
-    if hint is type(None):
-        return value is None
-    if hint is float:  # JSON writes 2.0 as 2.0, but the judge's zero scores are ints
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)
+def field_of(built: type, loc: tuple) -> tuple[type, str, tuple]:
+    """(record, field, location inside the field) that a pydantic error's location ``loc`` in a
+    ``built`` ends in: its innermost record's field, a positional argument by its field's name."""
+    names = [item.name for item in dataclasses.fields(built)]
+    name = names[loc[0]] if isinstance(loc[0], int) and loc[0] < len(names) else str(loc[0])
+    inner = nested_record(typing.get_type_hints(built).get(name))
+    rest = loc[1:]
+    item = rest[1:] if rest and isinstance(rest[0], int) else rest  # inside a list's item
+    return field_of(inner, item) if inner is not None and item else (built, name, rest)
 
 
-@dataclass
+def nested_record(hint) -> type | None:
+    """The record class inside the type ``hint`` (``list[TestResult]``: TestResult), if any."""
+    if dataclasses.is_dataclass(hint):
+        return hint
+    return next(filter(None, map(nested_record, typing.get_args(hint))), None)
+
+
+@record
 class TestResult:
     """The outcome of one hidden test, as both platforms report it."""
 
     __test__ = False  # a record, not a test class for pytest to collect
-    name: str
-    category: str
-    max_points: float
-    points: float
-    summary: str  # what the test checks
-    message: str  # empty when it passed; what differed otherwise (no hidden inputs)
-    hint: str = ""  # the likely bug, when the category's failures point to one (diagnosis.py)
-    family: str = ""  # that bug's family, for the staff (the regrade's counts, the hint report)
-    seconds: float | None = None  # from its request to its answer (Lockstep); None: never asked
-
-    def __post_init__(self) -> None:
-        _checked(self)
+    name: StrictStr
+    category: StrictStr
+    max_points: Number
+    points: Number
+    summary: StrictStr  # what the test checks
+    message: StrictStr  # empty when it passed; what differed otherwise (no hidden inputs)
+    # the likely bug, when the category's failures point to one (diagnosis.py)
+    hint: StrictStr = ""
+    family: StrictStr = ""  # that bug's family, for the staff (the regrade's counts, hint report)
+    seconds: Number | None = None  # from its request to its answer (Lockstep); None: never asked
 
     @property
     def passed(self) -> bool:
         return self.points == self.max_points
 
 
-@dataclass
+@record
 class LanguageModelResult:
     """The language model's grading: ``message`` (what the student sees) always; the rest when
     the model child measured the weights (``perplexity_char`` set) or, ``timed_out``, ran out of
     time. The digests, the fingerprint and the compared numbers are for the staff."""
 
-    message: str
-    timed_out: bool = False
-    perplexity_char: float | None = None  # on the hidden test set
-    seconds: float | None = None  # the model child's wall time
-    phase_seconds: dict[str, float] | None = None  # {phase: seconds} inside the model child
-    reported_perplexity_char: float | None = None  # the handin's own test_metrics.json
-    compared_perplexity_char: float | None = None  # the weights on the transcripts it reported on
-    compare_note: str = ""  # why nothing was compared, when nothing was
+    message: StrictStr
+    timed_out: StrictBool = False
+    perplexity_char: Number | None = None  # on the hidden test set
+    seconds: Number | None = None  # the model child's wall time
+    phase_seconds: dict[StrictStr, Number] | None = None  # {phase: seconds} inside the model child
+    reported_perplexity_char: Number | None = None  # the handin's own test_metrics.json
+    compared_perplexity_char: Number | None = None  # the weights on the transcripts it reported on
+    compare_note: StrictStr = ""  # why nothing was compared, when nothing was
     # the run card's transcripts re-measured, one by one (grade_model.compare_with_report)
     compared_sample: dict | None = None
-    num_parameters: int | None = None
-    token_type: str | None = None
-    state_dict_sha256: str | None = None
-    config_sha256: str | None = None
-    weights_fingerprint: str | None = None  # autograder/judging/weights_fingerprint.py's encoding
-    hint: str | None = None  # the likely cause of a high perplexity
-
-    def __post_init__(self) -> None:
-        _checked(self)
+    num_parameters: StrictInt | None = None
+    token_type: StrictStr | None = None
+    state_dict_sha256: StrictStr | None = None
+    config_sha256: StrictStr | None = None
+    # autograder/judging/weights_fingerprint.py's encoding
+    weights_fingerprint: StrictStr | None = None
+    hint: StrictStr | None = None  # the likely cause of a high perplexity
 
     def scoreboard(self) -> list | None:
         """The leaderboard's row, [perplexity, parameters, tokenizer] as the judge measured them
@@ -153,29 +187,31 @@ class LanguageModelResult:
         return [round(self.perplexity_char, 2), self.num_parameters, self.token_type]
 
 
-@dataclass
+@record
 class GradingReport:
     """One grading, as the judge found it (fields: the module docstring's JSON form)."""
 
-    version: int = VERSION
+    version: StrictInt = VERSION
     status: Status = Status.OK
-    scores: dict[str, float] = field(default_factory=dict)
-    tests: list[TestResult] = field(default_factory=list)
+    scores: dict[StrictStr, Number] = dataclasses.field(default_factory=dict)
+    tests: list[TestResult] = dataclasses.field(default_factory=list)
     lm: LanguageModelResult | None = None
-    sandbox: str | None = None
-    handin_notes: list[str] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-    weights_sha256: str = ""
-    model_child: str = ""  # how the model child started: forked from the judge, or why fresh
-    threads: dict[str, int | float | str] | None = None  # thread_policy.report: the math threads
-    runtime_code: list[str] = field(default_factory=list)  # static_inspection: code made at run time
-    static_findings: list[str] = field(default_factory=list)  # static_inspection: for the staff
+    sandbox: StrictStr | None = None
+    handin_notes: list[StrictStr] = dataclasses.field(default_factory=list)
+    flags: list[StrictStr] = dataclasses.field(default_factory=list)
+    seconds: dict[StrictStr, Number] = dataclasses.field(default_factory=dict)
+    weights_sha256: StrictStr = ""
+    # how the model child started: forked from the judge, or why fresh
+    model_child: StrictStr = ""
+    # thread_policy.report: the math threads
+    threads: dict[StrictStr, Number | StrictStr] | None = None
+    # static_inspection: code made at run time, and what it found for the staff
+    runtime_code: list[StrictStr] = dataclasses.field(default_factory=list)
+    static_findings: list[StrictStr] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.version != VERSION:
             raise other_version(self.version)
-        _checked(self)
 
     def scoreboard(self) -> list | None:
         """The leaderboard's row (LanguageModelResult.scoreboard), None without a measurement."""
@@ -205,25 +241,14 @@ def from_json(data) -> GradingReport:
                           f"{FIX}")
     if data["version"] != VERSION:  # before its fields: another version may have other ones
         raise other_version(data["version"])
-    try:
-        data = dict(data)
-        if isinstance(data.get("status"), str) and data["status"] in set(Status):
-            data["status"] = Status(data["status"])
-        if isinstance(data.get("lm"), dict):
-            data["lm"] = LanguageModelResult(**data["lm"])
-        if isinstance(data.get("tests"), list):
-            data["tests"] = [TestResult(**test) if isinstance(test, dict) else test
-                             for test in data["tests"]]
-        return GradingReport(**data)
-    except TypeError as error:  # a key missing or unknown
-        raise ReportError(f"not a grading report of version {VERSION} ({error}): {FIX}") from None
+    return GradingReport(**data)
 
 
 def load(path: Path) -> GradingReport:
     """The report in ``path`` (a details.json); ReportError naming the file, the problem and the
     fix when it is missing, not JSON or not a report of this version."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = read_json(path)
     except (OSError, ValueError, RecursionError) as error:
         raise ReportError(f"{path}: no readable grading report ({type(error).__name__}): "
                           f"{FIX}") from None
@@ -234,5 +259,9 @@ def load(path: Path) -> GradingReport:
 
 
 def write(path: Path, report: GradingReport) -> None:
-    """Write ``report``'s JSON form to ``path`` atomically (a reader never sees half a file)."""
-    write_json(path, report.to_json())
+    """Write ``report``'s JSON form to ``path`` atomically (a reader never sees half a file), once
+    :func:`from_json` reads it back: ReportError, and nothing written, when a field set after the
+    report was built (as the judge does) is not of its type."""
+    data = report.to_json()
+    from_json(data)
+    write_json(path, data)

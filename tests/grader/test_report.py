@@ -7,6 +7,7 @@ another version or a malformed one is refused naming the fix, and every tool tha
 """
 import ast
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from autograder.judging import gradescope, grading_run, report, rubric
 from autograder.classroom import gradebook, regrade
 from autograder.judging.report import GradingReport, LanguageModelResult, ReportError, Status, TestResult
+from hw4lib.file_io import json_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,7 +84,8 @@ def test_another_version_or_a_malformed_report_is_refused_naming_the_fix(tmp_pat
                                                          if k != "points"}]}, "points"),
         "a perplexity as text": ({**good, "lm": {**lm, "perplexity_char": "3.7"}},
                                  "LanguageModelResult.perplexity_char"),
-        "a bool for a number": ({**good, "seconds": {"Linear": True}}, "GradingReport.seconds"),
+        "a bool for a number": ({**good, "seconds": {"Linear": True}},
+                                "GradingReport.seconds['Linear'] is True"),
         "flags as one string": ({**good, "flags": "shares its weights"}, "GradingReport.flags"),
         "a finding as a number": ({**good, "static_findings": [3]},
                                   "GradingReport.static_findings"),
@@ -103,6 +106,40 @@ def test_another_version_or_a_malformed_report_is_refused_naming_the_fix(tmp_pat
         LanguageModelResult(message="", num_parameters=1.5)
     with pytest.raises(ReportError, match="version"):
         replace(full_report(), version=report.VERSION + 1)
+
+
+def test_a_report_reads_and_writes_back_to_the_same_bytes(tmp_path):
+    """A details.json as the judge writes it (json_text: key order, indent 2; the zero scores and
+    points ints, the others floats, a NaN perplexity) is read and written again byte for byte: a
+    schema that turned 0 into 0.0, sorted or dropped a key would change them."""
+    data = full_report().to_json()
+    data["scores"] = {**data["scores"], "Softmax": 0}
+    data["tests"][1]["points"] = 0
+    data["lm"]["perplexity_char"] = float("nan")
+    data["lm"]["compared_sample"] = {"transcripts": 2, "perplexities": [3.5, 4]}
+    data["threads"] = {"threads": 2, "cpus": 2, "load": 0.25, "gradings": 1, "why": "2 cpus"}
+    text = json_text(data)
+    assert '"Softmax": 0,' in text and '"perplexity_char": NaN' in text  # what it is made of
+    (tmp_path / "judged.json").write_text(text)
+    report.write(tmp_path / "again.json", report.load(tmp_path / "judged.json"))
+    assert (tmp_path / "again.json").read_text() == text
+
+
+def test_a_field_set_after_the_report_was_built_is_checked_when_it_is_written(tmp_path):
+    """The judge builds its report first and fills it in as it grades: write refuses what every
+    reader would then refuse, names the field and leaves no file."""
+    for field, value, named in (("flags", "shares its weights", "GradingReport.flags"),
+                                ("scores", {"Linear": "2.5"}, "GradingReport.scores['Linear']"),
+                                ("status", "great", "GradingReport.status")):
+        written = full_report()
+        setattr(written, field, value)
+        with pytest.raises(ReportError, match=re.escape(named)):
+            report.write(tmp_path / "details.json", written)
+        assert not (tmp_path / "details.json").exists(), field
+    written = full_report()
+    written.tests[0].points = True
+    with pytest.raises(ReportError, match="TestResult.points is True"):
+        report.write(tmp_path / "details.json", written)
 
 
 def fake_judge(source: Path, written: dict | str) -> None:
