@@ -30,10 +30,10 @@ $(STAMP): requirements.txt requirements-grader.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-test: $(STAMP) ## run the whole test suite (slow end-to-end tests included)
+test: data-if-stale ## run the whole test suite (slow end-to-end tests included)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms and not class_fixture and not catalogue_sweep and not measurement" tests
 
-test-fast: $(STAMP) ## run the suite without the tests marked slow
+test-fast: data-if-stale ## run the suite without the tests marked slow
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "$(FAST_MARKERS)" tests
 
 # Builds the default data unless DATA_DIR holds this SEED's data from this version of the
@@ -91,10 +91,10 @@ figures: $(STAMP) ## redraw the diagrams in figures/
 bench: $(STAMP) ## print speed and memory measurements (mytorch, data, model, training)
 	$(PY) -m bench $(BENCH)
 
-test-class: $(STAMP) ## grade the realistic class (tools/class_fixture.py) and check every cell of its table
+test-class: data-if-stale ## grade the realistic class (tools/class_fixture.py) and check every cell of its table
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m class_fixture tests
 
-test-platforms: $(STAMP) ## the grader's attacks in emulated Gradescope, Autolab and laptop profiles (root)
+test-platforms: data-if-stale ## the grader's attacks in emulated Gradescope, Autolab and laptop profiles (root)
 	rm -rf dist/platform-table && mkdir -p dist/platform-table
 	HW4P1_PROFILE_TABLE=$(CURDIR)/dist/platform-table $(PY) -m pytest -n $(PYTEST_WORKERS) \
 		-m platforms tests; status=$$?; $(PY) tools/platform_profiles.py --table dist/platform-table; \
