@@ -72,6 +72,18 @@ def likely_causes(report: GradingReport) -> list[str]:
                    if re.fullmatch(r"[a-z0-9-]+", test.family)})
 
 
+def other_students(pairs: list[tuple[str, float]], rows: dict[str, dict], student: str,
+                   identical: list[str]) -> dict[str, float]:
+    """{student: distance} of ``pairs`` ((row key, distance), nearest first), each student once at
+    their nearest, leaving out ``student`` and those already named as ``identical``."""
+    found: dict[str, float] = {}
+    for other, gap in pairs:
+        name = rows[other]["student"]
+        if name != student and name not in identical:
+            found.setdefault(name, gap)
+    return found
+
+
 def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
     """Each row's ``flags``: the judge's integrity notes, run-time code, weights byte-identical to
     another student's, weights another student's agree with up to scale and small changes
@@ -92,21 +104,13 @@ def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
         if identical:
             flags.append(f"shares its weights with {', '.join(identical)} (byte-identical "
                          f"{STATE_DICT_FILE})")
-        nearest: dict[str, float] = {}
-        for other, gap in close.get(key, []):
-            student = rows[other]["student"]
-            if student != row["student"] and student not in identical:
-                nearest.setdefault(student, gap)
+        nearest = other_students(close.get(key, []), rows, row["student"], identical)
         if nearest:
             flags.append("shares its weights with " + ", ".join(
                 f"{student} (distance {gap:.4f})" for student, gap in nearest.items())
                 + f": at most {weights_fingerprint.TOLERANCE} is the same trained weights up to "
                   f"scale and small changes (honest independent trainings: docs/results.md)")
-        same = {}
-        for other, gap in alike.get(key, []):
-            student = rows[other]["student"]
-            if student != row["student"] and student not in identical:
-                same.setdefault(student, gap)
+        same = other_students(alike.get(key, []), rows, row["student"], identical)
         if same:
             flags.append("computes what " + ", ".join(
                 f"{student}'s weights compute (output distance {gap:.2g})"
