@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
+from typing import Callable, Iterator
 
 from autograder.classroom import spreadsheet
 from autograder.classroom.handins import submitted_time
@@ -78,22 +79,39 @@ def time_zone(name: str | None, option: str = "--timezone") -> tzinfo | None:
                          f"tzdata package)") from None
 
 
+def per_student_rows(path: Path, roster: list[dict], what: str, wanted: str,
+                     has_values: Callable[[set[str]], bool]) -> Iterator[tuple[str, int, dict]]:
+    """(where, roster position, row) for each row of the CSV ``path`` (``what``: "an extensions
+    file"), whose ``student`` column names one roster student; a file without the columns
+    (``wanted``, as the refusal words them; ``has_values`` judges the others), a row naming no
+    single student, or a second row for the same student is refused, naming the line."""
+    columns, rows = spreadsheet.read_csv(path)
+    if "student" not in columns or not has_values(set(columns)):
+        raise SystemExit(f"{path}: {what} has the columns {wanted}; it has "
+                         f"{', '.join(columns) or 'none'}")
+    index = roster_index(roster, ())
+    seen: set[int] = set()
+    for line, row in enumerate(rows, start=2):
+        where = f"{path} line {line}"
+        position = student_position(index, row["student"], where)
+        if position in seen:
+            raise SystemExit(f"{where}: a second row for {roster[position]['Student']} in "
+                             f"{what}: keep one")
+        seen.add(position)
+        yield where, position, row
+
+
 def read_extensions(path: Path, roster: list[dict], due: datetime,
                     timezone: tzinfo | None) -> dict[int, datetime]:
     """{roster position: its deadline} from an extensions CSV (``student``; ``due``, ``hours``
     after ``due``, or ``days`` after it: calendar days, as Autolab counts them, the deadline's
     wall-clock time in ``timezone``); a row that names no single roster student, or gives not
     exactly one of the three, is refused."""
-    columns, rows = spreadsheet.read_csv(path)
     kinds = ("due", "hours", "days")
-    if "student" not in columns or not set(kinds) & set(columns):
-        raise SystemExit(f"{path}: an extensions file has the columns student and due or hours "
-                         f"(or days; it has {', '.join(columns) or 'none'})")
-    index = roster_index(roster, ())
     deadlines: dict[int, datetime] = {}
-    for line, row in enumerate(rows, start=2):
-        where = f"{path} line {line}"
-        position = student_position(index, row["student"], where)
+    for where, position, row in per_student_rows(path, roster, "an extensions file",
+                                                 "student and due, hours or days",
+                                                 lambda columns: bool(set(kinds) & columns)):
         given = {kind: (row.get(kind) or "").strip() for kind in kinds
                  if (row.get(kind) or "").strip()}
         if len(given) != 1:
@@ -116,8 +134,6 @@ def read_extensions(path: Path, roster: list[dict], due: datetime,
         except (ValueError, OverflowError):
             raise SystemExit(f"{where}: {kind} {value!r} is not a "
                              f"{'whole ' if kind == 'days' else ''}number") from None
-        if position in deadlines:
-            raise SystemExit(f"{where}: a second extension for {roster[position]['Student']}")
         deadlines[position] = deadline
     return deadlines
 
@@ -125,15 +141,10 @@ def read_extensions(path: Path, roster: list[dict], due: datetime,
 def read_grace_days(path: Path, roster: list[dict]) -> dict[int, int]:
     """{roster position: grace days left} from a CSV (``student``, ``grace_days``): each
     student's budget as Autolab's gradebook shows it; each started day late uses one."""
-    columns, rows = spreadsheet.read_csv(path)
-    if not {"student", "grace_days"} <= set(columns):
-        raise SystemExit(f"{path}: a grace days file has the columns student and grace_days (it "
-                         f"has {', '.join(columns) or 'none'})")
-    index = roster_index(roster, ())
     days: dict[int, int] = {}
-    for line, row in enumerate(rows, start=2):
-        where = f"{path} line {line}"
-        position = student_position(index, row["student"], where)
+    for where, position, row in per_student_rows(path, roster, "a grace days file",
+                                                 "student and grace_days",
+                                                 lambda columns: "grace_days" in columns):
         try:
             days[position] = int(row["grace_days"])
             if days[position] < 0:

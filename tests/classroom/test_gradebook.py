@@ -210,8 +210,8 @@ def test_extensions_and_a_grace_period(tmp_path):
     for text, error in (("student,due\nnobody@x.edu,2026-11-22T00:00:00-05:00\n", "on no roster"),
                         ("student,due,hours\n0042,,\n", "not neither"),
                         ("student,hours\n0042,two\n", "is not a number"),
-                        ("student,hours\n0042,1\nann@x.edu,2\n", "a second extension"),
-                        ("name,days\n", "has the columns student and due or hours")):
+                        ("student,hours\n0042,1\nann@x.edu,2\n", "a second row for"),
+                        ("name,days\n", "has the columns student and due, hours or days; it has name, days")):
         extensions.write_text(text)
         with pytest.raises(SystemExit, match=error):
             gradebook.main([str(roster), "--grades", str(grades), "--due", DUE,
@@ -424,6 +424,13 @@ def test_calendar_day_extensions_and_grace_days_as_autolab_counts_them(tmp_path)
     grace.write_text("student,grace_days\nann@x.edu,-1\n")
     with pytest.raises(SystemExit, match="not a whole number of days, 0 or more"):
         late_policy.read_grace_days(grace, students)
+    for text, error in (("student,grace_days\nann@x.edu,1\nann@x.edu,3\n",
+                         "line 3: a second row for Lee, Ann in a grace days file: keep one"),
+                        ("student,days\nann@x.edu,1\n",
+                         "has the columns student and grace_days; it has student, days")):
+        grace.write_text(text)
+        with pytest.raises(SystemExit, match=error):
+            late_policy.read_grace_days(grace, students)
 
 
 def test_the_ta_decides_aliases_test_student_inactive_and_the_latest_submission(tmp_path):
