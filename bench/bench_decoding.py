@@ -1,13 +1,10 @@
 """Generation speed of the default model: the key/value cache against full recomputation.
 
-The model is ``DecoderOnlyTransformer(**config.model, num_classes=V)`` of configs/default.yaml,
-untrained (seed 0), in eval mode under ``torch.no_grad``, with its weights scaled by 5: an untrained
-model's logits are nearly uniform, and beam search would then choose between near-ties that float
-rounding decides; scaled, its distributions are peaked like a trained model's (the cost is the
-same). Each search runs twice per repeat on the same BATCH prompts: with
-``SequenceGenerator(model.score, ...)``, which re-runs the whole prefix every step, and with
-``generator_for_model(model, ...)``, which keeps each layer's keys and values. The EOS
-logit's bias is pushed to -1e4 so every sequence generates exactly ``NEW_TOKENS`` tokens. Times
+The model is configs/default.yaml's, untrained, with peaked distributions and EOS never chosen
+(``hw4lib.gpu_check.peaked_model``), under ``torch.no_grad``. Each search runs twice per repeat on
+the same BATCH prompts: with ``SequenceGenerator(model.score, ...)``, which re-runs the whole
+prefix every step, and with ``generator_for_model(model, ...)``, which keeps each layer's keys and
+values; every sequence generates exactly ``NEW_TOKENS`` tokens. Times
 are medians of REPEATS interleaved runs after a warm-up run of each, in wall-clock seconds and in
 CPU seconds of this process: on a machine shared with other jobs, run it with
 ``OMP_NUM_THREADS=1`` and read the CPU-time ratio (two threads on an overloaded machine spend most
@@ -30,37 +27,26 @@ import torch
 
 from bench.timing import interleaved_medians
 from hw4lib.decoding import SequenceGenerator, generator_for_model
+from hw4lib.gpu_check import peaked_model
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 BATCH, PROMPT_LEN, NEW_TOKENS, BEAM_WIDTH, REPEATS = 16, 10, 100, 3, 3
 
 
 def load_model_and_tokenizer():
-    """The default config's model and tokenizer, or None when the model code cannot be built yet."""
-    from hw4lib.config import load_config
-    from hw4lib.train import build_tokenizer
-
-    config = load_config(CONFIG)
-    tokenizer = build_tokenizer(config)
+    """:func:`hw4lib.gpu_check.peaked_model` of the default config on the CPU, or (None, None) when
+    the model code cannot be built yet."""
     try:
-        from hw4lib.model import DecoderOnlyTransformer
-
-        torch.manual_seed(0)
-        model = DecoderOnlyTransformer(**config.model.model_dump(), num_classes=tokenizer.vocab_size)
+        return peaked_model(CONFIG)
     except (ImportError, NotImplementedError) as error:
         print(f"model not available ({type(error).__name__}: {error}); nothing measured")
-        return None, tokenizer
-    return model.eval(), tokenizer
+        return None, None
 
 
 def main() -> None:
     model, tokenizer = load_model_and_tokenizer()
     if model is None:
         return
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.mul_(5.0)
-        model.final_linear.bias[tokenizer.eos_id] = -1e4  # never finish: every run is NEW_TOKENS long
     prompts = torch.randint(0, tokenizer.vocab_size, (BATCH, PROMPT_LEN), generator=torch.Generator().manual_seed(0))
     prompts[:, 0] = tokenizer.sos_id
     max_length = PROMPT_LEN + NEW_TOKENS

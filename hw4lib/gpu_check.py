@@ -223,26 +223,40 @@ def measure_precisions(device, config_path: Path) -> dict[str, float]:
     return speeds
 
 
-def measure_decoding(device, config_path: Path) -> dict[str, dict[str, float]]:
-    """New tokens per second of the plain generator (``model.score``) and the cached one, greedy
-    and beam (width 3), on ``config_path``'s untrained model with its weights scaled by 5 (peaked
-    distributions, as a trained model's) and EOS never chosen, so every run is as long."""
+def peaked_model(config_path: Path, device="cpu"):
+    """(model, tokenizer): ``config_path``'s untrained model (seed 0) in eval mode on ``device``,
+    its weights scaled by 5 and its EOS logit's bias at -1e4, for timing generation. An untrained
+    model's logits are nearly uniform, so beam search would choose between near-ties that float
+    rounding decides; scaled, its distributions are peaked like a trained model's at the same
+    cost, and with EOS never chosen every run is as long. Raises what building the model raises
+    (NotImplementedError while a part is unwritten)."""
     import torch
 
     from hw4lib.config import load_config
-    from hw4lib.decoding import SequenceGenerator, generator_for_model
     from hw4lib.train import build_model, build_tokenizer
 
     config = load_config(config_path)
     tokenizer = build_tokenizer(config)
     torch.manual_seed(0)
     model = build_model(config, tokenizer).to(device).eval()
-    sizes = _sizes(device)
-    results = {}
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.mul_(5.0)
         model.final_linear.bias[tokenizer.eos_id] = -1e4
+    return model, tokenizer
+
+
+def measure_decoding(device, config_path: Path) -> dict[str, dict[str, float]]:
+    """New tokens per second of the plain generator (``model.score``) and the cached one, greedy
+    and beam (width 3), on :func:`peaked_model`."""
+    import torch
+
+    from hw4lib.decoding import SequenceGenerator, generator_for_model
+
+    model, tokenizer = peaked_model(config_path, device)
+    sizes = _sizes(device)
+    results = {}
+    with torch.no_grad():
         for search, (prompts_n, new) in (("greedy", sizes["greedy"]), ("beam", sizes["beam"])):
             prompts = torch.randint(4, tokenizer.vocab_size, (prompts_n, 10),
                                     generator=torch.Generator().manual_seed(0))
