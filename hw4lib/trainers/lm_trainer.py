@@ -66,14 +66,10 @@ class LMTrainer(BaseTrainer):
             attn: (T, T) head-averaged attention of the last layer for the first sequence of the
                 epoch's last batch, cropped to its length (for plotting).
 
-        Each batch: forward under autocast (a no-op at fp32), loss = criterion over the flattened
-        logits (N*T, K) and targets (N*T,), backward of ``loss / accumulation_steps`` through
-        ``self.scaler`` (so accumulated gradients average over the window), then
-        ``self._optimizer_step()`` at the end of each window and of the epoch.
-
-        The losses add up on the device and are read back (checked finite, shown in the progress
-        bar) every ``READ_LOSS_EVERY`` batches and at the end: on a GPU each read waits for the
-        queued steps (hw4lib/trainers/throughput.py measures the pass against its bare steps).
+        Each batch is one :meth:`_train_step`. The losses add up on the device and are read back
+        (checked finite, shown in the progress bar) every ``READ_LOSS_EVERY`` batches and at the
+        end: on a GPU each read waits for the queued steps (hw4lib/trainers/throughput.py measures
+        the pass against its bare steps).
         """
         self.model.train()
         nll_sum = torch.zeros((), dtype=torch.float64, device=self.device)  # summed over targets
@@ -83,24 +79,10 @@ class LMTrainer(BaseTrainer):
                         dynamic_ncols=True, disable=not self.config.training.progress_bar)
         for batch_index, (padded_shifted, padded_golden, lengths) in enumerate(progress):
             batch_tokens = int(lengths.sum())  # before the copy: no read back from the device
-            padded_shifted = padded_shifted.to(self.device)
-            padded_golden = padded_golden.to(self.device)
             lengths = lengths.to(self.device)
-            # Only the last batch's attention is plotted; the others take the fused attention path.
-            with self._autocast(), self._attention_weights(needed=batch_index + 1 == len(dataloader)):
-                # TODO: logits (N, T, K) and attention dict from the model; loss = self.criterion on
-                #       logits flattened to (N*T, K) and padded_golden flattened to (N*T,)
-                # BEGIN SOLUTION
-                logits, attention = self.model(padded_shifted, lengths)
-                loss = self.criterion(logits.reshape(-1, logits.size(-1)), padded_golden.reshape(-1))
-                # END SOLUTION
-            # TODO: backpropagate loss / self.accumulation_steps through self.scaler.scale(...)
-            # BEGIN SOLUTION
-            self.scaler.scale(loss / self.accumulation_steps).backward()
-            # END SOLUTION
-            if (batch_index + 1) % self.accumulation_steps == 0 or batch_index + 1 == len(dataloader):
-                self._optimizer_step()
-
+            loss, attention = self._train_step(padded_shifted.to(self.device),
+                                               padded_golden.to(self.device), lengths,
+                                               batch_index, len(dataloader))
             nll_sum += loss.detach().double() * batch_tokens  # as float(loss) * tokens
             total_tokens += batch_tokens
             if (batch_index + 1) % READ_LOSS_EVERY == 0 or batch_index + 1 == len(dataloader):
@@ -117,6 +99,38 @@ class LMTrainer(BaseTrainer):
         progress.close()
         metrics = language_model_metrics(total_nll, total_tokens, dataloader.dataset.total_chars)
         return metrics, attn
+
+    def _train_step(self, padded_shifted: torch.Tensor, padded_golden: torch.Tensor,
+                    lengths: torch.Tensor, batch_index: int, batches: int
+                    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Forward and backward of batch ``batch_index`` of ``batches``, on the device: inputs and
+        targets (N, T) int64, lengths (N,).
+
+        Forward under autocast (a no-op at fp32), loss = criterion over the flattened logits
+        (N*T, K) and targets (N*T,), backward of ``loss / accumulation_steps`` through
+        ``self.scaler`` (so accumulated gradients average over the window), then
+        ``self._optimizer_step()`` at the end of each window and after the last batch.
+
+        Returns:
+            loss: () the batch's mean loss over its targets, still attached to the graph.
+            attention: the model's attention dict, {} but for the last batch (only it is
+                plotted; the others take the fused attention path).
+        """
+        last = batch_index + 1 == batches
+        with self._autocast(), self._attention_weights(needed=last):
+            # TODO: logits (N, T, K) and attention dict from the model; loss = self.criterion on
+            #       logits flattened to (N*T, K) and padded_golden flattened to (N*T,)
+            # BEGIN SOLUTION
+            logits, attention = self.model(padded_shifted, lengths)
+            loss = self.criterion(logits.reshape(-1, logits.size(-1)), padded_golden.reshape(-1))
+            # END SOLUTION
+        # TODO: backpropagate loss / self.accumulation_steps through self.scaler.scale(...)
+        # BEGIN SOLUTION
+        self.scaler.scale(loss / self.accumulation_steps).backward()
+        # END SOLUTION
+        if (batch_index + 1) % self.accumulation_steps == 0 or last:
+            self._optimizer_step()
+        return loss, attention
 
     def _optimizer_step(self) -> None:
         """Unscale, clip, step the optimizer (and a per-step scheduler), and zero the gradients."""

@@ -22,10 +22,9 @@ def _synchronize(device: torch.device) -> None:
 def loop_against_raw_step(trainer, loader, repeats: int = 3) -> dict[str, float]:
     """Target tokens per second of ``trainer``'s training pass over ``loader`` and of its raw step.
 
-    The pass is ``trainer._train_epoch(loader)``. The raw step runs the same batches, collated and
-    on the device beforehand: forward under the run's autocast (attention weights off, as the
-    trainer's other batches), the criterion, backward through the scaler and
-    ``trainer._optimizer_step()`` every ``accumulation_steps`` batches; nothing is read back.
+    The pass is ``trainer._train_epoch(loader)``. The raw step is the pass's own
+    ``trainer._train_step`` on the same batches, collated and on the device beforehand, with
+    nothing read back.
     Medians of ``repeats`` interleaved runs of each after one warm-up run of each. Both train
     ``trainer.model``: use a trainer whose weights may change.
 
@@ -42,12 +41,7 @@ def loop_against_raw_step(trainer, loader, repeats: int = 3) -> dict[str, float]
     def raw_pass() -> None:
         trainer.model.train()
         for index, (shifted, golden, lengths) in enumerate(batches):
-            with trainer._autocast(), trainer._attention_weights(needed=False):
-                scores = trainer.model(shifted, lengths)[0]  # (N, T, K)
-                step_loss = trainer.criterion(scores.flatten(0, 1), golden.flatten())
-            trainer.scaler.scale(step_loss / trainer.accumulation_steps).backward()
-            if (index + 1) % trainer.accumulation_steps == 0 or index + 1 == len(batches):
-                trainer._optimizer_step()
+            trainer._train_step(shifted, golden, lengths, index, len(batches))
 
     runs = {"loop": lambda: trainer._train_epoch(loader), "raw": raw_pass}
     wall: dict[str, list[float]] = {name: [] for name in runs}
