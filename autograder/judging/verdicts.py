@@ -148,7 +148,7 @@ def step_operands(steps: list[dict], index: int, arrays: dict) -> str:
                 and steps[i].get("method") == "forward"]
     if label in GRADIENTS and forwards:
         forward = call_inputs(steps[forwards[-1]], wire.step_label(steps, forwards[-1]), arrays)
-        parts += [f"{gradient} must have {source}'s shape {forward[source].rpartition(' ')[0]}"
+        parts += [f"{gradient} must be shaped like {source}, {forward[source].rpartition(' ')[0]}"
                   for gradient, source in GRADIENTS[label] if source in forward]
     return "; ".join(parts)
 
