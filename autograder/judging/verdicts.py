@@ -187,15 +187,17 @@ def line_operands(code: str, error: dict) -> str:
 
 def operand_text(row: list[int]) -> str:
     """How one operand row (``wire.OPERAND_ROW`` integers) reads: ``(4, 3) float64``, ``an
-    array of 12 dimensions, float64``, ``a Python float``, ``a float32 scalar``, ``None``; ''
-    for a name not found or an object that is none of these."""
+    array of 12 dimensions, float64``, ``= -1`` (a Python int), ``a Python float``, ``a float32
+    scalar``, ``None``; '' for a name not found or an object that is none of these."""
     kind, dtype, ndim = wire.OPERAND_KINDS[row[0]], wire.OPERAND_DTYPES[row[1]], row[2]
     dtype = "of another dtype" if dtype == "other" else dtype
     if kind == "array":
         return (f"an array of {ndim} dimensions, {dtype}" if ndim > wire.MAX_OPERAND_DIMS
                 else f"{tuple(row[3:3 + ndim])} {dtype}")
+    if kind == "scalar" and dtype == "int":
+        return f"= {-row[3] if row[4] else row[3]}"
     if kind == "scalar":
-        return f"a Python {dtype}" if dtype in ("int", "float") else f"a {dtype} scalar"
+        return "a Python float" if dtype == "float" else f"a {dtype} scalar"
     return "None" if kind == "None" else ""
 
 

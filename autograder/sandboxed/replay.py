@@ -218,6 +218,10 @@ def operand_row(value) -> list[int]:
         shape = value.shape
     elif any(type(value) is t for t in PYTHON_SCALARS):
         kind, dtype = "scalar", PYTHON_SCALARS[type(value)]
+        if dtype == "int":  # a size, mostly: its value, and whether it is negative, in the dims
+            return [wire.OPERAND_KINDS.index(kind), wire.OPERAND_DTYPES.index(dtype), 0,
+                    min(abs(value), wire.MAX_OPERAND_INT), int(value < 0),
+                    *[0] * (wire.MAX_OPERAND_DIMS - 2)]
     dims = [min(int(d), wire.MAX_OPERAND_INT) for d in shape][:wire.MAX_OPERAND_DIMS]
     dims = dims if len(shape) <= wire.MAX_OPERAND_DIMS else []
     dims += [0] * (wire.MAX_OPERAND_DIMS - len(dims))

@@ -47,7 +47,8 @@ MAX_CODE_CHARS = 200  # of that line
 # The operands of the line that raised, as the worker found them in the raising frame: one row of
 # OPERAND_ROW integers per name of :func:`line_operands` (in its order), flattened into the error's
 # "operands" field: [kind, dtype, ndim, *dims], kind an index into OPERAND_KINDS, dtype one into
-# OPERAND_DTYPES, the first MAX_OPERAND_DIMS dims (zeros past ndim; none past MAX_OPERAND_DIMS).
+# OPERAND_DTYPES, the first MAX_OPERAND_DIMS dims (zeros past ndim; none past MAX_OPERAND_DIMS);
+# for a Python int, its absolute value and 1 if it is negative in the first two dims.
 # Integers only: the judge names each operand from the line it reads itself.
 MAX_OPERANDS = 6
 MAX_OPERAND_DIMS = 8

@@ -95,13 +95,13 @@ CASES = {
                   "at `return A + self.b[:, None]`: A (4, 5) float64, self.b (5,) float32"),
     "reshape": (dict(heads=5), (np.zeros((2, 3, 8), np.float32), 2, 3),
                 "at `return x.reshape(N, T, self.heads, -1)`: x (2, 3, 8) float32, "
-                "N a Python int, T a Python int, self.heads a Python int"),
+                "N = 2, T = 3, self.heads = 5"),
     "huge_rank": (dict(W=np.zeros((3, 4))), (np.zeros((1,) * 12),),
                   "at `return x @ self.W`: x an array of 12 dimensions, float64, "
                   "self.W (3, 4) float64"),
-    "not_an_array": (dict(layer=object(), axis=0), (np.zeros((2, 3), np.int64),),
+    "not_an_array": (dict(layer=object(), axis=-1), (np.zeros((2, 3), np.int64),),
                      "at `return np.concatenate([x, self.layer], axis=self.axis)`: "
-                     "x (2, 3) int64, self.axis a Python int"),
+                     "x (2, 3) int64, self.axis = -1"),
     "none": (dict(cache=None), (np.zeros(2, bool),),
              "at `return x + self.cache`: x (2,) bool, self.cache None"),
 }
