@@ -53,7 +53,7 @@ MAX_CODE_CHARS = 200  # of that line
 MAX_OPERANDS = 6
 MAX_OPERAND_DIMS = 8
 OPERAND_ROW = 3 + MAX_OPERAND_DIMS
-MAX_OPERAND_INT = 2**40  # a dim or ndim beyond it is sent as it
+MAX_OPERAND_INT = 2**40  # a larger dim or int is sent as this
 OPERAND_KINDS = ("absent", "array", "scalar", "None", "other")
 OPERAND_DTYPES = ("other", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
                   "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128",
@@ -363,7 +363,8 @@ def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
 
 
 def error_fields(error) -> dict | None:
-    """The fields of a reported failure that have their expected type and a bounded size."""
+    """The fields of a reported failure that have their expected type and a bounded size, and
+    its "operands" when they are at most MAX_OPERANDS rows of integers in [0, MAX_OPERAND_INT]."""
     if error is None:
         return None
     if not isinstance(error, dict):
