@@ -166,6 +166,11 @@ def report(mutants: list[catalogue.Mutant], seed: int = 0, signatures: bool = Fa
         if graded.category and (signatures or not hit):
             for test, failure in graded.runs[graded.category].failures.items():
                 print(f"            {test}: {describe(failure)}")
+        raised = [r.hint for r in graded.runs[graded.category].results if r.hint
+                  and graded.runs[graded.category].failures[r.name].kind == "raised"
+                  ] if graded.category else []
+        if raised:  # a step that raised: the hint quotes its line and the operands' shapes
+            print(f"            hint: {raised[0]}")
     share = named / len(mutants) if mutants else 1.0
     print(f"hints name the bug family of {named} / {len(mutants)} graded mutants "
           f"({share:.0%}; aim {AIM:.0%})")

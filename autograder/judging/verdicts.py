@@ -23,8 +23,6 @@ KNOWN_EXCEPTIONS = frozenset(
      if isinstance(value, type) and issubclass(value, BaseException)]
     + ["LinAlgError", "AxisError"])
 MAX_LINE = 10**6
-MAX_SOURCE_BYTES = 1 << 20  # read of a handin's file for the line that raised
-MAX_CODE_CHARS = 200  # of that line, for the hints
 MAX_FUNCTION_CHARS = 60
 # The arguments of each method the hidden tests call, in order, and the inputs of the last forward
 # whose shapes each result of a backward must have (mytorch's documented signatures).
@@ -69,8 +67,9 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
     """Pass or fail one test from the worker's record (``steps``: the test's program); with the
     result, what the failure tells about the bug (None when the test passed). ``timed_out``
     ("after 60 s"): this test was running when the worker was stopped. ``package``: the handin's
-    ``mytorch/`` folder, whose line that raised the judge reads itself for the hint. ``arrays``:
-    the program's inputs, whose shapes a hint on a step that raised names.
+    ``mytorch/`` folder, whose line that raised the judge reads itself for the hint (with the
+    shapes the worker found its names to hold). ``arrays``: the program's inputs, whose shapes a
+    hint on a step that raised names.
 
     The kind of failure comes first: not written yet, does not import or parse, timed out, raised;
     only a test whose values came back is compared (and only then can a hint name a bug family).
@@ -96,11 +95,12 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
             if earlier is not None:
                 return result(f"{message}; before it, {earlier}", earlier.failure)
         step = wire.step_label(steps, record.error.get("step", -1))
+        code = source_line(package, files, record.error)
+        operands = (line_operands(code, record.error),
+                    step_operands(steps, record.error.get("step", -1), arrays or {}))
         return result(message, Failure(kind, step.rpartition(".")[2], step=step,
-                                       exception=str(record.error.get("type", "")),
-                                       code=source_line(package, files, record.error),
-                                       operands=step_operands(steps, record.error.get("step", -1),
-                                                              arrays or {})))
+                                       exception=str(record.error.get("type", "")), code=code,
+                                       operands="; ".join(filter(None, operands))))
     try:
         check(Values(record.values, record.problems))
     except CheckFailed as error:
@@ -155,7 +155,7 @@ def step_operands(steps: list[dict], index: int, arrays: dict) -> str:
 
 def source_line(package: Path | None, files: frozenset[str], error: dict) -> str:
     """The line of the handin's mytorch that raised (the worker names its file and number), read
-    by the judge from the handin itself, stripped and cut to :data:`MAX_CODE_CHARS`; '' when the
+    by the judge from the handin itself (``wire.line_of``: as the worker read it); '' when the
     file is not one of the handin's ``files`` or the line is not there. Only the hints read it."""
     file, line = error.get("file"), error.get("line")
     if (package is None or file not in files or not isinstance(line, int)
@@ -164,11 +164,41 @@ def source_line(package: Path | None, files: frozenset[str], error: dict) -> str
     try:  # a regular file when listed; never follow a link or wait on a pipe put there since
         descriptor = os.open(package / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(descriptor, "rb") as source:
-            lines = source.read(MAX_SOURCE_BYTES).splitlines()
+            return wire.line_of(source.read(wire.MAX_SOURCE_BYTES), line)
     except OSError:
         return ""
-    return (lines[line - 1].decode("utf-8", "replace").strip()[:MAX_CODE_CHARS]
-            if line <= len(lines) else "")
+
+
+def line_operands(code: str, error: dict) -> str:
+    """``at `dA = dLdZ @ self.W`: dLdZ (4, 3, 5) float64, self.W (5, 7) float64``: the line that
+    raised (``code``, the judge's own reading) with what the worker found each of its names
+    (``wire.line_operands``) to hold, from the error's "operands" integers; '' when they do not
+    fit the line or name no array, scalar or None. The worker's numbers are the handin's word:
+    a handin that lies misleads only its own hint."""
+    names = wire.line_operands(code)
+    rows = wire.operand_rows(error.get("operands", []), len(names)) if names else None
+    shown = [f"{name} {operand_text(row)}" for name, row in zip(names, rows or [])
+             if operand_text(row)]
+    if not shown:
+        return ""
+    quoted = " ".join(processes.printable(code).split()).replace("`", "'")
+    return f"at `{quoted}`: {', '.join(shown)}"
+
+
+def operand_text(row: list[int]) -> str:
+    """How one operand row (``wire.OPERAND_ROW`` integers) reads: ``(4, 3) float64``, ``an
+    array of 12 dimensions, float64``, ``= -1`` (a Python int), ``a Python float``, ``a float32
+    scalar``, ``None``; '' for a name not found or an object that is none of these."""
+    kind, dtype, ndim = wire.OPERAND_KINDS[row[0]], wire.OPERAND_DTYPES[row[1]], row[2]
+    dtype = "of another dtype" if dtype == "other" else dtype
+    if kind == "array":
+        return (f"an array of {ndim} dimensions, {dtype}" if ndim > wire.MAX_OPERAND_DIMS
+                else f"{tuple(row[3:3 + ndim])} {dtype}")
+    if kind == "scalar" and dtype == "int":
+        return f"= {-row[3] if row[4] else row[3]}"
+    if kind == "scalar":
+        return "a Python float" if dtype == "float" else f"a {dtype} scalar"
+    return "None" if kind == "None" else ""
 
 
 def wrong_before_the_raise(check, record: wire.Record) -> CheckFailed | None:

@@ -7,7 +7,7 @@ numpy and the standard library only, like the rest of ``autograder/sandboxed/``.
 from __future__ import annotations
 
 import os
-import traceback
+import types
 from functools import reduce
 from pathlib import Path
 
@@ -120,19 +120,113 @@ def describe(error: BaseException) -> dict:
             return {"kind": "code at run time", "file": cause.file, "line": cause.line}
         cause = cause.__cause__ or cause.__context__
     fields = {"kind": "raised", "type": type(error).__name__}
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if "mytorch" in f.filename]
-    # The given checks (mytorch/nn/_checks.py) raise on the student's behalf: name their caller.
-    frames = [f for f in frames if not is_given_helper(f.filename)] or frames
-    if frames:
-        fields.update(file=mytorch_path(frames[-1].filename), line=frames[-1].lineno or 0,
-                      function=frames[-1].name)
+    found = raising_frame(error)
+    if found is not None:
+        frame, line = found
+        fields.update(file=mytorch_path(frame.f_code.co_filename), line=line or 0,
+                      function=frame.f_code.co_name, operands=operand_fields(frame, line or 0))
     # A file that does not parse is named by the error itself: the traceback's last mytorch frame
     # is the import statement of the file that imported it.
     if (isinstance(error, SyntaxError) and isinstance(error.filename, str)
             and "mytorch" in error.filename):
         fields.update(file=mytorch_path(error.filename), line=error.lineno or 0)
         fields.pop("function", None)
+        fields.pop("operands", None)
     return fields
+
+
+def raising_frame(error: BaseException) -> tuple[types.FrameType, int] | None:
+    """(frame, line number) of the innermost line of mytorch that ``error``'s traceback passed
+    through, or None. The given checks (``mytorch/nn/_checks.py``) raise on the student's behalf:
+    their caller is named instead, when there is one."""
+    entries = []
+    entry = error.__traceback__
+    while entry is not None:
+        if "mytorch" in entry.tb_frame.f_code.co_filename:
+            entries.append((entry.tb_frame, entry.tb_lineno))
+        entry = entry.tb_next
+    entries = [e for e in entries if not is_given_helper(e[0].f_code.co_filename)] or entries
+    return entries[-1] if entries else None
+
+
+def operand_fields(frame: types.FrameType, line: int) -> list[int]:
+    """The error's "operands" field: a row (``wire.OPERAND_ROW`` integers) for each name of the
+    line ``line`` of ``frame``'s file (``wire.line_operands``): the kind, dtype and shape of the
+    value it held in ``frame``. Only plain locals and entries of an object's instance ``__dict__``
+    are read, and only ``type(x) is np.ndarray``, Python and numpy scalars and None are told apart:
+    no getattr on a student's object, so no property, ``__getattr__`` or ``__eq__`` of theirs runs
+    here. [] when the line cannot be read."""
+    try:
+        with open(frame.f_code.co_filename, "rb") as source:
+            code = wire.line_of(source.read(wire.MAX_SOURCE_BYTES), line)
+        local = frame.f_locals
+    except Exception:  # noqa: BLE001 - the file went away, or locals that cannot be read
+        return []
+    rows: list[int] = []
+    for name in wire.line_operands(code):
+        head, _, attribute = name.partition(".")
+        value = entry_of(local, head)
+        if attribute and value is not ABSENT:
+            value = entry_of(instance_dict(value), attribute)
+        rows += operand_row(value)
+    return rows
+
+
+ABSENT = object()  # a name that is not a local, or an attribute that is not in the instance dict
+MRO, NAMESPACE = type.__dict__["__mro__"], type.__dict__["__dict__"]  # no metaclass can hook them
+ARRAY = np.ndarray
+PYTHON_SCALARS = {bool: "bool", int: "int", float: "float"}
+NUMPY_SCALARS = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                 np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128)
+DTYPE_NAMES = {(np.dtype(t).kind, np.dtype(t).itemsize): np.dtype(t).name for t in NUMPY_SCALARS}
+
+
+def entry_of(mapping, key: str):
+    """``mapping[key]`` for a dict (or a class's mapping proxy) and a str key, else ABSENT; found
+    by comparing exact ``str`` keys, never by hash: a key of the student's could run code."""
+    if type(mapping) is not dict and type(mapping) is not types.MappingProxyType:
+        return ABSENT
+    for name, value in mapping.items():
+        if type(name) is str and name == key:
+            return value
+    return ABSENT
+
+
+def instance_dict(obj):
+    """``obj``'s instance ``__dict__`` when its class keeps one the usual way (the C descriptor
+    Python gives a class), else ABSENT; read without ``getattr`` on ``obj`` or its class."""
+    for klass in MRO.__get__(type(obj)):
+        descriptor = entry_of(NAMESPACE.__get__(klass), "__dict__")
+        if descriptor is not ABSENT:
+            if type(descriptor) is not types.GetSetDescriptorType:
+                return ABSENT
+            try:
+                return descriptor.__get__(obj)
+            except TypeError:  # a descriptor of another class
+                return ABSENT
+    return ABSENT
+
+
+def operand_row(value) -> list[int]:
+    """One row of ``wire.OPERAND_ROW`` integers for a value: [kind, dtype, ndim, *dims]."""
+    kind, dtype, shape = "other", "other", ()
+    if value is ABSENT or value is None:
+        kind = "absent" if value is ABSENT else "None"
+    elif type(value) is ARRAY or any(type(value) is t for t in NUMPY_SCALARS):
+        kind = "array" if type(value) is ARRAY else "scalar"
+        dtype = DTYPE_NAMES.get((value.dtype.kind, value.dtype.itemsize), "other")
+        shape = value.shape
+    elif any(type(value) is t for t in PYTHON_SCALARS):
+        kind, dtype = "scalar", PYTHON_SCALARS[type(value)]
+        if dtype == "int":  # a size, mostly: its value, and whether it is negative, in the dims
+            return [wire.OPERAND_KINDS.index(kind), wire.OPERAND_DTYPES.index(dtype), 0,
+                    min(abs(value), wire.MAX_OPERAND_INT), int(value < 0),
+                    *[0] * (wire.MAX_OPERAND_DIMS - 2)]
+    dims = [min(int(d), wire.MAX_OPERAND_INT) for d in shape][:wire.MAX_OPERAND_DIMS]
+    dims = dims if len(shape) <= wire.MAX_OPERAND_DIMS else []
+    dims += [0] * (wire.MAX_OPERAND_DIMS - len(dims))
+    return [wire.OPERAND_KINDS.index(kind), wire.OPERAND_DTYPES.index(dtype),
+            min(len(shape), wire.MAX_OPERAND_INT), *dims]
 
 
 def is_given_helper(filename: str) -> bool:

@@ -42,6 +42,31 @@ LENGTH_BYTES = _LENGTH.size  # the prefix that gives a record's header size
 ERROR_FIELDS = {"kind": str, "step": int, "type": str, "file": str, "line": int, "function": str,
                 "module": str, "count": int}
 MAX_FIELD_CHARS = 200
+MAX_SOURCE_BYTES = 1 << 20  # read of a mytorch file for the line that raised
+MAX_CODE_CHARS = 200  # of that line
+# The operands of the line that raised, as the worker found them in the raising frame: one row of
+# OPERAND_ROW integers per name of :func:`line_operands` (in its order), flattened into the error's
+# "operands" field: [kind, dtype, ndim, *dims], kind an index into OPERAND_KINDS, dtype one into
+# OPERAND_DTYPES, the first MAX_OPERAND_DIMS dims (zeros past ndim; none past MAX_OPERAND_DIMS);
+# for a Python int, its absolute value and 1 if it is negative in the first two dims.
+# Integers only: the judge names each operand from the line it reads itself.
+MAX_OPERANDS = 6
+MAX_OPERAND_DIMS = 8
+OPERAND_ROW = 3 + MAX_OPERAND_DIMS
+MAX_OPERAND_INT = 2**40  # a larger dim or int is sent as this
+OPERAND_KINDS = ("absent", "array", "scalar", "None", "other")
+OPERAND_DTYPES = ("other", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                  "uint32", "uint64", "float16", "float32", "float64", "complex64", "complex128",
+                  "int", "float")  # the last two: Python's own scalars
+# A plain or dotted name on a line of code (``dLdZ``, ``self.W.T``, ``np.sum``), its string
+# literals and comment removed first; one followed by '=' (not '==') is assigned, not read.
+DOTTED_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*+(?:\s*\.\s*[A-Za-z_]\w*+)*")
+ASSIGNED = re.compile(r"\s*=(?!=)")
+STRING_LITERAL = re.compile(r"[A-Za-z]{0,2}(\'\'\'|\"\"\"|'|\")(?:\\.|(?!\1).)*(?:\1|$)")
+NOT_OPERANDS = frozenset(("and", "or", "not", "in", "is", "if", "else", "for", "lambda", "None",
+                          "True", "False", "return", "raise", "assert", "del", "yield", "await",
+                          "from", "with", "as", "elif", "while", "def", "class", "import",
+                          "global", "nonlocal", "np", "numpy", "math", "self", "super"))
 NOT_AN_ARRAY = "not a numeric array"
 UNREADABLE = "unreadable worker output"
 # PEP 263's declaration, and the blank or comment line 1 that lets line 2 declare, as the standard
@@ -338,14 +363,20 @@ def _decode_one(stream: bytes, position: int, expected: dict[str, list[str]]):
 
 
 def error_fields(error) -> dict | None:
-    """The fields of a reported failure that have their expected type and a bounded size."""
+    """The fields of a reported failure that have their expected type and a bounded size, and
+    its "operands" when they are at most MAX_OPERANDS rows of integers in [0, MAX_OPERAND_INT]."""
     if error is None:
         return None
     if not isinstance(error, dict):
         return {"kind": "unreadable"}
-    return {key: value for key, value in error.items()
-            if key in ERROR_FIELDS and type(value) is ERROR_FIELDS[key]
-            and (not isinstance(value, str) or len(value) <= MAX_FIELD_CHARS)}
+    fields = {key: value for key, value in error.items()
+              if key in ERROR_FIELDS and type(value) is ERROR_FIELDS[key]
+              and (not isinstance(value, str) or len(value) <= MAX_FIELD_CHARS)}
+    operands = error.get("operands")
+    if (type(operands) is list and len(operands) <= MAX_OPERANDS * OPERAND_ROW
+            and all(type(x) is int and 0 <= x <= MAX_OPERAND_INT for x in operands)):
+        fields["operands"] = operands
+    return fields
 
 
 def load_array(blob: bytes) -> tuple[np.ndarray | None, str | None]:
@@ -373,3 +404,45 @@ def step_label(steps: list[dict], index: int) -> str:
     if step["op"] == "get":
         return f"reading {classes.get(step['obj'], '?')}.{step['path']}"
     return "reading an input back"
+
+
+def line_of(source: bytes, line: int) -> str:
+    """Line ``line`` (from 1) of a file's first MAX_SOURCE_BYTES, decoded as UTF-8 (errors
+    replaced), stripped and cut to MAX_CODE_CHARS; '' when there is no such line. The worker and
+    the judge read the line that raised with it, so both find the same :func:`line_operands`."""
+    lines = source[:MAX_SOURCE_BYTES].splitlines()
+    if not 0 < line <= len(lines):
+        return ""
+    return lines[line - 1].decode("utf-8", "replace").strip()[:MAX_CODE_CHARS]
+
+
+def line_operands(code: str) -> list[str]:
+    """The values a line of code names, in order, each once, at most MAX_OPERANDS: a plain name
+    (``dLdZ``), or ``self.<attribute>`` (``self.W`` of ``self.W.T``); a called name's last part is
+    left out (``x`` of ``x.reshape(...)``, nothing of ``len(x)``), and so are keywords, keyword
+    arguments, names assigned (``dA`` of ``dA = ...``), ``self`` alone and the usual modules
+    (``np``)."""
+    text = STRING_LITERAL.sub(" ", code).split("#")[0]
+    found: list[str] = []
+    for match in DOTTED_NAME.finditer(text):
+        if ASSIGNED.match(text, match.end()):
+            continue
+        parts = re.sub(r"\s", "", match.group()).split(".")
+        if text[match.end():].lstrip().startswith("("):
+            parts = parts[:-1]
+        name = ".".join(parts[:2]) if parts[:1] == ["self"] else ".".join(parts[:1])
+        if name and name not in NOT_OPERANDS and name not in found:
+            found.append(name)
+    return found[:MAX_OPERANDS]
+
+
+def operand_rows(flat: list[int], count: int) -> list[list[int]] | None:
+    """The rows of an error's "operands" field, or None unless it holds exactly ``count`` rows of
+    OPERAND_ROW integers whose kind and dtype are known indices."""
+    if len(flat) != count * OPERAND_ROW:
+        return None
+    rows = [flat[i:i + OPERAND_ROW] for i in range(0, len(flat), OPERAND_ROW)]
+    if not all(0 <= row[0] < len(OPERAND_KINDS) and 0 <= row[1] < len(OPERAND_DTYPES)
+               for row in rows):
+        return None
+    return rows

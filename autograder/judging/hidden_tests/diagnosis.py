@@ -59,7 +59,8 @@ class Failure:
     step: str = ""  # "Class.method" that raised, for kind "raised"
     exception: str = ""  # its class, for kind "raised"
     code: str = ""  # the handin's line that raised, as the judge read it (hints only, never shown)
-    operands: str = ""  # for kind "raised": the step's inputs and the shapes its results must have
+    operands: str = ""  # for kind "raised": that line's operands, the step's inputs, the shapes
+    # its results must have
 
 
 def describe(failure: Failure) -> str:
