@@ -22,10 +22,11 @@ file and indents ``replace`` the same way. A ``find`` without a final newline (a
 
 For each entry the runner applies the replacement to a private copy of the tree (the git-tracked
 and untracked-but-not-ignored files, plus a link to the built data when there is some), runs
-``python -m <test>`` there as a student does (pytest for an instructor's module), stopping at
-the first failing test (pytest's ``-x``, through ``PYTEST_ADDOPTS`` for a student's module: the
-first failure already rejects the mutant, and is the message a student reads first), and counts
-the mutant *rejected* when that exits non-zero. Before that, each test module named in
+``python -m <test>`` there as a student does (pytest for an instructor's module; each run is a
+child forked from a parent that imported numpy, torch and pytest once, :class:`Preloaded`),
+stopping at the first failing test (pytest's ``-x``, through ``PYTEST_ADDOPTS`` for a student's
+module: the first failure already rejects the mutant, and is the message a student reads first),
+and counts the mutant *rejected* when that exits non-zero. Before that, each test module named in
 the selection runs once on the unmutated copy and must pass, otherwise a broken test would
 "reject" everything. It prints one line per entry (with the first failure the student would read),
 then a table per student file. Exit status 1 when any mutant survives, an entry no longer applies
@@ -39,7 +40,9 @@ then a table per student file. Exit status 1 when any mutant survives, an entry 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
+import json
 import os
 import queue
 import re
@@ -204,37 +207,116 @@ def runs_standalone(test: str) -> bool:
 
 
 def test_command(test: str) -> list[str]:
-    """How ``test`` runs (:func:`runs_standalone`): ``python -m tests.test_x`` (the rubric report),
-    else pytest."""
+    """How ``test`` runs (:func:`runs_standalone`), as ``python -m`` arguments: ``tests.test_x``
+    (the rubric report), else pytest on its file."""
     if runs_standalone(test):
-        return [sys.executable, "-m", test]
-    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-            test.replace(".", "/") + ".py"]
+        return [test]
+    return ["pytest", "-q", "-p", "no:cacheprovider", test.replace(".", "/") + ".py"]
 
 
-def run_test(copy: Path, test: str, timeout_s: float) -> Outcome:
-    """Run ``test`` in ``copy`` (:func:`test_command`) up to its first failing test (the rubric
-    runner reads ``-x`` from PYTEST_ADDOPTS as pytest does); never raises on test failure."""
-    env = dict(os.environ, WANDB_MODE="disabled", PYTHONHASHSEED="0", PYTEST_ADDOPTS="-x",
-               PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    env.pop("PYTHONPATH", None)
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(test_command(test), cwd=copy, env=env, timeout=timeout_s,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    except subprocess.TimeoutExpired:
-        return Outcome(None, time.perf_counter() - start, f"timed out after {timeout_s:.0f}s")
-    return Outcome(done.returncode, time.perf_counter() - start,
-                   first_failure(done.stdout) if done.returncode else "", done.stdout)
+# The third-party packages a test run imports, ~3 CPU s of the ~5 s an entry takes on its own.
+PRELOAD = ("numpy", "torch", "pytest", "yaml", "pydantic", "tokenizers", "tqdm")
+# The preloaded parent (:class:`Preloaded`), run as ``python -c`` in the copy: it imports PRELOAD
+# and nothing of the tree, then for each request (a JSON line: ``python -m`` arguments, an output
+# file, a timeout) forks a child that runs them as ``python -m`` would, in a fresh session whose
+# stdout and stderr go to the file, and answers the child's exit status (null after a timeout,
+# when the child's whole session is killed).
+SERVER = """
+import atexit, json, os, runpy, signal, sys, time, traceback
+for name in sys.argv[1:]:
+    __import__(name)
+here = os.getcwd()
+from_tree = sorted(name for name, module in sys.modules.items()
+                   if (getattr(module, "__file__", None) or "").startswith(here + os.sep))
+assert not from_tree, f"the preloaded parent imported the tree's {from_tree}"
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        code = 1
+        try:
+            null = os.open(os.devnull, os.O_RDONLY)
+            out = os.open(request["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(null, 0), os.dup2(out, 1), os.dup2(out, 2)
+            sys.argv, sys.path[0] = list(request["argv"]), here
+            try:
+                runpy.run_module(request["argv"][0], run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit as stop:
+                if stop.code is None or isinstance(stop.code, int):
+                    code = stop.code or 0
+                else:
+                    print(stop.code, file=sys.stderr)
+            atexit._run_exitfuncs()
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os._exit(code)
+    deadline = time.monotonic() + request["timeout"]
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if done[0] == 0:
+        os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    returncode = os.waitstatus_to_exitcode(done[1]) if done[0] else None
+    print(json.dumps(returncode), flush=True)
+"""
 
 
-def run_mutant(copy: Path, mutant: Mutant, timeout_s: float) -> Outcome:
-    """Apply ``mutant`` to ``copy``, run its test, and put the file back whatever happens."""
-    path = copy / mutant.file
+class Preloaded:
+    """Runs test modules in ``copy`` as ``python -m`` does, each in a fresh child forked from one
+    parent that imported :data:`PRELOAD` once, so that an entry pays for its tests and the tree's
+    own imports only (the child imports every module of the tree anew: a mutated file is read
+    when the test runs). Use as a context manager."""
+
+    def __init__(self, copy: Path):
+        self.copy = copy
+        env = dict(os.environ, WANDB_MODE="disabled", PYTHONHASHSEED="0", PYTEST_ADDOPTS="-x",
+                   PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env.pop("PYTHONPATH", None)
+        self.server = subprocess.Popen([sys.executable, "-c", SERVER, *PRELOAD], cwd=copy,
+                                       env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       text=True)
+        handle, name = tempfile.mkstemp(prefix="hw4p1-mutant-output-")
+        os.close(handle)
+        self.output = Path(name)
+
+    def __enter__(self) -> Preloaded:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.stdin.close()
+        self.server.wait()
+        self.output.unlink(missing_ok=True)
+
+    def run(self, test: str, timeout_s: float) -> Outcome:
+        """Run ``test`` (:func:`test_command`) up to its first failing test (the rubric runner
+        reads ``-x`` from PYTEST_ADDOPTS as pytest does); never raises on test failure."""
+        start = time.perf_counter()
+        request = {"argv": test_command(test), "output": str(self.output), "timeout": timeout_s}
+        self.server.stdin.write(json.dumps(request) + "\n")
+        self.server.stdin.flush()
+        answer = self.server.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the preloaded test runner in {self.copy} stopped "
+                               f"(exit {self.server.wait()})")
+        returncode, seconds = json.loads(answer), time.perf_counter() - start
+        output = self.output.read_text(errors="replace")
+        if returncode is None:
+            return Outcome(None, seconds, f"timed out after {timeout_s:.0f}s", output)
+        return Outcome(returncode, seconds, first_failure(output) if returncode else "", output)
+
+
+def run_mutant(runner: Preloaded, mutant: Mutant, timeout_s: float) -> Outcome:
+    """Apply ``mutant`` to the runner's copy, run its test, and put the file back whatever
+    happens."""
+    path = runner.copy / mutant.file
     original = path.read_text()
     try:
         path.write_text(mutate(original, mutant))
-        return run_test(copy, mutant.test, timeout_s)
+        return runner.run(mutant.test, timeout_s)
     finally:
         path.write_text(original)
 
@@ -257,6 +339,60 @@ def print_table(mutants: list[Mutant], results: dict[str, Outcome | str]) -> Non
         mark = "" if rejected == len(by_file[name]) else "   <-- survivors"
         print(f"{name:<44s} {rejected:>8d} / {len(by_file[name])}{mark}")
     print(f"{'all':<44s} {total_rejected:>8d} / {len(mutants)}")
+
+
+def judge_all(runnable: list[Mutant], runners: queue.Queue[Preloaded], workers: int,
+              args: argparse.Namespace, results: dict[str, Outcome | str]) -> int | None:
+    """Run each test module once unmutated (unless ``--no-baseline``), then each mutant, on
+    ``workers`` threads each holding one of ``runners``; put each mutant's outcome in ``results``.
+    1 when a baseline run fails (no mutant is judged then), else None."""
+    lock = threading.Lock()
+
+    def on_runner(job):
+        runner = runners.get()
+        try:
+            return job(runner)
+        finally:
+            runners.put(runner)
+
+    tests = sorted({m.test for m in runnable})
+    durations: dict[str, float] = {}
+    baseline_failed = []
+    if not args.no_baseline and tests:
+        print(f"baseline: {len(tests)} test modules on the unmutated tree ...", flush=True)
+        with ThreadPoolExecutor(workers) as pool:
+            outcomes = dict(zip(tests, pool.map(
+                lambda test: on_runner(lambda runner: runner.run(test, args.timeout)), tests)))
+        for test, outcome in outcomes.items():
+            durations[test] = outcome.seconds
+            # a standalone run ends with the rubric's summary (tests/testing_framework.py)
+            unsummarised = runs_standalone(test) and "Summary" not in outcome.output
+            if outcome.returncode != 0 or unsummarised:
+                baseline_failed.append(test)
+                why = outcome.first_failure or "exit 0 without the rubric's Summary"
+                print(f"  BASELINE FAILS  {test}: {why}")
+        if baseline_failed:
+            print("mutants: fix the failing test modules first; a mutant cannot be judged "
+                  "against a test that already fails", file=sys.stderr)
+            return 1
+
+    # Longest test modules first, so the two workers finish together.
+    ordered = sorted(runnable, key=lambda m: -durations.get(m.test, 0.0))
+    print(f"running {len(ordered)} mutants on {workers} workers ...", flush=True)
+
+    def judge(mutant: Mutant) -> None:
+        outcome = on_runner(lambda runner: run_mutant(runner, mutant, args.timeout))
+        with lock:
+            results[mutant.id] = outcome
+            verdict = "SURVIVED" if outcome.returncode == 0 else "rejected"
+            detail = (f"bug: {mutant.bug.strip()}" if outcome.returncode == 0
+                      else outcome.first_failure)
+            print(f"  {verdict:<8s} {mutant.id:<38s} {outcome.seconds:5.1f}s  "
+                  f"{shorten(' '.join(detail.split()), 140)}", flush=True)
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(judge, ordered))
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,57 +439,15 @@ def main(argv: list[str] | None = None) -> int:
     workers = max(1, min(args.workers, len(runnable) or 1))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hw4p1-mutants-") as scratch:
-        copies: queue.Queue[Path] = queue.Queue()
-        for index in range(workers):
-            copy = Path(scratch) / f"tree{index}"
-            make_copy(copy, files)
-            copies.put(copy)
-        lock = threading.Lock()
-
-        def on_copy(job):
-            copy = copies.get()
-            try:
-                return job(copy)
-            finally:
-                copies.put(copy)
-
-        tests = sorted({m.test for m in runnable})
-        durations: dict[str, float] = {}
-        baseline_failed = []
-        if not args.no_baseline and tests:
-            print(f"baseline: {len(tests)} test modules on the unmutated tree ...", flush=True)
-            with ThreadPoolExecutor(workers) as pool:
-                outcomes = dict(zip(tests, pool.map(
-                    lambda test: on_copy(lambda copy: run_test(copy, test, args.timeout)), tests)))
-            for test, outcome in outcomes.items():
-                durations[test] = outcome.seconds
-                # a standalone run ends with the rubric's summary (tests/testing_framework.py)
-                unsummarised = runs_standalone(test) and "Summary" not in outcome.output
-                if outcome.returncode != 0 or unsummarised:
-                    baseline_failed.append(test)
-                    why = outcome.first_failure or "exit 0 without the rubric's Summary"
-                    print(f"  BASELINE FAILS  {test}: {why}")
-            if baseline_failed:
-                print("mutants: fix the failing test modules first; a mutant cannot be judged "
-                      "against a test that already fails", file=sys.stderr)
-                return 1
-
-        # Longest test modules first, so the two workers finish together.
-        ordered = sorted(runnable, key=lambda m: -durations.get(m.test, 0.0))
-        print(f"running {len(ordered)} mutants on {workers} workers ...", flush=True)
-
-        def judge(mutant: Mutant) -> None:
-            outcome = on_copy(lambda copy: run_mutant(copy, mutant, args.timeout))
-            with lock:
-                results[mutant.id] = outcome
-                verdict = "SURVIVED" if outcome.returncode == 0 else "rejected"
-                detail = (f"bug: {mutant.bug.strip()}" if outcome.returncode == 0
-                          else outcome.first_failure)
-                print(f"  {verdict:<8s} {mutant.id:<38s} {outcome.seconds:5.1f}s  "
-                      f"{shorten(' '.join(detail.split()), 140)}", flush=True)
-
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(judge, ordered))
+        runners: queue.Queue[Preloaded] = queue.Queue()
+        with contextlib.ExitStack() as stack:
+            for index in range(workers):
+                copy = Path(scratch) / f"tree{index}"
+                make_copy(copy, files)
+                runners.put(stack.enter_context(Preloaded(copy)))
+            status = judge_all(runnable, runners, workers, args, results)
+        if status is not None:
+            return status
 
     print_table(mutants, results)
     survivors = [m for m in mutants if isinstance(results[m.id], Outcome) and results[m.id].returncode == 0]

@@ -228,6 +228,7 @@ GRADED_MYTORCH_FILES = ("mytorch/nn/linear.py", "mytorch/nn/activation.py",
                         "mytorch/nn/scaled_dot_product_attention.py",
                         "mytorch/nn/multi_head_attention.py")
 GRADINGS_PER_TREE = 3
+SWEEP_PROCESSES = 2
 # Grades each mytorch tree named on the command line GRADINGS_PER_TREE times, each with a fresh
 # secrets seed as the judge draws it, in one process (mytorch is re-imported for each tree).
 SCORE_TREES = """
@@ -286,11 +287,19 @@ def test_fresh_inputs_give_the_same_score_every_time(tmp_path):
         copy_reference_mytorch(trees[mutant.id])
         target = trees[mutant.id] / mutant.file
         target.write_text(mutants.mutate(target.read_text(), mutant))
-    process = subprocess.run([sys.executable, "-c", SCORE_TREES, str(GRADINGS_PER_TREE),
-                              *map(str, trees.values())], cwd=REPO_ROOT, capture_output=True,
-                             text=True, timeout=1800)
-    assert process.returncode == 0, process.stderr[-3000:]
-    scores = json.loads(process.stdout.splitlines()[-1])
+    # the trees split between SWEEP_PROCESSES processes, one per core make mutants has
+    paths = [str(tree) for tree in trees.values()]
+    sweeps = [subprocess.Popen([sys.executable, "-c", SCORE_TREES, str(GRADINGS_PER_TREE),
+                                *paths[start::SWEEP_PROCESSES]],
+                               cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+              for start in range(SWEEP_PROCESSES)]
+    scores = {}
+    for process in sweeps:
+        stdout, stderr = process.communicate(timeout=1800)
+        assert process.returncode == 0, stderr[-3000:]
+        scores.update(json.loads(stdout.splitlines()[-1]))
+    assert sorted(scores) == sorted(paths), "a tree was not graded"
     full = sum(rubric.MYTORCH_RUBRIC.values())
     for name, tree in trees.items():
         runs = scores[str(tree)]

@@ -2,6 +2,8 @@
 """make mutants runs each test module up to its first failing test (tools/mutants.py): a
 student's module as ``python -m tests.test_x`` and an instructor's under pytest. A mutant that
 fails only the module's last test is still rejected; one that fails its first test stops there.
+The runs of one worker are children of one preloaded parent: each imports the tree's modules as
+they are when it starts (the mutated file), never the previous run's.
 
     .venv/bin/python -m pytest -q tests/kit/test_mutants_exit_first.py
 """
@@ -17,7 +19,7 @@ MODULE = '''
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Part": 3}
-BROKEN = open("broken.txt").read().strip()
+from tests.broken import BROKEN
 
 
 @rubric("Part")
@@ -58,11 +60,12 @@ def tree(tmp_path):
 @pytest.mark.parametrize("test", ["tests.test_x", "tests.kit.test_x"])
 def test_a_module_runs_up_to_its_first_failure(tree, test):
     ran = {}
-    for broken in ("nothing", "first", "last"):
-        (tree / "broken.txt").write_text(broken)
-        (tree / "middle-ran").unlink(missing_ok=True)
-        outcome = mutants.run_test(tree, test, 120)
-        ran[broken] = (outcome.returncode != 0, (tree / "middle-ran").exists())
+    with mutants.Preloaded(tree) as runner:
+        for broken in ("nothing", "first", "last"):
+            (tree / "tests/broken.py").write_text(f"BROKEN = {broken!r}\n")  # the mutated module
+            (tree / "middle-ran").unlink(missing_ok=True)
+            outcome = runner.run(test, 120)
+            ran[broken] = (outcome.returncode != 0, (tree / "middle-ran").exists())
     assert ran["nothing"] == (False, True), ran
     assert ran["last"][0] and ran["last"][1], ran  # rejected, after running the middle test
     assert ran["first"] == (True, False), ran  # rejected at once: the middle test never ran
