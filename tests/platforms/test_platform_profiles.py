@@ -15,9 +15,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -28,7 +30,7 @@ import torch
 import yaml
 
 from autograder.sandboxed import landlock
-from autograder.judging import (grade_model, gradescope, report as grading_report, rubric,
+from autograder.judging import (cgroups, grade_model, gradescope, report as grading_report, rubric,
                                 weights_fingerprint)
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
@@ -786,4 +788,182 @@ def test_one_poisoned_handin_never_stops_the_similarity_in_each_profile(profile)
     platform_profiles.record(TABLE, profile, "38 similarity of a class with six kinds of poison",
                              "held: every other pair, each poison a finding"
                              if not problems else f"GOT THROUGH: {problems[0][:200]}")
+    assert problems == []
+
+
+# ------------------------------------------------------------------------------------------------
+# CPU hogs beside an honest grading (issue 49)
+# ------------------------------------------------------------------------------------------------
+
+# Each hog names every task it starts ``{marker}`` (PR_SET_NAME), so the test can count them while
+# the gradings run and find any left after. Its own grading gets HOG_TIMEOUT_S per category, so
+# the hog that spins until its deadline ends in seconds (the honest one keeps the default).
+NAME_TASK = """
+import ctypes as _ctypes
+def _name_task():
+    _ctypes.CDLL(None).prctl(15, _ctypes.c_char_p({marker!r}.encode()), 0, 0, 0)
+"""
+FORK_SPINNERS = NAME_TASK + """
+import os as _os
+for _ in range(48):
+    try:
+        if _os.fork() == 0:
+            _name_task()
+            while True:
+                pass
+    except OSError:
+        break
+"""
+THREAD_SPINNERS = NAME_TASK + """
+import hashlib as _hashlib, threading as _threading
+def _spin():
+    _name_task()
+    _block = bytes(2**22)
+    while True:
+        _hashlib.sha256(_block).digest()  # releases the GIL: each thread may take a core
+for _ in range(16):
+    try:
+        _threading.Thread(target=_spin, daemon=True).start()
+    except (RuntimeError, OSError):
+        break
+"""
+SPIN_UNTIL_THE_DEADLINE_NN = """
+from .linear import Linear as _Linear
+from .activation import Softmax as _Softmax
+from .scaled_dot_product_attention import ScaledDotProductAttention as _Attention
+from .multi_head_attention import MultiHeadAttention as _MultiHead
+
+
+def _spin(*args, **kwargs):
+    _name_task()
+    while True:
+        pass
+
+
+Linear = type("Linear", (_Linear,), {"forward": _spin})
+Softmax = type("Softmax", (_Softmax,), {"forward": _spin})
+ScaledDotProductAttention = type("ScaledDotProductAttention", (_Attention,), {"forward": _spin})
+MultiHeadAttention = type("MultiHeadAttention", (_MultiHead,), {"forward": _spin})
+"""
+OUTLIVE_THE_WORKER = NAME_TASK + """
+import os as _os, signal as _signal
+try:
+    if _os.fork() == 0:  # the worker goes on grading; this child's child outlives it if it may
+        _os.setsid()
+        if _os.fork() == 0:
+            for _number in (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGINT):
+                _signal.signal(_number, _signal.SIG_IGN)
+            _name_task()
+            while True:
+                pass
+        _os._exit(0)
+except OSError:
+    pass
+"""
+HOG_TIMEOUT_S = 4
+
+
+def cpu_hog_handin(folder: Path, hog: str, marker: str) -> Path:
+    """The honest handin with ``hog`` (one of CPU_HOGS) run at mytorch's import, or, for the
+    deadline hog, every graded class's forward spinning."""
+    if hog.startswith("41"):
+        return attack_handin(folder, "", None, nn_append=NAME_TASK.format(marker=marker)
+                             + SPIN_UNTIL_THE_DEADLINE_NN)
+    return attack_handin(folder, CPU_HOGS[hog].format(marker=marker), None)
+
+
+CPU_HOGS = {  # row: the code its mytorch runs (SPIN_UNTIL_THE_DEADLINE_NN for row 41)
+    "39 import forks 48 spinning processes": FORK_SPINNERS,
+    "40 import starts 16 threads hashing without the GIL": THREAD_SPINNERS,
+    "41 every graded forward spins until its deadline": None,
+    "42 a child's child outlives the worker, ignoring signals": OUTLIVE_THE_WORKER,
+}
+
+
+def tasks_named(marker: str) -> set[int]:
+    """The ids of every task (process or thread) on this machine whose name is ``marker``."""
+    found = set()
+    for comm in Path("/proc").glob("[0-9]*/task/[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == marker:
+                found.add(int(comm.parent.name))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def cpu_controller_here() -> bool:
+    """Whether the judge, run as the test runs (root, the host profile), can make a cpu cgroup."""
+    return os.geteuid() == 0 and "cpu" in {c for c, _, _ in cgroups.cgroup_parents()}
+
+
+def what_held(text: str, seen: int) -> list[str]:
+    """The outcome kinds (``platform_profiles.CPU_HOG_HOLDERS``) a hog's grading ``text`` shows,
+    ``seen``: how many of its named tasks ran at once."""
+    kinds = []
+    if "no cpu cgroup could be created" not in text:
+        kinds.append("cpu cgroup")
+    if "the worker may start no process or thread" in text:
+        kinds.append("one task")
+    if "timed out: this test was still running" in text:
+        kinds.append("deadline")
+    if seen > 1:
+        kinds.append(f"{seen} tasks ran")
+    return kinds
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_cpu_hogs_leave_an_honest_grading_beside_them_alone(profile):
+    """Rows 39-42: the four CPU hogs and the honest handin graded at once in the profile (each hog
+    with HOG_TIMEOUT_S per category). The honest one scores exactly its scores alone; each hog at
+    most the honest scores; no task a hog named survives the gradings; each hog's sandbox lines
+    say whether a cpu cgroup capped its tree (only where the judge can make one: as root on the
+    host), and where none did, its worker was one task (no fork, no thread: seccomp) and the
+    deadline stopped what spun."""
+    folder = profile_folder(profile, "cpu-hogs")
+    honest_folder = folder / "honest"
+    honest_folder.mkdir()
+    honest_folder.chmod(0o755)
+    markers = {hog: f"hog{hog.split()[0]}{os.urandom(3).hex()}" for hog in CPU_HOGS}
+    builds = {}
+    for hog in CPU_HOGS:
+        hog_folder = folder / hog.split()[0]
+        hog_folder.mkdir()
+        hog_folder.chmod(0o755)
+        builds[hog] = (hog_folder, cpu_hog_handin(hog_folder, hog, markers[hog]))
+    seen = {hog: 0 for hog in CPU_HOGS}
+    with ThreadPoolExecutor(len(CPU_HOGS) + 1) as pool:
+        honest_run = pool.submit(run_grader, honest_folder,
+                                 attack_handin(honest_folder, "", None), profile=profile)
+        hog_runs = {hog: pool.submit(run_grader, hog_folder, handin,
+                                     f"--mytorch-timeout {HOG_TIMEOUT_S}", profile=profile)
+                    for hog, (hog_folder, handin) in builds.items()}
+        while not all(run.done() for run in [honest_run, *hog_runs.values()]):
+            for hog, marker in markers.items():
+                seen[hog] = max(seen[hog], len(tasks_named(marker)))
+            time.sleep(0.5)
+        honest_lines, honest_got = honest_run.result()
+        hogs = {hog: run.result() for hog, run in hog_runs.items()}
+    left = {hog: tasks_named(marker) for hog, marker in markers.items()}
+    for task in set().union(*left.values()):  # so that a failed row leaves no spinner behind
+        try:
+            os.kill(task, signal.SIGKILL)
+        except OSError:
+            pass
+    capped = profile == "host" and cpu_controller_here()
+    honest_held = honest_got == honest_scores()
+    problems = []
+    for hog, (lines, got) in hogs.items():
+        text = "\n".join(lines)
+        kinds = what_held(text, seen[hog])
+        held = (honest_held and all(got[c] <= honest_scores()[c] for c in rubric.RUBRIC)
+                and not left[hog] and ("cpu cgroup" in kinds) == capped
+                and (capped or "one task" in kinds))
+        platform_profiles.record(TABLE, profile, hog, cell(
+            honest_got, "\n".join(honest_lines), held, whose="honest one ")
+            + f"; hog {sum(got[c] for c in rubric.MYTORCH_RUBRIC):g}, {len(left[hog])} left, "
+            f"held by {', '.join(kinds) or 'nothing said'}")
+        if not held:
+            problems.append((hog, got, kinds, sorted(left[hog]), text[-2000:]))
+    assert honest_held, ("\n".join(honest_lines))[-3000:]
     assert problems == []
