@@ -30,7 +30,7 @@ import torch
 import yaml
 
 from autograder.sandboxed import landlock
-from autograder.judging import (cgroups, grade_model, gradescope, report as grading_report, rubric,
+from autograder.judging import (grade_model, gradescope, report as grading_report, rubric,
                                 weights_fingerprint)
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
@@ -860,16 +860,21 @@ try:
 except OSError:
     pass
 """
-HOG_TIMEOUT_S = 4
+HOG_TIMEOUT_S = 3
 
 
 def cpu_hog_handin(folder: Path, hog: str, marker: str) -> Path:
-    """The honest handin with ``hog`` (one of CPU_HOGS) run at mytorch's import, or, for the
-    deadline hog, every graded class's forward spinning."""
+    """The reference mytorch with ``hog`` (one of CPU_HOGS) run at its import, or, for the deadline
+    hog, every graded class's forward spinning; no model (LanguageModel 0), so that its grading
+    spends its time on mytorch, where the hog runs."""
     if hog.startswith("41"):
-        return attack_handin(folder, "", None, nn_append=NAME_TASK.format(marker=marker)
-                             + SPIN_UNTIL_THE_DEADLINE_NN)
-    return attack_handin(folder, CPU_HOGS[hog].format(marker=marker), None)
+        handin = attack_handin(folder, "", None, nn_append=NAME_TASK.format(marker=marker)
+                               + SPIN_UNTIL_THE_DEADLINE_NN)
+    else:
+        handin = attack_handin(folder, CPU_HOGS[hog].format(marker=marker), None)
+    for name in (STATE_DICT_FILE, CONFIG_FILE):
+        (folder / "handin" / name).unlink()
+    return pack_folder(folder / "handin", handin)
 
 
 CPU_HOGS = {  # row: the code its mytorch runs (SPIN_UNTIL_THE_DEADLINE_NN for row 41)
@@ -893,8 +898,11 @@ def tasks_named(marker: str) -> set[int]:
 
 
 def cpu_controller_here() -> bool:
-    """Whether the judge, run as the test runs (root, the host profile), can make a cpu cgroup."""
-    return os.geteuid() == 0 and "cpu" in {c for c, _, _ in cgroups.cgroup_parents()}
+    """Whether root on this host has a cpu controller to make cgroups in (v1's cpu hierarchy, or
+    v2's root listing it), read from the file system, not from the judge's code."""
+    unified = Path("/sys/fs/cgroup/cgroup.controllers")
+    return os.geteuid() == 0 and (Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists() or (
+        unified.exists() and "cpu" in unified.read_text().split()))
 
 
 def what_held(text: str, seen: int) -> list[str]:
@@ -907,8 +915,8 @@ def what_held(text: str, seen: int) -> list[str]:
         kinds.append("one task")
     if "timed out: this test was still running" in text:
         kinds.append("deadline")
-    if seen > 1:
-        kinds.append(f"{seen} tasks ran")
+    if seen:
+        kinds.append(f"{seen} named task{'s' * (seen > 1)} at once")
     return kinds
 
 
