@@ -43,16 +43,13 @@ from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, ZEROS_NN, at
                                              honest_scores, make_model_handin, open_folder,
                                              pack_folder, run_grader, write_tar)
 from tools.honest_weights import noised, one_ulp, permuted, rescaled
-from tests.grader.test_autograder_e2e import (FULL_LINE, MYTORCH_ZERO, read_hidden_lines,
-                                              replay_handin)
-from tests.grader.test_handin_extraction import (deep_mytorch_member, long_name_members,
-                                                 zip_directory_bomb)
-from tests.grader.test_answer_seconds import SLEEP_S, SLOW_FIRST_FORWARD_NN
-from tests.grader.test_runtime_code import DOORS, TRICKS, UTF7_SOURCE, door_mytorch
-from tests.grader.test_worker_scoring import ZERO_LINEAR_NN
-from tests.grader.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
-                                          unpack_root)
-from tests.grader.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
+from tests.grader.attack_handins import (DOORS, DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS,
+                                         FD_GAMING_INIT, FULL_LINE, MYTORCH_ZERO, SLEEP_S,
+                                         SLOW_FIRST_FORWARD_NN, SNOOP_INIT, TRICKS, UTF7_SOURCE,
+                                         ZERO_LINEAR_NN, category_totals, check_spec,
+                                         deep_mytorch_member, door_mytorch, long_name_members,
+                                         read_hidden_lines, replay_handin, run_autograder,
+                                         unpack_root, zip_directory_bomb)
 
 CHAR_VOCAB = H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size
 pytestmark = [pytest.mark.platforms,
