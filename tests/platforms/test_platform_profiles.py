@@ -43,6 +43,10 @@ from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, ZEROS_NN, at
                                              honest_scores, make_model_handin, open_folder,
                                              pack_folder, run_grader, write_tar)
 from tools.honest_weights import noised, one_ulp, permuted, rescaled
+from tests.classroom.similarity_classes import (FAMILIES, class_folder, family_problems,
+                                                family_trees, handout_folder, moved_class,
+                                                moved_copies_problems, poison, poison_problems,
+                                                poisoned_class, poisoned_class_problems)
 from tests.grader.attack_handins import (DOORS, DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS,
                                          FD_GAMING_INIT, FULL_LINE, MYTORCH_ZERO, SLEEP_S,
                                          SLOW_FIRST_FORWARD_NN, SNOOP_INIT, TRICKS, UTF7_SOURCE,
@@ -710,8 +714,6 @@ def test_a_poisoned_class_is_compared_in_each_profile(profile):
     parsing (nesting deep enough for a RecursionError, a unary chain for a MemoryError), and a
     student whose graded file cannot be decoded: the run finishes, writes every file, ranks the
     moved copy first and names each poisoned file as its student's finding."""
-    from tests.classroom.test_similarity import poisoned_class, poisoned_class_problems
-
     folder = profile_folder(profile, "similarity")
     out = folder / "out"
     problems = poisoned_class_problems(similarity_in_profile(profile, *poisoned_class(folder),
@@ -729,9 +731,6 @@ def test_moved_copies_rank_first_in_each_profile(profile):
     from a module of another name; a renamed class bound from a subpackage's module; the
     package's __init__ re-exporting from another module), names changed and methods reordered:
     the three copies are the three first pairs, flagged, and no independent pair is."""
-    from tests.classroom.test_similarity import class_folder, handout_folder, moved_class, \
-        moved_copies_problems
-
     folder = profile_folder(profile, "moved")
     out = folder / "out"
     result = similarity_in_profile(profile, class_folder(folder, moved_class(folder)),
@@ -751,9 +750,6 @@ def test_copies_hidden_from_a_static_reading_are_flagged_in_each_profile(profile
     subpackage; hundreds of constants before the class body, in it or in the module; the class
     bound under both branches of an ``if`` or a ``try``; helpers copied under other names): each
     copy is flagged and ranks above every independent pair, none of which is flagged."""
-    from tests.classroom.test_similarity import class_folder, handout_folder
-    from tests.classroom.test_similarity_families import FAMILIES, family_problems, family_trees
-
     folder = profile_folder(profile, "families")
     out = folder / "out"
     result = similarity_in_profile(profile, class_folder(folder, family_trees(folder)),
@@ -773,14 +769,10 @@ def test_one_poisoned_handin_never_stops_the_similarity_in_each_profile(profile)
     fingerprinting outlasts the time limit, and a student folder named with non-UTF-8 bytes: the
     run finishes, writes valid UTF-8, produces every other pair and flags the copy among them;
     each poisoned handin is its own finding."""
-    from tests.classroom.test_similarity import class_folder, handout_folder
-    from tests.classroom.test_similarity_families import (family_trees, poison,
-                                                          poisoned_class_problems)
-
     folder = profile_folder(profile, "poison")
     out = folder / "out"
     trees = {**family_trees(folder, ["if-branches"]), **poison(folder)}
-    problems = poisoned_class_problems(similarity_in_profile(
+    problems = poison_problems(similarity_in_profile(
         profile, class_folder(folder, trees), handout_folder(folder), out), out)
     platform_profiles.record(TABLE, profile, "38 similarity of a class with six kinds of poison",
                              "held: every other pair, each poison a finding"
