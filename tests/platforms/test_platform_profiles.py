@@ -876,14 +876,16 @@ CPU_HOGS = {  # row: the code its mytorch runs (SPIN_UNTIL_THE_DEADLINE_NN for r
 
 
 def tasks_named(marker: str) -> set[int]:
-    """The ids of every task (process or thread) on this machine whose name is ``marker``."""
+    """The ids of every task (process or thread) on this machine whose name is ``marker`` (tasks
+    that end while they are read are skipped)."""
     found = set()
-    for comm in Path("/proc").glob("[0-9]*/task/[0-9]*/comm"):
+    for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if comm.read_text().strip() == marker:
-                found.add(int(comm.parent.name))
-        except (OSError, ValueError):
-            pass
+            for task in os.listdir(f"/proc/{pid}/task"):
+                if Path(f"/proc/{pid}/task/{task}/comm").read_text().strip() == marker:
+                    found.add(int(task))
+        except OSError:
+            continue
     return found
 
 
