@@ -283,7 +283,7 @@ def utf7_handin(folder: Path) -> Path:
 
 def door_handin(folder: Path, door: str = "blob") -> Path:
     """Every mytorch file the reference's own code as a zlib blob, run through ``door`` (one of
-    test_runtime_code's DOORS)."""
+    attack_handins.DOORS)."""
     handin = attack_handin(folder, "", None)
     shutil.rmtree(folder / "handin/mytorch")
     door_mytorch(folder / "handin", DOORS[door])
