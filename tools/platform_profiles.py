@@ -42,6 +42,14 @@ DOCKER_DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "add_key"
                  "keyctl", "bpf", "perf_event_open", "userfaultfd", "init_module", "finit_module",
                  "delete_module", "kexec_load", "open_by_handle_at")
 CLONE_NEWNS = 0x00020000
+# What held a CPU hog graded beside an honest handin (rows 39-42), as its cells name it; the table
+# ends with this legend.
+CPU_HOG_HOLDERS = {
+    "cpu cgroup": "the worker tree's own cgroup capped its CPU time (cpu.max, v1: cpu.cfs_quota_us)",
+    "one task": "no cgroup could cap the tree, so the worker ran as one task: its seccomp filter "
+                "refuses new processes and threads",
+    "deadline": "a test outlasted its category's time limit, and the worker tree was killed",
+}
 
 
 def launcher(profile: str, command: list[str]) -> list[str]:
@@ -139,6 +147,9 @@ def table(folder: Path) -> str:
     for attack in attacks:
         lines.append(f"| {attack} | "
                      + " | ".join(found.get((attack, p), "not run") for p in PROFILES) + " |")
+    if any("held by" in outcome for outcome in found.values()):
+        lines += ["", "What held the CPU hogs:"] + [f"- {kind}: {meaning}"
+                                                  for kind, meaning in CPU_HOG_HOLDERS.items()]
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ from autograder.classroom import regrade
 from autograder.judging import grade, handin_guard, rubric, static_inspection
 from autograder.judging.report import GradingReport
 from tests.classroom.test_regrade import fake_grader, judge_details
-from tests.classroom.test_similarity import POISON
+from tests.classroom.similarity_classes import POISON
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,7 @@ from autograder.judging.report import GradingReport, LanguageModelResult, Status
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
                                              attack_handin, built_autograder, honest_scores,
                                              session_folder)
-from tests.grader.test_autograder_e2e import MYTORCH_ZERO
+from tests.grader.attack_handins import MYTORCH_ZERO
 
 REPO = Path(__file__).resolve().parents[2]
 HANG = "while True:\n    pass\n"

@@ -8,11 +8,9 @@ whitespace changed), and a student who handed in the untouched skeleton.
 """
 import csv
 import json
-import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -22,21 +20,11 @@ from autograder.judging import mytorch_resolver, static_inspection
 from autograder.judging.runtime_code import runtime_code
 from hw4lib.grading_numbers import MYTORCH_RUBRIC
 from tools.mytorch_styles import FILES, STYLES, disguised, student_tree
+from tests.classroom.similarity_classes import (COPIES, GRADED_FILES, class_folder, handout_folder,
+                                                moved_class, poisoned_class,
+                                                poisoned_class_problems, write_handin)
 pytest.importorskip("copydetect")
 REPO = Path(__file__).resolve().parents[2]
-
-
-def write_handin(folder: Path, tree: dict[str, str | bytes]) -> Path:
-    handin = folder / "handin"
-    for path, text in tree.items():
-        (handin / path).parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(text, bytes):
-            (handin / path).write_bytes(text)
-        else:
-            (handin / path).write_text(text)
-    with tarfile.open(folder / "handin.tar", "w") as tar:
-        tar.add(handin, arcname="handin")
-    return folder / "handin.tar"
 
 
 def test_planted_copies_rank_above_every_independent_pair(tmp_path):
@@ -83,23 +71,6 @@ def test_planted_copies_rank_above_every_independent_pair(tmp_path):
     assert "einsum-copy" in report and "verbose-copy" in report and "<mark>" in report
     assert str(tmp_path) not in report and "/tmp" not in report  # labelled, relative paths
     assert "# file: mytorch/nn/linear.py" in report
-
-
-def class_folder(tmp_path: Path, trees: dict[str, dict[str, str]]) -> Path:
-    """A Gradescope-layout folder of one handin per student of ``trees``."""
-    handins = tmp_path / "handins"
-    for name, tree in trees.items():
-        (handins / name).mkdir(parents=True)
-        shutil.move(write_handin(tmp_path / "build" / name, tree), handins / name / "handin.tar")
-    return handins
-
-
-def handout_folder(tmp_path: Path) -> Path:
-    handout = tmp_path / "handout"
-    for path, text in student_tree(tmp_path, None).items():
-        (handout / path).parent.mkdir(parents=True, exist_ok=True)
-        (handout / path).write_text(text)
-    return handout
 
 
 def encoded(tree: dict[str, str], encoding: str) -> dict[str, bytes]:
@@ -191,29 +162,6 @@ def test_symlinked_handins_and_past_semesters(tmp_path):
     assert [sorted(p) for p in pairs if pairs[p]["flagged"]] == [["loops", "past:old-copy"]], rows
 
 
-GRADED_FILES = (*FILES, "mytorch/nn/multi_head_attention.py")
-GRADED_IMPORT = re.compile(r"^from \.(linear|activation|scaled_dot_product_attention|"
-                           r"multi_head_attention) import .*\n", re.M)
-
-
-def moved(tree: dict[str, str], target: str, graded_file, renamed: dict[str, str] | None = None,
-          init: str | None = None) -> dict[str, str]:
-    """A copy whose graded classes all live in ``target`` (one module of another name, their
-    imports of each other dropped, ``renamed`` applied to it), each graded file replaced by
-    ``graded_file(path)`` (a one-line import), and ``init`` (if given) as mytorch/nn/__init__.py."""
-    combined = "from __future__ import annotations\n" + "".join(
-        GRADED_IMPORT.sub("", tree[path]).replace("from __future__ import annotations\n", "")
-        for path in GRADED_FILES)
-    if target.count("/") > 2:  # a subpackage: the given checks are one level up
-        combined = combined.replace("from ._checks", "from .._checks")
-        tree = {**tree, target.rsplit("/", 1)[0] + "/__init__.py": ""}
-    out = {**tree, target: disguised({target: combined}, renamed or {}, reorder=True)[target],
-           **{path: graded_file(path) for path in GRADED_FILES}}
-    if init is not None:
-        out["mytorch/nn/__init__.py"] = init
-    return out
-
-
 def python_binds(trees: dict[str, dict[str, str]], tmp_path: Path) -> dict[str, dict[str, str]]:
     """{name: {graded class: the path of the module Python's own import of ``mytorch.nn`` takes it
     from}} for each mytorch of ``trees``: the truth the static tracing must agree with."""
@@ -234,52 +182,6 @@ def python_binds(trees: dict[str, dict[str, str]], tmp_path: Path) -> dict[str, 
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             cwd=tmp_path, check=True)
     return json.loads(result.stdout)
-
-
-def moved_class(tmp_path: Path) -> dict[str, dict[str, str]]:
-    """Three independent students, the skeleton, and a copy of each independent one moved by
-    another route (renamed, methods reordered): a star import from a module of another name; a
-    module attribute of a renamed class in a subpackage; the package's __init__ re-exporting from
-    another module, each graded file a star import of it."""
-    trees = {name: student_tree(tmp_path, style) for name, style in STYLES.items()}
-    trees["skeleton"] = student_tree(tmp_path, None)
-    trees["star-copy"] = moved(trees["einsum"], "mytorch/nn/impl_x.py",
-                               lambda path: "from .impl_x import *\n",
-                               {"flat": "rows", "shifted": "centered", "logits": "scores"})
-    classes = {name: f"_{name}Impl" for name in MYTORCH_RUBRIC}
-    trees["alias-copy"] = moved(
-        trees["verbose"], "mytorch/nn/parts/work.py",
-        lambda path: "from .parts import work\n" + "".join(
-            f"{name} = work.{impl}\n" for name, impl in classes.items()),
-        {**classes, "matrix": "m", "upstream": "up"})
-    init = student_tree(tmp_path, None)["mytorch/nn/__init__.py"]
-    for module in ("linear", "activation", "scaled_dot_product_attention",
-                   "multi_head_attention"):
-        init = init.replace(f"from .{module} import", "from .blocks import")
-    trees["init-copy"] = moved(trees["loops"], "mytorch/nn/blocks.py",
-                               lambda path: "from mytorch.nn.blocks import *\n",
-                               {"top": "peak", "scale": "factor"}, init=init)
-    return trees
-
-
-COPIES = {"star-copy": "einsum", "alias-copy": "verbose", "init-copy": "loops"}
-
-
-def moved_copies_problems(result: subprocess.CompletedProcess, out: Path) -> list[str]:
-    """What ``python -m autograder.classroom.similarity`` got wrong on :func:`moved_class` (none: the three
-    moved copies are the three first pairs, each flagged, and no pair of independent students is
-    flagged)."""
-    if result.returncode != 0:
-        return [f"exit {result.returncode}: {result.stderr[-3000:]}"]
-    with open(out / "pairs.csv", newline="") as file:
-        rows = list(csv.DictReader(file))
-    first = {frozenset((row["student_a"], row["student_b"])) for row in rows[:3]}
-    independent_flagged = [row for row in rows if row["flagged"] == "True"
-                           and not {row["student_a"], row["student_b"]} & set(COPIES)]
-    if first != {frozenset(pair) for pair in COPIES.items()} or independent_flagged or not all(
-            row["flagged"] == "True" for row in rows[:3]):
-        return [f"first pairs: {rows[:3]}, independent pairs flagged: {independent_flagged}"]
-    return []
 
 
 @pytest.mark.slow
@@ -339,57 +241,6 @@ def test_a_moved_bonus_class_is_compared_where_it_lives(tmp_path):
         rows = similarity.compare(documents, similarity.handout_document(handout),
                                   tmp_path / part)
         assert [row["flagged"] for row in rows] == [flagged], (part, rows)
-
-
-POISON = {  # never-imported files Python would refuse or that end ast.parse, each a finding
-    "mytorch/nn/notes.py": b"# coding: idna\nx = '\xff'\n",
-    "mytorch/nn/deep.py": b"x = " + b"1+" * 100_000 + b"1\n",
-    "mytorch/nn/unary.py": b"x = " + b"-" * 100_000 + b"1\n",
-}
-
-
-def poisoned_class(folder: Path) -> tuple[Path, Path]:
-    """(class folder, handout folder) under ``folder``: two honest students, a moved copy of one
-    of them that also carries files that end the decoding or the parsing, and a student whose
-    graded file cannot be decoded."""
-    trees = {name: student_tree(folder, STYLES[name]) for name in ("einsum", "verbose")}
-    trees["moved-copy"] = {**moved(trees["einsum"], "mytorch/nn/impl_x.py",
-                                   lambda path: "from .impl_x import *\n", {"flat": "rows"}),
-                           **POISON}
-    trees["poisoned"] = {**student_tree(folder, STYLES["loops"]),
-                         FILES[0]: POISON["mytorch/nn/notes.py"]}
-    return class_folder(folder, trees), handout_folder(folder)
-
-
-def poisoned_class_problems(result: subprocess.CompletedProcess, out: Path) -> list[str]:
-    """What ``python -m autograder.classroom.similarity`` got wrong on :func:`poisoned_class` (none: every
-    file written, the moved copy ranked first, each poisoned file its student's finding)."""
-    if result.returncode != 0:
-        return [f"exit {result.returncode}: {result.stderr[-3000:]}"]
-    written = sorted(path.name for path in out.iterdir())
-    if written != ["findings.csv", "pairs.csv", "report.html", "runtime_code.csv"]:
-        return [f"files written: {written}"]
-    problems = []
-    with open(out / "pairs.csv", newline="") as file:
-        first = next(csv.DictReader(file))
-    if {first["student_a"], first["student_b"]} != {"einsum", "moved-copy"} or (
-            first["flagged"] != "True"):
-        problems.append(f"first pair: {first}")
-    with open(out / "findings.csv", newline="") as file:
-        findings = [(row["student"], row["finding"]) for row in csv.DictReader(file)]
-    why = {(student, finding.split(" ")[0]): finding for student, finding in findings}
-    expected = {("moved-copy", path) for path in (*POISON, *GRADED_FILES)} | {
-        ("poisoned", FILES[0])}
-    if not expected <= why.keys() or {student for student, _ in findings} != {
-            "moved-copy", "poisoned"}:
-        problems.append(f"findings: {findings}")
-    for path, error in (("notes.py", "declares the source encoding 'idna'"),
-                        ("deep.py", "(RecursionError"), ("unary.py", "(MemoryError")):
-        if error not in why.get(("moved-copy", f"mytorch/nn/{path}"), ""):
-            problems.append(f"mytorch/nn/{path}: no finding '{error}': {findings}")
-    if "moved-copy: mytorch/nn/deep.py could not be inspected" not in result.stdout:
-        problems.append(f"the run's output does not list the finding: {result.stdout[-2000:]}")
-    return problems
 
 
 @pytest.mark.slow

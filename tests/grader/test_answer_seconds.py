@@ -17,24 +17,9 @@ from autograder.sandboxed import wire
 from autograder.judging import judge, processes
 from autograder.judging.hidden_tests import mytorch_hidden
 from tools import hint_report
+from tests.grader.attack_handins import SLEEP_S, SLOW_FIRST_FORWARD_NN
 
-SLEEP_S = 3.0
 HOLD_TIMEOUT_S = 8.0
-# Appended to mytorch/nn/__init__.py: the reference Linear, whose first forward call sleeps.
-SLOW_FIRST_FORWARD_NN = f'''
-import time as _time
-
-from .linear import Linear as _Linear
-
-_slept = []
-
-
-class Linear(_Linear):
-    def forward(self, A):
-        if not _slept:
-            _slept.append(_time.sleep({SLEEP_S}))
-        return super().forward(A)
-'''
 # Prepended to mytorch/__init__.py: the worker's send replaced by one that holds every answer and
 # sends them all together once it holds as many as Linear has tests (told here, as a student
 # could count them in the handout's feedback). Sent together, each answer but the first would

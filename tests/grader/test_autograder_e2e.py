@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,12 +23,10 @@ import pytest
 import torch
 import yaml
 
-import numpy as np
 
-from autograder.sandboxed import landlock, wire
+from autograder.sandboxed import landlock
 from autograder.judging import report, rubric, sandbox, sandbox_modes, worker_folders
 from hw4lib.data import H4Tokenizer
-from hw4lib.data.lm_dataset import load_transcript
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import sample_size, transcripts_sha256
 from hw4lib.model import DecoderOnlyTransformer
@@ -41,13 +38,14 @@ from tests.grader.autograder_helpers import (REPO_ROOT, TEST_FULL_MARKS_PPL, TES
                                              direct_perplexity_char, honest_scores,
                                              make_model_handin, make_run_folder, open_folder,
                                              pack_folder, regular, run_grader, write_tar)
+from tests.grader.attack_handins import (FULL_LINE, HIDDEN_PARTITION_MEMBER, MYTORCH_ZERO, STUB_NN,
+                                         read_hidden_lines, replay_handin)
 
 
 # ------------------------------------------------------------------------------------------------
 # End to end: make in a grading folder, as Autolab does
 # ------------------------------------------------------------------------------------------------
 
-HIDDEN_PARTITION_MEMBER = "autograde/autograder/hidden_set/test"
 PUBLIC_PARTITION_MEMBER = "autograde/autograder/public_test/test"
 
 
@@ -67,15 +65,6 @@ def import_without_site_packages(folder: Path, modules: tuple[str, ...]) -> dict
                if not Path(file).resolve().is_relative_to(folder.resolve())}
     assert not outside, f"imported from outside {folder}: {outside}"
     return files
-
-
-def read_hidden_lines(autograde_tar: Path) -> list[str]:
-    """The hidden transcripts ``autograde_tar`` ships, in the order LMDataset reads them."""
-    with tarfile.open(autograde_tar) as tar, tempfile.TemporaryDirectory() as scratch:
-        members = [m for m in tar.getmembers() if m.name.startswith(HIDDEN_PARTITION_MEMBER + "/")]
-        tar.extractall(scratch, members=members, filter="data")
-        return [load_transcript(path)
-                for path in sorted((Path(scratch) / HIDDEN_PARTITION_MEMBER).glob("*.npy"))]
 
 
 def reported_perplexity(lines: list[str]) -> float:
@@ -185,15 +174,6 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
 # Attacks: each builds a malicious handin, grades it through make, and checks the exact scores
 # ------------------------------------------------------------------------------------------------
 
-FULL_LINE = json.dumps({"scores": {c: p for c, p in rubric.RUBRIC.items()}})
-MYTORCH_ZERO = {category: 0 for category in rubric.MYTORCH_RUBRIC}
-# A mytorch that does no work: every class raises when used (what the handout's stubs do).
-STUB_NN = """
-class _Stub:
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("stub")
-Linear = Softmax = ScaledDotProductAttention = MultiHeadAttention = _Stub
-"""
 # Values no numeric check may accept: NaN, strings, a 256 MiB array, Python objects.
 BAD_VALUES_NN = """
 import numpy as np
@@ -426,63 +406,6 @@ def test_bad_side_files_cost_only_their_own_category(tmp_path):
         assert "The autograder itself failed" not in text and len(text) < 100_000, text[-3000:]
         if message:
             assert message in text, (name, text[-3000:])
-
-
-def recorded_worker_streams(seed: int) -> dict[str, bytes]:
-    """{category: what the worker sends back for the reference mytorch}, recorded in this process
-    for hidden-test inputs drawn from ``seed``: what a replay attack would have saved from an
-    earlier grading."""
-    import mytorch.nn as reference_nn
-    from autograder.sandboxed import worker
-    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
-
-    streams = {}
-    for category in rubric.MYTORCH_RUBRIC:
-        folder = Path(tempfile.mkdtemp(prefix="hw4p1-record-"))
-        tests = tests_of(category)
-        stream = b""
-        for test, child in zip(tests, np.random.SeedSequence(seed).spawn(len(tests))):
-            program = wire.Program()
-            test.build(program, np.random.default_rng(child))
-            program.save(folder / test.name)
-            stream += worker.run_test(reference_nn, folder / test.name, test.name)
-        shutil.rmtree(folder)
-        streams[category] = stream
-    return streams
-
-
-# Replays a recorded stream on the worker's result fd, then exits before any class is used.
-REPLAY_INIT = """
-import base64, importlib, os, sys
-_args = sys.argv
-_tests = os.listdir(_args[_args.index("--input") + 1])  # the first test's program
-_data = base64.b64decode(importlib.import_module("mytorch._replay_" + CATEGORY_OF[_tests[0]]).DATA)
-_fd = int(_args[_args.index("--result-fd") + 1])
-while _data:
-    _data = _data[os.write(_fd, _data):]
-os._exit(0)
-"""
-REPLAY_SEED = 20240  # the recorded grading's seed (any seed: the judge draws a fresh one)
-
-
-def replay_handin(folder: Path) -> Path:
-    """handin.tar: the tiny model, and a mytorch whose classes all raise NotImplementedError and
-    whose import writes a recorded result stream of the reference mytorch to the result fd."""
-    import base64
-
-    from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS
-
-    category_of = {test.name: test.category for test in HIDDEN_TESTS}
-    handin = folder / "handin"
-    make_model_handin(handin)
-    package = handin / "mytorch"
-    (package / "nn").mkdir(parents=True)
-    (package / "nn/__init__.py").write_text(STUB_NN)
-    for category, stream in recorded_worker_streams(REPLAY_SEED).items():
-        (package / f"_replay_{category}.py").write_text(
-            f"DATA = {base64.b64encode(stream).decode()!r}\n")
-    (package / "__init__.py").write_text(f"CATEGORY_OF = {category_of!r}\n{REPLAY_INIT}")
-    return pack_folder(handin, folder / "handin.tar")
 
 
 @pytest.mark.slow

@@ -9,79 +9,21 @@ is checked against Gradescope's specification (required keys and types, per-test
 to the score) and against the Autolab run of the same handin.
 """
 import json
-import math
 import os
-import subprocess
-import sys
 import tarfile
 import zipfile
-from pathlib import Path
 
 import pytest
 
 from autograder.judging import gradescope, rubric
-from tools import platform_profiles
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
                                              attack_handin, built_autograder,
                                              copy_reference_mytorch, honest_scores,
                                              make_model_handin, pack_folder,
                                              run_grader)
-from tests.grader.test_autograder_e2e import ATTACKS, MYTORCH_ZERO, import_without_site_packages
-
-VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
-
-
-def unpack_root(tmp_path: Path, handin: Path | None) -> Path:
-    """A fake /autograder: source/ (the zip's contents), submission/ and results/."""
-    root = tmp_path / "autograder"
-    with zipfile.ZipFile(built_autograder() / "gradescope.zip") as archive:
-        archive.extractall(root / "source")
-    for name in ("setup.sh", "run_autograder"):
-        (root / "source" / name).chmod(0o755)
-    (root / "submission").mkdir()
-    (root / "results").mkdir()
-    if handin is not None:
-        (root / "submission/handin.tar").write_bytes(handin.read_bytes())
-    return root
-
-
-def run_autograder(root: Path, *args: str, profile: str = "host") -> dict:
-    """Run source/run_autograder as Gradescope does (``args`` passed on), in the emulated
-    ``profile`` (``tools/platform_profiles.py``); return the parsed results.json."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
-    env.update(AUTOGRADER_ROOT=str(root), HW4P1_PYTHON=sys.executable)
-    command = platform_profiles.launcher(profile, [str(root / "source/run_autograder"), *args])
-    process = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
-                             timeout=900)
-    assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
-    return json.loads((root / "results/results.json").read_text())
-
-
-def check_spec(results: dict) -> None:
-    """results.json as Gradescope's specification asks, with per-test scores summing to score."""
-    assert isinstance(results.get("score"), float) and math.isfinite(results["score"]), results
-    assert isinstance(results.get("output"), str) and results["output"], "no output"
-    assert results.get("visibility") in VISIBILITIES
-    tests = results.get("tests")
-    assert isinstance(tests, list) and tests, "no tests"
-    for test in tests:
-        for key, kind in (("name", str), ("score", float), ("max_score", float), ("output", str),
-                          ("visibility", str), ("status", str)):
-            assert isinstance(test.get(key), kind), f"test {test.get('name')}: {key} is " \
-                                                    f"{test.get(key)!r}, expected {kind.__name__}"
-        assert 0 <= test["score"] <= test["max_score"], test
-        assert test["visibility"] in VISIBILITIES and test["status"] in ("passed", "failed"), test
-    total = sum(test["score"] for test in tests)
-    assert abs(total - results["score"]) < 1e-6, f"tests add up to {total}, score {results['score']}"
-    maximum = sum(test["max_score"] for test in tests)
-    assert maximum == sum(rubric.RUBRIC.values()), f"max scores add up to {maximum}"
-
-
-def category_totals(results: dict) -> dict[str, float]:
-    totals = dict.fromkeys(rubric.RUBRIC, 0.0)
-    for test in results["tests"]:
-        totals[test["name"].split(":")[0]] += test["score"]
-    return {category: round(total, 2) for category, total in totals.items()}
+from tests.grader.test_autograder_e2e import ATTACKS, import_without_site_packages
+from tests.grader.attack_handins import (MYTORCH_ZERO, SNOOP_INIT, category_totals, check_spec,
+                                         read_hidden_lines, run_autograder, unpack_root)
 
 
 def test_zip_holds_gradescopes_entry_points_and_the_judge():
@@ -198,27 +140,6 @@ def test_a_failed_hidden_test_shows_the_likely_cause_on_both_platforms(tmp_path)
                    if t["status"] == "passed")
 
 
-# Reads every copy of the hidden material it can find; if any, prints it and breaks mytorch.
-SNOOP_INIT = """
-import glob
-_paths = [SOURCE_TAR] + [path for pattern in ("autograde.tar",
-                                               "autograde/autograder/hidden_set/*/*",
-                                               "autograde/autograder/judging/hidden_tests/*.py")
-                         for path in glob.glob("/tmp/hw4p1-grading-*/" + pattern)]
-_found = []
-for _path in _paths:
-    try:
-        with open(_path, "rb") as _file:
-            _found.append(_file.read(1 << 20))
-    except OSError:
-        pass
-if _found:
-    print("LEAKED", _found[0][-3000:].decode("latin-1"))
-    raise ImportError("LEAKED " + _found[0][-3000:].decode("latin-1"))
-print("SNOOPED_NOTHING")
-"""
-
-
 @pytest.mark.slow
 def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tmp_path):
     """A mytorch that looks for source/autograde.tar (0644 as Gradescope unpacks it), the grading
@@ -227,7 +148,6 @@ def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tm
     neither results.json nor the feedback; source/autograde.tar is gone after grading."""
     from autograder.judging import sandbox_modes
     from tests.grader.autograder_helpers import session_folder
-    from tests.grader.test_autograder_e2e import read_hidden_lines
 
     hidden = read_hidden_lines(built_autograder() / "autograde.tar")
     modes = [""] + (["--sandbox setpriv"] if os.geteuid() == 0 and "setpriv" in sandbox_modes.MODES

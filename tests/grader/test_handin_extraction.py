@@ -25,6 +25,8 @@ from hw4lib import handin_format
 from tests.grader.autograder_helpers import (copy_reference_mytorch, honest_scores,
                                              make_model_handin, pack_folder, regular, run_grader,
                                              tree, write_tar)
+from tests.grader.attack_handins import (deep_mytorch_member, long_name_members,
+                                         zip_directory_bomb)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -153,33 +155,6 @@ def test_unusable_archives_raise_a_clear_error(tmp_path):
     # a compressed archive is fine
     gz = write_tar(tmp_path / "h.tar.gz", [regular("handin/config.yaml")], "w:gz")
     assert set(extract_handin(gz, tmp_path / "gz").files) == {"config.yaml"}
-
-
-def deep_mytorch_member(depth: int) -> tuple[tarfile.TarInfo, bytes]:
-    """A mytorch module ``depth`` folders below mytorch/, every folder a module name."""
-    return regular("handin/mytorch/" + "a/" * depth + "deep.py")
-
-
-def long_name_members(count: int, length: int) -> list[tuple[tarfile.TarInfo, bytes]]:
-    """``count`` members the grader does not use, each named with ``length`` characters."""
-    return [regular(f"handin/{index:03d}" + "n" * length) for index in range(count)]
-
-
-def zip_directory_bomb(path: Path, entries: int) -> Path:
-    """A zip (whatever ``path`` is named) whose central directory really holds ``entries`` one-byte
-    named entries, each pointing at one empty stored file: what ``zipfile`` parses whole."""
-    local = b"PK\x03\x04" + bytes(22) + (1).to_bytes(2, "little") + bytes(2) + b"x"
-    central = (b"PK\x01\x02" + bytes(24) + (1).to_bytes(2, "little") + bytes(16) + b"x")
-    end = (b"PK\x05\x06" + bytes(4) + (min(entries, 0xFFFF)).to_bytes(2, "little") * 2
-           + (len(central) * entries).to_bytes(4, "little") + len(local).to_bytes(4, "little")
-           + bytes(2))
-    with open(path, "wb") as file:
-        file.write(local)
-        for _ in range(entries // 100_000):
-            file.write(central * 100_000)
-        file.write(central * (entries % 100_000))
-        file.write(end)
-    return path
 
 
 def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(tmp_path):

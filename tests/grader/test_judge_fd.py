@@ -14,45 +14,9 @@ from pathlib import Path
 
 from autograder.judging.hidden_tests import linear_tests
 from tools import hint_report
+from tests.grader.attack_handins import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
 
 SEED = 11
-
-# Run at mytorch's import: wherever the worker's process offers a hook for the finite differences
-# (its perturbed-outputs function, or the call it makes), answer them with an honest Linear
-# forward, so that they agree with the honest backward while the real forward is wrong.
-FD_GAMING_INIT = '''
-import sys as _sys
-_worker = _sys.modules.get("autograder.sandboxed.worker")
-
-
-def _honest_forward(layer):
-    return lambda A: A @ layer.W.T + layer.b
-
-
-if _worker is not None and hasattr(_worker, "perturbed_outputs"):
-    _perturbed = _worker.perturbed_outputs
-
-    def _gamed(env, step):
-        layer = env[step["obj"]]
-        layer.forward = _honest_forward(layer)
-        try:
-            return _perturbed(env, step)
-        finally:
-            del layer.forward
-
-    _worker.perturbed_outputs = _gamed
-'''
-# Appended to mytorch/nn/__init__.py: a Linear whose forward doubles A W^T, with the honest
-# backward. It passes the second-forward test alone: 1 of Linear's 5 points is fair.
-DOUBLED_LINEAR_NN = '''
-from .linear import Linear as _Linear
-
-
-class Linear(_Linear):
-    def forward(self, A):
-        return super().forward(A) + A @ self.W.T
-'''
-FAIR_LINEAR_POINTS = 1.0
 
 
 def fd_gaming_tree(folder: Path) -> Path:

@@ -15,7 +15,7 @@ import pytest
 
 from autograder.judging import cgroups, processes, sandbox, sandbox_modes
 from tests.grader.autograder_helpers import attack_handin, honest_scores, run_grader, session_folder
-from tests.grader.test_autograder_e2e import MYTORCH_ZERO
+from tests.grader.attack_handins import MYTORCH_ZERO
 
 NAMES = (b"\xff\xfe", b"a) 0 0 (Z", b"\xc3(")  # invalid UTF-8; a ")" that fakes the stat fields
 

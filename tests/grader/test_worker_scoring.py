@@ -21,6 +21,7 @@ from autograder.sandboxed import wire
 from autograder.judging import (grading_run, processes, rubric, sandbox, sandbox_modes,
                                 static_inspection)
 from tests.grader.autograder_helpers import REPO_ROOT, copy_reference_mytorch
+from tests.grader.attack_handins import ZERO_LINEAR_NN
 
 
 def test_lm_score_curve():
@@ -111,22 +112,6 @@ def stub_namespace(code: str):
     return module
 
 
-# A Linear that returns zeros of the right shapes and dtypes: a dtype-only check passes it.
-ZERO_LINEAR_NN = """
-import numpy as np
-class Linear:
-    def __init__(self, in_features, out_features):
-        self.W = np.zeros((out_features, in_features))
-        self.b = np.zeros(out_features)
-    def init_weights(self, W, b):
-        self.W, self.b = W, b
-    def forward(self, A):
-        self.A = A
-        return np.zeros((*A.shape[:-1], self.W.shape[0]), dtype=A.dtype)
-    def backward(self, dLdZ):
-        self.dLdW, self.dLdb = np.zeros_like(self.W), np.zeros_like(self.b)
-        return np.zeros_like(self.A)
-"""
 # MultiHeadAttention.backward returning (N, 1) and (1, N) arrays: adding them broadcasts to N x N.
 BROADCAST_MHA_NN = """
 import numpy as np

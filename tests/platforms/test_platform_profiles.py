@@ -15,9 +15,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -41,16 +43,17 @@ from tests.grader.autograder_helpers import (REPO_ROOT, TINY_MODEL, ZEROS_NN, at
                                              honest_scores, make_model_handin, open_folder,
                                              pack_folder, run_grader, write_tar)
 from tools.honest_weights import noised, one_ulp, permuted, rescaled
-from tests.grader.test_autograder_e2e import (FULL_LINE, MYTORCH_ZERO, read_hidden_lines,
-                                              replay_handin)
-from tests.grader.test_handin_extraction import (deep_mytorch_member, long_name_members,
-                                                 zip_directory_bomb)
-from tests.grader.test_answer_seconds import SLEEP_S, SLOW_FIRST_FORWARD_NN
-from tests.grader.test_runtime_code import DOORS, TRICKS, UTF7_SOURCE, door_mytorch
-from tests.grader.test_worker_scoring import ZERO_LINEAR_NN
-from tests.grader.test_gradescope import (SNOOP_INIT, category_totals, check_spec, run_autograder,
-                                          unpack_root)
-from tests.grader.test_judge_fd import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
+from tests.classroom.similarity_classes import (FAMILIES, class_folder, family_problems,
+                                                family_trees, handout_folder, moved_class,
+                                                moved_copies_problems, poison, poison_problems,
+                                                poisoned_class, poisoned_class_problems)
+from tests.grader.attack_handins import (DOORS, DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS,
+                                         FD_GAMING_INIT, FULL_LINE, MYTORCH_ZERO, SLEEP_S,
+                                         SLOW_FIRST_FORWARD_NN, SNOOP_INIT, TRICKS, UTF7_SOURCE,
+                                         ZERO_LINEAR_NN, category_totals, check_spec,
+                                         deep_mytorch_member, door_mytorch, long_name_members,
+                                         read_hidden_lines, replay_handin, run_autograder,
+                                         unpack_root, zip_directory_bomb)
 
 CHAR_VOCAB = H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size
 pytestmark = [pytest.mark.platforms,
@@ -280,7 +283,7 @@ def utf7_handin(folder: Path) -> Path:
 
 def door_handin(folder: Path, door: str = "blob") -> Path:
     """Every mytorch file the reference's own code as a zlib blob, run through ``door`` (one of
-    test_runtime_code's DOORS)."""
+    attack_handins.DOORS)."""
     handin = attack_handin(folder, "", None)
     shutil.rmtree(folder / "handin/mytorch")
     door_mytorch(folder / "handin", DOORS[door])
@@ -680,6 +683,7 @@ def test_a_hostile_grading_leaves_a_concurrent_honest_one_alone(profile):
     hostile = attack_handin(hostile_folder,
                             f"NEIGHBOUR = {str(honest_folder)!r}\n{HOSTILE_NEIGHBOUR}", None)
     honest = attack_handin(honest_folder, "", None)
+    built_autograder()  # once, before the threads that use it
     with ThreadPoolExecutor(2) as pool:
         hostile_run = pool.submit(run_grader, hostile_folder, hostile, profile=profile)
         honest_run = pool.submit(run_grader, honest_folder, honest, profile=profile)
@@ -719,8 +723,6 @@ def test_a_poisoned_class_is_compared_in_each_profile(profile):
     parsing (nesting deep enough for a RecursionError, a unary chain for a MemoryError), and a
     student whose graded file cannot be decoded: the run finishes, writes every file, ranks the
     moved copy first and names each poisoned file as its student's finding."""
-    from tests.classroom.test_similarity import poisoned_class, poisoned_class_problems
-
     folder = profile_folder(profile, "similarity")
     out = folder / "out"
     problems = poisoned_class_problems(similarity_in_profile(profile, *poisoned_class(folder),
@@ -738,9 +740,6 @@ def test_moved_copies_rank_first_in_each_profile(profile):
     from a module of another name; a renamed class bound from a subpackage's module; the
     package's __init__ re-exporting from another module), names changed and methods reordered:
     the three copies are the three first pairs, flagged, and no independent pair is."""
-    from tests.classroom.test_similarity import class_folder, handout_folder, moved_class, \
-        moved_copies_problems
-
     folder = profile_folder(profile, "moved")
     out = folder / "out"
     result = similarity_in_profile(profile, class_folder(folder, moved_class(folder)),
@@ -760,9 +759,6 @@ def test_copies_hidden_from_a_static_reading_are_flagged_in_each_profile(profile
     subpackage; hundreds of constants before the class body, in it or in the module; the class
     bound under both branches of an ``if`` or a ``try``; helpers copied under other names): each
     copy is flagged and ranks above every independent pair, none of which is flagged."""
-    from tests.classroom.test_similarity import class_folder, handout_folder
-    from tests.classroom.test_similarity_families import FAMILIES, family_problems, family_trees
-
     folder = profile_folder(profile, "families")
     out = folder / "out"
     result = similarity_in_profile(profile, class_folder(folder, family_trees(folder)),
@@ -782,16 +778,197 @@ def test_one_poisoned_handin_never_stops_the_similarity_in_each_profile(profile)
     fingerprinting outlasts the time limit, and a student folder named with non-UTF-8 bytes: the
     run finishes, writes valid UTF-8, produces every other pair and flags the copy among them;
     each poisoned handin is its own finding."""
-    from tests.classroom.test_similarity import class_folder, handout_folder
-    from tests.classroom.test_similarity_families import (family_trees, poison,
-                                                          poisoned_class_problems)
-
     folder = profile_folder(profile, "poison")
     out = folder / "out"
     trees = {**family_trees(folder, ["if-branches"]), **poison(folder)}
-    problems = poisoned_class_problems(similarity_in_profile(
+    problems = poison_problems(similarity_in_profile(
         profile, class_folder(folder, trees), handout_folder(folder), out), out)
     platform_profiles.record(TABLE, profile, "38 similarity of a class with six kinds of poison",
                              "held: every other pair, each poison a finding"
                              if not problems else f"GOT THROUGH: {problems[0][:200]}")
+    assert problems == []
+
+
+# ------------------------------------------------------------------------------------------------
+# CPU hogs beside an honest grading (issue 49)
+# ------------------------------------------------------------------------------------------------
+
+# Each hog names every task it starts ``{marker}`` (PR_SET_NAME), so the test can count them while
+# the gradings run and find any left after. Its own grading gets HOG_TIMEOUT_S per category, so
+# the hog that spins until its deadline ends in seconds (the honest one keeps the default).
+NAME_TASK = """
+import ctypes as _ctypes
+def _name_task():
+    _ctypes.CDLL(None).prctl(15, _ctypes.c_char_p({marker!r}.encode()), 0, 0, 0)
+"""
+FORK_SPINNERS = NAME_TASK + """
+import os as _os
+for _ in range(48):
+    try:
+        if _os.fork() == 0:
+            _name_task()
+            while True:
+                pass
+    except OSError:
+        break
+"""
+THREAD_SPINNERS = NAME_TASK + """
+import hashlib as _hashlib, threading as _threading
+def _spin():
+    _name_task()
+    _block = bytes(2**22)
+    while True:
+        _hashlib.sha256(_block).digest()  # releases the GIL: each thread may take a core
+for _ in range(16):
+    try:
+        _threading.Thread(target=_spin, daemon=True).start()
+    except (RuntimeError, OSError):
+        break
+"""
+SPIN_UNTIL_THE_DEADLINE_NN = """
+from .linear import Linear as _Linear
+from .activation import Softmax as _Softmax
+from .scaled_dot_product_attention import ScaledDotProductAttention as _Attention
+from .multi_head_attention import MultiHeadAttention as _MultiHead
+
+
+def _spin(*args, **kwargs):
+    _name_task()
+    while True:
+        pass
+
+
+Linear = type("Linear", (_Linear,), {"forward": _spin})
+Softmax = type("Softmax", (_Softmax,), {"forward": _spin})
+ScaledDotProductAttention = type("ScaledDotProductAttention", (_Attention,), {"forward": _spin})
+MultiHeadAttention = type("MultiHeadAttention", (_MultiHead,), {"forward": _spin})
+"""
+OUTLIVE_THE_WORKER = NAME_TASK + """
+import os as _os, signal as _signal
+try:
+    if _os.fork() == 0:  # the worker goes on grading; this child's child outlives it if it may
+        _os.setsid()
+        if _os.fork() == 0:
+            for _number in (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGINT):
+                _signal.signal(_number, _signal.SIG_IGN)
+            _name_task()
+            while True:
+                pass
+        _os._exit(0)
+except OSError:
+    pass
+"""
+HOG_TIMEOUT_S = 3
+
+
+def cpu_hog_handin(folder: Path, hog: str, marker: str) -> Path:
+    """The reference mytorch with ``hog`` (one of CPU_HOGS) run at its import, or, for the deadline
+    hog, every graded class's forward spinning; no model (LanguageModel 0), so that its grading
+    spends its time on mytorch, where the hog runs."""
+    if hog.startswith("41"):
+        handin = attack_handin(folder, "", None, nn_append=NAME_TASK.format(marker=marker)
+                               + SPIN_UNTIL_THE_DEADLINE_NN)
+    else:
+        handin = attack_handin(folder, CPU_HOGS[hog].format(marker=marker), None)
+    for name in (STATE_DICT_FILE, CONFIG_FILE):
+        (folder / "handin" / name).unlink()
+    return pack_folder(folder / "handin", handin)
+
+
+CPU_HOGS = {  # row: the code its mytorch runs (SPIN_UNTIL_THE_DEADLINE_NN for row 41)
+    "39 import forks 48 spinning processes": FORK_SPINNERS,
+    "40 import starts 16 threads hashing without the GIL": THREAD_SPINNERS,
+    "41 every graded forward spins until its deadline": None,
+    "42 a child's child outlives the worker, ignoring signals": OUTLIVE_THE_WORKER,
+}
+
+
+def tasks_named(marker: str) -> set[int]:
+    """The ids of every task (process or thread) on this machine whose name is ``marker`` (tasks
+    that end while they are read are skipped)."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                if Path(f"/proc/{pid}/task/{task}/comm").read_text().strip() == marker:
+                    found.add(int(task))
+        except OSError:
+            continue
+    return found
+
+
+def cpu_controller_here() -> bool:
+    """Whether root on this host has a cpu controller to make cgroups in (v1's cpu hierarchy, or
+    v2's root listing it), read from the file system, not from the judge's code."""
+    unified = Path("/sys/fs/cgroup/cgroup.controllers")
+    return os.geteuid() == 0 and (Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists() or (
+        unified.exists() and "cpu" in unified.read_text().split()))
+
+
+def what_held(text: str) -> list[str]:
+    """The kinds of platform_profiles.CPU_HOG_HOLDERS a hog's grading ``text`` shows."""
+    shown = {"cpu cgroup": "no cpu cgroup could be created" not in text,
+             "one task": "the worker may start no process or thread" in text,
+             "deadline": "timed out: this test was still running" in text}
+    assert set(shown) == set(platform_profiles.CPU_HOG_HOLDERS)
+    return [kind for kind, held in shown.items() if held]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_cpu_hogs_leave_an_honest_grading_beside_them_alone(profile):
+    """Rows 39-42: the four CPU hogs and the honest handin graded at once in the profile (each hog
+    with HOG_TIMEOUT_S per category). The honest one scores exactly its scores alone; each hog at
+    most the honest scores; no task a hog named survives the gradings; each hog's sandbox lines
+    say whether a cpu cgroup capped its tree (only where the judge can make one: as root on the
+    host), and where none did, its worker was one task (no fork, no thread: seccomp). Each hog is
+    seen running (its named tasks, polled): where a cgroup caps the tree, its processes and threads
+    too; where the worker is one task, only the forward that spins to its deadline."""
+    folder = profile_folder(profile, "cpu-hogs")
+    honest_folder = folder / "honest"
+    honest_folder.mkdir()
+    honest_folder.chmod(0o755)
+    markers = {hog: f"hog{hog.split()[0]}{os.urandom(3).hex()}" for hog in CPU_HOGS}
+    builds = {}
+    for hog in CPU_HOGS:
+        hog_folder = folder / hog.split()[0]
+        hog_folder.mkdir()
+        hog_folder.chmod(0o755)
+        builds[hog] = (hog_folder, cpu_hog_handin(hog_folder, hog, markers[hog]))
+    seen = {hog: 0 for hog in CPU_HOGS}
+    built_autograder()  # once, before the threads that use it
+    with ThreadPoolExecutor(len(CPU_HOGS) + 1) as pool:
+        honest_run = pool.submit(run_grader, honest_folder,
+                                 attack_handin(honest_folder, "", None), profile=profile)
+        hog_runs = {hog: pool.submit(run_grader, hog_folder, handin,
+                                     f"--mytorch-timeout {HOG_TIMEOUT_S}", profile=profile)
+                    for hog, (hog_folder, handin) in builds.items()}
+        while not all(run.done() for run in [honest_run, *hog_runs.values()]):
+            for hog, marker in markers.items():
+                seen[hog] = max(seen[hog], len(tasks_named(marker)))
+            time.sleep(0.5)
+        honest_lines, honest_got = honest_run.result()
+        hogs = {hog: run.result() for hog, run in hog_runs.items()}
+    left = {hog: tasks_named(marker) for hog, marker in markers.items()}
+    for task in set().union(*left.values()):  # so that a failed row leaves no spinner behind
+        try:
+            os.kill(task, signal.SIGKILL)
+        except OSError:
+            pass
+    capped = profile == "host" and cpu_controller_here()
+    honest_held = honest_got == honest_scores()
+    problems = []
+    for hog, (lines, got) in hogs.items():
+        text = "\n".join(lines)
+        kinds = what_held(text)
+        ran = seen[hog] > 0 if capped or hog.startswith("41") else seen[hog] == 0
+        held = (honest_held and all(got[c] <= honest_scores()[c] for c in rubric.RUBRIC)
+                and not left[hog] and ("cpu cgroup" in kinds) == capped
+                and (capped or "one task" in kinds) and ran)
+        platform_profiles.record(TABLE, profile, hog, cell(
+            honest_got, "\n".join(honest_lines), held, whose="honest one ")
+            + f"; hog mytorch {sum(got[c] for c in rubric.MYTORCH_RUBRIC):g}, {seen[hog]} of its "
+            f"tasks at most at once, {len(left[hog])} left; held by {', '.join(kinds) or 'nothing'}")
+        if not held:
+            problems.append((hog, got, kinds, sorted(left[hog]), text[-2000:]))
+    assert honest_held, ("\n".join(honest_lines))[-3000:]
     assert problems == []
