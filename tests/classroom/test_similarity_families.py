@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging.mytorch_resolver import MAX_DEFINITIONS
+from autograder.judging.intake.mytorch_resolver import MAX_DEFINITIONS
 from tests.classroom.test_similarity import GRADED_IMPORT, class_folder, handout_folder
 from tools.mytorch_styles import FILES, STYLES, disguised, student_tree
 

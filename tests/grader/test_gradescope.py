@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import gradescope, rubric
+from autograder.judging import gradescope
+from autograder.judging.scoring import rubric
 from tools import platform_profiles
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
                                              attack_handin, built_autograder,
@@ -90,7 +91,8 @@ def test_zip_holds_gradescopes_entry_points_and_the_judge():
         setup = archive.read("setup.sh").decode()
         run = archive.read("run_autograder").decode()
     for name in ("setup.sh", "run_autograder", "requirements-grader.txt", "autograde.tar",
-                 "autograde-Makefile", "autograder/judging/gradescope.py", "autograder/judging/rubric.py",
+                 "autograde-Makefile", "autograder/judging/gradescope.py",
+                 "autograder/judging/scoring/rubric.py",
                  "hw4lib/handin_format.py"):
         assert name in infos, f"{name} missing from gradescope.zip: {sorted(infos)}"
     for name in ("setup.sh", "run_autograder"):
@@ -104,7 +106,8 @@ def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
     """The adapter runs on the zip's files alone; the grader inside is the Autolab archive, shared
     handin rules (hw4lib/handin_format.py) included, which import without site-packages too."""
     source = unpack_root(tmp_path, None) / "source"
-    import_without_site_packages(source, ("autograder.judging.gradescope", "autograder.judging.rubric",
+    import_without_site_packages(source, ("autograder.judging.gradescope",
+                                          "autograder.judging.scoring.rubric",
                                           "hw4lib.handin_format"))
     inner = (source / "autograde.tar").read_bytes()
     assert inner == (built_autograder() / "autograde.tar").read_bytes(), (
@@ -112,7 +115,7 @@ def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
     with tarfile.open(source / "autograde.tar") as tar:
         tar.extractall(tmp_path / "inner", filter="data")
     import_without_site_packages(tmp_path / "inner/autograde",
-                                 ("hw4lib.handin_format", "autograder.judging.safe_tar"))
+                                 ("hw4lib.handin_format", "autograder.judging.intake.safe_tar"))
 
 
 @pytest.mark.slow  # measured: make slow-tests, docs/results.md
@@ -201,9 +204,9 @@ def test_a_failed_hidden_test_shows_the_likely_cause_on_both_platforms(tmp_path)
 # Reads every copy of the hidden material it can find; if any, prints it and breaks mytorch.
 SNOOP_INIT = """
 import glob
-_paths = [SOURCE_TAR] + [path for pattern in ("autograde.tar",
-                                               "autograde/autograder/hidden_set/*/*",
-                                               "autograde/autograder/judging/hidden_tests/*.py")
+_paths = [SOURCE_TAR] + [path for pattern in (
+    "autograde.tar", "autograde/autograder/hidden_set/*/*",
+    "autograde/autograder/judging/scoring/hidden_tests/*.py")
                          for path in glob.glob("/tmp/hw4p1-grading-*/" + pattern)]
 _found = []
 for _path in _paths:
@@ -225,7 +228,7 @@ def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tm
     folder's copy and its extraction, in every sandbox mode this machine offers (setpriv is what
     Gradescope's containers give): it finds nothing and keeps full marks; what it prints reaches
     neither results.json nor the feedback; source/autograde.tar is gone after grading."""
-    from autograder.judging import sandbox_modes
+    from autograder.judging.isolation import sandbox_modes
     from tests.grader.autograder_helpers import session_folder
     from tests.grader.test_autograder_e2e import read_hidden_lines
 
