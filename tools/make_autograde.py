@@ -220,8 +220,8 @@ def makefile_text() -> str:
 # handin.tar. The last line printed is the scores JSON. Grade each handin in a fresh folder: the
 # driver deletes autograde.tar once the hidden data is used (see autograder/README.md).
 # The judge chooses its math threads by autograder/judging/isolation/thread_policy.py's rule and
-states them in the # feedback's first line: export HW4P1_GRADINGS=N where N gradings share this
-machine's CPUs, or # HW4P1_MATH_THREADS=N to fix the count.
+# states them in the feedback's first line: export HW4P1_GRADINGS=N where N gradings share this
+# machine's CPUs, or HW4P1_MATH_THREADS=N to fix the count.
 PYTHON ?= python3
 GRADER_FLAGS ?=
 {grading_run.makefile_rules()}"""
