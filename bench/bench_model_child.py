@@ -1,7 +1,7 @@
 """The model phase of one grading (``language_model.grade_language_model``) of a default-config handin, its
-model child started fresh (``python -m autograder.judging.grade_model``, as before) and forked from the
-judge (``model_child.park_model_child``): wall and CPU seconds (the judge's and its children's),
-interleaved.
+model child started fresh (``python -m autograder.judging.scoring.grade_model``, as before) and
+forked from the judge (``model_child.park_model_child``): wall and CPU seconds (the judge's and its
+children's), interleaved.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m bench bench_model_child
 
@@ -31,8 +31,9 @@ JUDGE = """
 import json, resource, sys, time
 from pathlib import Path
 from autograder.judging import grade  # the judge's imports, as its main has them
-from autograder.judging import judge_process, language_model, model_child, processes
-from autograder.judging.safe_tar import Extraction
+from autograder.judging.isolation import judge_process, processes
+from autograder.judging.scoring import language_model, model_child
+from autograder.judging.intake.safe_tar import Extraction
 processes.become_subreaper()
 report = {}
 parked = model_child.park_model_child(report) if sys.argv[1] == "forked" else None
@@ -58,7 +59,7 @@ print(json.dumps({"wall": time.monotonic() - start, "cpu": usage() - cpu, "model
 def default_handin(folder: Path) -> None:
     """A default-config handin (reference initialisation, seed 0) whose run card names the whole
     public test split."""
-    from autograder.judging import grade_model
+    from autograder.judging.scoring import grade_model
     from hw4lib.data import H4Tokenizer
     from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
     from hw4lib.handin_format import transcripts_sha256

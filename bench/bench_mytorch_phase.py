@@ -11,8 +11,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from autograder.judging import judge, rubric, sandbox, worker_folders
-from autograder.judging.sandbox_modes import MODES, Mode
+from autograder.judging.isolation import sandbox, worker_folders
+from autograder.judging.scoring import judge, rubric
+from autograder.judging.isolation.sandbox_modes import MODES, Mode
 from bench.timing import interleaved_medians
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

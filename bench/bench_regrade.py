@@ -35,10 +35,12 @@ from pathlib import Path
 import torch
 import yaml
 
-from autograder.judging import file_trees, grade_model, grading_run, judge_zygote, rubric
+from autograder.judging import grading_run
+from autograder.judging.isolation import file_trees, judge_zygote
+from autograder.judging.scoring import grade_model, rubric
 from autograder.classroom import regrade
-from autograder.judging import report as grading_report
-from autograder.judging.report import GradingReport
+from autograder.judging.scoring import report as grading_report
+from autograder.judging.scoring.report import GradingReport
 from autograder.build_time.hidden_data import public_splits
 from bench.timing import interleaved_medians
 from hw4lib.config import read_config, vocab_size_of

@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder.judging import grading_run, rubric
+from autograder.judging import grading_run
+from autograder.judging.scoring import rubric
 from autograder.classroom import regrade, rescore
 
 CLASS_SIZE = 400

@@ -34,8 +34,8 @@ def lm_score(perplexity_char: float, full_marks_ppl: float = FULL_MARKS_PPL,
     rounded to 2 decimals. NaN, infinite and non-numeric values score 0. The default thresholds
     are the homework's; ``python -m tools.make_autograde --full-marks-ppl X --zero-marks-ppl Y``
     builds a grader with others and records the values used in its build_info.json. The grader
-    scores with this function (``autograder.judging.rubric`` imports it), and ``make handin``
-    states what it gives the perplexity measured on the public test set.
+    scores with this function (``autograder.judging.scoring.rubric`` imports it), and ``make
+    handin`` states what it gives the perplexity measured on the public test set.
     """
     if not full_marks_ppl < zero_marks_ppl:
         raise ValueError(f"full_marks_ppl ({full_marks_ppl}) must be below zero_marks_ppl "

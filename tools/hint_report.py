@@ -34,11 +34,12 @@ from typing import Callable
 
 import numpy as np
 
-from autograder.judging import judge, rubric, worker_folders
-from autograder.judging.sandbox import Sandbox
-from autograder.judging.sandbox_modes import MODES
-from autograder.judging.hidden_tests import mytorch_hidden
-from autograder.judging.hidden_tests.diagnosis import describe
+from autograder.judging.isolation import worker_folders
+from autograder.judging.scoring import judge, rubric
+from autograder.judging.isolation.sandbox import Sandbox
+from autograder.judging.isolation.sandbox_modes import MODES
+from autograder.judging.scoring.hidden_tests import mytorch_hidden
+from autograder.judging.scoring.hidden_tests.diagnosis import describe
 from tools import handout_regions, mutants as catalogue
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -193,7 +193,7 @@ def measure(work: Path, noise_scales: tuple[float, ...] = NOISE_SCALES) -> dict:
     hidden-set perplexity, output distance)}}``."""
     import yaml
 
-    from autograder.judging import grade_model, weights_fingerprint as wf
+    from autograder.judging.scoring import grade_model, weights_fingerprint as wf
     from autograder.build_time.hidden_data import build_hidden_transcripts, hidden_utterances
     from datagen.build_data import write_split
     from hw4lib.data import H4Tokenizer

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from tools import mutants as catalogue
 from tools.hint_report import graded_mutants, judge_mutant
 

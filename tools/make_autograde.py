@@ -28,7 +28,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from autograder.judging import autograder_paths, grade_model, grading_run, rubric
+from autograder.judging import grading_run
+from autograder.judging.isolation import autograder_paths
+from autograder.judging.scoring import grade_model, rubric
 from autograder.classroom import rescore
 from autograder.build_time.hidden_data import (HIDDEN_NUM_CHARS, build_hidden_transcripts, hidden_utterances,
                                     public_utterances)
@@ -52,10 +54,14 @@ HIDDEN_PARTITION = f"autograder/{autograder_paths.HIDDEN_SET.name}/{grade_model.
 PUBLIC_PARTITION = f"autograder/{autograder_paths.PUBLIC_SET.name}/{grade_model.PARTITION}"
 MEMBER_MTIME = 1_700_000_000  # fixed, so the archive's bytes depend on the content only
 GRADESCOPE_ADAPTER = ("autograder/__init__.py", "autograder/judging/__init__.py",
-                      "autograder/judging/rubric.py", "autograder/judging/gradescope.py",
-                      "autograder/judging/grading_run.py", "autograder/judging/judge_zygote.py",
-                      "autograder/judging/report.py",
-                      "autograder/judging/file_trees.py", "autograder/judging/thread_policy.py",
+                      "autograder/judging/gradescope.py", "autograder/judging/grading_run.py",
+                      "autograder/judging/isolation/__init__.py",
+                      "autograder/judging/isolation/judge_zygote.py",
+                      "autograder/judging/isolation/file_trees.py",
+                      "autograder/judging/isolation/thread_policy.py",
+                      "autograder/judging/scoring/__init__.py",
+                      "autograder/judging/scoring/rubric.py",
+                      "autograder/judging/scoring/report.py",
                       "hw4lib/__init__.py", "hw4lib/file_io.py", "hw4lib/grading_numbers.py",
                       "hw4lib/handin_format.py")  # standard library only at import
 GRADESCOPE_SETUP = """\
@@ -213,9 +219,9 @@ def makefile_text() -> str:
 # Autolab runs `make` in a folder holding this file (as Makefile), autograde.tar and the student's
 # handin.tar. The last line printed is the scores JSON. Grade each handin in a fresh folder: the
 # driver deletes autograde.tar once the hidden data is used (see autograder/README.md).
-# The judge chooses its math threads by autograder/judging/thread_policy.py's rule and states them in the
-# feedback's first line: export HW4P1_GRADINGS=N where N gradings share this machine's CPUs, or
-# HW4P1_MATH_THREADS=N to fix the count.
+# The judge chooses its math threads by autograder/judging/isolation/thread_policy.py's rule and
+# states them in the feedback's first line: export HW4P1_GRADINGS=N where N gradings share this
+# machine's CPUs, or HW4P1_MATH_THREADS=N to fix the count.
 PYTHON ?= python3
 GRADER_FLAGS ?=
 {grading_run.makefile_rules()}"""

@@ -39,7 +39,7 @@ from pathlib import Path
 from tools.handout_files import (EXCLUDED_DIRS, MAKEFILE_BEGIN, MAKEFILE_END, exclusion_reason,
                                  instructor_targets, strip_instructor_targets, tracked_files)
 from tools.handout_leaks import find_leaks
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from autograder.classroom.rescore import NUMBERS_MODULE
 from tools.handout_readme import stated_numbers, student_readme, with_thresholds
 from tools.handout_regions import (HandoutError, Region, code_units, file_regions, is_marker_like,

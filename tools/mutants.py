@@ -84,7 +84,8 @@ class Mutant:
     test: str
     bug: str
     source: str  # the catalogue file it came from, for messages
-    family: str = ""  # the bug family of autograder/judging/hidden_tests/diagnosis.py, graded files only
+    # the bug family of autograder/judging/scoring/hidden_tests/diagnosis.py, graded files only
+    family: str = ""
 
 
 @dataclass

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from autograder.judging import grade_model
+from autograder.judging.scoring import grade_model
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import (CONFIG_FILE, HANDIN_DIR, REPORTED_TOLERANCE, STATE_DICT_FILE,

@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 from autograder.classroom.grades_csv import RETRIED_NOTE
-from autograder.judging import rubric
-from autograder.judging.report import Status
+from autograder.judging.scoring import rubric
+from autograder.judging.scoring.report import Status
 
 
 def summarize(rows: dict[str, dict], out: Path) -> str:

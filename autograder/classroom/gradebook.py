@@ -88,7 +88,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from autograder.classroom import spreadsheet
 from autograder.classroom.handins import GRADESCOPE_METADATA, members_of, submitted_time
 from autograder.classroom.late_policy import (DUE_EXAMPLE, Lateness, impossible_time, lateness,
@@ -96,7 +96,7 @@ from autograder.classroom.late_policy import (DUE_EXAMPLE, Lateness, impossible_
                                              time_zone)
 from autograder.classroom.roster_match import match, roster_index, student_position
 from autograder.classroom.grades_csv import row_key
-from autograder.judging.report import Status
+from autograder.judging.scoring.report import Status
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 REPORT_COLUMNS = (*CANVAS_COLUMNS, "handin", "matched_by", "status", "total", "submitted_at",

@@ -1,5 +1,5 @@
 """The rows of a regrade's grades.csv: one per graded handin, built from the judge's report
-(``autograder/judging/report.py``), flagged for the staff across the class, read and written
+(``autograder/judging/scoring/report.py``), flagged for the staff across the class, read and written
 atomically by the one CSV writer (``autograder/classroom/spreadsheet.py``). The columns are the
 regrade's (``autograder/classroom/regrade.py``'s docstring); the rescore and the gradebook read
 the rows back with :func:`read_rows` and :func:`row_key`."""
@@ -10,8 +10,9 @@ from pathlib import Path
 
 from autograder.classroom import spreadsheet
 from autograder.classroom.handins import Handin
-from autograder.judging import grading_run, rubric, weights_fingerprint
-from autograder.judging.report import GradingReport, LanguageModelResult, Status
+from autograder.judging import grading_run
+from autograder.judging.scoring import rubric, weights_fingerprint
+from autograder.judging.scoring.report import GradingReport, LanguageModelResult, Status
 from hw4lib.handin_format import STATE_DICT_FILE
 
 COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "versions_graded",
@@ -87,8 +88,9 @@ def other_students(pairs: list[tuple[str, float]], rows: dict[str, dict], studen
 def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
     """Each row's ``flags``: the judge's integrity notes, run-time code, weights byte-identical to
     another student's, weights another student's agree with up to scale and small changes
-    (``autograder.judging.weights_fingerprint``: its distance, at most its TOLERANCE), and weights
-    that compute what another student's do (its output distance, at most OUTPUT_TOLERANCE)."""
+    (``autograder.judging.scoring.weights_fingerprint``: its distance, at most its TOLERANCE), and
+    weights that compute what another student's do (its output distance, at most
+    OUTPUT_TOLERANCE)."""
     owners: dict[str, set[str]] = {}
     for row in rows.values():
         if row.get("weights_sha256"):

@@ -29,9 +29,9 @@ graded and the number found.
 Each handin is graded in a fresh folder as ``make`` grades it with ``dist/autograde.tar`` and
 ``dist/autograde-Makefile`` (``autograder/judging/grading_run.py``, as Gradescope's adapter does):
 the same judge, sandbox and limits as Autolab. Each job slot forks its judges from a zygote that
-imported torch once (``autograder/judging/judge_zygote.py``) rather than have make start one, where
-the grader's Makefile has the rules this code writes (else make runs); a zygote that cannot fork
-one leaves that grading to make. ``--jobs N`` grades N at once, each isolated from the
+imported torch once (``autograder/judging/isolation/judge_zygote.py``) rather than have make start
+one, where the grader's Makefile has the rules this code writes (else make runs); a zygote that
+cannot fork one leaves that grading to make. ``--jobs N`` grades N at once, each isolated from the
 others by the sandbox. Whatever one handin does, or whatever goes wrong in grading it, in removing
 its folder or in reading its output, it becomes that student's row (``crashed``, with the error in
 ``notes``); the run always finishes.
@@ -42,11 +42,11 @@ hidden test (``test:<name>``) and its seconds (``test_seconds:<name>``: from the
 for it to its answer, by the judge's clock), the seconds of each category
 (``seconds:<category>``), the likely causes of failed tests, and ``flags`` for the staff: the
 judge's integrity notes, weights byte-identical to another student's or within
-``autograder/judging/weights_fingerprint.py``'s tolerance of what another's learned (``shares its
-weights with ...``, with the distance), a mytorch that builds code at run time and what else the
-judge's static inspection found (``autograder/judging/static_inspection.py``, read from its report:
-a file or mytorch that could not be inspected, a graded file that defines no graded class of its
-own; with the judge's notes in ``integrity_flags``). Also
+``autograder/judging/scoring/weights_fingerprint.py``'s tolerance of what another's learned
+(``shares its weights with ...``, with the distance), a mytorch that builds code at run time and
+what else the judge's static inspection found (``autograder/judging/intake/static_inspection.py``,
+read from its report: a file or mytorch that could not be inspected, a graded file that defines no
+graded class of its own; with the judge's notes in ``integrity_flags``). Also
 ``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, every timeout,
 invalid, crashed and flagged student by name, and the next step for each kind of problem present,
 then the gradebook's) and ``summary.png`` (the histogram of totals).
@@ -80,14 +80,16 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
 
-from autograder.judging import grading_run, judge_zygote, rubric
+from autograder.judging import grading_run
+from autograder.judging.isolation import judge_zygote
+from autograder.judging.scoring import rubric
 from autograder.classroom import rescore
 from autograder.classroom.class_summary import summarize
 from autograder.classroom.grades_csv import (RETRIED_NOTE, feedback_path, identity_of, read_rows,
                                              row_of, write_rows)
 from autograder.classroom.handins import VERSION_CHOICES, Handin, find_handins
 from autograder.classroom.late_policy import time_zone
-from autograder.judging.report import Status
+from autograder.judging.scoring.report import Status
 from hw4lib.file_io import file_sha256
 
 def to_grade(handins: dict[str, Handin], rows: dict[str, dict], grader: rescore.Grader,
@@ -173,8 +175,9 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
             autolab_zone: tzinfo | None = None) -> dict[str, dict]:
     """Grade the handins under ``handins_dir`` this grader has not graded (see the module
     docstring); return every row. ``zygotes``: fork each judge from a zygote of its job slot
-    (``autograder/judging/judge_zygote.py``) where the grader's Makefile allows; else make.
-    The steps: :func:`plan`, :func:`grade_in_pool` with a :class:`Recorder`, :func:`interrupt`."""
+    (``autograder/judging/isolation/judge_zygote.py``) where the grader's Makefile allows; else
+    make. The steps: :func:`plan`, :func:`grade_in_pool` with a :class:`Recorder`,
+    :func:`interrupt`."""
     grader = rescore.grader_in(source)
     if jobs < 1:
         raise SystemExit(f"--jobs must be at least 1, got {jobs}")

@@ -39,8 +39,9 @@ from pathlib import Path
 
 from autograder.classroom.class_summary import summarize
 from autograder.classroom.grades_csv import feedback_path, read_rows, write_rows
-from autograder.judging import grading_run, rubric
-from autograder.judging.hidden_tests.mytorch_hidden import tests_of
+from autograder.judging import grading_run
+from autograder.judging.scoring import rubric
+from autograder.judging.scoring.hidden_tests.mytorch_hidden import tests_of
 from hw4lib import grading_numbers
 from hw4lib.file_io import file_sha256
 
@@ -48,7 +49,7 @@ BUILD_INFO_NAME = "build_info.json"
 # What holds only the scoring line's numbers, left out of the grader's identity: the archive's
 # hw4lib/grading_numbers.py, and the points of each decorator in the hidden tests' modules.
 NUMBERS_MODULE = f"{grading_numbers.__name__.replace('.', '/')}.py"
-HIDDEN_TESTS_DIR = "autograder/judging/hidden_tests/"
+HIDDEN_TESTS_DIR = "autograder/judging/scoring/hidden_tests/"
 DECORATOR_POINTS = re.compile(rb"(@hidden_test\([^,()]+,)[^()]*\)")
 # The keys of build_info.json that make the scoring line.
 SCORING_KEYS = ("rubric", "test_points", "lm_thresholds")

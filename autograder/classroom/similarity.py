@@ -16,9 +16,9 @@ classes the hidden tests grade; ``bonus``: the bonus track's) found anywhere in 
 constants or dead branches a copier adds to their own files cannot dilute it (it is the share of
 the victim's code in the copier's, not the reverse), and no way of binding a class hides the copy
 (wherever its files put it, it is in the whole). The part's modules are each reference file of the
-part and every module the static tracing (``autograder/judging/static_inspection.py``) finds the
-part's classes use; what the tracing finds odd (a graded file defining no graded class of its own,
-a tracing cut short) is a finding, never a gate. ``--past`` names a folder of past semesters'
+part and every module the static tracing (``autograder/judging/intake/static_inspection.py``) finds
+the part's classes use; what the tracing finds odd (a graded file defining no graded class of its
+own, a tracing cut short) is a finding, never a gate. ``--past`` names a folder of past semesters'
 handins (in either layout): each current student is compared with them too (past pairs among
 themselves are not).
 
@@ -59,10 +59,10 @@ import numpy as np
 
 from autograder.classroom import spreadsheet
 from autograder.classroom.handins import find_handins
-from autograder.judging import file_trees
-from autograder.judging.handin_guard import describe, guarded
-from autograder.judging.safe_tar import HandinError, extract_handin
-from autograder.judging.static_inspection import (INSPECTION_S, PARTS, Inspection,
+from autograder.judging.isolation import file_trees
+from autograder.judging.intake.handin_guard import describe, guarded
+from autograder.judging.intake.safe_tar import HandinError, extract_handin
+from autograder.judging.intake.static_inspection import (INSPECTION_S, PARTS, Inspection,
                                                   inspect_mytorch, python_text)
 
 THRESHOLD = 0.5  # the share of a student's own code found in another's that flags the pair

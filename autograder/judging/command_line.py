@@ -4,8 +4,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autograder.judging import rubric, sandbox_modes
-from autograder.judging.autograder_paths import AUTOGRADE_ROOT
+from autograder.judging.isolation import sandbox_modes
+from autograder.judging.scoring import rubric
+from autograder.judging.isolation.autograder_paths import AUTOGRADE_ROOT
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -12,31 +12,33 @@ or runs student code. Steps, in this order on purpose:
    everything the judge needs, the hidden mytorch tests included (before any student code runs, so
    nothing written later can shadow it); make the autograder folder private; become a child
    subreaper, so no descendant can outlive a step unnoticed; fork the model child of step 3 and
-   park it (``autograder.judging.model_child``), so that it needs no interpreter start and no
-   ``import torch`` of its own; cap the judge's address space and choose its threads
-   (``autograder.judging.judge_process``);
-2. extract handin.tar safely into ``<work>/handin`` (``autograder.judging.safe_tar``) and read its
-   mytorch for the staff's flags, never run (``autograder.judging.static_inspection``);
-3. grade the language model (``autograder.judging.language_model``) in a child process
-   (``autograder.judging.grade_model``): the reference model code rebuilds the handed-in weights
-   and measures per-character perplexity on the hidden test set. No student code runs there.
+   park it (``autograder.judging.scoring.model_child``), so that it needs no interpreter start and
+   no ``import torch`` of its own; cap the judge's address space and choose its threads
+   (``autograder.judging.isolation.judge_process``);
+2. extract handin.tar safely into ``<work>/handin`` (``autograder.judging.intake.safe_tar``) and
+   read its mytorch for the staff's flags, never run
+   (``autograder.judging.intake.static_inspection``);
+3. grade the language model (``autograder.judging.scoring.language_model``) in a child process
+   (``autograder.judging.scoring.grade_model``): the reference model code rebuilds the handed-in
+   weights and measures per-character perplexity on the hidden test set. No student code runs there.
    The student's self-reported metrics never count: they are echoed, and compared (for the
    staff's integrity flags) with what the weights give on the very test transcripts the run card
-   says they were measured on (``autograder.judging.integrity``);
+   says they were measured on (``autograder.judging.scoring.integrity``);
 4. delete every copy of the hidden material on disk: the hidden test set, the hidden mytorch tests
    (already in memory), the reference ``hw4lib`` and the autograde.tar they came in
-   (``autograder.judging.autograder_paths``);
-5. lay out the worker's folders (``autograder.judging.worker_folders``), choose the strongest
-   sandbox that works here (``autograder.judging.sandbox``: a frozen ``Sandbox``), then start one
-   sandboxed worker in it (``autograder.sandboxed.worker``), which runs each mytorch category in a
-   process of its own, send it each category's hidden tests' programs and judge each test on the
-   arrays it returns (``autograder.judging.mytorch_categories``, ``autograder.judging.judge``).
-   Each test earns its share of the category's points.
+   (``autograder.judging.isolation.autograder_paths``);
+5. lay out the worker's folders (``autograder.judging.isolation.worker_folders``), choose the
+   strongest sandbox that works here (``autograder.judging.isolation.sandbox``: a frozen
+   ``Sandbox``), then start one sandboxed worker in it (``autograder.sandboxed.worker``), which
+   runs each mytorch category in a process of its own, send it each category's hidden tests'
+   programs and judge each test on the arrays it returns
+   (``autograder.judging.scoring.mytorch_categories``, ``autograder.judging.scoring.judge``). Each
+   test earns its share of the category's points.
 
 Whatever happens, every category's outcome and reason are printed and the last line is the scores
 line, printed once every worker and every process they started is dead. What the student code
 prints or returns is never echoed: the feedback is the judge's own words
-(``autograder.judging.feedback``).
+(``autograder.judging.scoring.feedback``).
 """
 from __future__ import annotations
 
@@ -48,17 +50,20 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from autograder.judging import (command_line, file_trees, judge, judge_process, model_child,
-                                parked_child, processes, report as grading_report, rubric,
-                                thread_policy)
-from autograder.judging.autograder_paths import AUTOGRADE_ROOT, BUILD_INFO, remove_hidden_material
-from autograder.judging.feedback import (gradable_problem, print_summary, report_extraction,
+from autograder.judging import command_line
+from autograder.judging.isolation import (file_trees, judge_process, parked_child, processes,
+                                          thread_policy)
+from autograder.judging.scoring import judge, model_child, report as grading_report, rubric
+from autograder.judging.isolation.autograder_paths import (AUTOGRADE_ROOT, BUILD_INFO,
+                                                           remove_hidden_material)
+from autograder.judging.scoring.feedback import (gradable_problem, print_summary, report_extraction,
                                          section, summarised)
-from autograder.judging.language_model import grade_lm
-from autograder.judging.mytorch_categories import choose_sandbox, grade_mytorch, skip_mytorch
-from autograder.judging.safe_tar import Extraction, HandinError, extract_handin
-from autograder.judging.static_inspection import inspect_handin
-from autograder.judging.worker_folders import prepare_sandbox
+from autograder.judging.scoring.language_model import grade_lm
+from autograder.judging.scoring.mytorch_categories import (choose_sandbox, grade_mytorch,
+                                                           skip_mytorch)
+from autograder.judging.intake.safe_tar import Extraction, HandinError, extract_handin
+from autograder.judging.intake.static_inspection import inspect_handin
+from autograder.judging.isolation.worker_folders import prepare_sandbox
 from hw4lib.file_io import file_sha256, read_untrusted_json
 from hw4lib.handin_format import STATE_DICT_FILE
 
@@ -102,7 +107,7 @@ def grade(args: argparse.Namespace, scores: dict[str, float],
           report: grading_report.GradingReport,
           parked: parked_child.ParkedChild | None = None) -> None:
     """Fill ``scores`` category by category (it stays valid if this stops half-way);
-    ``parked``: see :func:`autograder.judging.language_model.grade_lm`."""
+    ``parked``: see :func:`autograder.judging.scoring.language_model.grade_lm`."""
     build_info = read_untrusted_json(BUILD_INFO)
     if not isinstance(build_info, dict):
         print(f"{BUILD_INFO} not found: this is not a built autograder. Run `make autograde` and "
@@ -155,7 +160,7 @@ def unpack(handin_tar: Path, work: Path, report: grading_report.GradingReport) -
 
 def write_results(path: Path, scores: dict[str, float],
                   report: grading_report.GradingReport) -> None:
-    """The report with the scores, as its JSON form (autograder/judging/report.py), for the
+    """The report with the scores, as its JSON form (autograder/judging/scoring/report.py), for the
     Gradescope adapter and the class tools."""
     try:
         report.scores = dict(scores)

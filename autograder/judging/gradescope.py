@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autograder.judging import grading_run, rubric
+from autograder.judging import grading_run
+from autograder.judging.scoring import rubric
 from hw4lib.file_io import write_json
 from hw4lib.handin_format import HANDIN_ARCHIVE_SUFFIXES, HANDIN_TAR
 
@@ -41,7 +42,7 @@ MAX_OUTPUT_CHARS = 60_000  # the summary shown to the student; Gradescope trunca
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
 if TYPE_CHECKING:
-    from autograder.judging.report import GradingReport
+    from autograder.judging.scoring.report import GradingReport
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def grade_submission(root: Path, visibility: str, grader_flags: str) -> dict:
     """Grade the submission under ``root``; return the results.json payload."""
-    from autograder.judging.report import GradingReport, Status  # pydantic: the module docstring
+    # pydantic: the module docstring
+    from autograder.judging.scoring.report import GradingReport, Status
 
     handin = find_handin(root / "submission")
     grading = grading_run.prepare(root / "source", handin)
@@ -115,7 +117,8 @@ def find_handin(submission: Path) -> Path | None:
 def results_payload(scores: dict[str, float], report: GradingReport, summary: str,
                     visibility: str) -> dict:
     """Gradescope's results.json: one test per hidden test and one for the language model."""
-    from autograder.judging.report import LanguageModelResult, TestResult  # the module docstring
+    # the module docstring
+    from autograder.judging.scoring.report import LanguageModelResult, TestResult
 
     tests = []
     for number, category in enumerate(rubric.MYTORCH_RUBRIC, start=1):

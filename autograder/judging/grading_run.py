@@ -1,12 +1,13 @@
 """One grading as Autolab runs it, for the platforms that drive the judge themselves (Gradescope's
 adapter, the bulk regrade). Standard library only at import: the judge's report is read through
-``autograder/judging/report.py`` (pydantic), imported where it is read.
+``autograder/judging/scoring/report.py`` (pydantic), imported where it is read.
 
 :func:`prepare` makes a fresh grading folder holding ``autograde.tar``, the Autolab Makefile and the
 handin; :func:`run` runs ``make`` there (the same judge, limits and sandbox as Autolab), or, given
-a judge zygote (the bulk regrade's: ``autograder/judging/judge_zygote.py``), does what that
-Makefile does with a judge forked from the zygote; then it reads the scores line and the judge's
-report (``--results-json``, read by ``autograder/judging/report.py``) and removes the folder.
+a judge zygote (the bulk regrade's: ``autograder/judging/isolation/judge_zygote.py``), does what
+that Makefile does with a judge forked from the zygote; then it reads the scores line and the
+judge's report (``--results-json``, read by ``autograder/judging/scoring/report.py``) and removes
+the folder.
 
 The Makefile's steps are defined here once (:func:`makefile_rules`, which ``make autograde``
 writes into it, and the constants it is built from, which the zygote's path follows).
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from autograder.judging import file_trees, judge_zygote, rubric, thread_policy
+from autograder.judging.isolation import file_trees, judge_zygote, thread_policy
+from autograder.judging.scoring import rubric
 from hw4lib.handin_format import HANDIN_TAR
 
 AUTOGRADE_TAR, MAKEFILE = "autograde.tar", "autograde-Makefile"
@@ -44,7 +46,7 @@ JUDGE_ARGUMENTS = (f"../{HANDIN_TAR}", "--work", "../work",
 UNEXPORTED = ("PYTHONOPTIMIZE",)  # python -O would strip asserts; the judge refuses to run under it
 
 if TYPE_CHECKING:
-    from autograder.judging.report import GradingReport, Status
+    from autograder.judging.scoring.report import GradingReport, Status
 
 
 @dataclass
@@ -59,7 +61,7 @@ class GradingRun:
     @property
     def status(self) -> Status:
         """The judge's own status, or crashed without a report."""
-        from autograder.judging.report import Status  # pydantic: the module docstring
+        from autograder.judging.scoring.report import Status  # pydantic: the module docstring
 
         if self.error:
             return Status.CRASHED
@@ -86,12 +88,13 @@ def run(grading: Path, grader_flags: str = "", python: str = sys.executable,
         zygote: judge_zygote.JudgeZygote | None = None) -> GradingRun:
     """Grade in ``grading`` (from :func:`prepare`), then remove it. ``gradings``: how many
     gradings run side by side on this machine; the judge shares the CPUs out between them when it
-    chooses its math threads (``autograder.judging.thread_policy``). ``started`` receives the
-    judge's process once it runs (make's, or the forked judge: ``pid``, ``returncode`` and
+    chooses its math threads (``autograder.judging.isolation.thread_policy``). ``started`` receives
+    the judge's process once it runs (make's, or the forked judge: ``pid``, ``returncode`` and
     ``wait(timeout)``; the bulk regrade stops it on a second Ctrl-C, see :func:`stop`).
     ``zygote``: fork the judge from it instead of running make (the grading the Makefile of
     :func:`makefile_rules` gives); when it cannot fork one, make grades."""
-    from autograder.judging.report import ReportError, load  # pydantic: the module docstring
+    # pydantic: the module docstring
+    from autograder.judging.scoring.report import ReportError, load
 
     start = time.monotonic()
     judged = None

@@ -134,7 +134,7 @@ def refuse_code_made_at_run_time() -> None:
     worker's own layers have loaded ctypes before mytorch, so its classes stay in reach
     (``object.__subclasses__()``); ``_posixsubprocess.fork_exec`` starts a program without an
     event. Neither changes a grade (the judge checks every value against its own truth); the judge's
-    static scan (``autograder.judging.runtime_code``) names every mytorch that reaches
+    static scan (``autograder.judging.intake.runtime_code``) names every mytorch that reaches
     for them, so the staff see the attempt.
     """
     student = importlib.util.find_spec("mytorch").submodule_search_locations[0]

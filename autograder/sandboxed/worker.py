@@ -2,7 +2,7 @@
 
 numpy and the standard library only; it and the modules beside it are the grader's only code that
 runs next to student code, so nothing it sends back is trusted (the judge validates every value
-against its own truth). The sandbox (``autograder/judging/sandbox.py``) starts it as::
+against its own truth). The sandbox (``autograder/judging/isolation/sandbox.py``) starts it as::
 
     python -I -S -c "<bootstrap>" --input DIR --result-fd N --request-fd M --output-bytes H T
 

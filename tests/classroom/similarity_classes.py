@@ -11,7 +11,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from autograder.judging.mytorch_resolver import MAX_DEFINITIONS
+from autograder.judging.intake.mytorch_resolver import MAX_DEFINITIONS
 from hw4lib.grading_numbers import MYTORCH_RUBRIC
 from tools.mytorch_styles import FILES, STYLES, disguised, student_tree
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from autograder.classroom import gradebook, regrade, spreadsheet
-from autograder.judging.report import GradingReport
+from autograder.judging.scoring.report import GradingReport
 from tests.classroom.test_regrade import fake_grader
 
 DOMAIN = "campus.example.edu"

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from autograder.classroom import gradebook, regrade, spreadsheet
-from autograder.judging import rubric
-from autograder.judging.report import GradingReport
+from autograder.judging.scoring import rubric
+from autograder.judging.scoring.report import GradingReport
 from tests.classroom.test_regrade import fake_grader
 
 ZONE = "America/New_York"

@@ -1,8 +1,8 @@
 # hw4p1: instructor-only
-"""Tests of the per-handin guard (autograder/judging/handin_guard.py) and of the judge's static
-inspection under it (autograder/judging/static_inspection.py, run by the judge's unpacking step),
-as the regrade reads it from the judge's report: a handin whose files end the decoding or the
-parsing is a flag in grades.csv, its weights still hashed, the other rows untouched.
+"""Tests of the per-handin guard (autograder/judging/intake/handin_guard.py) and of the judge's
+static inspection under it (autograder/judging/intake/static_inspection.py, run by the judge's
+unpacking step), as the regrade reads it from the judge's report: a handin whose files end the
+decoding or the parsing is a flag in grades.csv, its weights still hashed, the other rows untouched.
 
     .venv/bin/python -m pytest -q tests/classroom/test_handin_guard.py
 """
@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from autograder.classroom import regrade
-from autograder.judging import grade, handin_guard, rubric, static_inspection
-from autograder.judging.report import GradingReport
+from autograder.judging import grade
+from autograder.judging.intake import handin_guard, static_inspection
+from autograder.judging.scoring import rubric
+from autograder.judging.scoring.report import GradingReport
 from tests.classroom.test_regrade import fake_grader, judge_details
 from tests.classroom.similarity_classes import POISON
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from autograder.classroom import grades_csv, regrade
-from autograder.judging.hidden_tests import mytorch_hidden
-from autograder.judging.report import GradingReport, LanguageModelResult, Status, TestResult
+from autograder.judging.scoring.hidden_tests import mytorch_hidden
+from autograder.judging.scoring.report import GradingReport, LanguageModelResult, Status, TestResult
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
                                              attack_handin, built_autograder, honest_scores,
                                              session_folder)

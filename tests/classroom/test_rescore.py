@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from autograder.classroom import regrade, rescore
-from autograder.judging.report import GradingReport, LanguageModelResult, TestResult
+from autograder.judging.scoring.report import GradingReport, LanguageModelResult, TestResult
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS,
                                              TEST_ZERO_MARKS_PPL, attack_handin, built_autograder,
                                              session_folder)
@@ -113,8 +113,9 @@ def test_a_change_of_the_language_model_s_points_is_rescored_not_graded_again():
 
 def test_the_grader_s_identity_leaves_out_the_scoring_line_alone():
     test_module = b'@hidden_test("Linear", 2)\ndef linear_forward(program, rng):\n    pass\n'
-    members = {"autograder/judging/grade.py": b"code", "autograder/judging/hidden_tests/linear_tests.py":
-               test_module, "hw4lib/grading_numbers.py": b"FULL_MARKS_PPL = 3.5\n",
+    members = {"autograder/judging/grade.py": b"code",
+               "autograder/judging/scoring/hidden_tests/linear_tests.py": test_module,
+               "hw4lib/grading_numbers.py": b"FULL_MARKS_PPL = 3.5\n",
                "autograder/hidden_set/test/1.npy": b"hidden"}
     identity = rescore.grader_identity(members, "makefile")
 
@@ -122,10 +123,10 @@ def test_the_grader_s_identity_leaves_out_the_scoring_line_alone():
         return rescore.grader_identity({**members, path: data}, "makefile")
 
     assert changed("hw4lib/grading_numbers.py", b"FULL_MARKS_PPL = 3.0\n") == identity
-    assert changed("autograder/judging/hidden_tests/linear_tests.py",
+    assert changed("autograder/judging/scoring/hidden_tests/linear_tests.py",
                    test_module.replace(b"2)", b"3.5)")) == identity
     assert changed("build_info.json", b"{}") == identity
-    assert changed("autograder/judging/hidden_tests/linear_tests.py",
+    assert changed("autograder/judging/scoring/hidden_tests/linear_tests.py",
                    test_module.replace(b"pass", b"return")) != identity
     assert changed("autograder/hidden_set/test/1.npy", b"other") != identity
     assert changed("autograder/judging/grade.py", b"other") != identity

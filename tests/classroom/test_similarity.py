@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from autograder.classroom import similarity
-from autograder.judging import mytorch_resolver, static_inspection
-from autograder.judging.runtime_code import runtime_code
+from autograder.judging.intake import mytorch_resolver, static_inspection
+from autograder.judging.intake.runtime_code import runtime_code
 from hw4lib.grading_numbers import MYTORCH_RUBRIC
 from tools.mytorch_styles import FILES, STYLES, disguised, student_tree
 from tests.classroom.similarity_classes import (COPIES, GRADED_FILES, class_folder, handout_folder,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging.mytorch_resolver import MAX_DEFINITIONS
+from autograder.judging.intake.mytorch_resolver import MAX_DEFINITIONS
 from tools.mytorch_styles import STYLES
 from tests.classroom.similarity_classes import (FAMILIES, class_folder,
                                                 family_problems, family_trees, handout_folder,

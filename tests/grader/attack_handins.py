@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from autograder.sandboxed import wire
 from hw4lib.data.lm_dataset import load_transcript
 from tests.grader.autograder_helpers import (built_autograder, copy_reference_mytorch,
@@ -64,7 +64,7 @@ def recorded_worker_streams(seed: int) -> dict[str, bytes]:
     earlier grading."""
     import mytorch.nn as reference_nn
     from autograder.sandboxed import worker
-    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
+    from autograder.judging.scoring.hidden_tests.mytorch_hidden import tests_of
 
     streams = {}
     for category in rubric.MYTORCH_RUBRIC:
@@ -102,7 +102,7 @@ def replay_handin(folder: Path) -> Path:
     whose import writes a recorded result stream of the reference mytorch to the result fd."""
     import base64
 
-    from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+    from autograder.judging.scoring.hidden_tests.mytorch_hidden import HIDDEN_TESTS
 
     category_of = {test.name: test.category for test in HIDDEN_TESTS}
     handin = folder / "handin"
@@ -455,7 +455,7 @@ SNOOP_INIT = """
 import glob
 _paths = [SOURCE_TAR] + [path for pattern in ("autograde.tar",
                                                "autograde/autograder/hidden_set/*/*",
-                                               "autograde/autograder/judging/hidden_tests/*.py")
+                                               "autograde/autograder/judging/scoring/hidden_tests/*.py")
                          for path in glob.glob("/tmp/hw4p1-grading-*/" + pattern)]
 _found = []
 for _path in _paths:

@@ -23,7 +23,7 @@ import yaml
 
 import numpy as np
 
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer

@@ -14,8 +14,9 @@ import time
 import pytest
 
 from autograder.sandboxed import wire
-from autograder.judging import judge, processes
-from autograder.judging.hidden_tests import mytorch_hidden
+from autograder.judging.isolation import processes
+from autograder.judging.scoring import judge
+from autograder.judging.scoring.hidden_tests import mytorch_hidden
 from tools import hint_report
 from tests.grader.attack_handins import SLEEP_S, SLOW_FIRST_FORWARD_NN
 

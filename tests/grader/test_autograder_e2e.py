@@ -25,7 +25,8 @@ import yaml
 
 
 from autograder.sandboxed import landlock
-from autograder.judging import report, rubric, sandbox, sandbox_modes, worker_folders
+from autograder.judging.isolation import sandbox, sandbox_modes, worker_folders
+from autograder.judging.scoring import report, rubric
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import sample_size, transcripts_sha256
@@ -165,7 +166,7 @@ def test_good_handin_with_edited_metrics_is_graded_on_its_weights(tmp_path):
     assert not (grading / "autograde.tar").exists()
     assert not (grading / "autograde/hw4lib").exists()
     assert not (grading / "autograde/autograder/hidden_set").exists()
-    assert not (grading / "autograde/autograder/judging/hidden_tests").exists()
+    assert not (grading / "autograde/autograder/judging/scoring/hidden_tests").exists()
     assert (grading / "autograde").stat().st_mode & 0o077 == 0, "the extraction stays private"
     assert "secrets" not in text and "seed" not in text.lower(), "the seed is never shown"
 
@@ -331,7 +332,8 @@ def test_snooping_and_writing_outside_the_sandbox_change_nothing():
     require_isolation()
     tmp_path = open_folder("hw4p1-snoop-")
     grading = tmp_path / "grading"
-    targets = [grading / "autograde/resource.py", grading / "autograde/autograder/judging/rubric.py",
+    targets = [grading / "autograde/resource.py",
+               grading / "autograde/autograder/judging/scoring/rubric.py",
                grading / "work/sandbox/runtime/autograder/sandboxed/wire.py", grading / "Makefile",
                tmp_path / "outside.txt", Path("/tmp/hw4p1-written-by-student.txt"),
                Path("autograde/resource.py"), Path("../autograde/resource.py")]
@@ -502,7 +504,8 @@ def test_autograde_tar_ships_the_shared_handin_format(tmp_path):
     with tarfile.open(built_autograder() / "autograde.tar") as tar:
         tar.extractall(tmp_path, filter="data")
     files = import_without_site_packages(tmp_path / "autograde", (
-        "hw4lib.handin_format", "autograder.judging.rubric", "autograder.judging.safe_tar"))
+        "hw4lib.handin_format", "autograder.judging.scoring.rubric",
+        "autograder.judging.intake.safe_tar"))
     assert Path(files["hw4lib.handin_format"]).read_bytes() == (
         REPO_ROOT / "hw4lib/handin_format.py").read_bytes(), (
         f"expected the archive to ship hw4lib/handin_format.py unchanged, got a different "
@@ -525,7 +528,7 @@ def test_build_is_reproducible_and_keeps_the_seed_out(tmp_path):
     for needed in ("autograde/autograder/judging/grade.py", "autograde/autograder/sandboxed/worker.py",
                    "autograde/hw4lib/numeric_truths.py",
                    "autograde/hw4lib/data/tokenizer_jsons/tokenizer_char.json",
-                   "autograde/autograder/judging/hidden_tests/mytorch_hidden.py",
+                   "autograde/autograder/judging/scoring/hidden_tests/mytorch_hidden.py",
                    "autograde/build_info.json"):
         assert needed in names, needed
     lines = read_hidden_lines(first)

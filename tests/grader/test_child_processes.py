@@ -1,6 +1,6 @@
 # hw4p1: instructor-only
-"""Tests of the child process runner (autograder/judging/processes.py): hangs with detached children,
-output floods, huge files, and the judge's own address space limit.
+"""Tests of the child process runner (autograder/judging/isolation/processes.py): hangs with
+detached children, output floods, huge files, and the judge's own address space limit.
 
     .venv/bin/python -m pytest -q tests/grader/test_child_processes.py
 """
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.judging import processes
+from autograder.judging.isolation import processes
 from tests.grader.autograder_helpers import REPO_ROOT
 
 
@@ -69,10 +69,12 @@ def test_child_cannot_write_huge_files(tmp_path):
 
 
 def test_the_judge_runs_under_an_address_space_limit(tmp_path):
-    from autograder.judging import judge_process
+    from autograder.judging.isolation import judge_process
 
     code = ("import resource\n"
-            "from autograder.judging import grade, judge_process, model_child\n"
+            "from autograder.judging import grade\n"
+            "from autograder.judging.isolation import judge_process\n"
+            "from autograder.judging.scoring import model_child\n"
             "judge_process.limit_address_space()\n"
             "print(resource.getrlimit(resource.RLIMIT_AS)[0], flush=True)\n"
             "print(resource.getrlimit(resource.RLIMIT_AS)[1] in "

@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
-"""Tests of the model grading in process (autograder/judging/grade_model.py), on a small hidden set: the
-perplexity the handed-in weights give, broken configs and state dicts refused, evaluation batches
-bounded, and what make handin packs extracted whole.
+"""Tests of the model grading in process (autograder/judging/scoring/grade_model.py), on a small
+hidden set: the perplexity the handed-in weights give, broken configs and state dicts refused,
+evaluation batches bounded, and what make handin packs extracted whole.
 
     .venv/bin/python -m pytest -q tests/grader/test_grade_model.py
 """
@@ -16,8 +16,8 @@ import yaml
 
 import numpy as np
 
-from autograder.judging import grade_model
-from autograder.judging.safe_tar import extract_handin
+from autograder.judging.scoring import grade_model
+from autograder.judging.intake.safe_tar import extract_handin
 from hw4lib import handin_format
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP

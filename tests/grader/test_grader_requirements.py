@@ -21,8 +21,9 @@ from tools import make_autograde
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # What grading starts: the judge (Autolab's Makefile and Gradescope's run_autograder call it), the
 # model child and the worker with the hidden tests.
-ENTRY_MODULES = ("autograder.judging.grade", "autograder.judging.grade_model", "autograder.sandboxed.worker",
-                 "autograder.judging.hidden_tests.mytorch_hidden")
+ENTRY_MODULES = ("autograder.judging.grade", "autograder.judging.scoring.grade_model",
+                 "autograder.sandboxed.worker",
+                 "autograder.judging.scoring.hidden_tests.mytorch_hidden")
 
 
 # Imports inside functions that grading never calls, with what they serve: the model child imports
@@ -123,7 +124,7 @@ def test_the_closure_sees_imports_inside_functions_and_relative_ones(tmp_path):
                        "autograder/judging/grade.py": "from . import helper\nimport hw4lib.late\n",
                        "autograder/judging/helper.py": "def plot():\n    import matplotlib\n",
                        "hw4lib/late.py": "def f():\n    from wandb import init\n",
-                       "autograder/judging/grade_model.py": "import numpy\n",
+                       "autograder/judging/scoring/grade_model.py": "import numpy\n",
                        "autograder/sandboxed/worker.py": "import json\n"}.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
@@ -134,4 +135,4 @@ def test_the_closure_sees_imports_inside_functions_and_relative_ones(tmp_path):
             f"from autograder.judging import m{index}\n" for index in range(20)))
     found = third_party_of_grading(tmp_path)
     assert found == {("autograder.judging.helper", "matplotlib"): False, ("hw4lib.late", "wandb"): False,
-                     ("autograder.judging.grade_model", "numpy"): True}, found
+                     ("autograder.judging.scoring.grade_model", "numpy"): True}, found

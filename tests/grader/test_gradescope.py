@@ -15,7 +15,8 @@ import zipfile
 
 import pytest
 
-from autograder.judging import gradescope, rubric
+from autograder.judging import gradescope
+from autograder.judging.scoring import rubric
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
                                              attack_handin, built_autograder,
                                              copy_reference_mytorch, honest_scores,
@@ -32,7 +33,8 @@ def test_zip_holds_gradescopes_entry_points_and_the_judge():
         setup = archive.read("setup.sh").decode()
         run = archive.read("run_autograder").decode()
     for name in ("setup.sh", "run_autograder", "requirements-grader.txt", "autograde.tar",
-                 "autograde-Makefile", "autograder/judging/gradescope.py", "autograder/judging/rubric.py",
+                 "autograde-Makefile", "autograder/judging/gradescope.py",
+                 "autograder/judging/scoring/rubric.py",
                  "hw4lib/handin_format.py"):
         assert name in infos, f"{name} missing from gradescope.zip: {sorted(infos)}"
     for name in ("setup.sh", "run_autograder"):
@@ -46,7 +48,8 @@ def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
     """The adapter runs on the zip's files alone; the grader inside is the Autolab archive, shared
     handin rules (hw4lib/handin_format.py) included, which import without site-packages too."""
     source = unpack_root(tmp_path, None) / "source"
-    import_without_site_packages(source, ("autograder.judging.gradescope", "autograder.judging.rubric",
+    import_without_site_packages(source, ("autograder.judging.gradescope",
+                                          "autograder.judging.scoring.rubric",
                                           "hw4lib.handin_format"))
     inner = (source / "autograde.tar").read_bytes()
     assert inner == (built_autograder() / "autograde.tar").read_bytes(), (
@@ -54,7 +57,7 @@ def test_adapter_and_its_autograde_tar_import_without_site_packages(tmp_path):
     with tarfile.open(source / "autograde.tar") as tar:
         tar.extractall(tmp_path / "inner", filter="data")
     import_without_site_packages(tmp_path / "inner/autograde",
-                                 ("hw4lib.handin_format", "autograder.judging.safe_tar"))
+                                 ("hw4lib.handin_format", "autograder.judging.intake.safe_tar"))
 
 
 @pytest.mark.slow  # measured: make slow-tests, docs/results.md
@@ -146,7 +149,7 @@ def test_hidden_material_is_unreadable_and_nothing_the_worker_prints_is_shown(tm
     folder's copy and its extraction, in every sandbox mode this machine offers (setpriv is what
     Gradescope's containers give): it finds nothing and keeps full marks; what it prints reaches
     neither results.json nor the feedback; source/autograde.tar is gone after grading."""
-    from autograder.judging import sandbox_modes
+    from autograder.judging.isolation import sandbox_modes
     from tests.grader.autograder_helpers import session_folder
 
     hidden = read_hidden_lines(built_autograder() / "autograde.tar")

@@ -1,8 +1,8 @@
 # hw4p1: instructor-only
-"""Tests of the handin extraction (autograder/judging/safe_tar.py, plain_tar.py) against its threat
-model: archives holding every kind of hostile member, unusable archives, deep paths, long names and
-zip directory bombs; and every ordinary way a student may re-pack the handin, read and graded
-alike.
+"""Tests of the handin extraction (autograder/judging/intake/safe_tar.py, plain_tar.py) against its
+threat model: archives holding every kind of hostile member, unusable archives, deep paths, long
+names and zip directory bombs; and every ordinary way a student may re-pack the handin, read and
+graded alike.
 
     .venv/bin/python -m pytest -q tests/grader/test_handin_extraction.py
 """
@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import file_trees, plain_tar, sandbox
-from autograder.judging.safe_tar import HandinError, extract_handin
+from autograder.judging.intake import plain_tar
+from autograder.judging.isolation import file_trees, sandbox
+from autograder.judging.intake.safe_tar import HandinError, extract_handin
 from hw4lib import handin_format
 from tests.grader.autograder_helpers import (copy_reference_mytorch, honest_scores,
                                              make_model_handin, pack_folder, regular, run_grader,
@@ -158,7 +159,7 @@ def test_unusable_archives_raise_a_clear_error(tmp_path):
 
 
 def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(tmp_path):
-    from autograder.judging import feedback
+    from autograder.judging.scoring import feedback
 
     limit = handin_format.MAX_MYTORCH_DEPTH
     tar = write_tar(tmp_path / "deep.tar", [deep_mytorch_member(limit), deep_mytorch_member(1500),
@@ -198,7 +199,7 @@ def test_deep_paths_long_names_and_zip_directories_are_refused_before_any_cost(t
 
 
 def test_tree_walks_and_removal_do_not_recurse(tmp_path):
-    from autograder.judging import verdicts
+    from autograder.judging.scoring import verdicts
 
     root = deep = tmp_path / "tree"
     for _ in range(1101):  # deeper than Python's recursion limit (makedirs would recurse)

@@ -12,10 +12,10 @@ import pytest
 
 import yaml
 
-from autograder.judging import grade_model
-from autograder.judging.hidden_tests.diagnosis import (Failure, attention_variant, hints,
+from autograder.judging.scoring import grade_model
+from autograder.judging.scoring.hidden_tests.diagnosis import (Failure, attention_variant, hints,
                                                softmax_backward_variant)
-from autograder.judging.lm_diagnosis import VAL_TEST_GAP, lm_hint
+from autograder.judging.scoring.lm_diagnosis import VAL_TEST_GAP, lm_hint
 from hw4lib.numeric_truths import difference_features
 from tests.grader.autograder_helpers import make_model_handin
 from tests.grader.test_grade_model import make_hidden_set
@@ -254,7 +254,7 @@ def test_weights_of_another_tokenizer_are_named_in_the_refusal(tmp_path):
 def test_a_hint_on_a_step_that_raised_names_its_inputs_and_the_shapes_it_must_return():
     """The judge's own inputs of the step that raised, shape and dtype (never a value), and for a
     backward the shape of each gradient: that of the input of the object's last forward."""
-    from autograder.judging.verdicts import step_operands
+    from autograder.judging.scoring.verdicts import step_operands
     from autograder.sandboxed.wire import Program
 
     p = Program()

@@ -8,7 +8,7 @@ changes (below), not part of ``make test`` or CI.
 """
 import pytest
 
-from autograder.judging import integrity, weights_fingerprint as wf
+from autograder.judging.scoring import integrity, weights_fingerprint as wf
 
 
 @pytest.mark.measurement

@@ -12,7 +12,7 @@ wrong forward of its own, gets no point for them. The same attack is a row of
 import shutil
 from pathlib import Path
 
-from autograder.judging.hidden_tests import linear_tests
+from autograder.judging.scoring.hidden_tests import linear_tests
 from tools import hint_report
 from tests.grader.attack_handins import DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS, FD_GAMING_INIT
 

@@ -1,5 +1,5 @@
 # hw4p1: instructor-only
-"""The bulk regrade's judge zygote (``autograder/judging/judge_zygote.py``, driven by
+"""The bulk regrade's judge zygote (``autograder/judging/isolation/judge_zygote.py``, driven by
 ``grading_run.run``) grades as the Autolab Makefile does.
 
 A fake judge (an autograde.tar whose ``autograder.judging.grade`` reports what it was given and
@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import grading_run, judge_zygote
-from autograder.judging.report import Status
+from autograder.judging import grading_run
+from autograder.judging.isolation import judge_zygote
+from autograder.judging.scoring.report import Status
 from tests.grader.autograder_helpers import REPO_ROOT, attack_handin, built_autograder
 from tools.make_autograde import makefile_text
 

@@ -6,10 +6,11 @@ numbers on tampering, nothing about the hidden set.
 
 The run card names the test set test_metrics.json measured (``hw4lib.handin.measured_test_set``),
 the grader measures the packed weights on exactly those transcripts
-(``autograder.judging.grade_model.compare_with_report``) and flags for the staff only facts that honest
-work packed by make handin cannot show (``autograder.judging.integrity.integrity_flags``). Truths here are
-independent of the code under test: the transcripts' digest is recomputed from the files, the
-perplexity of the compared set line by line without the library's metric
+(``autograder.judging.scoring.grade_model.compare_with_report``) and flags for the staff only facts
+that honest work packed by make handin cannot show
+(``autograder.judging.scoring.integrity.integrity_flags``). Truths here are independent of the code
+under test: the transcripts' digest is recomputed from the files, the perplexity of the compared set
+line by line without the library's metric
 (``tests.grader.autograder_helpers.direct_perplexity_char``).
 """
 import contextlib
@@ -23,10 +24,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.judging import grade_model, gradescope, integrity, language_model, rubric
-from autograder.judging.lm_diagnosis import lm_hint
-from autograder.judging.report import GradingReport, LanguageModelResult
-from autograder.judging.safe_tar import Extraction
+from autograder.judging import gradescope
+from autograder.judging.scoring import grade_model, integrity, language_model, rubric
+from autograder.judging.scoring.lm_diagnosis import lm_hint
+from autograder.judging.scoring.report import GradingReport, LanguageModelResult
+from autograder.judging.intake.safe_tar import Extraction
 from datagen.build_data import Utterance, write_split
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP

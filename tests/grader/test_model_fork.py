@@ -1,10 +1,11 @@
 # hw4p1: instructor-only
-"""Tests of the model child forked from the judge (``autograder.judging.parked_child.ParkedChild``,
-parked by ``autograder.judging.model_child.park_model_child``): it runs as the fresh
-``python -m autograder.judging.grade_model`` command did (session, limits, folder, environment, descriptors, signals, malloc, threads, output),
-is killed whole at its time limit, is refused where a thread would not survive the fork, and
-measures every handin to the last digit as the fresh command does; a grading through the
-Autolab Makefile forks its model child.
+"""Tests of the model child forked from the judge
+(``autograder.judging.isolation.parked_child.ParkedChild``, parked by
+``autograder.judging.scoring.model_child.park_model_child``): it runs as the fresh ``python -m
+autograder.judging.scoring.grade_model`` command did (session, limits, folder, environment,
+descriptors, signals, malloc, threads, output), is killed whole at its time limit, is refused where
+a thread would not survive the fork, and measures every handin to the last digit as the fresh
+command does; a grading through the Autolab Makefile forks its model child.
 
 Each test runs a judge of its own (a fresh interpreter that imports ``autograder.judging.grade`` as the
 real judge does, with another hash seed than its children's; or the real one, through make),
@@ -25,8 +26,8 @@ import pytest
 import torch
 import yaml
 
-from autograder.judging import grade_model, rubric
-from autograder.judging import report as grading_report
+from autograder.judging.scoring import grade_model, rubric
+from autograder.judging.scoring import report as grading_report
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import transcripts_sha256
@@ -42,7 +43,8 @@ JUDGE_ENVIRONMENT = {"PYTHONHASHSEED": "4321", "PYTHONPATH": str(REPO_ROOT)}
 JUDGE = """
 import sys
 from pathlib import Path
-from autograder.judging import grade, judge_process, processes  # grade: the judge's imports
+from autograder.judging import grade  # the judge's imports
+from autograder.judging.isolation import judge_process, processes
 processes.become_subreaper()
 judge_process.limit_address_space()
 from tests.grader import test_model_fork
@@ -70,7 +72,8 @@ def fresh_and_forked(parked, module: str, function: str, arguments: list[str], w
     """(the fresh command's Run, the parked child's Run) of ``module.function(arguments)`` with
     the model child's environment, folder and limits; ``{}`` in ``arguments`` stands for
     ``fresh`` or ``forked``."""
-    from autograder.judging import autograder_paths, model_child, processes
+    from autograder.judging.isolation import autograder_paths, processes
+    from autograder.judging.scoring import model_child
 
     code = f"import sys; from {module} import {function}; {function}(sys.argv[1:])"
     environment = model_child.child_environment(work, [autograder_paths.AUTOGRADE_ROOT])
@@ -102,7 +105,7 @@ def describe_process(argv: list[str]) -> None:
     import signal
     import tempfile
 
-    from autograder.judging import grade_model
+    from autograder.judging.scoring import grade_model
 
     grade_model.follow_environment()
     libc = ctypes.CDLL(None)
@@ -153,7 +156,8 @@ def judge_isolation(folder: Path) -> None:
     """Describe a fresh child and a forked one, their environment asking for one torch thread
     where the judge's torch started without a count (as a judge that chooses its children's
     threads after its imports); then time a forked sleeper out."""
-    from autograder.judging import autograder_paths, model_child, parked_child
+    from autograder.judging.isolation import autograder_paths, parked_child
+    from autograder.judging.scoring import model_child
 
     parked = parked_child.ParkedChild(PROBES, "describe_process")
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -181,8 +185,9 @@ def judge_refusals(folder: Path) -> None:
     import signal
     import threading
 
-    from autograder.judging import model_child, parked_child
-    from autograder.judging.report import GradingReport
+    from autograder.judging.isolation import parked_child
+    from autograder.judging.scoring import model_child
+    from autograder.judging.scoring.report import GradingReport
 
     report = GradingReport()
     model_child.park_model_child(report).close()
@@ -219,8 +224,8 @@ def judge_refusals(folder: Path) -> None:
 def judge_measurements(folder: Path) -> None:
     """Each handin of ``folder/handins`` measured by a fresh child and by a model child parked as
     the judge parks it."""
-    from autograder.judging import model_child
-    from autograder.judging.report import GradingReport
+    from autograder.judging.scoring import model_child
+    from autograder.judging.scoring.report import GradingReport
 
     work = folder / "work"
     for sub in ("home", "tmp"):
@@ -232,8 +237,8 @@ def judge_measurements(folder: Path) -> None:
         arguments = ["--handin", str(handin), "--hidden-set", str(folder / "hidden"),
                      "--out", str(folder / f"{handin.name}-{{}}.json"),
                      "--public-set", str(folder / "public"), "--compare", *compare[handin.name]]
-        fresh, forked = fresh_and_forked(child, "autograder.judging.grade_model", "main", arguments,
-                                         work)
+        fresh, forked = fresh_and_forked(child, "autograder.judging.scoring.grade_model", "main",
+                                         arguments, work)
         found[handin.name] = {
             "returncodes": [fresh.returncode, forked.returncode],
             "results": [json.loads((folder / f"{handin.name}-{name}.json").read_text())

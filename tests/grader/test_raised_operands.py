@@ -14,8 +14,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from autograder.judging.hidden_tests.diagnosis import Failure, hints
-from autograder.judging.verdicts import line_operands
+from autograder.judging.scoring.hidden_tests.diagnosis import Failure, hints
+from autograder.judging.scoring.verdicts import line_operands
 from autograder.sandboxed import replay, wire
 
 SOURCE = textwrap.dedent('''\

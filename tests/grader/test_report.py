@@ -1,7 +1,8 @@
 # hw4p1: instructor-only
-"""Tests of the grading report (autograder/judging/report.py): its JSON form round-trips, a report of
-another version or a malformed one is refused naming the fix, and every tool that reads a grading
-(the Gradescope adapter, the bulk regrade) reads the judge's details.json through report.load.
+"""Tests of the grading report (autograder/judging/scoring/report.py): its JSON form round-trips, a
+report of another version or a malformed one is refused naming the fix, and every tool that reads a
+grading (the Gradescope adapter, the bulk regrade) reads the judge's details.json through
+report.load.
 
     .venv/bin/python -m pytest -q tests/grader/test_report.py
 """
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import gradescope, grading_run, report, rubric
+from autograder.judging import gradescope, grading_run
+from autograder.judging.scoring import report, rubric
 from autograder.classroom import gradebook, regrade
-from autograder.judging.report import GradingReport, LanguageModelResult, ReportError, Status, TestResult
+from autograder.judging.scoring.report import (GradingReport, LanguageModelResult, ReportError,
+                                               Status, TestResult)
 from hw4lib.file_io import json_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -241,14 +244,16 @@ JSON_READERS = {
     ("autograder/classroom/rescore.py", "decide"): "grades.csv's scoring cell",
     ("autograder/classroom/rescore.py", "apply_rescore"): "grades.csv's scoring cell",
     ("autograder/judging/grade.py", "grade"): "the autograder's build_info.json",
-    ("autograder/judging/grade_model.py", "evaluate_handin"): "the handin's run_card.json",
+    ("autograder/judging/scoring/grade_model.py", "evaluate_handin"): "the handin's run_card.json",
     ("autograder/judging/grading_run.py", "parse_scores"): "the judge's scores line on stdout",
-    ("autograder/judging/integrity.py", "read_card"): "the handin's run_card.json",
-    ("autograder/judging/judge_zygote.py", "answer"): "a zygote's answer line",
-    ("autograder/judging/judge_zygote.py", "serve"): "a request line to the zygote",
-    ("autograder/judging/language_model.py", "grade_language_model"): "the model child's result",
-    ("autograder/judging/language_model.py", "self_reported_perplexity"): "test_metrics.json",
-    ("autograder/judging/parked_child.py", "_parked"): "a request to the parked child",
+    ("autograder/judging/scoring/integrity.py", "read_card"): "the handin's run_card.json",
+    ("autograder/judging/isolation/judge_zygote.py", "answer"): "a zygote's answer line",
+    ("autograder/judging/isolation/judge_zygote.py", "serve"): "a request line to the zygote",
+    ("autograder/judging/scoring/language_model.py", "grade_language_model"):
+        "the model child's result",
+    ("autograder/judging/scoring/language_model.py", "self_reported_perplexity"):
+        "test_metrics.json",
+    ("autograder/judging/isolation/parked_child.py", "_parked"): "a request to the parked child",
     ("autograder/sandboxed/wire.py", "load_program"): "the worker's program.json",
     ("autograder/sandboxed/wire.py", "_header"): "a worker record's header",
 }
@@ -286,7 +291,8 @@ def json_parses(tree: ast.AST) -> list[tuple[str, int]]:
 
 
 def test_no_class_tool_parses_a_details_json_itself():
-    """A supplement to the test above: outside autograder/judging/report.py, every JSON parse in
+    """A supplement to the test above: outside autograder/judging/scoring/report.py, every JSON
+    parse in
     autograder/ is one JSON_READERS names, none of them the judge's details.json."""
     assert json_parses(ast.parse("from json import loads as x\ndef f(p):\n    return x(p)\n"
                                  "def g(p):\n    return torch.load(p), file_io.read_json(p)\n")

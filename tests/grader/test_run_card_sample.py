@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.judging import grade_model, integrity, language_model, rubric
-from autograder.judging.safe_tar import Extraction
+from autograder.judging.scoring import grade_model, integrity, language_model, rubric
+from autograder.judging.intake.safe_tar import Extraction
 from datagen.build_data import Utterance, write_split
 from hw4lib import handin
 from hw4lib.data import H4Tokenizer

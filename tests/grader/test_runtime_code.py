@@ -6,8 +6,8 @@ sources declaring another encoding than UTF-8.
 """
 
 from autograder.sandboxed import refusals, wire
-from autograder.judging import sandbox, worker_folders
-from autograder.judging.runtime_code import runtime_code
+from autograder.judging.isolation import sandbox, worker_folders
+from autograder.judging.intake.runtime_code import runtime_code
 from tests.grader.autograder_helpers import copy_reference_mytorch, open_folder
 from tests.grader.attack_handins import DOORS, TRICKS, UTF7_SOURCE, door_mytorch
 
@@ -20,7 +20,7 @@ def test_the_worker_runs_only_mytorch_s_files_and_honest_code_still_passes():
     library and numpy generate or import lazily keeps its points while every trick to run code
     that is not a file is refused (the mytorch stops itself if one works); a mytorch whose files
     hide their code behind each door of DOORS gets 0 and the message names the line."""
-    from autograder.judging import judge
+    from autograder.judging.scoring import judge
 
     folder = open_folder("hw4p1-audit-")
     tricks = copy_reference_mytorch(folder / "tricks")
@@ -63,7 +63,7 @@ def codec_name(declared: str | None) -> str | None:
 
 
 def test_sources_in_another_encoding_than_utf8_are_not_graded(tmp_path):
-    from autograder.judging import judge
+    from autograder.judging.scoring import judge
 
     cases = {"a.py": (UTF7_SOURCE, "utf-7"),
              "b.py": ("#!/bin/python\n# coding=latin-1\n", "latin-1"),

@@ -1,9 +1,9 @@
 # hw4p1: instructor-only
-"""Sandbox hardening that the sandbox review's attack table asks for (autograder/judging/sandbox.py and
-the modules it runs the worker with: processes, cgroups, sandbox_modes): process scans that survive
-any process name, no root worker inside a user namespace, sandbox commands run by the absolute
-path they were found at, a fresh uid for every grading, the worker's own layers, and a cgroup
-that caps the worker tree."""
+"""Sandbox hardening that the sandbox review's attack table asks for
+(autograder/judging/isolation/sandbox.py and the modules it runs the worker with: processes,
+cgroups, sandbox_modes): process scans that survive any process name, no root worker inside a user
+namespace, sandbox commands run by the absolute path they were found at, a fresh uid for every
+grading, the worker's own layers, and a cgroup that caps the worker tree."""
 import os
 import shutil
 import subprocess
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import cgroups, processes, sandbox, sandbox_modes
+from autograder.judging.isolation import cgroups, processes, sandbox, sandbox_modes
 from tests.grader.autograder_helpers import attack_handin, honest_scores, run_grader, session_folder
 from tests.grader.attack_handins import MYTORCH_ZERO
 
@@ -140,7 +140,8 @@ def test_each_sandbox_describes_its_own_probe(tmp_path):
 
 
 def test_each_grading_gets_a_fresh_uid_of_its_own():
-    code = "from autograder.judging import sandbox_modes; print(sandbox_modes.grading_uid())"
+    code = ("from autograder.judging.isolation import sandbox_modes; "
+            "print(sandbox_modes.grading_uid())")
     environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     uids = {int(subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True,
                                text=True, check=True).stdout) for _ in range(4)}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autograder.sandboxed import seccomp
-from autograder.judging import sandbox, sandbox_modes
+from autograder.judging.isolation import sandbox, sandbox_modes
 
 # The kernel's return values and classic BPF opcodes (linux/seccomp.h, linux/filter.h), written
 # out here so that the model below does not take them from the module it checks.

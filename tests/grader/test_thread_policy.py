@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
-"""Tests of the math threads a grading uses (autograder/judging/thread_policy.py): the rule on given
-inputs, the environment of the judge's children and of the grading's make, the regrade's --jobs,
-and the choice in details.json and the feedback's header.
+"""Tests of the math threads a grading uses (autograder/judging/isolation/thread_policy.py): the
+rule on given inputs, the environment of the judge's children and of the grading's make, the
+regrade's --jobs, and the choice in details.json and the feedback's header.
 
     .venv/bin/python -m pytest -q tests/grader/test_thread_policy.py
 """
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import grading_run, judge_process, model_child, rubric, thread_policy
+from autograder.judging import grading_run
+from autograder.judging.isolation import judge_process, thread_policy
+from autograder.judging.scoring import model_child, rubric
 from autograder.classroom import regrade
 from tests.classroom.test_regrade import fake_grader, grade_with, judge_details
 

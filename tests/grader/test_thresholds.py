@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.judging import integrity, rubric, weights_fingerprint as wf
-from autograder.judging.lm_diagnosis import lm_hint
+from autograder.judging.scoring import integrity, rubric, weights_fingerprint as wf
+from autograder.judging.scoring.lm_diagnosis import lm_hint
 from hw4lib import handin_format
 
 

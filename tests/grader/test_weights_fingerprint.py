@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
-"""Shared weights by what training learned (``autograder.judging.weights_fingerprint``): a classmate's
-weights with one value moved by an ulp, rescaled, or with a little noise are flagged in the
-regrade's ``flags``; independent trainings are not.
+"""Shared weights by what training learned (``autograder.judging.scoring.weights_fingerprint``): a
+classmate's weights with one value moved by an ulp, rescaled, or with a little noise are flagged in
+the regrade's ``flags``; independent trainings are not.
 
     .venv/bin/python -m pytest -q tests/grader/test_weights_fingerprint.py
 
@@ -22,9 +22,9 @@ import pytest
 import torch
 import yaml
 
-from autograder.judging import grade_model, weights_fingerprint as wf
+from autograder.judging.scoring import grade_model, weights_fingerprint as wf
 from autograder.classroom import grades_csv, regrade
-from autograder.judging.report import LanguageModelResult, ReportError
+from autograder.judging.scoring.report import LanguageModelResult, ReportError
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import STATE_DICT_FILE

@@ -1,6 +1,6 @@
 # hw4p1: instructor-only
-"""Weights compared by what they compute (``autograder.judging.weights_fingerprint``: the probe
-batch's log-probabilities the model child records, ``same_outputs``): a copy reparametrised to
+"""Weights compared by what they compute (``autograder.judging.scoring.weights_fingerprint``: the
+probe batch's log-probabilities the model child records, ``same_outputs``): a copy reparametrised to
 move every tensor (the residual basis, the feed-forward units and each head's dimensions permuted,
 a LayerNorm rescaled against the layer after it) is flagged; honest trainings from other seeds
 are not; the tolerance is pinned by its value with a hand-made case on each side.
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.judging import grade_model, weights_fingerprint as wf
+from autograder.judging.scoring import grade_model, weights_fingerprint as wf
 from hw4lib.data import H4Tokenizer, LMDataset
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from autograder.sandboxed import wire
-from autograder.judging import judge, mytorch_categories, processes, rubric, sandbox, worker_folders
-from autograder.judging.report import GradingReport, Status
+from autograder.judging.isolation import processes, sandbox, worker_folders
+from autograder.judging.scoring import judge, mytorch_categories, rubric
+from autograder.judging.scoring.report import GradingReport, Status
 from tests.grader.autograder_helpers import copy_reference_mytorch
 from tools import hint_report
 

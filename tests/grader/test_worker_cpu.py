@@ -1,9 +1,9 @@
 # hw4p1: instructor-only
-"""The worker tree's CPU cap (``autograder.judging.cgroups``, ``sandbox.Limits.tree_cpus``): where a
-cpu cgroup can be created under the judge's own, its quota is set, and a tree that forks spinning
-processes gets no more CPU time than the quota, with the kernel's session autogroups off (the
-setting that otherwise shares CPU between sessions; restored afterwards). Where none can be
-created, the sandbox's note says so.
+"""The worker tree's CPU cap (``autograder.judging.isolation.cgroups``,
+``sandbox.Limits.tree_cpus``): where a cpu cgroup can be created under the judge's own, its quota is
+set, and a tree that forks spinning processes gets no more CPU time than the quota, with the
+kernel's session autogroups off (the setting that otherwise shares CPU between sessions; restored
+afterwards). Where none can be created, the sandbox's note says so.
 
     .venv/bin/python -m pytest -q tests/grader/test_worker_cpu.py      (as root, for the cgroup)
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import cgroups, processes, sandbox, sandbox_modes
+from autograder.judging.isolation import cgroups, processes, sandbox, sandbox_modes
 
 AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
 HOG = """

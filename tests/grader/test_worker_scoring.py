@@ -18,8 +18,10 @@ import pytest
 import numpy as np
 
 from autograder.sandboxed import wire
-from autograder.judging import (grading_run, processes, rubric, sandbox, sandbox_modes,
-                                static_inspection)
+from autograder.judging import grading_run
+from autograder.judging.intake import static_inspection
+from autograder.judging.isolation import processes, sandbox, sandbox_modes
+from autograder.judging.scoring import rubric
 from tests.grader.autograder_helpers import REPO_ROOT, copy_reference_mytorch
 from tests.grader.attack_handins import ZERO_LINEAR_NN
 
@@ -88,7 +90,7 @@ def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
     """Each hidden test of ``tests`` replayed by the worker's own code on ``nn`` (a namespace of
     mytorch.nn classes) in this process, then judged: the checks without the sandbox's cost."""
     from autograder.sandboxed import worker
-    from autograder.judging import judge, verdicts
+    from autograder.judging.scoring import judge, verdicts
 
     results = []
     programs, checks = judge.build_programs(tests, seed)
@@ -130,10 +132,11 @@ def test_no_check_that_decides_points_is_an_assert():
     def asserts_in(node) -> list[int]:
         return [n.lineno for n in ast.walk(node) if isinstance(n, ast.Assert)]
 
-    for path in [REPO_ROOT / "autograder/judging/judge.py", REPO_ROOT / "autograder/judging/verdicts.py",
+    for path in [REPO_ROOT / "autograder/judging/scoring/judge.py",
+                 REPO_ROOT / "autograder/judging/scoring/verdicts.py",
                  REPO_ROOT / "autograder/sandboxed/wire.py",
                  REPO_ROOT / "hw4lib/numeric_truths.py",
-                 *sorted((REPO_ROOT / "autograder/judging/hidden_tests").glob("*.py"))]:
+                 *sorted((REPO_ROOT / "autograder/judging/scoring/hidden_tests").glob("*.py"))]:
         found = asserts_in(ast.parse(path.read_text()))
         assert not found, f"{path.name} has assert statements at lines {found}"
 
@@ -141,7 +144,7 @@ def test_no_check_that_decides_points_is_an_assert():
 def test_hidden_tests_share_out_exactly_each_category_s_points():
     """The shares in the hidden tests' decorators add up to the points hw4lib/grading_numbers.py
     gives each mytorch category, and tag no other category."""
-    from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+    from autograder.judging.scoring.hidden_tests.mytorch_hidden import HIDDEN_TESTS
 
     shares: dict[str, list[float]] = {}
     for test in HIDDEN_TESTS:
@@ -158,7 +161,7 @@ def test_hidden_tests_share_out_exactly_each_category_s_points():
 def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
     """Checks that decide points are explicit (python -O strips asserts); the float32 Linear test
     checks values, not only dtypes; the judge refuses to run under -O at all."""
-    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
+    from autograder.judging.scoring.hidden_tests.mytorch_hidden import tests_of
 
     float32_test = [t for t in tests_of("Linear") if t.name == "linear_float32_stays_float32"]
     (tmp_path / "f32").mkdir()
@@ -166,7 +169,7 @@ def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
     assert result.points == 0 and "float32 Z" in result.message, result
     code = ("import sys, tempfile\n"
             "from pathlib import Path\n"
-            "from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS\n"
+            "from autograder.judging.scoring.hidden_tests.mytorch_hidden import HIDDEN_TESTS\n"
             "from tests.grader.autograder_helpers import ZEROS_NN\n"
             "from tests.grader.test_worker_scoring import judge_in_process, stub_namespace\n"
             "results = judge_in_process(stub_namespace(ZEROS_NN), HIDDEN_TESTS,\n"
@@ -190,7 +193,7 @@ def test_shapes_are_checked_before_arithmetic_on_returned_arrays(tmp_path):
     allocate N x N floats)."""
     import tracemalloc
 
-    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
+    from autograder.judging.scoring.hidden_tests.mytorch_hidden import tests_of
 
     test = [t for t in tests_of("MultiHeadAttention")
             if t.name == "mha_self_attention_with_one_array_for_query_key_value"]
@@ -219,7 +222,7 @@ SWEEP_PROCESSES = 2
 SCORE_TREES = """
 import json, secrets, sys, tempfile
 from pathlib import Path
-from autograder.judging.hidden_tests.mytorch_hidden import HIDDEN_TESTS
+from autograder.judging.scoring.hidden_tests.mytorch_hidden import HIDDEN_TESTS
 from tests.grader.test_worker_scoring import judge_in_process
 repeats, trees = int(sys.argv[1]), sys.argv[2:]
 scores = {}
@@ -338,8 +341,8 @@ def test_documented_timeouts_cover_the_judges_worst_case():
 
 
 def test_feedback_is_worded_by_the_judge_and_quotes_nothing_the_worker_sent():
-    from autograder.judging import verdicts
-    from autograder.judging.hidden_tests.mytorch_hidden import tests_of
+    from autograder.judging.scoring import verdicts
+    from autograder.judging.scoring.hidden_tests.mytorch_hidden import tests_of
 
     program = wire.Program()
     layer = program.new("Linear", 3, 2)

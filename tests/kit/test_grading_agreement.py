@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from autograder.classroom import rescore
 from tools import make_autograde, make_handout
 from tools.handout_readme import grading_section, stated_numbers, with_thresholds

@@ -26,7 +26,7 @@ SCORED_PPL = 3.4
 STATED = """
 import inspect, json
 from pathlib import Path
-from autograder.judging import rubric
+from autograder.judging.scoring import rubric
 from datagen.build_data import Provenance, Utterance, data_card
 from tools import make_autograde
 from tools.handout_readme import student_readme

@@ -20,6 +20,13 @@ HW4LIB_ROOMS = (("hw4lib.grading_numbers", "hw4lib.versions", "hw4lib.handin_for
 # code, the judge, the class tools; the build-time secrets stand alone, imported by no room.
 AUTOGRADER_ROOMS = ("autograder.sandboxed", "autograder.judging", "autograder.classroom")
 BUILD_TIME = "autograder.build_time"
+# Inside the judge, by the step they serve, bottom to top (autograder/judging/__init__.py): the
+# handin's intake, the isolation, the scoring; on top the entry points that run them (the judge's
+# driver, the platforms' adapters), which no room imports.
+JUDGING_ROOMS = ("autograder.judging.intake", "autograder.judging.isolation",
+                 "autograder.judging.scoring")
+JUDGING_TOP = ("autograder.judging.grade", "autograder.judging.command_line",
+               "autograder.judging.grading_run", "autograder.judging.gradescope")
 
 
 def modules() -> dict[str, Path]:
@@ -179,6 +186,36 @@ def test_every_grader_module_sits_in_a_room_and_imports_none_above_it():
     assert not found, f"imports across the grader's rooms ({' < '.join(AUTOGRADER_ROOMS)}): {found}"
 
 
+def judging_level(module: str) -> int | None:
+    """The line of ``module`` in the judge: its room's index in JUDGING_ROOMS, one above them for
+    JUDGING_TOP; None for the judging package and modules outside it."""
+    if module in JUDGING_TOP:
+        return len(JUDGING_ROOMS)
+    room = ".".join(module.split(".")[:3])
+    return JUDGING_ROOMS.index(room) if room in JUDGING_ROOMS else None
+
+
+def judging_crossings(graph: dict[str, set[str]]) -> list[str]:
+    """``"<module> imports <target>"`` for each import, inside the judge, of a higher line."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            here, there = judging_level(module), judging_level(target)
+            if here is not None and there is not None and there > here:
+                found.append(f"{module} imports {target}")
+    return found
+
+
+def test_every_judging_module_sits_in_a_room_and_imports_none_above_it():
+    graph = import_graph()
+    homeless = [m for m in graph
+                if m.startswith("autograder.judging.") and judging_level(m) is None]
+    assert not homeless, f"judging modules in no room of {JUDGING_ROOMS}, nor on top: {homeless}"
+    found = judging_crossings(graph)
+    order = " < ".join((*JUDGING_ROOMS, "the top"))
+    assert not found, f"imports across the judge's rooms ({order}): {found}"
+
+
 def test_the_checks_see_a_planted_circle_and_an_upward_import():
     graph = {"hw4lib.a": {"hw4lib.b"}, "hw4lib.b": {"hw4lib.c"}, "hw4lib.c": {"hw4lib.a"},
              "hw4lib.d": {"hw4lib.a", "numpy"}, "mytorch.e": {"hw4lib.d"},
@@ -196,3 +233,11 @@ def test_the_checks_see_a_planted_circle_and_an_upward_import():
                            "autograder.classroom.c": {"autograder.judging.j"}}) == [
         "autograder.judging.j imports autograder.build_time.s",
         "autograder.sandboxed.w imports autograder.judging.j"]
+    assert judging_crossings({"autograder.judging.intake.a": {"autograder.judging.isolation.b"},
+                              "autograder.judging.isolation.b": {"autograder.judging.intake.a",
+                                                                 "autograder.judging.grade"},
+                              "autograder.judging.scoring.c": {"autograder.judging.isolation.b",
+                                                               "autograder.judging.intake.a"},
+                              "autograder.judging.grade": {"autograder.judging.scoring.c"}}) == [
+        "autograder.judging.intake.a imports autograder.judging.isolation.b",
+        "autograder.judging.isolation.b imports autograder.judging.grade"]

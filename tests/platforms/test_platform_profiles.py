@@ -30,8 +30,9 @@ import torch
 import yaml
 
 from autograder.sandboxed import landlock
-from autograder.judging import (grade_model, gradescope, report as grading_report, rubric,
-                                weights_fingerprint)
+from autograder.judging import gradescope
+from autograder.judging.scoring import (grade_model, report as grading_report, rubric,
+                                        weights_fingerprint)
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE
@@ -164,8 +165,9 @@ for _command in (["/usr/bin/unshare", "--map-root-user", "true"], ["/usr/bin/uns
 SNOOP_HIDDEN = """
 import glob, os
 _patterns = ["autograde.tar", "*/autograde.tar", "autograde/autograder/hidden_set/*/*",
-             "*/autograde/autograder/hidden_set/*/*", "autograde/autograder/judging/hidden_tests/*.py",
-             "*/autograde/autograder/judging/hidden_tests/*.py", "*/source/autograde.tar"]
+             "*/autograde/autograder/hidden_set/*/*",
+             "autograde/autograder/judging/scoring/hidden_tests/*.py",
+             "*/autograde/autograder/judging/scoring/hidden_tests/*.py", "*/source/autograde.tar"]
 _paths = [p for pattern in _patterns for p in glob.glob("/tmp/hw4p1-*/" + pattern)]
 _pid = os.getpid()
 for _ in range(12):  # the judge's memory and environment, up the parent chain
@@ -537,9 +539,10 @@ def expected_scores(kind: str | dict, scores: dict) -> bool:
 
 
 # Rows whose attack no profile changes, run in the host profile only (the table says "not run"
-# in the others): the archive's attacks, met by the judge itself (autograder/judging/safe_tar.py,
-# plain_tar.py) before it chooses a sandbox, and the staff's channels, computed by the judge from
-# what the model child measured. What else each profile could change, the grading of the honest
+# in the others): the archive's attacks, met by the judge itself
+# (autograder/judging/intake/safe_tar.py, plain_tar.py) before it chooses a sandbox, and the staff's
+# channels, computed by the judge from what the model child measured. What else each profile could
+# change, the grading of the honest
 # handin that follows, is test_the_honest_handin_scores_alike_in_every_profile's.
 JUDGE_SIDE = ("09", "16", "17", "18", "21", "22", "23", "24", "30")
 CASES = [(attack, profile) for attack in ATTACKS for profile in PROFILES
