@@ -184,6 +184,26 @@ def test_a_timeout_and_a_stop_end_the_forked_judge_and_leave_nothing(tmp_path, z
     assert not any(p.name.startswith("hw4p1-grading-") for p in tmp_path.rglob("*"))
 
 
+def test_a_stop_interrupts_a_judge_forked_by_a_zygote_started_with_sigint_ignored(tmp_path):
+    """A regrade started as a shell's background job passes SIGINT on ignored; the judges its
+    zygotes fork still end on the stop's SIGINT (exit 130, "interrupted"), not on the SIGKILL
+    that follows its grace."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with judge_zygote.Zygotes(sys.executable, grading_run.judge_environment(1)) as pool:
+            zygote = pool.for_this_thread()
+            judges = []
+
+            def stop_soon(process) -> None:
+                judges.append(process)
+                threading.Timer(1.0, grading_run.stop, (process,), {"grace": 30.0}).start()
+
+            graded = grade(tmp_path, "sleep", zygote, started=stop_soon)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert judges[0].returncode == 130 and "interrupted" in graded.output, judges[0].returncode
+
+
 @pytest.mark.slow
 def test_a_zygote_that_dies_loses_no_handin(tmp_path, zygotes, capsys):
     """Dead before the grading: make grades it (said on standard error), and the thread's next

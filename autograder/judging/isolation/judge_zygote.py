@@ -13,7 +13,8 @@ forks its model child from itself in turn, ``autograder.judging.isolation.parked
 
 Each judge forked (:func:`become_judge`) is what ``make`` would start: a session of its own (the
 regrade's Ctrl-C stops no grading; a timeout kills it whole with ``os.killpg``), the folder, the
-arguments and exactly the environment it is given, standard input /dev/null, standard output the
+arguments and exactly the environment it is given, SIGINT raising KeyboardInterrupt, standard
+input /dev/null, standard output the
 file it is given, standard error /dev/null (make's is discarded too), then ``python -m
 autograder.judging.grade``'s run (runpy), ended by ``os._exit`` whatever happens. What differs
 from a fresh interpreter: the modules PRELOADED already imported, and the hash seed of strings,
@@ -272,6 +273,10 @@ def become_judge(request: dict) -> NoReturn:
         os._exit(1)
     code = 1
     try:
+        # A Ctrl-C (grading_run.stop's SIGINT) ends the judge as it ends `python -m`, even when
+        # the regrade was started with SIGINT ignored (a shell's background job), which Python
+        # would otherwise keep ignored in the zygote and so in every judge it forks.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.setsid()
         os.chdir(request["cwd"])
         os.environ.clear()
