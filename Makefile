@@ -15,10 +15,10 @@ SEED      ?= 0
 DATA_DIR  ?= hw4_data/hw4p1_data
 PYTEST_WORKERS ?= 2
 # The fast suite: everything make test runs but what is marked slow.
-FAST_MARKERS := not slow and not platforms and not class_fixture and not catalogue_sweep and not measurement
+FAST_MARKERS := not slow and not long and not platforms and not class_fixture and not catalogue_sweep and not measurement
 
 .PHONY: help install test test-fast train data data-if-stale tokenizers handin gpu-check handout autograde figures \
-	bench lint mutants slow-tests test-class test-platforms regrade rescore similarity gradebook class-fixture clean
+	bench lint mutants slow-tests test-class test-long test-platforms regrade rescore similarity gradebook class-fixture clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
@@ -30,8 +30,8 @@ $(STAMP): requirements.txt requirements-grader.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-test: data-if-stale ## run the whole test suite (slow end-to-end tests included)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not platforms and not class_fixture and not catalogue_sweep and not measurement" tests
+test: data-if-stale ## run the test suite (slow end-to-end tests included)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not long and not platforms and not class_fixture and not catalogue_sweep and not measurement" tests
 
 test-fast: data-if-stale ## run the suite without the tests marked slow
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "$(FAST_MARKERS)" tests
@@ -90,6 +90,9 @@ figures: $(STAMP) ## redraw the diagrams in figures/
 
 bench: $(STAMP) ## print speed and memory measurements (mytorch, data, model, training)
 	$(PY) -m bench $(BENCH)
+
+test-long: data-if-stale ## the end-to-end tests of 20 s or more (the notebook, attacks, data digests), which CI runs
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m long tests
 
 test-class: data-if-stale ## grade the realistic class (tools/class_fixture.py) and check every cell of its table
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m class_fixture tests

@@ -102,6 +102,7 @@ def test_each_family_of_hidden_copies_is_flagged_and_ranks_first(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_one_poisoned_handin_never_stops_the_class(tmp_path):
     """:func:`poison`'s handins beside three independent students and a copy: the run finishes
     (within the time limit per handin), writes valid UTF-8, produces every other pair and flags

@@ -374,6 +374,7 @@ for target in {[str(t) for t in targets]!r}:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_bad_side_files_cost_only_their_own_category(tmp_path):
     """test_metrics.json bombs change nothing; a YAML alias bomb and a deflated .pt cost only the
     language model, with a bounded message."""

@@ -276,6 +276,7 @@ def test_every_ordinary_repacking_extracts_the_same_files(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_repacked_handins_score_exactly_what_the_original_scores(tmp_path):
     archives = repacked_handins(tmp_path)
     for name in ("original", "gnu-tar-dirs", "bsdtar" if "bsdtar" in archives else "gnu-tar-pax",
@@ -306,6 +307,7 @@ def long_name_header(size: int) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_damaged_tails_and_name_bombs_keep_the_honest_members(tmp_path):
     """Honest members followed by a damaged header, 20,000 chained long-name records, or (gzip) a
     2 GiB long-name record: the honest part scores in full, with a note, in bounded memory."""

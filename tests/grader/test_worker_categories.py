@@ -139,6 +139,7 @@ def assert_only_softmax_pays(tree: Path, timeout: float, softmax_alone: judge.Ca
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_softmax_that_exits_crashes_exhausts_memory_or_prints_costs_softmax_only(tmp_path,
                                                                                    monkeypatch):
     """Each in both tree caps: a cgroup (the category's process may fork) and none (seccomp

@@ -158,6 +158,7 @@ def test_hidden_tests_share_out_exactly_each_category_s_points():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_zero_stub_earns_nothing_even_under_python_O(tmp_path):
     """Checks that decide points are explicit (python -O strips asserts); the float32 Linear test
     checks values, not only dtypes; the judge refuses to run under -O at all."""

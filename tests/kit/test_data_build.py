@@ -191,6 +191,7 @@ def test_default_build_matches_the_recorded_digests(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_full_builds_and_hidden_set_match_the_recorded_digests(tmp_path):
     """What make data writes for seeds 0-2 and the autograder's hidden set, byte for byte."""
     for seed, recorded in RECORDED_FULL.items():

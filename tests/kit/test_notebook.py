@@ -91,6 +91,7 @@ def handout_with_the_graded_parts(target: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_handout_notebook_runs_to_the_end_with_the_bonus_unwritten(tmp_path):
     """``jupyter execute`` on the handout with only the graded parts written: exit 0, the bonus's
     message in its own cells, no warning in any cell, progress bars drawn a few times each."""
