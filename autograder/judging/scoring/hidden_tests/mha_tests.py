@@ -29,11 +29,13 @@ def weights_for(rng: np.random.Generator, E: int) -> list[np.ndarray]:
 
 
 def padded_masks(rng: Generator, N: int, L: int, S: int) -> tuple[np.ndarray, np.ndarray]:
-    """``padding_and_causal_masks`` with the last sequence's last key padded whenever N > 1, so
-    that a padding mask applied to the wrong axis changes the result at every draw."""
+    """``padding_and_causal_masks`` with the last sequence padded from key min(L, S) - 1 on
+    whenever N > 1: the first sequence is never padded, and a key the causal mask leaves visible
+    (query L - 1 sees keys up to L - 1) is padded in the last, so that a padding mask applied to
+    the wrong axis or the wrong sequence changes the result at every draw."""
     padding, causal = padding_and_causal_masks(rng, N, L, S)
     if N > 1:
-        padding[-1, -1] = True
+        padding[-1, max(1, min(L, S) - 1):] = True  # key 0 stays: no query row fully masked
     return padding, causal
 
 
