@@ -4,6 +4,7 @@ top-level folder imports one above it. Read from the source (every ``import`` st
 depth, a function's included), nothing is executed."""
 import ast
 from pathlib import Path
+from typing import Callable
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,15 +123,22 @@ def level(module: str) -> int | None:
     return next((number for number, rooms in enumerate(HW4LIB_ROOMS) if room in rooms), None)
 
 
-def upward_rooms(graph: dict[str, set[str]]) -> list[str]:
-    """``"<module> imports <target>"`` for each import of a higher room of hw4lib."""
+def imports_above(graph: dict[str, set[str]], level_of: Callable[[str], int | None]
+                  ) -> list[str]:
+    """``"<module> imports <target>"`` for each import of a module on a higher level than its
+    own (``level_of``: a module's level, None outside the levels it orders)."""
     found = []
     for module, targets in sorted(graph.items()):
         for target in sorted(targets):
-            here, there = level(module), level(target)
+            here, there = level_of(module), level_of(target)
             if here is not None and there is not None and there > here:
                 found.append(f"{module} imports {target}")
     return found
+
+
+def upward_rooms(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a higher room of hw4lib."""
+    return imports_above(graph, level)
 
 
 def test_every_hw4lib_module_sits_in_a_room_and_imports_none_above_it():
@@ -196,14 +204,8 @@ def judging_level(module: str) -> int | None:
 
 
 def judging_crossings(graph: dict[str, set[str]]) -> list[str]:
-    """``"<module> imports <target>"`` for each import, inside the judge, of a higher line."""
-    found = []
-    for module, targets in sorted(graph.items()):
-        for target in sorted(targets):
-            here, there = judging_level(module), judging_level(target)
-            if here is not None and there is not None and there > here:
-                found.append(f"{module} imports {target}")
-    return found
+    """Each import, inside the judge, of a higher line."""
+    return imports_above(graph, judging_level)
 
 
 def test_every_judging_module_sits_in_a_room_and_imports_none_above_it():
