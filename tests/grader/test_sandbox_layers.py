@@ -269,13 +269,16 @@ def test_the_seccomp_filter_refuses_escapes_and_allows_numpy(children):
     assert seccomp.worker_filter(arch, True) != seccomp.worker_filter(arch, False)
 
 
+# Each child holds its block 2 s, so the three overlap even when the tree's CPU quota or a busy
+# machine runs them one after another (a child that freed its block at once could pass the cap).
 TREE = """
-import os, sys
+import os, sys, time
 children = []
 for _ in range(3):
     pid = os.fork()
     if pid == 0:
         block = bytearray(150 * 2**20)  # zero-filled: every page is touched
+        time.sleep(2)
         os._exit(0)
     children.append(pid)
 finished = sum(os.waitpid(pid, 0)[1] == 0 for pid in children)
