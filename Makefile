@@ -18,7 +18,7 @@ PYTEST_WORKERS ?= 2
 FAST_MARKERS := not slow and not long and not platforms and not class_fixture and not catalogue_sweep and not measurement
 
 .PHONY: help install test test-fast train data data-if-stale tokenizers handin gpu-check handout autograde figures \
-	bench lint mutants slow-tests test-class test-long test-platforms regrade rescore similarity gradebook class-fixture clean
+	bench lint mutants slow-tests test-ci test-class test-long test-platforms regrade rescore similarity gradebook class-fixture clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
@@ -97,11 +97,18 @@ test-long: data-if-stale ## the end-to-end tests of 20 s or more (the notebook, 
 test-class: data-if-stale ## grade the realistic class (tools/class_fixture.py) and check every cell of its table
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -m class_fixture tests
 
+# $(call pytest_with_table,ARGS): pytest with ARGS, the platform rows it runs recorded in
+# dist/platform-table and printed as the attacks x profiles table at the end.
+pytest_with_table = rm -rf dist/platform-table && mkdir -p dist/platform-table && \
+	{ HW4P1_PROFILE_TABLE=$(CURDIR)/dist/platform-table $(PY) -m pytest $(1); status=$$?; \
+	$(PY) tools/platform_profiles.py --table dist/platform-table; exit $$status; }
+
 test-platforms: data-if-stale ## the grader's attacks in emulated Gradescope, Autolab and laptop profiles (root)
-	rm -rf dist/platform-table && mkdir -p dist/platform-table
-	HW4P1_PROFILE_TABLE=$(CURDIR)/dist/platform-table $(PY) -m pytest -n $(PYTEST_WORKERS) \
-		-m platforms tests; status=$$?; $(PY) tools/platform_profiles.py --table dist/platform-table; \
-		exit $$status
+	$(call pytest_with_table,-n $(PYTEST_WORKERS) -m platforms tests)
+
+test-ci: data-if-stale ## what make test, test-long, test-class and test-platforms run, in one session, longest first (CI)
+	$(call pytest_with_table,-n $(PYTEST_WORKERS) --dist worksteal -p tools.ci_order \
+		-m "not catalogue_sweep and not measurement" tests)
 
 slow-tests: $(STAMP) ## time the fast suite once; fails naming each unmarked test over SLOW_S seconds (default 10)
 	$(PY) -m tools.slow_tests --markers "$(FAST_MARKERS)" --workers $(PYTEST_WORKERS) $(if $(SLOW_S),--threshold $(SLOW_S))
