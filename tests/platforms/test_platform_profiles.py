@@ -540,8 +540,8 @@ def expected_scores(kind: str | dict, scores: dict) -> bool:
 
 # Rows decided in the judge, with nothing a profile changes (the uid, capabilities, seccomp filter,
 # mounts, bubblewrap, cgroups) reaching the attack's code, run in the host profile only (the table
-# says "not run" in the others); each was run once in all four first, its cells identical but the
-# mode and peak memory (docs/results.md, "rows no profile changes run once"). What else a profile
+# says "not run" in the others); each was run once in all four, its cells identical but the mode
+# and peak memory (docs/results.md, "rows no profile changes run once"). What else a profile
 # could change, the grading of the honest handin beside each, is
 # test_the_honest_handin_scores_alike_in_every_profile's.
 # - 09, 16, 17, 18, the archive's attacks: met by the judge (autograder/judging/intake/safe_tar.py,
