@@ -42,6 +42,11 @@ DOCKER_DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "add_key"
                  "keyctl", "bpf", "perf_event_open", "userfaultfd", "init_module", "finit_module",
                  "delete_module", "kexec_load", "open_by_handle_at")
 CLONE_NEWNS = 0x00020000
+# What a "not run" cell of the table means (the test module's JUDGE_SIDE and CONFINED say why
+# for each row).
+NOT_RUN = ("a row no profile changes runs in the host profile only, and a row whose host cell "
+           "would be a make test test's own run in the other three; or the row failed to run "
+           "there")
 # What held a CPU hog graded beside an honest handin (rows 39-42), as its cells name it; the table
 # ends with this legend.
 CPU_HOG_HOLDERS = {
@@ -147,6 +152,8 @@ def table(folder: Path) -> str:
     for attack in attacks:
         lines.append(f"| {attack} | "
                      + " | ".join(found.get((attack, p), "not run") for p in PROFILES) + " |")
+    if len(found) < len(attacks) * len(PROFILES):
+        lines += ["", f"not run: {NOT_RUN}"]
     if any("held by" in outcome for outcome in found.values()):
         lines += ["", "What held the CPU hogs:"] + [f"- {kind}: {meaning}"
                                                   for kind, meaning in CPU_HOG_HOLDERS.items()]

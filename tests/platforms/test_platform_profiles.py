@@ -538,13 +538,31 @@ def expected_scores(kind: str | dict, scores: dict) -> bool:
             and others == {c: s for c, s in honest.items() if c != "MultiHeadAttention"})
 
 
-# Rows whose attack no profile changes, run in the host profile only (the table says "not run"
-# in the others): the archive's attacks, met by the judge itself
-# (autograder/judging/intake/safe_tar.py, plain_tar.py) before it chooses a sandbox, and the staff's
-# channels, computed by the judge from what the model child measured. What else each profile could
-# change, the grading of the honest
-# handin that follows, is test_the_honest_handin_scores_alike_in_every_profile's.
-JUDGE_SIDE = ("09", "16", "17", "18", "21", "22", "23", "24", "30")
+# Rows decided in the judge, with nothing a profile changes (the uid, capabilities, seccomp filter,
+# mounts, bubblewrap, cgroups) reaching the attack's code, run in the host profile only (the table
+# says "not run" in the others); each was run once in all four, its cells identical but the mode
+# and peak memory (docs/results.md, "rows no profile changes run once"). What else a profile
+# could change, the grading of the honest handin beside each, is
+# test_the_honest_handin_scores_alike_in_every_profile's.
+# - 09, 16, 17, 18, the archive's attacks: met by the judge (autograder/judging/intake/safe_tar.py,
+#   plain_tar.py) before it chooses a sandbox; 14, a file under a utf-7 coding declaration:
+#   dropped there too (judge.refuse_foreign_encodings), so the worker never sees it.
+# - 10, PYTHONOPTIMIZE: the Makefile unexports it, the judge refuses -O, and every mode gives the
+#   worker the same fixed environment (sandbox_modes.Mode.environment); the stub's zeros are
+#   scored as 12's are.
+# - 07, 12, 19, 20, 29, the judge's verdicts on what the worker returns: shapes checked before
+#   arithmetic, values against the judge's own truths, finite differences of the forwards the
+#   judge asks for, the wire's reader refusing a header nested 32,000 deep, a test's seconds
+#   timed by the judge (Lockstep). Their code in the worker is numpy arithmetic, a sys.modules
+#   lookup, a sleep, a listing of its own input folder and a write to its result pipe: what an
+#   honest worker does in every mode.
+# - 21 to 24, 30, 34 to 36, the staff's channels: computed by the judge from what the model child
+#   (which runs no student code) measured.
+# Rows 15 and 25 to 28 stay in all four: the worker's audit hook decides them by paths (mytorch's,
+#   the standard library's, numpy's: laid out by each mode) and by reading the files back, and
+#   the profile decides which folders the worker sees and may write.
+JUDGE_SIDE = ("07", "09", "10", "12", "14", "16", "17", "18", "19", "20", "21", "22", "23", "24",
+              "29", "30", "34", "35", "36")
 CASES = [(attack, profile) for attack in ATTACKS for profile in PROFILES
          if profile == "host" or attack.split()[0] not in JUDGE_SIDE]
 
