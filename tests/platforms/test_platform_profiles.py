@@ -567,6 +567,11 @@ CASES = [(attack, profile) for attack in ATTACKS for profile in PROFILES
          if profile == "host" or attack.split()[0] not in JUDGE_SIDE]
 
 
+def test_judge_side_names_only_rows_of_the_table():
+    """A JUDGE_SIDE entry that names no row would leave the row it meant in every profile."""
+    assert set(JUDGE_SIDE) <= {attack.split()[0] for attack in ATTACKS}, JUDGE_SIDE
+
+
 @pytest.mark.parametrize("attack, profile", CASES)
 def test_attack_is_held_in_each_profile(attack, profile):
     build, expected, environment, peak_limit, staff = ATTACKS[attack]
