@@ -116,14 +116,13 @@ slow-tests: $(STAMP) ## time the fast suite once; fails naming each unmarked tes
 lint: $(STAMP) ## ruff with pyproject.toml's rules (CI runs it)
 	$(PY) -m ruff check .
 
-# The hint report judges in one process and the sweep in two: they run side by side (the sweep's
-# output waits in dist/catalogue-sweep.log and is printed after the report's).
-mutants: $(STAMP) ## check that the tests reject every bug in tools/mutant_catalogue/ and the grader's hints name it, then the tests that grade every entry (ONLY=glob: the first two only)
+# One judging pass (tools/hint_report.py, in two processes) grades the reference, each graded
+# entry and the negative set 3 times; the catalogue_sweep test runs it, prints its report and
+# fails on any problem. With ONLY, the hint report prints the pass over those entries.
+mutants: $(STAMP) ## check that the tests reject every bug in tools/mutant_catalogue/, then grade each graded entry and the negative set 3 times (its hints, its scores; ONLY=glob: those entries)
 	status=0; $(PY) -m tools.mutants $(if $(ONLY),--only '$(ONLY)') || status=1; \
-	$(if $(ONLY),,mkdir -p dist; $(PY) -m pytest -p no:xdist -m catalogue_sweep tests \
-		>dist/catalogue-sweep.log 2>&1 & sweep=$$!;) \
-	$(PY) -m tools.hint_report $(if $(ONLY),--only '$(ONLY)') || status=1; \
-	$(if $(ONLY),,wait $$sweep || status=1; cat dist/catalogue-sweep.log;) \
+	$(if $(ONLY),$(PY) -m tools.hint_report --only '$(ONLY)', \
+		$(PY) -m pytest -p no:xdist -s -m catalogue_sweep tests) || status=1; \
 	exit $$status
 # END INSTRUCTOR TARGETS
 

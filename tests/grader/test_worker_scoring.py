@@ -22,7 +22,7 @@ from autograder.judging import grading_run
 from autograder.judging.intake import static_inspection
 from autograder.judging.isolation import processes, sandbox, sandbox_modes
 from autograder.judging.scoring import rubric
-from tests.grader.autograder_helpers import REPO_ROOT, copy_reference_mytorch
+from tests.grader.autograder_helpers import REPO_ROOT
 from tests.grader.attack_handins import ZERO_LINEAR_NN
 
 
@@ -212,39 +212,6 @@ def test_shapes_are_checked_before_arithmetic_on_returned_arrays(tmp_path):
     assert peak < 16 * 2**20, f"the judge allocated {peak / 2**20:.0f} MiB for 32 KB arrays"
 
 
-# mytorch files the hidden tests grade (each category's class, and MultiHeadAttention's parts)
-GRADED_MYTORCH_FILES = ("mytorch/nn/linear.py", "mytorch/nn/activation.py",
-                        "mytorch/nn/scaled_dot_product_attention.py",
-                        "mytorch/nn/multi_head_attention.py")
-GRADINGS_PER_TREE = 3
-SWEEP_PROCESSES = 2
-# Grades each mytorch tree named on the command line GRADINGS_PER_TREE times, each with a fresh
-# secrets seed as the judge draws it, in one process (mytorch is re-imported for each tree).
-SCORE_TREES = """
-import json, secrets, sys, tempfile
-from pathlib import Path
-from autograder.judging.scoring.hidden_tests.mytorch_hidden import HIDDEN_TESTS
-from tests.grader.test_worker_scoring import judge_in_process
-repeats, trees = int(sys.argv[1]), sys.argv[2:]
-scores = {}
-for tree in trees:
-    for name in [name for name in sys.modules if name.partition(".")[0] == "mytorch"]:
-        del sys.modules[name]
-    sys.path.insert(0, tree)
-    import mytorch.nn as nn
-    sys.path.remove(tree)
-    scores[tree] = []
-    for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as scratch:
-            results = judge_in_process(nn, HIDDEN_TESTS, Path(scratch), secrets.randbits(128))
-        totals = {}
-        for result in results:
-            totals[result.category] = totals.get(result.category, 0) + result.points
-        scores[tree].append(totals)
-print(json.dumps(scores))
-"""
-
-
 def test_the_finite_difference_mask_hides_a_key_and_keeps_a_softmax_that_is_not_one_hot():
     """The small masks of the finite-difference test: every draw hides a key and keeps one in each
     row (a draw that hid nothing let a wrong masking score there) and keeps two in some row of
@@ -260,44 +227,20 @@ def test_the_finite_difference_mask_hides_a_key_and_keeps_a_softmax_that_is_not_
 
 
 @pytest.mark.catalogue_sweep
-def test_fresh_inputs_give_the_same_score_every_time(tmp_path):
-    """The reference and every catalogue mutant of a graded mytorch file, graded several times
-    with fresh hidden-test inputs: each scores the same every time (the tolerances hold for any
-    draw), the reference scores full marks and every mutant loses points."""
-    from tools import mutants
+def test_fresh_inputs_give_the_same_score_every_time():
+    """The judging pass of tools/hint_report.py: the reference, every catalogue mutant of a graded
+    mytorch file and the negative set, each graded 3 times (the first at seed 0, then fresh
+    inputs) in two processes. Each tree scores the same every time (the tolerances hold for any
+    draw), the reference scores full marks with no hint, every mutant loses points, the hints of
+    the first gradings name the mutants' families (90%), every grading names each negative case
+    by its kind and place, and no feedback quotes a hidden input. Prints the report (make mutants
+    runs it with -s)."""
+    from tools import hint_report
 
-    catalogue = [m for m in mutants.load_catalogue(sorted(
-        (REPO_ROOT / "tools/mutant_catalogue").glob("*.yaml"))) if m.file in GRADED_MYTORCH_FILES]
-    assert len(catalogue) >= 10, "the catalogue's mytorch mutants are missing"
-    trees = {"reference": tmp_path / "reference"}
-    copy_reference_mytorch(trees["reference"])
-    for mutant in catalogue:
-        trees[mutant.id] = tmp_path / mutant.id
-        copy_reference_mytorch(trees[mutant.id])
-        target = trees[mutant.id] / mutant.file
-        target.write_text(mutants.mutate(target.read_text(), mutant))
-    # the trees split between SWEEP_PROCESSES processes, one per core make mutants has
-    paths = [str(tree) for tree in trees.values()]
-    sweeps = [subprocess.Popen([sys.executable, "-c", SCORE_TREES, str(GRADINGS_PER_TREE),
-                                *paths[start::SWEEP_PROCESSES]],
-                               cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-              for start in range(SWEEP_PROCESSES)]
-    scores = {}
-    for process in sweeps:
-        stdout, stderr = process.communicate(timeout=1800)
-        assert process.returncode == 0, stderr[-3000:]
-        scores.update(json.loads(stdout.splitlines()[-1]))
-    assert sorted(scores) == sorted(paths), "a tree was not graded"
-    full = sum(rubric.MYTORCH_RUBRIC.values())
-    for name, tree in trees.items():
-        runs = scores[str(tree)]
-        assert all(run == runs[0] for run in runs), f"{name} scored differently: {runs}"
-        total = sum(runs[0].values())
-        if name == "reference":
-            assert total == full, runs[0]
-        else:
-            assert total < full, f"mutant {name} keeps full marks on the hidden tests"
+    mutants = hint_report.graded_mutants()
+    assert len(mutants) >= 10, "the catalogue's mytorch mutants are missing"
+    problems = hint_report.run(mutants, hint_report.NEGATIVES)
+    assert not problems, "\n".join(problems)
 
 
 def test_scores_line_is_printed_even_when_the_last_process_scan_fails(tmp_path):
