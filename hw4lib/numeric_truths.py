@@ -79,6 +79,23 @@ def leaf(x: np.ndarray) -> torch.Tensor:
     return torch.tensor(x, dtype=torch.float64, requires_grad=True)
 
 
+def backward_with(output: torch.Tensor, upstream: np.ndarray) -> None:
+    """``output.backward(upstream)``, bit for bit: each leaf ``output`` depends on gains the
+    vector-Jacobian product of ``upstream`` (same shape and dtype as ``output``) in its ``.grad``.
+
+    Written as the backward of ``sum(output * upstream)``: the sum's backward is a tensor of ones
+    and the product's multiplies it by ``upstream``, exactly (1.0 * x == x), so the graph receives
+    ``upstream`` itself. Passed as ``gradient``, torch 2.13 checks its shape with its symbolic
+    shapes module, which imports sympy (about 0.75 CPU s) in every judge that calls this.
+    """
+    gradient = torch.from_numpy(upstream)
+    if gradient.shape != output.shape or gradient.dtype != output.dtype:
+        raise ValueError(f"an upstream gradient {gradient.dtype} {tuple(gradient.shape)} for an "
+                         f"output {output.dtype} {tuple(output.shape)}: pass one of the output's "
+                         "shape and dtype")
+    (output * gradient).sum().backward()
+
+
 def mask_with_visible_keys(rng: np.random.Generator, shape: tuple,
                            p_masked: float = 0.5) -> np.ndarray:
     """Bool mask (True = do not attend) leaving an allowed key in every row (last axis)."""
@@ -126,6 +143,22 @@ def torch_multihead_attention(weights: list[np.ndarray],
         reference.out_proj.weight.copy_(Wo)
         reference.out_proj.bias.copy_(bo)
     return reference
+
+
+def torch_attention(reference: torch.nn.MultiheadAttention, query: torch.Tensor,
+                    key: torch.Tensor, value: torch.Tensor, key_padding_mask: np.ndarray | None,
+                    attn_mask: np.ndarray | None) -> torch.Tensor:
+    """``reference(query, key, value, key_padding_mask=..., attn_mask=..., need_weights=False)``'s
+    output (N, L, E), bit for bit, for batch-first inputs and boolean masks (N, S) and (L, S)
+    (True = hidden; None: none). A key padding mask reaches torch merged into the attention mask,
+    (N * H, L, S), row n * H + h, as torch merges the two itself: torch 2.13 checks a key padding
+    mask's shape with its symbolic shapes module, which imports sympy (about 0.75 CPU s)."""
+    if key_padding_mask is not None:
+        N, S = key_padding_mask.shape
+        hidden = key_padding_mask[:, None, :] | (False if attn_mask is None else attn_mask)
+        attn_mask = np.repeat(np.broadcast_to(hidden, (N, query.shape[1], S)),
+                              reference.num_heads, axis=0)
+    return reference(query, key, value, attn_mask=as_tensor(attn_mask), need_weights=False)[0]
 
 
 def torch_parameter_grads(reference: torch.nn.MultiheadAttention) -> list[np.ndarray]:
