@@ -145,22 +145,6 @@ def torch_multihead_attention(weights: list[np.ndarray],
     return reference
 
 
-def torch_attention(reference: torch.nn.MultiheadAttention, query: torch.Tensor,
-                    key: torch.Tensor, value: torch.Tensor, key_padding_mask: np.ndarray | None,
-                    attn_mask: np.ndarray | None) -> torch.Tensor:
-    """``reference(query, key, value, key_padding_mask=..., attn_mask=..., need_weights=False)``'s
-    output (N, L, E), bit for bit, for batch-first inputs and boolean masks (N, S) and (L, S)
-    (True = hidden; None: none). A key padding mask reaches torch merged into the attention mask,
-    (N * H, L, S), row n * H + h, as torch merges the two itself: torch 2.13 checks a key padding
-    mask's shape with its symbolic shapes module, which imports sympy (about 0.75 CPU s)."""
-    if key_padding_mask is not None:
-        N, S = key_padding_mask.shape
-        hidden = key_padding_mask[:, None, :] | (False if attn_mask is None else attn_mask)
-        attn_mask = np.repeat(np.broadcast_to(hidden, (N, query.shape[1], S)),
-                              reference.num_heads, axis=0)
-    return reference(query, key, value, attn_mask=as_tensor(attn_mask), need_weights=False)[0]
-
-
 def torch_parameter_grads(reference: torch.nn.MultiheadAttention) -> list[np.ndarray]:
     """The module's parameter gradients as [dWq, dbq, dWk, dbk, dWv, dbv, dWo, dbo]."""
     weights = list(reference.in_proj_weight.grad.chunk(3)) + [reference.out_proj.weight.grad]

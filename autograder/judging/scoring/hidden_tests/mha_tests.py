@@ -17,9 +17,9 @@ from autograder.judging.scoring.hidden_tests.checks import (RTOL_FLOAT32, Check,
                                                             assert_unchanged,
                                                             assert_finite_of_dtype)
 from autograder.sandboxed.wire import Program, Ref
-from hw4lib.numeric_truths import (PROJECTIONS, RTOL_FINITE_DIFF, backward_with, leaf,
-                                   padding_and_causal_masks, torch_attention,
-                                   torch_multihead_attention, torch_parameter_grads)
+from hw4lib.numeric_truths import (PROJECTIONS, RTOL_FINITE_DIFF, as_tensor, backward_with, leaf,
+                                   padding_and_causal_masks, torch_multihead_attention,
+                                   torch_parameter_grads)
 
 
 def weights_for(rng: np.random.Generator, E: int) -> list[np.ndarray]:
@@ -52,6 +52,22 @@ def projection_grads(p: Program, mha: Ref) -> list[Ref]:
 
 def parameter_names(layers=PROJECTIONS) -> list[str]:
     return [f"{layer}.{param}" for layer in layers for param in ("dLdW", "dLdb")]
+
+
+def torch_attention(reference: torch.nn.MultiheadAttention, query: torch.Tensor,
+                    key: torch.Tensor, value: torch.Tensor, key_padding_mask: np.ndarray | None,
+                    attn_mask: np.ndarray | None) -> torch.Tensor:
+    """``reference(query, key, value, key_padding_mask=..., attn_mask=..., need_weights=False)``'s
+    output (N, L, E), bit for bit, for batch-first inputs and boolean masks (N, S) and (L, S)
+    (True = hidden; None: none). A key padding mask reaches torch merged into the attention mask,
+    (N * H, L, S), row n * H + h, as torch merges the two itself: torch 2.13 checks a key padding
+    mask's shape with its symbolic shapes module, which imports sympy (about 0.75 CPU s)."""
+    if key_padding_mask is not None:
+        N, S = key_padding_mask.shape
+        hidden = key_padding_mask[:, None, :] | (False if attn_mask is None else attn_mask)
+        attn_mask = np.repeat(np.broadcast_to(hidden, (N, query.shape[1], S)),
+                              reference.num_heads, axis=0)
+    return reference(query, key, value, attn_mask=as_tensor(attn_mask), need_weights=False)[0]
 
 
 def mha_torch_truth(weights, num_heads, query, key, value, padding, causal, d_output):
