@@ -12,15 +12,18 @@ program: :func:`framing_size` and :func:`record_extent` find a record's end from
 Everything the worker sends is treated as hostile data: a failure comes back as a few typed fields
 (:data:`ERROR_FIELDS`), which the judge words itself, never as text to echo.
 
-On disk, a program is ``<dir>/program.json`` (with each input array's dtype, shape and memory
-order) plus one ``<dir>/<name>.bin`` of raw bytes per input array: the worker reads them without
-``np.load``, whose ``.npy`` header parser compiles text (``ast``), which the worker refuses.
+On disk, a program is two files: ``<dir>/program.json`` (the steps, and each input array's offset
+and byte count in the other file, dtype, shape and memory order) and ``<dir>/arrays.bin``, every
+input array's raw bytes one after another (one file: a grading writes thousands of arrays, and
+each file costs its creation and the worker's opening under Landlock). The worker reads them
+without ``np.load``, whose ``.npy`` header parser compiles text (``ast``), which the worker refuses.
 """
 from __future__ import annotations
 
 import codecs
 import io
 import json
+import math
 import re
 import struct
 import tokenize
@@ -32,6 +35,7 @@ import numpy as np
 
 MAX_HEADER_BYTES = 64 * 1024  # one record's JSON header
 MAX_ARRAY_BYTES = 32 * 2**20  # one returned .npy
+PROGRAM_FILE, ARRAYS_FILE = "program.json", "arrays.bin"  # a saved program's two files
 NUMERIC_KINDS = "biuf"  # bool, signed and unsigned integers, floats: what a result may hold
 _LENGTH = struct.Struct("<Q")
 LENGTH_BYTES = _LENGTH.size  # the prefix that gives a record's header size
@@ -214,29 +218,44 @@ class Program:
         return out
 
     def save(self, folder: Path) -> None:
-        """Write ``program.json`` and the input arrays (numeric or bool) into ``folder``
-        (created)."""
+        """Write ``program.json`` and ``arrays.bin`` (the input arrays, numeric or bool) into
+        ``folder`` (created)."""
         folder.mkdir(parents=True)
-        layouts = {}
+        layouts, blobs, offset = {}, [], 0
         for name, x in self.arrays.items():
             if x.dtype.kind not in NUMERIC_KINDS:
                 raise TypeError(f"cannot send a {x.dtype} array to the worker")
             order = "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
-            (folder / f"{name}.bin").write_bytes(x.tobytes(order=order))
-            layouts[name] = {"dtype": x.dtype.str, "shape": list(x.shape), "order": order}
-        (folder / "program.json").write_text(json.dumps(
+            blobs.append(x.tobytes(order=order))
+            layouts[name] = {"offset": offset, "bytes": len(blobs[-1]), "dtype": x.dtype.str,
+                             "shape": list(x.shape), "order": order}
+            offset += len(blobs[-1])
+        (folder / ARRAYS_FILE).write_bytes(b"".join(blobs))
+        (folder / PROGRAM_FILE).write_text(json.dumps(
             {"arrays": layouts, "steps": self.steps, "returned": self.returned}))
 
 
 def load_program(folder: Path) -> tuple[dict[str, np.ndarray], list[dict], list[str]]:
     """(input arrays, steps, returned names) of a saved program (worker side); each array
-    writable, with the dtype, shape and memory order it was saved with."""
-    spec = json.loads((folder / "program.json").read_text())
+    writable, with the dtype, shape and memory order it was saved with. ValueError naming the
+    array when its bytes do not lie inside ``arrays.bin`` or do not fill its dtype and shape."""
+    spec = json.loads((folder / PROGRAM_FILE).read_text())
+    data = (folder / ARRAYS_FILE).read_bytes()
     arrays = {}
     for name, layout in spec["arrays"].items():
-        flat = np.frombuffer((folder / f"{name}.bin").read_bytes(), dtype=np.dtype(layout["dtype"]))
-        arrays[name] = np.array(flat.reshape(layout["shape"], order=layout["order"]), copy=True,
-                                order=layout["order"])
+        dtype, shape, order = np.dtype(layout["dtype"]), layout["shape"], layout["order"]
+        offset, size = layout["offset"], layout["bytes"]
+        if not (type(offset) is int and type(size) is int and 0 <= offset <= offset + size
+                <= len(data)):
+            raise ValueError(f"array {name}: bytes {offset!r} to {offset!r} + {size!r} are not "
+                             f"inside {ARRAYS_FILE} ({len(data)} bytes): it was not written by "
+                             "Program.save")
+        if (dtype.kind not in NUMERIC_KINDS or order not in ("C", "F")
+                or size != dtype.itemsize * math.prod(shape)):
+            raise ValueError(f"array {name}: {size} bytes are no {dtype} array of shape {shape} "
+                             f"in order {order!r}: it was not written by Program.save")
+        flat = np.frombuffer(data, dtype=dtype, count=size // dtype.itemsize, offset=offset)
+        arrays[name] = np.array(flat.reshape(shape, order=order), copy=True, order=order)
     return arrays, spec["steps"], spec["returned"]
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 from numpy.random import Generator
 
 from autograder.judging.scoring.hidden_tests.checks import (RTOL_FLOAT32, Check, hidden_test,
@@ -13,13 +12,13 @@ from autograder.judging.scoring.hidden_tests.checks import (RTOL_FLOAT32, Check,
                                                             assert_fd_matches, assert_all_close,
                                                             assert_unchanged)
 from autograder.sandboxed.wire import Program
-from hw4lib.numeric_truths import leaf
+from hw4lib.numeric_truths import backward_with, leaf
 
 
 def linear_truth(W, b, A, dLdZ):
     tA, tW, tb = leaf(A), leaf(W), leaf(b)
     Z = tA @ tW.T + tb
-    Z.backward(torch.from_numpy(dLdZ))
+    backward_with(Z, dLdZ)
     return Z.detach().numpy(), tA.grad.numpy(), tW.grad.numpy(), tb.grad.numpy()
 
 

@@ -17,7 +17,7 @@ from autograder.judging.scoring.hidden_tests.checks import (RTOL_FLOAT32, Check,
                                                             assert_unchanged,
                                                             assert_finite_of_dtype)
 from autograder.sandboxed.wire import Program, Ref
-from hw4lib.numeric_truths import (PROJECTIONS, RTOL_FINITE_DIFF, as_tensor, leaf,
+from hw4lib.numeric_truths import (PROJECTIONS, RTOL_FINITE_DIFF, as_tensor, backward_with, leaf,
                                    padding_and_causal_masks, torch_multihead_attention,
                                    torch_parameter_grads)
 
@@ -54,13 +54,28 @@ def parameter_names(layers=PROJECTIONS) -> list[str]:
     return [f"{layer}.{param}" for layer in layers for param in ("dLdW", "dLdb")]
 
 
+def torch_attention(reference: torch.nn.MultiheadAttention, query: torch.Tensor,
+                    key: torch.Tensor, value: torch.Tensor, key_padding_mask: np.ndarray | None,
+                    attn_mask: np.ndarray | None) -> torch.Tensor:
+    """``reference(query, key, value, key_padding_mask=..., attn_mask=..., need_weights=False)``'s
+    output (N, L, E), bit for bit, for batch-first inputs and boolean masks (N, S) and (L, S)
+    (True = hidden; None: none). A key padding mask reaches torch merged into the attention mask,
+    (N * H, L, S), row n * H + h, as torch merges the two itself: torch 2.13 checks a key padding
+    mask's shape with its symbolic shapes module, which imports sympy (about 0.75 CPU s)."""
+    if key_padding_mask is not None:
+        N, S = key_padding_mask.shape
+        hidden = key_padding_mask[:, None, :] | (False if attn_mask is None else attn_mask)
+        attn_mask = np.repeat(np.broadcast_to(hidden, (N, query.shape[1], S)),
+                              reference.num_heads, axis=0)
+    return reference(query, key, value, attn_mask=as_tensor(attn_mask), need_weights=False)[0]
+
+
 def mha_torch_truth(weights, num_heads, query, key, value, padding, causal, d_output):
     """PyTorch's module: output, [dquery, dkey, dvalue], parameter gradients."""
     reference = torch_multihead_attention(weights, num_heads)
     inputs = [leaf(x) for x in (query, key, value)]
-    t_out, _ = reference(*inputs, key_padding_mask=as_tensor(padding),
-                         attn_mask=as_tensor(causal), need_weights=False)
-    t_out.backward(torch.from_numpy(d_output))
+    t_out = torch_attention(reference, *inputs, padding, causal)
+    backward_with(t_out, d_output)
     return (t_out.detach().numpy(), [x.grad.numpy() for x in inputs],
             torch_parameter_grads(reference))
 
@@ -132,9 +147,8 @@ def mha_self_attention_with_one_array_for_query_key_value(p: Program, rng: Gener
     grads = p.call(mha, "backward", d_output, outputs=3)
     tx = leaf(x)
     reference = torch_multihead_attention(weights, H)
-    out_t, _ = reference(tx, tx, tx, key_padding_mask=as_tensor(padding),
-                         attn_mask=as_tensor(causal), need_weights=False)
-    out_t.backward(torch.from_numpy(d_output))
+    out_t = torch_attention(reference, tx, tx, tx, padding, causal)
+    backward_with(out_t, d_output)
     mha32 = new_mha(p, [w.astype(np.float32) for w in weights], H)
     x32 = p.array(x.astype(np.float32))
     out32 = p.call(mha32, "forward", x32, x32, x32, key_padding_mask=padding, attn_mask=causal)
@@ -248,7 +262,7 @@ def explicit_mha_truth(weights, num_heads, query, key, value, padding, causal, d
     scores = scores.masked_fill(mask.all(-1, keepdim=True), 0.0)
     attended = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(N, L, E)
     out = attended @ Wo.T + bo
-    out.backward(torch.from_numpy(d_output))
+    backward_with(out, d_output)
     return (out.detach().numpy(), [x.grad.numpy() for x in inputs],
             [w.grad.numpy() for w in params])
 
