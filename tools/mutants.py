@@ -216,7 +216,10 @@ def test_command(test: str) -> list[str]:
 
 
 # The third-party packages a test run imports, ~3 CPU s of the ~5 s an entry takes on its own.
-PRELOAD = ("numpy", "torch", "pytest", "yaml", "pydantic", "tokenizers", "tqdm")
+# torch.fx.experimental.symbolic_shapes (sympy, ~0.9 s of CPU) is what torch imports the first
+# time a test calls backward with a gradient tensor, as most component tests do.
+PRELOAD = ("numpy", "torch", "torch.fx.experimental.symbolic_shapes", "pytest", "yaml",
+           "pydantic", "tokenizers", "tqdm")
 # The preloaded parent (:class:`Preloaded`), run as ``python -c`` in the copy: it imports PRELOAD
 # and nothing of the tree, then for each request (a JSON line: ``python -m`` arguments, an output
 # file, a timeout) forks a child that runs them as ``python -m`` would, in a fresh session whose
