@@ -244,14 +244,14 @@ def built_autograder() -> Path:
 
 def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
                peak_memory: list | None = None, environment: dict | None = None,
-               profile: str = "host") -> tuple[list[str], dict]:
+               profile: str = "host", python: str = sys.executable) -> tuple[list[str], dict]:
     """Grade ``handin`` with make in ``tmp_path/grading``; return (output lines, scores).
 
     Checks that the last line is the scores line with every category in range, and that nothing
     outside the grading folder was created, deleted or modified. ``peak_memory`` (a list) receives
     the largest resident set, in bytes, of any process of the grading. ``profile``: the emulated
     platform make runs in (``tools/platform_profiles.py``; a non-root one owns the grading folder,
-    and ``tmp_path`` must let it through).
+    and ``tmp_path`` must let it through). ``python``: the Makefile's $(PYTHON).
     """
     grading = tmp_path / "grading"
     grading.mkdir()
@@ -268,7 +268,7 @@ def run_grader(tmp_path: Path, handin: Path | None, grader_flags: str = "",
                 if path.split("/")[0] != "grading"}
 
     before = outside()
-    process = autolab_make([f"PYTHON={sys.executable}", f"GRADER_FLAGS={grader_flags}"],
+    process = autolab_make([f"PYTHON={python}", f"GRADER_FLAGS={grader_flags}"],
                            cwd=grading, timeout=900, environment=environment, profile=profile)
     lines = process.stdout.splitlines()
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]

@@ -14,7 +14,6 @@ of the modules it holds.
 """
 import json
 import math
-import shutil
 import sys
 
 import numpy as np
@@ -24,7 +23,7 @@ import torch
 from autograder.judging.scoring import rubric
 from autograder.judging.scoring.hidden_tests.mha_tests import torch_attention
 from hw4lib.numeric_truths import as_tensor, padding_and_causal_masks, torch_multihead_attention
-from tests.grader.autograder_helpers import attack_handin, autolab_make, built_autograder
+from tests.grader.autograder_helpers import attack_handin, run_grader
 
 # Run as the Makefile's $(PYTHON) with "-m autograder.judging.grade ...": the judge, as python -m
 # runs it, whose exit (grade.exit_at_once: os._exit) first writes its sys.modules to MODULES.
@@ -50,20 +49,15 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 
 @pytest.mark.slow
 def test_a_judge_grading_a_handin_never_imports_sympy(tmp_path):
-    grading = tmp_path / "grading"
-    grading.mkdir()
-    for name, target in (("autograde.tar", "autograde.tar"), ("autograde-Makefile", "Makefile")):
-        shutil.copy(built_autograder() / name, grading / target)
-    shutil.copy(attack_handin(tmp_path / "honest", "", None), grading / "handin.tar")
-    modules = tmp_path / "modules.json"
+    modules = tmp_path / "grading" / "modules.json"  # run_grader's grading folder
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE.format(modules=str(modules)))
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{probe}" "$@"\n')
     wrapper.chmod(0o755)
-    process = autolab_make([f"PYTHON={wrapper}", "GRADER_FLAGS="], cwd=grading, timeout=600)
-    scores = json.loads(process.stdout.splitlines()[-1])["scores"]
-    assert all(scores[c] == p for c, p in rubric.MYTORCH_RUBRIC.items()), process.stdout[-3000:]
+    lines, scores = run_grader(tmp_path, attack_handin(tmp_path / "honest", "", None),
+                               python=str(wrapper))
+    assert all(scores[c] == p for c, p in rubric.MYTORCH_RUBRIC.items()), lines[-30:]
     held = json.loads(modules.read_text())
     assert "autograder.judging.scoring.hidden_tests.mha_tests" in held, "the judge's own modules"
     assert "torch" in held and "sympy" not in held, [m for m in held if m.startswith("sympy")][:5]
