@@ -70,8 +70,9 @@ def next_steps(rows: dict[str, dict], out: Path) -> list[str]:
     if named(Status.CRASHED):
         steps.append(f"crashed ({len(named(Status.CRASHED))}): the grader failed, not the student: "
                      f"the error is in the notes column of {out / 'grades.csv'}, the whole output "
-                     f"in {feedback}. Fix the cause, then `make regrade ... ARGS='--only "
-                     f"<student>'`; `make gradebook` leaves their cell blank until then")
+                     f"in {feedback}. Fix the cause, then `make regrade ...` (every run grades a "
+                     f"crashed row again; ARGS='--only <student>' grades that one alone); `make "
+                     f"gradebook` leaves their cell blank until then")
     timeouts = named(Status.TIMEOUT)
     if timeouts:
         again = [key for key in timeouts if RETRIED_NOTE not in rows[key].get("notes", "")]

@@ -56,15 +56,20 @@ whose file (``handin_sha256``) or grader (``grader_sha256``: its code and hidden
 graded; a row whose grader is the same but whose scoring line (``scoring``: the points and the
 language model's thresholds) changed is rescored from its recorded results in a moment
 (``autograder/classroom/rescore.py``, which ``make rescore`` runs alone); the others are kept,
-except a timeout, which is graded once more (the host may have been the cause; ``notes`` says so).
+except a timeout, which is graded once more (the host may have been the cause; ``notes`` says so),
+and a crashed row (the grader failed, not the student), which every run grades again, ``--only``
+included.
 ``rescore.txt`` lists the rows a rescore changed, and how. A kept or rescored row's name, email,
 SID, version, submission time and group are the current download's (``grades_csv.IDENTITY``); a row
 whose handin is no longer in the download leaves the table, listed. Where most of OUT's students
 are not in the download, OUT holds another (a former term): refused, naming the count, unless
 ``--fresh`` moves OUT's files to ``OUT/replaced-<time>/`` and starts clean. ``--force`` grades
 again whatever was graded; ``--only`` grades those students alone (other rows are kept). Ctrl-C
-once: no new grading starts, those under way finish and are written. Ctrl-C twice: the running
-gradings are stopped and their folders removed; every finished row is kept.
+once: no new grading starts, those under way finish and are written (every process of a grading
+runs in a session of its own, so a terminal's Ctrl-C, sent to the regrade's whole process group,
+reaches none of them). Ctrl-C twice: the running gradings are stopped and their folders removed;
+every finished row is kept. A grading cut short (Ctrl-C twice, the regrade killed, a power cut)
+leaves no row, so the next run grades it.
 """
 from __future__ import annotations
 
@@ -326,7 +331,9 @@ def drain(running: Running, record: Recorder) -> None:
     while running:
         done, _ = wait(running, timeout=WAKE_S, return_when=FIRST_COMPLETED)
         for future in done:
-            record(future, *running.pop(future))
+            # Forgotten once recorded: a Ctrl-C while it is written leaves it to be recorded again.
+            record(future, *running[future])
+            del running[future]
 
 
 def interrupt(running: Running, record: Recorder, stages: Stages, csv_path: Path) -> None:

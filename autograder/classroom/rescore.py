@@ -42,6 +42,7 @@ from autograder.classroom.grades_csv import feedback_path, read_rows, write_rows
 from autograder.judging import grading_run
 from autograder.judging.scoring import rubric
 from autograder.judging.scoring.hidden_tests.mytorch_hidden import tests_of
+from autograder.judging.scoring.report import Status
 from hw4lib import grading_numbers
 from hw4lib.file_io import file_sha256
 
@@ -56,6 +57,7 @@ SCORING_KEYS = ("rubric", "test_points", "lm_thresholds")
 
 GRADE, RESCORE, KEEP = "grade", "rescore", "keep"
 UNCHANGED = "unchanged: the same handin, grader and scoring line"
+CRASHED_AGAIN = "it crashed last time (the grader failed, not the student): graded again"
 
 
 class NotRescorable(Exception):
@@ -224,12 +226,14 @@ def changes(old: dict, new: dict) -> str:
 def decide(row: dict, handin_sha: str | None, grader: Grader,
            force: bool = False) -> tuple[str, str]:
     """(GRADE, RESCORE or KEEP, why) for a handin recorded as ``row`` ({} when not graded yet) and
-    ``grader``. ``handin_sha``: the handin's sha256, or None when the handin is not at hand
+    ``grader``; a crashed row is always graded again. ``handin_sha``: the handin's sha256, or None when the handin is not at hand
     (``make rescore``: the recorded results are what is rescored)."""
     if not row:
         return GRADE, "not graded yet"
     if force:
         return GRADE, "--force"
+    if row.get("status") == Status.CRASHED:  # no result of the handin's: never kept
+        return GRADE, CRASHED_AGAIN
     if handin_sha is not None and row.get("handin_sha256") != handin_sha:
         return GRADE, "its handin changed since it was graded"
     if row.get("grader_sha256") != grader.identity:

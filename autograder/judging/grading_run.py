@@ -189,9 +189,11 @@ def extract(grading: Path) -> bool:
     EXTRACT_COMMAND); False when that fails."""
     try:
         (grading / AUTOGRADE_TAR).chmod(ARCHIVE_MODE)
+        # A session of its own, as make's: the caller's Ctrl-C (a terminal's, to its whole
+        # process group) would otherwise end tar, and the grading would read as the judge's crash.
         subprocess.run(EXTRACT_COMMAND, cwd=grading, umask=EXTRACTION_UMASK, check=True,
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+                       stderr=subprocess.DEVNULL, start_new_session=True)
     except (OSError, subprocess.CalledProcessError):
         return False
     return True

@@ -182,14 +182,16 @@ def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monk
     graded.clear()
     capsys.readouterr()
     rows = regrade.regrade(handins, out, fake_grader(tmp_path), progress=False)
-    assert sorted(graded) == ["cy"], graded  # the timeout, once more
+    assert sorted(graded) == ["bo", "cy", "di"], graded  # the timeout once more; the crashed
     assert rows["cy"]["notes"].startswith(regrade.RETRIED_NOTE)
     log = capsys.readouterr().err  # why each handin is graded or not
-    assert f"  1 {regrade.RETRIED_NOTE}: cy\n" in log and "  3 unchanged: the same handin, " \
+    assert f"  1 {regrade.RETRIED_NOTE}: cy\n" in log and "  1 unchanged: the same handin, " \
         "grader and scoring line\n" in log, log
+    assert f"  2 {regrade.rescore.CRASHED_AGAIN}: bo, di\n" in log, log
     graded.clear()
     regrade.regrade(handins, out, fake_grader(tmp_path), progress=False)
-    assert graded == []
+    assert sorted(graded) == ["bo", "di"], graded  # a crashed row is never kept
+    graded.clear()
     regrade.regrade(handins, out, fake_grader(tmp_path), progress=False, only=["ann"],
                     force=True)
     assert graded == ["ann"]
