@@ -95,12 +95,14 @@ from autograder.classroom.late_policy import (DUE_EXAMPLE, Lateness, impossible_
                                              parse_time, read_extensions, read_grace_days,
                                              time_zone)
 from autograder.classroom.roster_match import match, roster_index, student_position
-from autograder.classroom.grades_csv import row_key
+from autograder.classroom import adjustments
+from autograder.classroom.grades_csv import read_settled, row_key, write_rows
 from autograder.judging.scoring.report import Status
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
-REPORT_COLUMNS = (*CANVAS_COLUMNS, "handin", "matched_by", "status", "total", "submitted_at",
-                  "due", "late_hours", "late_deduction", "late_rule", "score")
+REPORT_COLUMNS = (*CANVAS_COLUMNS, "handin", "matched_by", "status", "total", "adjusted_total",
+                  "adjustments", "submitted_at", "due", "late_hours", "late_deduction",
+                  "late_rule", "score")
 GRADES_COLUMNS = ("student", "status", "total")  # of grades.csv, read here
 POINTS_POSSIBLE = "Points Possible"
 DEFAULT_ASSIGNMENT = "HW4P1"
@@ -110,6 +112,7 @@ MISSING_CHOICES = ("blank", "zero")
 SEVERAL_CHOICES = ("conflict", "latest")  # a roster row reached by several submissions
 NO_HANDIN, CONFLICT, LEFT_OUT = "no handin", "conflict", "left out"
 AUTOLAB_IMPORT = "autolab_import.csv"
+ADJUSTMENT = "Adjustment"  # Autolab's last problem, where a total is adjusted
 # Canvas's Student View user, in every course's export (as "Student, Test" or "Test Student")
 TEST_STUDENT_NAMES = frozenset({"Student, Test", "Test Student"})
 
@@ -258,7 +261,7 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
                                 "score": 0 if status == NO_HANDIN and missing == "zero" else ""})
             continue
         row, rule = reached[0]
-        total = float(row["total"])
+        total = float(row.get("adjusted_total") or row["total"])  # the staff's adjustments in
         deadline = policy.extensions.get(position, policy.due)
         hours, deduction, late_rule = lateness(row.get("submitted_at", ""), deadline,
                                                position in policy.extensions, total, policy,
@@ -273,6 +276,8 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
         result.rows.append({**entry, "handin": row_key(row), "matched_by": rule,
                             "autolab": bool(row.get("version")),
                             "status": row["status"], "total": row["total"],
+                            "adjusted_total": row.get("adjusted_total", ""),
+                            "adjustments": row.get("adjustments", ""),
                             "submitted_at": row.get("submitted_at", ""),
                             "due": deadline.isoformat() if deadline else "",
                             "late_hours": "" if hours is None else round(hours, 2),
@@ -399,11 +404,14 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def autolab_import(grades: list[dict]) -> tuple[list[list], list[str]]:
+def autolab_import(grades: list[dict], staff: list[adjustments.Adjustment] = ()
+                   ) -> tuple[list[list], list[str]]:
     """(the lines of Autolab's grade import: each member's email, then the points of each
-    problem in rubric order, for every graded row of each student's highest version; the
-    addresses left out, in two rows, with those rows). Crashed rows are left out (listed
-    elsewhere); lateness is Autolab's own."""
+    problem in rubric order, after the ``staff``'s adjustments, then the adjustment of the total
+    as a last problem, ADJUSTMENT, where one adjusts a total, for every graded row of each
+    student's highest version; the addresses left out, in two rows, with those rows). Crashed
+    rows are left out (listed elsewhere); lateness is Autolab's own."""
+    extra = any(adjustment.applies_to == adjustments.TOTAL for adjustment in staff)
     by_address: dict[str, list[tuple[str, dict]]] = {}
     for row in latest_versions(grades)[0]:
         if row["status"] in SCORED_STATUSES:
@@ -417,16 +425,30 @@ def autolab_import(grades: list[dict]) -> tuple[list[list], list[str]]:
             doubles.append(f"{found[0][0]}: in " + ", ".join(row_key(row) for _, row in found))
         else:
             address, row = found[0]
-            lines.append([address, *(row.get(category, "") for category in rubric.RUBRIC)])
+            mine = adjustments.of_row(staff, row_key(row), row["student"])
+            points = adjustments.adjusted_points(row, mine) if mine else row
+            lines.append([address, *(points.get(category, "") for category in rubric.RUBRIC)]
+                         + ([adjustment_problem(points) if mine else 0] if extra else []))
     return lines, doubles
+
+
+def adjustment_problem(points: dict) -> float:
+    """The ADJUSTMENT problem's points: what the total's adjustments add to the categories."""
+    return round(points[adjustments.TOTAL] - rubric.added(points[category]
+                                                          for category in rubric.RUBRIC), 2)
 
 
 def autolab_text(lines: list[list], doubles: list[str]) -> str:
     """The Autolab import's part of unmatched.txt."""
+    problems = [*rubric.RUBRIC, *([ADJUSTMENT] if lines and len(lines[0]) > 1 + len(
+        rubric.RUBRIC) else [])]
     return "\n".join([
         f"{AUTOLAB_IMPORT}: {len(lines)} addresses; its columns: email, "
-        + ", ".join(rubric.RUBRIC) + " (no header: define the assessment's problems in this "
-        "order, then Gradebook > Import grades (bulk grade) in Autolab)",
+        + ", ".join(problems) + " (no header: define the assessment's problems in this "
+        "order, then Gradebook > Import grades (bulk grade) in Autolab"
+        + (f"; {ADJUSTMENT} holds the adjustments of totals in {adjustments.FILE_NAME}, a "
+           f"problem of its own as Autolab keeps a tweak apart"
+           if len(problems) > len(rubric.RUBRIC) else "") + ")",
         f"addresses in two grade rows, left out of {AUTOLAB_IMPORT} ({len(doubles)}):",
         *(f"  {line}" for line in doubles),
         *(["  next: decide which row counts and enter it in Autolab by hand"] if doubles else [])]
@@ -434,10 +456,11 @@ def autolab_text(lines: list[list], doubles: list[str]) -> str:
 
 
 def write_outputs(out: Path, result: Join, assignment: str, points_row: dict | None,
-                  missing: str, policy: Lateness, grades: list[dict]) -> str:
+                  missing: str, policy: Lateness, grades: list[dict],
+                  staff: list[adjustments.Adjustment] = ()) -> str:
     """Write the five files of ``out``; returns the summary."""
     out.mkdir(parents=True, exist_ok=True)
-    autolab_lines, doubles = autolab_import(grades)
+    autolab_lines, doubles = autolab_import(grades, staff)
     spreadsheet.write_csv(out / AUTOLAB_IMPORT, None, autolab_lines)
     points = ([[POINTS_POSSIBLE, *[""] * (len(CANVAS_COLUMNS) - 1), sum(rubric.RUBRIC.values())]]
               if points_row is not None else [])
@@ -505,10 +528,11 @@ def main(argv: list[str] | None = None) -> None:
                          "--extensions and --days-grace need --due (the deadline they count "
                          "from)")
     timezone = time_zone(args.timezone)
+    staff = with_adjustments(args.grades)
     grades = read_grades(args.grades)
     if args.roster is None:
         args.out.mkdir(parents=True, exist_ok=True)
-        lines, doubles = autolab_import(grades)
+        lines, doubles = autolab_import(grades, staff)
         spreadsheet.write_csv(args.out / AUTOLAB_IMPORT, None, lines)
         text = autolab_text(lines, doubles)
         (args.out / "unmatched.txt").write_text(text, encoding="utf-8")
@@ -530,7 +554,21 @@ def main(argv: list[str] | None = None) -> None:
                   {student_position(index, student, "--inactive") for student in args.inactive},
                   args.several_submissions)
     print(write_outputs(args.out, result, args.assignment, points_row, args.missing, policy,
-                        grades), end="")
+                        grades, staff), end="")
+
+
+def with_adjustments(path: Path) -> list[adjustments.Adjustment]:
+    """The adjustments file beside the grades.csv ``path``, applied to it again (its
+    ``adjusted_total`` and ``adjustments``, and the feedback's block: the file may have changed
+    since the regrade), every hand edit of its points settled first (kept by an adjustment, else
+    refused naming the line that keeps it)."""
+    if not path.is_file():
+        raise SystemExit(f"{path} not found: run `make regrade` first, or give --grades the "
+                         f"grades.csv it wrote")
+    rows, staff = read_settled(path)
+    if staff or any(row.get("adjustments") for row in rows.values()):
+        write_rows(path, rows, staff)
+    return staff
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ the rows back with :func:`read_rows` and :func:`row_key`."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
-from autograder.classroom import spreadsheet
+from autograder.classroom import adjustments, spreadsheet
 from autograder.classroom.handins import Handin
 from autograder.judging import grading_run
 from autograder.judging.scoring import rubric, weights_fingerprint
@@ -16,10 +17,11 @@ from autograder.judging.scoring.report import GradingReport, LanguageModelResult
 from hw4lib.handin_format import STATE_DICT_FILE
 
 COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "versions_graded",
-           "submitted_at", "status", *rubric.RUBRIC, "total", "perplexity_recomputed",
+           "submitted_at", "status", *rubric.RUBRIC, "total", "adjusted_total", "adjustments",
+           "perplexity_recomputed",
            "perplexity_reported", "parameters", "tokenizer", "seconds", "likely_causes", "flags",
            "notes", "integrity_flags", "runtime_code", "weights_sha256", "handin_sha256",
-           "grader_sha256", "scoring", "weights_fingerprint"]
+           "grader_sha256", "scoring", "weights_fingerprint", adjustments.AS_WRITTEN]
 RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
 # What a row says of who handed in what and when: always the current download's, also in a row
 # whose grading is kept (a re-export after a group was fixed, a second term's metadata).
@@ -149,10 +151,33 @@ def columns_of(rows: dict[str, dict]) -> list[str]:
             *sorted(seconds, key=lambda key: order.get(key.split(":", 1)[1], len(order)))]
 
 
-def write_rows(path: Path, rows: dict[str, dict]) -> None:
-    """The CSV, replaced atomically: a reader (or an interrupted run) never sees half a file."""
+def write_rows(path: Path, rows: dict[str, dict],
+               staff: list[adjustments.Adjustment] | None = None) -> None:
+    """The CSV, replaced atomically: a reader (or an interrupted run) never sees half a file.
+    Each row's ``adjusted_total`` and ``adjustments`` are those of ``staff`` (None: the
+    adjustments file beside ``path``), and so is the block at the top of its feedback."""
+    if staff is None:
+        staff = adjustments.read(adjustments.beside(path))
     with_flags(rows)
+    for key, row in rows.items():
+        mine = adjustments.of_row(staff, key, row["student"])
+        if mine or row.get("adjustments"):
+            adjustments.update_feedback(feedback_path(path.parent, key), mine, row)
+        row.update(adjustments.cells(row, mine))
+        row[adjustments.AS_WRITTEN] = adjustments.as_written(row)
     spreadsheet.write_csv(path, columns_of(rows), (rows[key] for key in sorted(rows)))
+
+
+def read_settled(path: Path) -> tuple[dict[str, dict], list[adjustments.Adjustment]]:
+    """(:func:`read_rows` of ``path``, the adjustments file beside it), every hand edit of its
+    points settled (``adjustments.settle_hand_edits``: kept by an adjustment, else refused) and
+    every adjustment that names no row said, on standard error."""
+    rows = read_rows(path)
+    staff = adjustments.read(adjustments.beside(path))
+    for line in (*adjustments.settle_hand_edits(rows, staff, path),
+                 *adjustments.unknown(staff, rows)):
+        print(line, file=sys.stderr)
+    return rows, staff
 
 
 def feedback_path(out: Path, key: str) -> Path:

@@ -90,8 +90,10 @@ from autograder.judging.isolation import judge_zygote
 from autograder.judging.scoring import rubric
 from autograder.classroom import rescore
 from autograder.classroom.class_summary import summarize
-from autograder.classroom.grades_csv import (RETRIED_NOTE, feedback_path, identity_of, read_rows,
-                                             row_of, write_rows)
+from autograder.classroom import adjustments
+from autograder.classroom.grades_csv import (  # read_rows: how callers read a regrade's CSV
+    RETRIED_NOTE, feedback_path, identity_of, read_rows, read_settled, row_of,  # noqa: F401
+    write_rows)
 from autograder.classroom.handins import VERSION_CHOICES, Handin, find_handins
 from autograder.classroom.late_policy import time_zone
 from autograder.judging.scoring.report import Status
@@ -193,7 +195,7 @@ def regrade(handins_dir: Path, out: Path, source: Path, jobs: int = 1,
         grade_in_pool(todo, source, grader_flags, jobs, zygotes, record)
     finally:
         record.close()
-        write_rows(out / "grades.csv", rows)
+        write_rows(out / "grades.csv", rows, record.staff)
     print(summarize(rows, out), end="", file=sys.stderr)
     return rows
 
@@ -205,7 +207,7 @@ def plan(handins: dict[str, Handin], out: Path, grader: rescore.Grader, jobs: in
     sha256, note)} of the ``handins`` to grade): says why each is graded, rescored or kept, and
     rescores those whose scoring line alone changed."""
     csv_path = out / "grades.csv"
-    rows = kept_rows(read_rows(csv_path), handins, versions, out, fresh)
+    rows = kept_rows(read_settled(csv_path)[0], handins, versions, out, fresh)
     (out / "feedback").mkdir(parents=True, exist_ok=True)
     todo, rescoring, reasons = to_grade(handins, rows, grader, force, only)
     print(f"{len(handins)} handins, {len(handins) - len(todo)} already graded by this grader, "
@@ -235,7 +237,8 @@ def kept_rows(old: dict[str, dict], handins: dict[str, Handin], versions: str, o
                          f"(OUT's files move to {moved.name}/)")
     if fresh and old:
         moved.mkdir()
-        for name in ("grades.csv", "feedback", "summary.txt", "summary.png", "rescore.txt"):
+        for name in ("grades.csv", "feedback", "summary.txt", "summary.png", "rescore.txt",
+                     adjustments.FILE_NAME):
             if (out / name).exists():
                 (out / name).rename(moved / name)
         print(f"--fresh: {out}'s files moved to {moved}; every handin is graded",
@@ -259,6 +262,8 @@ class Recorder:
         from tqdm import tqdm
 
         self.out, self.rows, self.grader, self.versions = out, rows, grader, versions
+        # read once: a file the TA breaks during the run cannot stop it
+        self.staff = adjustments.read(adjustments.beside(out / "grades.csv"))
         self.bar = tqdm(total=count, unit="handin", disable=not progress, file=sys.stderr)
         self.start = time.monotonic()
 
@@ -281,7 +286,7 @@ class Recorder:
         row["scoring"] = self.grader.scoring_text
         row["notes"] = "; ".join(filter(None, [note, row["notes"]]))
         self.rows[key] = row
-        write_rows(self.out / "grades.csv", self.rows)
+        write_rows(self.out / "grades.csv", self.rows, self.staff)
         self.bar.update(1)
         self.bar.set_postfix(
             per_minute=f"{self.bar.n / max(time.monotonic() - self.start, 1e-9) * 60:.1f}")

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.classroom.class_summary import summarize
-from autograder.classroom.grades_csv import feedback_path, read_rows, write_rows
+from autograder.classroom.grades_csv import feedback_path, read_settled, write_rows
 from autograder.judging import grading_run
 from autograder.judging.scoring import rubric
 from autograder.judging.scoring.hidden_tests.mytorch_hidden import tests_of
@@ -301,7 +301,7 @@ def rescore_class(out: Path, source: Path) -> dict[str, dict]:
     grader in ``source``, without the handins; list the rows only a regrade can update."""
     grader = grader_in(source)
     csv_path = out / "grades.csv"
-    rows = read_rows(csv_path)
+    rows, staff = read_settled(csv_path)
     if not rows:
         raise SystemExit(f"{csv_path} holds no graded row: run `make regrade` first")
     decided = {key: decide(row, None, grader) for key, row in rows.items()}
@@ -310,7 +310,7 @@ def rescore_class(out: Path, source: Path) -> dict[str, dict]:
     keys = {key for key, (action, _) in decided.items() if action == RESCORE}
     if keys:
         print(apply_rescore(rows, keys, grader, out), end="", file=sys.stderr)
-        write_rows(csv_path, rows)
+    write_rows(csv_path, rows, staff)  # also when no point moved: adjustments may have
     stale = sum(action == GRADE for action, _ in decided.values())
     if stale:
         print(f"{stale} rows can only be updated by grading them again: `make regrade "
