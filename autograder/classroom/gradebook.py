@@ -6,7 +6,8 @@ Gradebook imports as it is, and every case the join could not settle listed for 
         [--missing blank|zero]
         [--aliases aliases.csv] [--inactive STUDENT ...] [--several-submissions conflict|latest]
         [--due 2026-11-21T00:00:00-05:00 | --due 2026-11-21T00:00 --timezone America/New_York]
-        [--extensions extensions.csv] [--days-grace grace.csv] [--grace-minutes 15]
+        [--extensions extensions.csv] [--sections sections.csv] [--days-grace grace.csv]
+        [--grace-minutes 15]
         [--late-penalty-per-day 10 --late-max-days 3] [--opened TIME] [--exported TIME]
     make gradebook ROSTER=canvas_export.csv [GRADES=regrade/grades.csv] [ARGS='--due ...']
 
@@ -45,7 +46,11 @@ as America/New_York) says once where every time without an offset (``--due`` and
 is. ``--extensions FILE`` is a CSV with the columns ``student`` (a SIS User ID, SIS Login ID or
 email of the roster), and one of ``due`` (a new deadline), ``hours`` (elapsed hours added to
 ``--due``) or ``days`` (calendar days, as Autolab's extensions count them: the deadline's
-wall-clock time that many days later in ``--timezone``, which days need). ``--days-grace FILE``
+wall-clock time that many days later in ``--timezone``, which days need). ``--sections FILE``
+(``section``, as the roster's ``Section`` column names it, case aside; ``due``; and where the
+section's policy differs ``grace_minutes``, ``late_penalty_per_day``, ``late_max_days``) gives
+each section's students that deadline ("Section B deadline" in ``late_rule``) and policy; an
+extension counts from the student's section's deadline. ``--days-grace FILE``
 (``student``, ``grace_days``) gives each student's grace days left, as Autolab's gradebook shows
 them: each started day late spends one before the daily penalty. A handin submitted at most
 ``--grace-minutes`` after its deadline is on time; otherwise it is late by the hours since the
@@ -93,7 +98,7 @@ from autograder.classroom import spreadsheet
 from autograder.classroom.handins import GRADESCOPE_METADATA, members_of, submitted_time
 from autograder.classroom.late_policy import (DUE_EXAMPLE, Lateness, impossible_time, lateness,
                                              parse_time, read_extensions, read_grace_days,
-                                             time_zone)
+                                             read_sections, time_zone)
 from autograder.classroom.roster_match import match, roster_index, student_position
 from autograder.classroom import adjustments
 from autograder.classroom.grades_csv import read_settled, row_key, write_rows
@@ -262,10 +267,9 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
             continue
         row, rule = reached[0]
         total = float(row.get("adjusted_total") or row["total"])  # the staff's adjustments in
-        deadline = policy.extensions.get(position, policy.due)
-        hours, deduction, late_rule = lateness(row.get("submitted_at", ""), deadline,
-                                               position in policy.extensions, total, policy,
-                                               policy.grace_days.get(position, 0))
+        deadline, whose, own = policy.of_student(position)
+        hours, deduction, late_rule = lateness(row.get("submitted_at", ""), deadline, whose,
+                                               total, own, policy.grace_days.get(position, 0))
         why_not = impossible_time(row.get("submitted_at", ""), policy)
         if why_not:
             result.impossible.append((roster_row, row, why_not))
@@ -372,9 +376,13 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
              f"{len(result.crashed)} crashed; {len(result.unmatched)} grade members reach no "
              f"roster row"]
     if policy.due is not None:
-        lines.append(f"lateness from {policy.due.isoformat()} ({len(policy.extensions)} "
-                     f"extensions, {policy.grace_minutes:g}-minute grace): {len(late)} late with "
-                     f"a deduction, {len(unknown)} whose lateness is unknown")
+        sections = sorted({(section.label, section.due.isoformat())
+                           for section in policy.sections.values()})
+        lines.append(f"lateness from {policy.due.isoformat()} ("
+                     + "".join(f"{label} from {due}, " for label, due in sections)
+                     + f"{len(policy.extensions)} extensions, {policy.grace_minutes:g}-minute "
+                       f"grace): {len(late)} late with a deduction, {len(unknown)} whose "
+                       f"lateness is unknown")
     else:
         lines.append("lateness not checked (no --due): every total is imported unchanged")
     if autolab:
@@ -498,6 +506,10 @@ def main(argv: list[str] | None = None) -> None:
                              "the extensions), e.g. America/New_York")
     parser.add_argument("--extensions", type=Path, metavar="FILE",
                         help="CSV: student (SIS User ID, SIS Login ID or email), due or hours")
+    parser.add_argument("--sections", type=Path, metavar="FILE",
+                        help="CSV: section (as the roster's Section column names it), due, and "
+                             "where its policy differs grace_minutes, late_penalty_per_day, "
+                             "late_max_days: each section's own deadline")
     parser.add_argument("--days-grace", type=Path, metavar="FILE", dest="grace_days",
                         help="CSV: student, grace_days (each student's grace days left, as "
                              "Autolab's gradebook shows them; each started day late uses one)")
@@ -523,10 +535,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="days late after which the score is 0 (needs --due)")
     args = parser.parse_args(argv)
     if args.due is None and (args.late_penalty_per_day or args.grace_minutes or args.extensions
-                             or args.late_max_days != math.inf or args.grace_days):
+                             or args.late_max_days != math.inf or args.grace_days
+                             or args.sections):
         raise SystemExit("--late-penalty-per-day, --late-max-days, --grace-minutes, "
-                         "--extensions and --days-grace need --due (the deadline they count "
-                         "from)")
+                         "--extensions, --sections and --days-grace need --due (the deadline "
+                         "they count from; a section's own deadline replaces it for its "
+                         "students)")
     timezone = time_zone(args.timezone)
     staff = with_adjustments(args.grades)
     grades = read_grades(args.grades)
@@ -541,13 +555,14 @@ def main(argv: list[str] | None = None) -> None:
     roster, points_row = read_roster(args.roster)
     due = parse_time(args.due, timezone, "--due") if args.due is not None else None
     index = roster_index(roster, ())
-    policy = Lateness(due, read_extensions(args.extensions, roster, due, timezone)
+    sections = read_sections(args.sections, roster, timezone) if args.sections else {}
+    policy = Lateness(due, read_extensions(args.extensions, roster, due, timezone, sections)
                       if args.extensions else {}, args.grace_minutes,
                       args.late_penalty_per_day, args.late_max_days,
                       read_grace_days(args.grace_days, roster) if args.grace_days else {},
                       parse_time(args.opened, timezone, "--opened") if args.opened else None,
                       parse_time(args.exported, timezone, "--exported") if args.exported
-                      else None)
+                      else None, sections)
     domains = tuple(domain.strip().lower().lstrip("@") for domain in args.domain)
     result = join(roster, grades, domains, policy, args.missing,
                   read_aliases(args.aliases, roster) if args.aliases else None,

@@ -4,7 +4,7 @@ a late handin loses, and the submission times that cannot be right."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Callable, Iterator
@@ -16,10 +16,27 @@ from autograder.classroom.roster_match import roster_index, student_position
 DUE_EXAMPLE = "2026-11-21T00:00:00-05:00"
 
 
+@dataclass(frozen=True)
+class Section:
+    """A section's own deadline, and its own late policy where it differs (None: the
+    course's)."""
+
+    name: str
+    due: datetime
+    grace_minutes: float | None = None
+    per_day: float | None = None
+    max_days: float | None = None
+
+    @property
+    def label(self) -> str:
+        """'section B', or the name itself where it says so ('Section B')."""
+        return self.name if self.name.lower().startswith("section") else f"section {self.name}"
+
+
 @dataclass
 class Lateness:
-    """The late policy: the deadline, each roster row's own (extensions), the grace period and
-    the penalty."""
+    """The late policy: the deadline, each roster row's own (extensions, sections), the grace
+    period and the penalty."""
 
     due: datetime | None = None
     extensions: dict[int, datetime] = field(default_factory=dict)  # roster position -> deadline
@@ -29,6 +46,21 @@ class Lateness:
     grace_days: dict[int, int] = field(default_factory=dict)  # roster position -> days left
     opened: datetime | None = None  # no handin can be older
     exported: datetime | None = None  # nor newer (the download's export; None: now)
+    sections: dict[int, Section] = field(default_factory=dict)  # roster position -> section
+
+    def of_student(self, position: int) -> tuple[datetime | None, str, Lateness]:
+        """(the deadline of the roster row at ``position``, whose it is in words: 'extension',
+        'section B deadline' or '' for the course's, the late policy that applies to it: its
+        section's numbers where the section gives them)."""
+        section = self.sections.get(position)
+        own = self if section is None else replace(self, **{
+            name: getattr(section, name) for name in ("grace_minutes", "per_day", "max_days")
+            if getattr(section, name) is not None})
+        if position in self.extensions:
+            return self.extensions[position], "extension", own
+        if section is not None:
+            return section.due, f"{section.label} deadline", own
+        return self.due, "", own
 
 
 def impossible_time(submitted_at: str, policy: Lateness) -> str:
@@ -102,11 +134,13 @@ def per_student_rows(path: Path, roster: list[dict], what: str, wanted: str,
 
 
 def read_extensions(path: Path, roster: list[dict], due: datetime,
-                    timezone: tzinfo | None) -> dict[int, datetime]:
+                    timezone: tzinfo | None,
+                    sections: dict[int, Section] | None = None) -> dict[int, datetime]:
     """{roster position: its deadline} from an extensions CSV (``student``; ``due``, ``hours``
-    after ``due``, or ``days`` after it: calendar days, as Autolab counts them, the deadline's
-    wall-clock time in ``timezone``); a row that names no single roster student, or gives not
-    exactly one of the three, is refused."""
+    after the student's deadline, or ``days`` after it: calendar days, as Autolab counts them,
+    the deadline's wall-clock time in ``timezone``); the student's deadline is their section's
+    (``sections``) or ``due``. A row that names no single roster student, or gives not exactly
+    one of the three, is refused."""
     kinds = ("due", "hours", "days")
     deadlines: dict[int, datetime] = {}
     for where, position, row in per_student_rows(path, roster, "an extensions file",
@@ -118,6 +152,7 @@ def read_extensions(path: Path, roster: list[dict], due: datetime,
             raise SystemExit(f"{where}: give one of due (a new deadline), hours or days (added "
                              f"to --due), not {' and '.join(given) or 'neither'}")
         (kind, value), = given.items()
+        own = sections[position].due if sections and position in sections else due
         if kind == "days" and timezone is None:
             raise SystemExit(f"{where}: days are calendar days in the course's time zone (a "
                              f"day across a change of daylight saving time is 23 or 25 hours): "
@@ -127,15 +162,57 @@ def read_extensions(path: Path, roster: list[dict], due: datetime,
                 deadline = parse_time(value, timezone, f"{where}: due")
             elif kind == "hours":
                 # added in UTC: hours are elapsed hours, across a change of daylight saving too
-                deadline = (due.astimezone(UTC) + timedelta(hours=float(value))
-                            ).astimezone(due.tzinfo)
+                deadline = (own.astimezone(UTC) + timedelta(hours=float(value))
+                            ).astimezone(own.tzinfo)
             else:  # the same wall-clock time, int(value) days later, in the course's zone
-                deadline = due.astimezone(timezone) + timedelta(days=int(value))
+                deadline = own.astimezone(timezone) + timedelta(days=int(value))
         except (ValueError, OverflowError):
             raise SystemExit(f"{where}: {kind} {value!r} is not a "
                              f"{'whole ' if kind == 'days' else ''}number") from None
         deadlines[position] = deadline
     return deadlines
+
+
+SECTION_NUMBERS = ("grace_minutes", "late_penalty_per_day", "late_max_days")
+
+
+def read_sections(path: Path, roster: list[dict], timezone: tzinfo | None
+                  ) -> dict[int, Section]:
+    """{roster position: its section} from a sections CSV (``section``, as the roster's
+    ``Section`` column names it, case aside; ``due``; and, where the section's late policy
+    differs from the course's, SECTION_NUMBERS, as the options of those names). A section given
+    twice, or that no roster row is in (a typo would give its students the course's deadline),
+    or a number that is not one, is refused naming the line."""
+    columns, rows = spreadsheet.read_csv(path)
+    if not {"section", "due"} <= set(columns):
+        raise SystemExit(f"{path}: a sections file has the columns section and due (and, where "
+                         f"a section's policy differs, {', '.join(SECTION_NUMBERS)}); it has "
+                         f"{', '.join(columns) or 'none'}")
+    members: dict[str, list[int]] = {}
+    for position, student in enumerate(roster):
+        members.setdefault(student.get("Section", "").strip().lower(), []).append(position)
+    found: dict[int, Section] = {}
+    named: set[str] = set()
+    for line, row in enumerate(rows, start=2):
+        where, name = f"{path} line {line}", (row["section"] or "").strip()
+        if name.lower() in named:
+            raise SystemExit(f"{where}: section {name!r} is given twice: keep one line")
+        named.add(name.lower())
+        if not members.get(name.lower()):
+            known = sorted({s.get("Section", "").strip() for s in roster} - {""})
+            raise SystemExit(f"{where}: no roster row is in section {name!r} (the roster's "
+                             f"Section column has {', '.join(known) or 'nothing'})")
+        numbers = {}
+        for column, attribute in zip(SECTION_NUMBERS, ("grace_minutes", "per_day", "max_days")):
+            text = (row.get(column) or "").strip()
+            try:
+                numbers[attribute] = float(text) if text else None
+            except ValueError:
+                raise SystemExit(f"{where}: {column} {text!r} is not a number") from None
+        section = Section(name, parse_time(row["due"] or "", timezone, f"{where}: due"),
+                          **numbers)
+        found.update({position: section for position in members[name.lower()]})
+    return found
 
 
 def read_grace_days(path: Path, roster: list[dict]) -> dict[int, int]:
@@ -169,13 +246,15 @@ def late_deduction(total: float, hours: float | None, per_day: float, max_days: 
     return round(min(total, total * per_day / 100 * charged), 2) if per_day > 0 else 0.0
 
 
-def lateness(submitted_at: str, deadline: datetime | None, extended: bool, total: float,
+def lateness(submitted_at: str, deadline: datetime | None, extended: bool | str, total: float,
              policy: Lateness, grace_days: int = 0) -> tuple[float | None, float, str]:
     """(hours after the deadline or None when unknown, the points deducted, the rule applied);
-    ``grace_days``: the student's grace days left."""
+    ``extended``: whose deadline it is, said after it ('extension', 'section B deadline'; True:
+    'extension'; '' or False: the course's); ``grace_days``: the student's grace days left."""
     if deadline is None:
         return None, 0.0, "not checked (no --due)"
-    due = f"due {deadline.isoformat()}{' (extension)' if extended else ''}"
+    whose = "extension" if extended is True else extended or ""
+    due = f"due {deadline.isoformat()}{f' ({whose})' if whose else ''}"
     if not submitted_at:
         return None, 0.0, ("time unknown: the download has no submission time; imported without "
                            "a late deduction")
