@@ -96,8 +96,9 @@ def normalize(tar_path: Path, out: Path, notes: list[str]) -> None:
                     break
             padded = -(-size // BLOCK) * BLOCK
             if sink.tell() + BLOCK + padded > MAX_TAR_BYTES:
-                problem = (f"members adding up to more than "
-                           f"{MAX_TAR_BYTES / 2**20:.0f} MiB")
+                problem = (f"members adding up to more than {MAX_TAR_BYTES / 2**20:.0f} MiB "
+                           f"({quoted(_header_name(block))}, {size / 2**20:.0f} MiB, and what "
+                           f"follows it are not graded)")
                 break
             sink.write(block)
             problem = _copy(source, sink, padded)
@@ -142,7 +143,9 @@ def zip_to_tar(zip_path: Path, out: Path, notes: list[str]) -> None:
                     continue
                 if written + BLOCK + info.file_size > MAX_TAR_BYTES:
                     notes.append(f"reading stopped after {count} members at members adding up to "
-                                 f"more than {MAX_TAR_BYTES / 2**20:.0f} MiB; the rest is ignored")
+                                 f"more than {MAX_TAR_BYTES / 2**20:.0f} MiB "
+                                 f"({quoted(info.filename)}, {info.file_size / 2**20:.0f} MiB, "
+                                 f"and what follows it are not graded); the rest is ignored")
                     break
                 member = tarfile.TarInfo(info.filename)
                 member.size, member.mode = info.file_size, 0o644
@@ -218,6 +221,14 @@ def _checksum_ok(block: bytes) -> bool:
     unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
     signed = unsigned - 2 * sum(b for b in block[:148] + block[156:] if b > 127)
     return stored is not None and stored in (unsigned, signed)
+
+
+def _header_name(block: bytes) -> str:
+    """The name a ustar header holds (its prefix, then its name; a GNU long name's own record
+    precedes it, and only its first 100 characters are here)."""
+    name, prefix = (field.split(b"\0", 1)[0].decode("utf-8", "replace")
+                    for field in (block[0:100], block[345:500]))
+    return f"{prefix}/{name}" if prefix and block[257:263] == b"ustar\0" else name
 
 
 def _header_size(block: bytes) -> int | None:
