@@ -49,7 +49,10 @@ read from its report: a file or mytorch that could not be inspected, a graded fi
 graded class of its own; with the judge's notes in ``integrity_flags``). Also
 ``feedback/<student>.txt`` (the report Autolab shows), ``summary.txt`` (counts, every timeout,
 invalid, crashed and flagged student by name, and the next step for each kind of problem present,
-then the gradebook's) and ``summary.png`` (the histogram of totals).
+then the gradebook's) and ``summary.png`` (the histogram of totals). The staff's own decisions are
+``OUT/adjustments.csv`` (``autograder/classroom/adjustments.py``), applied on every write of
+grades.csv (``adjusted_total``, ``adjustments``, the feedback's first lines); a hand edit of
+grades.csv's points stops the run before anything is graded, naming the line that keeps it.
 
 A rerun grades again only what changed, and says why for each handin: a handin not graded yet, or
 whose file (``handin_sha256``) or grader (``grader_sha256``: its code and hidden set) changed, is

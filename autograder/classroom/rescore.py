@@ -25,7 +25,9 @@ recorded points under its own scoring line; otherwise it is graded again and the
 rows only a regrade can update (:func:`rescore_class`).
 
 A rescore changes grades.csv, summary.txt and the top of each changed feedback file, not what
-Autolab or Gradescope show: import grades.csv with ``make gradebook``.
+Autolab or Gradescope show: import grades.csv with ``make gradebook``. The staff's adjustments
+(``adjustments.csv``, ``autograder/classroom/adjustments.py``) apply again on top, and a hand edit
+of grades.csv's points is refused, naming the line that keeps it.
 """
 from __future__ import annotations
 

@@ -13,16 +13,15 @@ moment a grading extracts its grader.
 
     .venv/bin/python -m pytest -q -n 0 tests/classroom/test_regrade_interrupts.py
 """
-import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -30,7 +29,7 @@ from autograder.classroom import grades_csv, regrade
 from autograder.judging import grading_run
 from autograder.judging.scoring.report import GradingReport
 from tests.classroom.test_regrade import fake_grader as files_only_grader, grade_with
-from tools.make_autograde import makefile_text
+from tests.grader import test_judge_zygote
 
 REPO = Path(__file__).resolve().parents[2]
 EXTRACT_S = 3
@@ -48,20 +47,12 @@ print(json.dumps({"scores": {"Linear": LINEAR}}))
 def sleepy_grader(folder: Path) -> Path:
     """A grader folder: the real Makefile, and an autograde.tar whose judge sleeps its handin's
     seconds, touches ``judging-<grading folder>`` beside its grading folder (in TMPDIR) when it
-    starts, then reports an ok grading worth LINEAR points."""
-    folder.mkdir(parents=True)
+    starts, then reports an ok grading worth LINEAR points (test_judge_zygote's grader, with this
+    judge)."""
     judge = (FAKE_JUDGE.replace("REPORT", repr(json.dumps(GradingReport().to_json())))
              .replace("LINEAR", repr(LINEAR)))
-    members = {"autograde/autograder/__init__.py": b"",
-               "autograde/autograder/judging/__init__.py": b"",
-               "autograde/autograder/judging/grade.py": judge.encode()}
-    with tarfile.open(folder / grading_run.AUTOGRADE_TAR, "w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    (folder / grading_run.MAKEFILE).write_text(makefile_text())
-    return folder
+    with mock.patch.object(test_judge_zygote, "FAKE_JUDGE", judge):
+        return test_judge_zygote.fake_grader(folder)
 
 
 def slow_tar(folder: Path) -> Path:
