@@ -94,9 +94,8 @@ from autograder.judging.scoring import rubric
 from autograder.classroom import rescore
 from autograder.classroom.class_summary import summarize
 from autograder.classroom import adjustments
-from autograder.classroom.grades_csv import (  # read_rows: how callers read a regrade's CSV
-    RETRIED_NOTE, feedback_path, identity_of, read_rows, read_settled, row_of,  # noqa: F401
-    write_rows)
+from autograder.classroom.grades_csv import (RETRIED_NOTE, feedback_path, identity_of,
+                                             read_rows, read_settled, row_of, write_rows)
 from autograder.classroom.handins import VERSION_CHOICES, Handin, find_handins
 from autograder.classroom.late_policy import time_zone
 from autograder.judging.scoring.report import Status
@@ -210,7 +209,9 @@ def plan(handins: dict[str, Handin], out: Path, grader: rescore.Grader, jobs: in
     sha256, note)} of the ``handins`` to grade): says why each is graded, rescored or kept, and
     rescores those whose scoring line alone changed."""
     csv_path = out / "grades.csv"
-    rows = kept_rows(read_settled(csv_path)[0], handins, versions, out, fresh)
+    # --fresh sets the old rows aside whatever was typed into them
+    rows = kept_rows(read_rows(csv_path) if fresh else read_settled(csv_path)[0], handins,
+                     versions, out, fresh)
     (out / "feedback").mkdir(parents=True, exist_ok=True)
     todo, rescoring, reasons = to_grade(handins, rows, grader, force, only)
     print(f"{len(handins)} handins, {len(handins) - len(todo)} already graded by this grader, "

@@ -147,6 +147,12 @@ def test_recorded_adjustments_stand_through_rescore_regrade_and_gradebook(tmp_pa
                        "bo@x.edu,0.0,5.0,20.0,20.0,40.0,0.0"]
     assert "LanguageModel, Adjustment (no header" in (tmp_path / "book/unmatched.txt").read_text()
 
+    # A hand edit stops a regrade before anything is graded.
+    edit_cell(out / "grades.csv", "bo@x.edu", "total", "99")
+    with pytest.raises(SystemExit, match=r"total for bo@x.edu was edited by hand \(90 -> 99\)"):
+        regrade.regrade(handins, out, tmp_path / "grader", progress=False, zygotes=False)
+    edit_cell(out / "grades.csv", "bo@x.edu", "total", "90")
+
     # An adjustment taken out of the file leaves every column and the feedback.
     (out / "adjustments.csv").write_text(ADJUSTMENTS.splitlines()[0] + "\n"
                                          + ADJUSTMENTS.splitlines()[2] + "\n")
