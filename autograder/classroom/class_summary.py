@@ -33,6 +33,10 @@ def summarize(rows: dict[str, dict], out: Path) -> str:
     flagged = sorted(key for key, row in rows.items() if row.get("flags"))
     if flagged:
         lines.append(f"flagged (see the flags column): {', '.join(flagged)}")
+    adjusted = sorted(key for key, row in rows.items() if row.get("adjustments"))
+    if adjusted:
+        lines.append(f"adjusted by the staff (adjustments.csv; the adjusted_total column): "
+                     f"{', '.join(adjusted)}")
     lines += next_steps(rows, out)
     text = "\n".join(lines) + "\n"
     (out / "summary.txt").write_text(text, encoding="utf-8")

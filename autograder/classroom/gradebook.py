@@ -375,6 +375,10 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
                 if result.left_out else "") +
              f"{len(result.crashed)} crashed; {len(result.unmatched)} grade members reach no "
              f"roster row"]
+    adjusted = [row for row in graded if row.get("adjustments")]
+    if adjusted:
+        lines.append(f"{len(adjusted)} scored from the total after the staff's adjustments "
+                     f"(adjustments.csv beside grades.csv; gradebook.csv's adjustments column)")
     if policy.due is not None:
         sections = sorted({(section.label, section.due.isoformat())
                            for section in policy.sections.values()})

@@ -106,6 +106,8 @@ def test_recorded_adjustments_stand_through_rescore_regrade_and_gradebook(tmp_pa
                         f"the judge's report of ann@x.edu\n")
     rescore.rescore_class(out, tmp_path / "grader")  # again: the same file, one block
     assert (out / "feedback/ann@x.edu.txt").read_text() == feedback
+    assert ("adjusted by the staff (adjustments.csv; the adjusted_total column): ann@x.edu, "
+            "bo@x.edu\n") in (out / "summary.txt").read_text()
 
     # A regrade of the whole class (--force) keeps the decisions.
     handins = tmp_path / "handins"
@@ -146,6 +148,8 @@ def test_recorded_adjustments_stand_through_rescore_regrade_and_gradebook(tmp_pa
     assert autolab == ["ann@x.edu,5.0,5.0,10.0,10.0,25.79,4.21",
                        "bo@x.edu,0.0,5.0,20.0,20.0,40.0,0.0"]
     assert "LanguageModel, Adjustment (no header" in (tmp_path / "book/unmatched.txt").read_text()
+    assert "2 scored from the total after the staff's adjustments" in \
+        (tmp_path / "book/summary.txt").read_text()
 
     # A hand edit stops a regrade before anything is graded.
     edit_cell(out / "grades.csv", "bo@x.edu", "total", "99")
