@@ -226,7 +226,7 @@ def settle_hand_edits(rows: dict[str, dict], staff: list[Adjustment], csv_path: 
         adjusted = {**adjusted_points(restored, mine),
                     "adjusted_total": cells(restored, mine)["adjusted_total"]}
         for column, before, now in edits:
-            if adjusted.get(column) == now or (column == "adjusted_total" and now == ""):
+            if adjusted.get(column) == now:
                 kept.append(f"{csv_path}: {column} of {key} edited by hand ({before} -> {now}): "
                             f"kept by {beside(csv_path)}; the column shows the autograder's "
                             f"points again")

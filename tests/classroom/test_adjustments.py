@@ -198,3 +198,20 @@ def test_categories_first_then_the_total_each_in_the_file_s_order():
     points = adjustments.adjusted_points({"student": "ann", **ANN}, mine)
     assert points == {**ANN, "Linear": 3.0, "Softmax": 0.0, "total": 52.5}
     assert adjustments.adjusted_points({"student": "ann", **ANN}, mine[1:4])["total"] == 48.79
+
+
+def test_the_adjusted_total_is_written_from_the_file_never_typed(tmp_path):
+    """adjusted_total typed over, or cleared, is refused (the file decides it); the file's own
+    change is no hand edit."""
+    out = graded_class(tmp_path)
+    (out / "adjustments.csv").write_text(ADJUSTMENTS)
+    rescore.rescore_class(out, tmp_path / "grader")
+    for typed, read in (("62", "62.0"), ("", "")):
+        edit_cell(out / "grades.csv", "ann@x.edu", "adjusted_total", typed)
+        with pytest.raises(SystemExit, match=r"adjusted_total for ann@x.edu was edited by hand "
+                                             rf"\(60.0 -> {read}\): it is written from"):
+            rescore.rescore_class(out, tmp_path / "grader")
+    edit_cell(out / "grades.csv", "ann@x.edu", "adjusted_total", "60.0")
+    (out / "adjustments.csv").write_text(ADJUSTMENTS.replace("4.21", "5"))
+    rescore.rescore_class(out, tmp_path / "grader")
+    assert rows_of(out)["ann@x.edu"]["adjusted_total"] == "60.79"
