@@ -1,5 +1,6 @@
 """Numeric checks of the mytorch tests (``tests/test_mytorch.py``, ``tests/test_mytorch_lm.py``),
-on the truths of ``hw4lib/numeric_truths.py``, which the autograder's hidden tests share.
+on the truths of ``hw4lib/numeric_truths.py``, which the autograder's hidden tests share; and the
+checks the model's tests share (a second call against a fresh layer, the device and dtype).
 
 Comparisons are relative to the truth's largest entry:
 max|actual - truth| <= rtol * max(max|truth|, 1).
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from tests.failure_messages import in_case
-from tests.testing_framework import tensors_in
+from tests.testing_framework import check_built_on_input_device, tensors_in
 from hw4lib.numeric_truths import (DIFFERENCES, PROJECTIONS, RTOL_FINITE_DIFF, RTOL_TORCH,
                                    as_tensor, difference_features, leaf,
                                    torch_multihead_attention, torch_parameter_grads)
@@ -430,3 +431,26 @@ def check_second_call_is_fresh(layer: torch.nn.Module, first: dict, second: dict
             f"{what}: output #{index + 1} of a second call (shape {tuple(mine.shape)}) differs "
             f"from a fresh layer's (shape {tuple(truth.shape)}) for the same input: keep nothing "
             f"from one call for the next (a mask, a length)")
+
+
+def masks_on(device, lengths: list[int], length: int) -> dict:
+    """{"key_padding_mask": (N, T) bool, True at padding, "attn_mask": (T, T) bool, True above
+    the diagonal}, both on ``device``, for N = len(lengths) sequences of T = length positions."""
+    positions = torch.arange(length, device=device)
+    return {"key_padding_mask": positions[None] >= torch.tensor(lengths, device=device)[:, None],
+            "attn_mask": positions[None] > positions[:, None]}
+
+
+def check_layer_device_dtype_and_second_call(layer, what: str) -> None:
+    """``layer(x, key_padding_mask, attn_mask)`` (d_model 8): on the input's device and dtype
+    (meta, float64), and a second masked call of other shapes and masks equal to a fresh
+    layer's."""
+    def masked_call(device):
+        x = torch.zeros(2, 5, 8, device=device, dtype=torch.float64)
+        return layer.to(device, torch.float64)(x, **masks_on(device, [5, 3], 5))
+
+    torch.manual_seed(5)
+    check_second_call_is_fresh(layer, {"x": torch.randn(3, 6, 8), **masks_on("cpu", [6, 4, 2], 6)},
+                               {"x": torch.randn(2, 4, 8), **masks_on("cpu", [3, 4], 4)}, what)
+    check_built_on_input_device(masked_call, what, "the output and the weights",
+                                dtype=torch.float64)

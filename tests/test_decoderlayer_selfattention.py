@@ -2,8 +2,8 @@
 import torch
 
 from tests.test_sublayer_feedforward import reference_feed_forward
-from tests.test_sublayer_selfattention import (check_layer_device_dtype_and_second_call,
-                                                reference_self_attention)
+from tests.numeric_checks import check_layer_device_dtype_and_second_call
+from tests.test_sublayer_selfattention import reference_self_attention
 from tests.failure_messages import in_case
 from tests.testing_framework import rubric, run_module
 

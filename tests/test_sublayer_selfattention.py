@@ -9,9 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.numeric_checks import FixedDropout, check_second_call_is_fresh, fixed_dropout
+from tests.numeric_checks import (FixedDropout, check_layer_device_dtype_and_second_call,
+                                  fixed_dropout)
 from tests.failure_messages import in_case
-from tests.testing_framework import check_built_on_input_device, rubric, run_module
+from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Self-attention sublayer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -62,29 +63,6 @@ def reference_self_attention(layer, x, key_padding_mask=None, attn_mask=None, we
 
 def _causal(length):
     return torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
-
-
-def masks_on(device, lengths: list[int], length: int) -> dict:
-    """{"key_padding_mask": (N, T) bool, True at padding, "attn_mask": (T, T) bool, True above
-    the diagonal}, both on ``device``, for N = len(lengths) sequences of T = length positions."""
-    positions = torch.arange(length, device=device)
-    return {"key_padding_mask": positions[None] >= torch.tensor(lengths, device=device)[:, None],
-            "attn_mask": positions[None] > positions[:, None]}
-
-
-def check_layer_device_dtype_and_second_call(layer, what: str) -> None:
-    """``layer(x, key_padding_mask, attn_mask)`` (d_model 8): on the input's device and dtype
-    (meta, float64), and a second masked call of other shapes and masks equal to a fresh
-    layer's."""
-    def masked_call(device):
-        x = torch.zeros(2, 5, 8, device=device, dtype=torch.float64)
-        return layer.to(device, torch.float64)(x, **masks_on(device, [5, 3], 5))
-
-    torch.manual_seed(5)
-    check_second_call_is_fresh(layer, {"x": torch.randn(3, 6, 8), **masks_on("cpu", [6, 4, 2], 6)},
-                               {"x": torch.randn(2, 4, 8), **masks_on("cpu", [3, 4], 4)}, what)
-    check_built_on_input_device(masked_call, what, "the output and the weights",
-                                dtype=torch.float64)
 
 
 def _randomise(layer, generator):
