@@ -213,14 +213,28 @@ def test_layers_keep_nothing_from_one_call_for_the_next():
     """Each layer's second forward (other shapes) and two backwards after it, against a fresh
     layer; Dropout draws a new mask at every forward; a second backward of the loss after one
     forward gives the first's gradient again."""
+    from hw4lib.model import SelfAttentionDecoderLayer
     from mytorch.nn import GELU, CrossEntropyLoss, Dropout, Embedding, LayerNorm
+    from mytorch.nn import SelfAttentionDecoderLayer as TwinDecoderLayer
 
     rng = np.random.default_rng(9)
     W, gain, bias = rng.standard_normal((VOCAB, 5)), rng.standard_normal(6), rng.standard_normal(6)
+    weights = randomize_(SelfAttentionDecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0), 9)
 
     def loaded(layer, *weights):
         layer.init_weights(*weights)
         return layer
+
+    def decoder_layer():
+        twin = TwinDecoderLayer(D_MODEL, HEADS, D_FF)
+        twin_from_torch(twin, weights)
+        return twin
+
+    check_second_calls(  # its sublayers and their MultiHeadAttention, with other masks
+        decoder_layer, (rng.standard_normal((3, 6, D_MODEL)), *masks(np.array([6, 4, 2]), 6)),
+        (rng.standard_normal((2, 4, D_MODEL)), *masks(np.array([3, 4]), 4)),
+        (rng.standard_normal((2, 4, D_MODEL)), rng.standard_normal((2, 4, D_MODEL))),
+        lambda layer: {}, "SelfAttentionDecoderLayer (the twin)")
 
     cases = [  # (what, make, first input, second input, what backward stores)
         ("Embedding", lambda: loaded(Embedding(VOCAB, 5), W), np.array([[1, 3], [3, 0]]),
