@@ -171,14 +171,13 @@ def _make_placement_recorder(device):
             given = tensors_in(list(args)) + tensors_in(kwargs)
             strays = [tensor for tensor in given if off(tensor)]
             name = getattr(func, "__name__", "")
-            if (strays and self.mixed is None and len(strays) < len(given)
-                    and any(not off(t) and t.dim() > 0 for t in given)
-                    and name not in UNMIXED):
+            if (strays and self.mixed is None and name not in UNMIXED
+                    and any(not off(t) and t.dim() > 0 for t in given)):
                 where = self.where(func)
                 culprit = next(filter(None, map(self.origin, strays)), None)
                 if where or culprit:
-                    self.mixed = (f"{culprit or 'a tensor off it'} meets a tensor on {device} "
-                                  f"in {where or name}")
+                    self.mixed = (f"{culprit or 'a tensor'} was built on {strays[0].device} and "
+                                  f"meets a tensor on {device} in {where or name}")
             try:
                 result = func(*args, **kwargs)
             except NotImplementedError as error:
@@ -200,7 +199,8 @@ def _make_placement_recorder(device):
             if line is None:
                 return None
             name = getattr(func, "__name__", readable(func))
-            call = f".{name}()" if "Tensor" in getattr(func, "__qualname__", "") else f"torch.{name}(...)"
+            method = "Tensor" in getattr(func, "__qualname__", "")
+            call = f".{name}()" if method else f"torch.{name}(...)"
             return f"{call} at {line[0]}:{line[1]} (`{line[2]}`)"
 
     return PlacementRecorder()

@@ -222,8 +222,8 @@ def test_device_check_names_the_tensor_built_elsewhere_and_its_line(tmp_path, mo
                        rf"was built on cpu \({built_by_ones}\); build it on the input's device"):
         check(code.mask_of)
     with pytest.raises(AssertionError, match=r"the tensor made by torch.zeros\(...\) at "
-                       r"device_lines.py:15 .* meets a tensor on meta in .add\(\) at "
-                       r"device_lines.py:15"):
+                       r"device_lines.py:15 .* was built on cpu and meets a tensor on meta in "
+                       r".add\(\) at device_lines.py:15"):
         check(code.table_added)
     with pytest.raises(AssertionError, match=rf"was built on cpu \({built_by_ones}\) \(from a "
                        r"copy on the CPU made by .cpu\(\) at device_lines.py:19 "):
