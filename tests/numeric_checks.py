@@ -1,5 +1,6 @@
 """Numeric checks of the mytorch tests (``tests/test_mytorch.py``, ``tests/test_mytorch_lm.py``),
-on the truths of ``hw4lib/numeric_truths.py``, which the autograder's hidden tests share.
+on the truths of ``hw4lib/numeric_truths.py``, which the autograder's hidden tests share; and the
+checks the model's tests share (a second call against a fresh layer, the device and dtype).
 
 Comparisons are relative to the truth's largest entry:
 max|actual - truth| <= rtol * max(max|truth|, 1).
@@ -17,12 +18,15 @@ check uses masks that leave each row at least one allowed key, where the convent
 """
 from __future__ import annotations
 
+from copy import deepcopy
 from contextlib import contextmanager
 from typing import Callable
 
 import numpy as np
 import torch
 
+from tests.failure_messages import in_case
+from tests.testing_framework import check_built_on_input_device, tensors_in
 from hw4lib.numeric_truths import (DIFFERENCES, PROJECTIONS, RTOL_FINITE_DIFF, RTOL_TORCH,
                                    as_tensor, difference_features, leaf,
                                    torch_multihead_attention, torch_parameter_grads)
@@ -370,3 +374,83 @@ def fixed_dropout():
         yield replacement
     finally:
         torch.nn.functional.dropout = original
+
+
+def check_second_calls(make: Callable, first: tuple, second: tuple, upstreams: tuple,
+                       stored: Callable, what: str) -> None:
+    """A stateful numpy layer keeps nothing from one call for the next.
+
+    ``make()`` returns a fresh, loaded instance. One instance runs ``forward(*first)``, then
+    ``forward(*second)`` (other shapes, other masks: the masks go in the positional arguments),
+    then ``backward(upstreams[0])`` and ``backward(upstreams[1])``. Its second forward's output,
+    and each backward's returned gradients and stored ones (``stored(instance)``: {name: array},
+    e.g. dLdW), must equal what a fresh instance gives for ``forward(*second)`` followed by that
+    backward alone.
+    """
+    def gradients(layer, upstream) -> dict:
+        returned = layer.backward(upstream)  # None from a layer whose input has no gradient
+        returned = returned if isinstance(returned, tuple) else (returned,) * (returned is not None)
+        return {**{f"returned gradient #{i + 1}": g for i, g in enumerate(returned)},
+                **stored(layer)}
+
+    layer = make()
+    with in_case(f"{what}: a first forward", inputs=first[0]):
+        layer.forward(*first)
+    with in_case(f"{what}: a second forward of other shapes and masks", inputs=second[0]):
+        out = layer.forward(*second)
+    with in_case(f"{what}: two backwards after the second forward", d_output=upstreams[0]):
+        mine = [gradients(layer, upstream) for upstream in upstreams]
+    fresh = make()
+    assert_close(f"{what}: the second forward's output (a fresh instance's is the truth)", out,
+                 fresh.forward(*second))
+    for index, upstream in enumerate(upstreams):
+        if index:
+            fresh = make()
+            fresh.forward(*second)
+        truth = gradients(fresh, upstream)
+        for name, expected in truth.items():
+            assert_close(f"{what}: backward #{index + 1} after the second forward, {name} (a "
+                         f"fresh instance's is the truth)", mine[index][name], expected)
+
+
+def check_second_call_is_fresh(layer: torch.nn.Module, first: dict, second: dict,
+                               what: str) -> None:
+    """In eval mode, ``layer(**first)`` then ``layer(**second)`` (other shapes, other masks) gives
+    the tensors a copy of ``layer`` made before the first call gives for ``second`` alone:
+    nothing of the first call (a mask, a length, a table) reaches the second."""
+    fresh = deepcopy(layer).eval()
+    layer.eval()
+    with torch.no_grad():
+        with in_case(f"{what}: a first call", **first):
+            layer(**first)
+        with in_case(f"{what}: a second call of other shapes and masks", **second):
+            got = tensors_in(layer(**second))
+        expected = tensors_in(fresh(**second))
+    for index, (mine, truth) in enumerate(zip(got, expected)):
+        assert mine.shape == truth.shape and torch.allclose(mine, truth, atol=1e-6), (
+            f"{what}: output #{index + 1} of a second call (shape {tuple(mine.shape)}) differs "
+            f"from a fresh layer's (shape {tuple(truth.shape)}) for the same input: keep nothing "
+            f"from one call for the next (a mask, a length)")
+
+
+def masks_on(device, lengths: list[int], length: int) -> dict:
+    """{"key_padding_mask": (N, T) bool, True at padding, "attn_mask": (T, T) bool, True above
+    the diagonal}, both on ``device``, for N = len(lengths) sequences of T = length positions."""
+    positions = torch.arange(length, device=device)
+    return {"key_padding_mask": positions[None] >= torch.tensor(lengths, device=device)[:, None],
+            "attn_mask": positions[None] > positions[:, None]}
+
+
+def check_layer_device_dtype_and_second_call(layer, what: str) -> None:
+    """``layer(x, key_padding_mask, attn_mask)`` (d_model 8): on the input's device and dtype
+    (meta, float64), and a second masked call of other shapes and masks equal to a fresh
+    layer's."""
+    def masked_call(device):
+        x = torch.zeros(2, 5, 8, device=device, dtype=torch.float64)
+        return layer.to(device, torch.float64)(x, **masks_on(device, [5, 3], 5))
+
+    torch.manual_seed(5)
+    check_second_call_is_fresh(layer, {"x": torch.randn(3, 6, 8), **masks_on("cpu", [6, 4, 2], 6)},
+                               {"x": torch.randn(2, 4, 8), **masks_on("cpu", [3, 4], 4)}, what)
+    check_built_on_input_device(masked_call, what, "the output and the weights",
+                                dtype=torch.float64)

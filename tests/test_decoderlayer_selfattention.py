@@ -2,6 +2,7 @@
 import torch
 
 from tests.test_sublayer_feedforward import reference_feed_forward
+from tests.numeric_checks import check_layer_device_dtype_and_second_call
 from tests.test_sublayer_selfattention import reference_self_attention
 from tests.failure_messages import in_case
 from tests.testing_framework import rubric, run_module
@@ -87,6 +88,15 @@ def test_causal_mask_blocks_the_future():
     after, _ = layer(changed, attn_mask=causal)
     assert torch.allclose(before[:, :5], after[:, :5], atol=1e-6), "outputs before position 5 must ignore later inputs"
     assert not torch.allclose(before[:, 5:], after[:, 5:]), "outputs from position 5 on must change"
+
+
+
+@rubric("Decoder layer")
+def test_follows_the_input_device_and_dtype_and_forgets_the_last_call():
+    from hw4lib.model import SelfAttentionDecoderLayer
+
+    check_layer_device_dtype_and_second_call(SelfAttentionDecoderLayer(8, 2, 16, dropout=0.1),
+                                             "SelfAttentionDecoderLayer(8, 2, 16)")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def test_causal_mask_is_on_the_input_device():
     from hw4lib.model import CausalMask
 
     check_built_on_input_device(lambda device: CausalMask(torch.zeros(2, 4, device=device)),
-                                "CausalMask")
+                                "CausalMask", "the mask")
 
 
 @rubric("Causal mask")

@@ -72,7 +72,7 @@ def test_pad_mask_is_on_the_input_device():
 
     check_built_on_input_device(
         lambda device: PadMask(torch.zeros(2, 4, device=device), torch.tensor([4, 2], device=device)),
-        "PadMask")
+        "PadMask", "the mask")
 
 
 if __name__ == "__main__":

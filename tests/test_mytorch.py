@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from hw4lib.grading_numbers import MYTORCH_RUBRIC
-from hw4lib.numeric_truths import (RTOL_TORCH, leaf, mask_with_visible_keys,
+from hw4lib.numeric_truths import (PROJECTIONS, RTOL_TORCH, leaf, mask_with_visible_keys,
                                    padding_and_causal_masks)
 from tests.numeric_checks import (assert_close, assert_unchanged, check_layer_against_torch,
+                                  check_second_calls,
                                   check_layer_finite_differences, check_mha_against_torch,
                                   check_mha_finite_differences, check_mha_fully_masked,
                                   check_sdpa_finite_differences, check_sdpa_fully_masked,
@@ -57,17 +58,37 @@ def test_linear_matches_torch_with_any_batch_dims():
     from mytorch.nn import Linear
 
     rng = np.random.default_rng(0)
-    in_features, out_features = 5, 3
-    for batch_dims in [(), (4,), (2, 3), (2, 3, 4), (2, 1, 3, 2)]:
+    cases = [(batch_dims, (5, 3)) for batch_dims in [(), (4,), (2, 3), (2, 3, 4), (2, 1, 3, 2)]]
+    cases += [((3, 2), (4, 1)), ((2,), (1, 3)), ((1,), (4, 1))]  # one feature out, or in
+    for batch_dims, (in_features, out_features) in cases:
         W, b = rng.standard_normal((out_features, in_features)), rng.standard_normal(out_features)
         A = rng.standard_normal((*batch_dims, in_features))
         dLdZ = rng.standard_normal((*batch_dims, out_features))
         layer = Linear(in_features, out_features)
         layer.init_weights(W, b)
-        with in_case("Linear(5, 3)", expect=f"Z of shape (*A.shape[:-1], out_features) = "
+        with in_case(f"Linear({in_features}, {out_features})", expect=f"Z of shape "
+                     f"(*A.shape[:-1], out_features) = "
                      f"{(*batch_dims, out_features)}, dLdA shaped like A", A=A, dLdZ=dLdZ):
             check_layer_against_torch(layer, torch.nn.functional.linear, A, W, b, dLdZ,
-                                      f"Linear on A {A.shape}", "Z")
+                                      f"Linear({in_features}, {out_features}) on A {A.shape}",
+                                      "Z")
+
+
+@rubric("Linear")
+def test_linear_second_calls_match_a_fresh_layer():
+    from mytorch.nn import Linear
+
+    rng = np.random.default_rng(16)
+    W, b = rng.standard_normal((3, 5)), rng.standard_normal(3)
+
+    def make():
+        layer = Linear(5, 3)
+        layer.init_weights(W, b)
+        return layer
+
+    check_second_calls(make, (rng.standard_normal((4, 2, 5)),), (rng.standard_normal((3, 5)),),
+                       (rng.standard_normal((3, 3)), rng.standard_normal((3, 3))),
+                       lambda layer: {"dLdW": layer.dLdW, "dLdb": layer.dLdb}, "Linear(5, 3)")
 
 
 @rubric("Linear")
@@ -169,6 +190,17 @@ def test_softmax_gradient_matches_finite_differences():
 
 
 @rubric("Softmax")
+def test_softmax_second_calls_match_a_fresh_softmax():
+    from mytorch.nn import Softmax
+
+    rng = np.random.default_rng(17)
+    check_second_calls(lambda: Softmax(dim=-1), (rng.standard_normal((2, 3, 4)),),
+                       (rng.standard_normal((5, 6)),),
+                       (rng.standard_normal((5, 6)), rng.standard_normal((5, 6))),
+                       lambda layer: {}, "Softmax(dim=-1)")
+
+
+@rubric("Softmax")
 def test_softmax_is_finite_for_huge_logits():
     from mytorch.nn import Softmax
 
@@ -211,6 +243,8 @@ SDPA_CASES = [  # (batch dims (N, ..., H), L, S, E, Ev, mask shape or None)
     ((2, 2, 3), 4, 6, 8, 3, (2, 2, 3, 4, 6)),
     ((3, 2), 6, 4, 3, 5, (3, 1, 1, 4)),
     ((4,), 3, 7, 6, 2, (4, 3, 7)),
+    ((2,), 1, 1, 3, 2, (1, 1)),  # one query, a single key
+    ((1, 1), 3, 1, 2, 3, None),
 ]
 
 
@@ -267,6 +301,20 @@ def test_sdpa_backward_uses_the_last_forward():
     for name, mine, truth in zip(("output", "dQ", "dK", "dV"), (out, dQ, dK, dV),
                                  (t_out, t_dQ, t_dK, t_dV)):
         assert_close(f"after a first forward with E 4 and a second with E 5: {name}", mine, truth)
+
+
+@rubric("ScaledDotProductAttention")
+def test_sdpa_second_calls_match_a_fresh_layer():
+    from mytorch.nn import ScaledDotProductAttention
+
+    rng = np.random.default_rng(18)
+    first = (*(rng.standard_normal((2, 3, 4)) for _ in range(3)),
+             mask_with_visible_keys(rng, (3, 3)))
+    second = (*(rng.standard_normal(shape) for shape in ((2, 2, 5), (2, 6, 5), (2, 6, 3))),
+              mask_with_visible_keys(rng, (2, 2, 6)))
+    check_second_calls(ScaledDotProductAttention, first, second,
+                       (rng.standard_normal((2, 2, 3)), rng.standard_normal((2, 2, 3))),
+                       lambda layer: {}, "ScaledDotProductAttention")
 
 
 @rubric("ScaledDotProductAttention")
@@ -339,19 +387,42 @@ def test_sdpa_rejects_bad_shapes_and_early_backward():
 @rubric("MultiHeadAttention")
 def test_mha_matches_torch_cross_attention_with_masks():
     rng = np.random.default_rng(10)
-    N, L, S, E, H = 3, 5, 7, 12, 3
-    key_padding_mask, attn_mask = padding_and_causal_masks(rng, N, L, S)
-    mask_cases = {"no masks": (None, None), "padding mask": (key_padding_mask, None),
-                  "causal mask": (None, attn_mask), "both masks": (key_padding_mask, attn_mask)}
-    for case, (padding, causal) in mask_cases.items():
-        weights = random_mha_weights(rng, E)
-        query, key, value = (rng.standard_normal((N, T, E)) for T in (L, S, S))
-        with in_case(f"MultiHeadAttention({E}, {H}), {case}", expect=f"output (N, L, E) = "
-                     f"{(N, L, E)}; heads (N, H, T, E / H); dquery, dkey, dvalue shaped like "
-                     f"query, key, value", query=query, key=key, value=value,
-                     key_padding_mask=padding, attn_mask=causal):
-            check_mha_against_torch(mytorch_mha(weights, H), weights, H, query, key, value,
-                                    padding, causal, rng.standard_normal((N, L, E)), case)
+    shapes = [(3, 5, 7, 12, 3), (1, 1, 1, 4, 2), (2, 3, 1, 6, 1), (1, 4, 3, 4, 4)]
+    for N, L, S, E, H in shapes:  # then one query, a single key, one head, as many heads as E
+        for case, (padding, causal) in mha_mask_cases(*padding_and_causal_masks(rng, N, L, S)):
+            weights = random_mha_weights(rng, E)
+            query, key, value = (rng.standard_normal((N, T, E)) for T in (L, S, S))
+            with in_case(f"MultiHeadAttention({E}, {H}), {case}", expect=f"output (N, L, E) = "
+                         f"{(N, L, E)}; heads (N, H, T, E / H); dquery, dkey, dvalue shaped like "
+                         f"query, key, value", query=query, key=key, value=value,
+                         key_padding_mask=padding, attn_mask=causal):
+                check_mha_against_torch(mytorch_mha(weights, H), weights, H, query, key, value,
+                                        padding, causal, rng.standard_normal((N, L, E)), case)
+
+
+def mha_mask_cases(key_padding_mask, attn_mask) -> list[tuple[str, tuple]]:
+    """[(case name, (key_padding_mask or None, attn_mask or None))]: none, each, both."""
+    return [("no masks", (None, None)), ("padding mask", (key_padding_mask, None)),
+            ("causal mask", (None, attn_mask)), ("both masks", (key_padding_mask, attn_mask))]
+
+
+@rubric("MultiHeadAttention")
+def test_mha_second_calls_match_a_fresh_layer():
+    """Masked forwards of other shapes and masks on one instance: what the first merged or
+    stored must not reach the second."""
+    rng = np.random.default_rng(19)
+    E, H = 6, 2
+    weights = random_mha_weights(rng, E)
+    calls = []
+    for N, L, S in ((3, 4, 6), (2, 3, 5)):
+        padding, causal = padding_and_causal_masks(rng, N, L, S)
+        padding[-1, 1:] = True  # another padding in each call; key 0 stays visible
+        calls.append((*(rng.standard_normal((N, T, E)) for T in (L, S, S)), padding, causal))
+    check_second_calls(lambda: mytorch_mha(weights, H), *calls,
+                       (rng.standard_normal((2, 3, E)), rng.standard_normal((2, 3, E))),
+                       lambda mha: {f"{name}.{grad}": getattr(getattr(mha, name), grad)
+                                    for name in PROJECTIONS for grad in ("dLdW", "dLdb")},
+                       f"MultiHeadAttention({E}, {H})")
 
 
 @rubric("MultiHeadAttention")

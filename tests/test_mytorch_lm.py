@@ -13,8 +13,8 @@ import torch
 
 from tests.numeric_checks import (RTOL_FINITE_DIFF, RTOL_TORCH, FixedDropout, assert_close,
                                   assert_matches_finite_differences, check_layer_against_torch,
-                                  check_layer_finite_differences, fixed_dropout, leaf,
-                                  numerical_gradient)
+                                  check_layer_finite_differences, check_second_calls,
+                                  fixed_dropout, leaf, numerical_gradient)
 from tests.testing_framework import rubric, run_module
 
 RUBRIC = {"Bonus": 0}
@@ -206,6 +206,62 @@ def test_dropout_masks_and_scales_in_training_only():
     assert np.array_equal(layer.forward(A), A), "Dropout in evaluation mode must be the identity"
     assert np.array_equal(layer.backward(upstream), upstream), \
         "Dropout.backward in evaluation mode must pass the gradient unchanged"
+
+
+@rubric("Bonus")
+def test_layers_keep_nothing_from_one_call_for_the_next():
+    """Each layer's second forward (other shapes) and two backwards after it, against a fresh
+    layer; Dropout draws a new mask at every forward; a second backward of the loss after one
+    forward gives the first's gradient again."""
+    from hw4lib.model import SelfAttentionDecoderLayer
+    from mytorch.nn import GELU, CrossEntropyLoss, Dropout, Embedding, LayerNorm
+    from mytorch.nn import SelfAttentionDecoderLayer as TwinDecoderLayer
+
+    rng = np.random.default_rng(9)
+    W, gain, bias = rng.standard_normal((VOCAB, 5)), rng.standard_normal(6), rng.standard_normal(6)
+    weights = randomize_(SelfAttentionDecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0), 9)
+
+    def loaded(layer, *weights):
+        layer.init_weights(*weights)
+        return layer
+
+    def decoder_layer():
+        twin = TwinDecoderLayer(D_MODEL, HEADS, D_FF)
+        twin_from_torch(twin, weights)
+        return twin
+
+    check_second_calls(  # its sublayers and their MultiHeadAttention, with other masks
+        decoder_layer, (rng.standard_normal((3, 6, D_MODEL)), *masks(np.array([6, 4, 2]), 6)),
+        (rng.standard_normal((2, 4, D_MODEL)), *masks(np.array([3, 4]), 4)),
+        (rng.standard_normal((2, 4, D_MODEL)), rng.standard_normal((2, 4, D_MODEL))),
+        lambda layer: {}, "SelfAttentionDecoderLayer (the twin)")
+
+    cases = [  # (what, make, first input, second input, what backward stores)
+        ("Embedding", lambda: loaded(Embedding(VOCAB, 5), W), np.array([[1, 3], [3, 0]]),
+         np.array([4, 4, 2]), lambda layer: {"dLdW": layer.dLdW}),
+        ("LayerNorm", lambda: loaded(LayerNorm(6), gain, bias), rng.standard_normal((2, 3, 6)),
+         rng.standard_normal((3, 6)), lambda layer: {"dLdW": layer.dLdW, "dLdb": layer.dLdb}),
+        ("GELU", GELU, rng.standard_normal((2, 3, 6)), rng.standard_normal((3, 6)),
+         lambda layer: {}),
+    ]
+    for what, make, first, second, stored in cases:
+        shape = (*second.shape, 5) if what == "Embedding" else second.shape
+        check_second_calls(make, (first,), (second,),
+                           (rng.standard_normal(shape), rng.standard_normal(shape)), stored, what)
+
+    dropout, ones = Dropout(0.5, np.random.default_rng(8)), np.ones((40, 50))
+    dropout.forward(ones)
+    second = dropout.forward(ones)
+    assert not np.array_equal(second, Dropout(0.5, np.random.default_rng(8)).forward(ones)), (
+        "Dropout: a second forward must draw a new mask, not reuse the first call's")
+    assert_close("Dropout.backward after two forwards: the second forward's mask",
+                 dropout.backward(ones), second)
+
+    loss_fn, logits = CrossEntropyLoss(), rng.standard_normal((3, 4, 7))
+    loss_fn.forward(logits, rng.integers(0, 7, size=(3, 4)))
+    first_gradient = loss_fn.backward().copy()
+    assert_close("CrossEntropyLoss: a second backward after one forward (the first is the "
+                 "truth)", loss_fn.backward(), first_gradient)
 
 
 @rubric("Bonus")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tests.failure_messages import in_case
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import check_built_on_input_device, rubric, run_module
 
 RUBRIC = {"Positional encoding": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -110,6 +110,20 @@ def test_too_long_input_raises_a_clear_error():
     assert "11" in str(error.value) and "10" in str(error.value), (
         f"the error must name the length (11) and max_len (10), got: {error.value}"
     )
+
+
+
+@rubric("Positional encoding")
+def test_forward_follows_the_input_device_and_dtype():
+    """The table is a buffer: it moves with the module (``.to(device, dtype)``), so forward needs
+    no new tensor; one built there (a table rebuilt from torch.arange) lands on the CPU."""
+    from hw4lib.model import PositionalEncoding
+
+    layer = PositionalEncoding(8, 10)
+    check_built_on_input_device(
+        lambda device: layer.to(device, torch.float64)(
+            torch.zeros(2, 5, 8, device=device, dtype=torch.float64)),
+        "PositionalEncoding", "the output", dtype=torch.float64)
 
 
 if __name__ == "__main__":

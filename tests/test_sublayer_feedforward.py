@@ -5,9 +5,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.numeric_checks import FixedDropout, fixed_dropout
+from tests.numeric_checks import FixedDropout, check_second_call_is_fresh, fixed_dropout
 from tests.failure_messages import in_case
-from tests.testing_framework import rubric, run_module
+from tests.testing_framework import check_built_on_input_device, rubric, run_module
 
 RUBRIC = {"Feed-forward sublayer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -151,6 +151,27 @@ def test_each_dropout_sits_where_it_belongs():
         f"{(out - expected).abs().max():.2e}: dropout goes on the FFN output only, not on the "
         "residual stream x"
     )
+
+
+
+@rubric("Feed-forward sublayer")
+def test_follows_the_input_device_and_dtype():
+    from hw4lib.model import FeedForwardLayer
+
+    layer = FeedForwardLayer(8, 16, dropout=0.1)
+    check_built_on_input_device(
+        lambda device: layer.to(device, torch.float64)(
+            torch.zeros(2, 5, 8, device=device, dtype=torch.float64)),
+        "FeedForwardLayer", "the output", dtype=torch.float64)
+
+
+@rubric("Feed-forward sublayer")
+def test_a_second_call_of_another_shape_matches_a_fresh_layer():
+    from hw4lib.model import FeedForwardLayer
+
+    torch.manual_seed(4)
+    check_second_call_is_fresh(FeedForwardLayer(8, 16), {"x": torch.randn(3, 6, 8)},
+                               {"x": torch.randn(1, 1, 8)}, "FeedForwardLayer(8, 16)")
 
 
 if __name__ == "__main__":

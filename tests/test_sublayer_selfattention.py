@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.numeric_checks import FixedDropout, fixed_dropout
+from tests.numeric_checks import (FixedDropout, check_layer_device_dtype_and_second_call,
+                                  fixed_dropout)
 from tests.failure_messages import in_case
 from tests.testing_framework import rubric, run_module
 
@@ -195,6 +196,15 @@ def test_each_dropout_sits_where_it_belongs():
     assert torch.allclose(weights, expected_weights, atol=1e-6), (
         f"with fixed dropout masks, the returned weights differ by {(weights - expected_weights).abs().max():.2e}"
     )
+
+
+
+@rubric("Self-attention sublayer")
+def test_follows_the_input_device_and_dtype_and_forgets_the_last_call():
+    from hw4lib.model import SelfAttentionLayer
+
+    check_layer_device_dtype_and_second_call(SelfAttentionLayer(8, 2, dropout=0.1),
+                                             "SelfAttentionLayer(8, 2)")
 
 
 if __name__ == "__main__":

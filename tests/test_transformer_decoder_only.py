@@ -9,7 +9,8 @@ import yaml
 from torch import nn
 
 from tests.failure_messages import in_case
-from tests.testing_framework import rubric, run_module
+from tests.numeric_checks import check_second_call_is_fresh
+from tests.testing_framework import check_built_on_input_device, rubric, run_module
 
 RUBRIC = {"Decoder-only Transformer": 0}
 # Graded only through the language model's perplexity (testing_framework.py).
@@ -392,6 +393,30 @@ def test_bad_configs_and_inputs_raise_clear_errors():
         model(torch.full((1, 3), TINY["num_classes"]))
     with pytest.raises(ValueError):
         model(torch.zeros(1, 3))
+
+
+
+@rubric("Decoder-only Transformer")
+def test_follows_the_input_device_and_dtype():
+    """Every tensor forward builds (the masks, the positions) on the tokens' device, every float
+    in the model's dtype: here meta (a CPU-built mask is off it, as on a GPU) and float64."""
+    model = tiny_model(dropout=0.1)
+
+    def forward(device):
+        tokens = torch.zeros(2, 5, dtype=torch.long, device=device)
+        return model.to(device, torch.float64)(tokens, torch.tensor([5, 3], device=device))
+
+    check_built_on_input_device(forward, "DecoderOnlyTransformer", "the logits and the weights",
+                                dtype=torch.float64)
+
+
+@rubric("Decoder-only Transformer")
+def test_a_second_forward_of_other_lengths_matches_a_fresh_model():
+    check_second_call_is_fresh(
+        tiny_model(),
+        {"padded_targets": random_tokens(3, 6), "target_lengths": torch.tensor([6, 4, 2])},
+        {"padded_targets": random_tokens(2, 4, seed=1), "target_lengths": torch.tensor([3, 4])},
+        "DecoderOnlyTransformer")
 
 
 if __name__ == "__main__":

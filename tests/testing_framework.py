@@ -37,18 +37,21 @@ Tests may take any pytest fixture (``tmp_path``, ``monkeypatch``, ``capsys``...)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
+import linecache
 import os
 import sys
 import time
 import types
+from contextlib import contextmanager
 from typing import Callable
 from unittest import mock
 
 import pytest
 
-from tests.failure_messages import describe, device_check_failure
+from tests.failure_messages import describe, device_check_failure, readable
 
 CATEGORY_ATTR = "_rubric_category"
 GIVEN_CODE = "given code: no action needed"
@@ -100,35 +103,174 @@ def collect(module) -> dict[str, list[Callable]]:
     return grouped
 
 
-def check_built_on_input_device(build: Callable, what: str) -> None:
-    """Fail unless ``build(device)`` returns a tensor on ``device``, with every tensor the student's
-    code creates placed on its input's device.
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+FIX = "build it on the input's device (torch.arange(..., device=x.device), ...)"
+# Calls that may take tensors on two devices: CPU indices index a GPU tensor; Module.to's check.
+UNMIXED = ("__getitem__", "__setitem__", "_has_compatible_shallow_copy_type")
 
-    ``build(device)`` must create its inputs with ``device=device``. It runs with a CPU input while
-    torch's default device is ``meta`` (shapes, no data), so a tensor made without ``device=``
-    lands on meta instead of the input's device, as it would land on the CPU in a GPU run; then
-    on CUDA, when there is one.
+
+def code_line(frame: types.FrameType | None) -> tuple[str, int, str] | None:
+    """(file name, line number, source) of the innermost frame from ``frame`` outwards that is
+    neither torch's nor this folder's: the line of the code under test that made a call. None
+    when the call came from a test itself."""
+    import torch
+
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith(torch_dir):
+            if path.startswith(TESTS_DIR):
+                return None
+            source = linecache.getline(path, frame.f_lineno).strip()
+            return os.path.basename(path), frame.f_lineno, source
+        frame = frame.f_back
+    return None
+
+
+def tensors_in(value) -> list:
+    """The tensors in ``value``: a tensor, or a tuple, list or dict holding some (nested)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [tensor for item in value for tensor in tensors_in(item)]
+    return []
+
+
+def _make_placement_recorder(device):
+    """A torch function mode that follows, for the code under test (:func:`code_line`), the
+    tensors it builds off ``device``: where each was first built (``origin``), the first torch
+    call that mixes one with a tensor on ``device`` (``mixed``: a crash on a GPU; meta's kernels
+    do not always raise), and the copies it makes of a meta tensor on the CPU (``copies``:
+    ``.cpu()`` cannot copy out of meta, so it gets zeros of that shape instead, as
+    :func:`meta_reads_zeros` reads)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from hw4lib.utils.devices import same_device
+
+    def off(tensor) -> bool:
+        return tensor.dim() > 0 and not same_device(tensor.device, device)
+
+    class PlacementRecorder(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.built: dict[int, tuple] = {}  # id -> (tensor, where it was first built)
+            self.mixed: str | None = None
+            self.copies: list[str] = []
+
+        def origin(self, tensor) -> str | None:
+            entry = self.built.get(id(tensor))
+            return entry[1] if entry is not None and entry[0] is tensor else None
+
+        def __torch_function__(self, func, types_, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            given = tensors_in(list(args)) + tensors_in(kwargs)
+            strays = [tensor for tensor in given if off(tensor)]
+            name = getattr(func, "__name__", "")
+            if (strays and self.mixed is None and name not in UNMIXED
+                    and any(not off(t) and t.dim() > 0 for t in given)):
+                where = self.where(func)
+                culprit = next(filter(None, map(self.origin, strays)), None)
+                if where or culprit:
+                    self.mixed = (f"{culprit or 'a tensor'} was built on {strays[0].device} and "
+                                  f"meets a tensor on {device} in {where or name}")
+            try:
+                result = func(*args, **kwargs)
+            except NotImplementedError as error:
+                if "meta" not in str(error) or not given:
+                    raise
+                result = torch.zeros(given[0].shape, dtype=given[0].dtype)
+                self.copies.append(self.where(func) or name)
+            inherited = next(filter(None, map(self.origin, strays)), None)
+            for tensor in tensors_in(result):
+                if off(tensor) and self.origin(tensor) is None:
+                    where = self.where(func)
+                    if inherited or where:
+                        self.built[id(tensor)] = (tensor, inherited or f"the tensor made by {where}")
+            return result
+
+        def where(self, func) -> str | None:
+            """The call and its line in the code under test: None from a test."""
+            line = code_line(sys._getframe(2))
+            if line is None:
+                return None
+            name = getattr(func, "__name__", readable(func))
+            method = "Tensor" in getattr(func, "__qualname__", "")
+            call = f".{name}()" if method else f"torch.{name}(...)"
+            return f"{call} at {line[0]}:{line[1]} (`{line[2]}`)"
+
+    return PlacementRecorder()
+
+
+@contextmanager
+def meta_reads_zeros():
+    """While active, reading a value out of a meta tensor (``if t.any()``, ``int(t)``,
+    ``.item()``, ``.tolist()``) reads zeros: code that looks at its data runs on meta."""
+    import torch
+
+    def reads_zeros(real):
+        return lambda self: real(torch.zeros(self.shape, dtype=self.dtype) if self.is_meta
+                                 else self)
+
+    with contextlib.ExitStack() as stack:
+        for name in ("__bool__", "__int__", "item", "tolist"):
+            stack.enter_context(mock.patch.object(torch.Tensor, name,
+                                                  reads_zeros(getattr(torch.Tensor, name))))
+        yield
+
+
+def check_built_on_input_device(build: Callable, what: str, built: str = "the result",
+                                dtype=None) -> None:
+    """Fail unless ``build(device)`` returns tensors on ``device`` (``built``: what they are, in
+    the student's words), and no tensor the code under test builds elsewhere meets one on it.
+
+    ``build(device)`` must create its inputs with ``device=device`` (and move any module there).
+    It runs on CUDA when there is one, then with the input on ``meta`` (shapes, no data; reading
+    one reads zeros) while torch's default device is the CPU, so a tensor built on the CPU
+    (``torch.ones(T, T)`` without ``device=``, ``torch.from_numpy``, a ``.cpu()`` copy) is off
+    the input's device, as it would be in a GPU run. A module moved to ``device`` by ``build``
+    ends on meta. A failure names the first line that built such a tensor. ``dtype``: the
+    floating dtype of the input, when every floating result must have it too.
     """
     import torch
 
     from hw4lib.utils.devices import same_device
 
-    runs = [(torch.device("cpu"), torch.device("meta"))]
+    runs = [(torch.device("meta"), torch.device("cpu"))]
     if torch.cuda.is_available():
-        runs.append((torch.device("cuda"), torch.device("cpu")))
-    fix = "build every tensor on the input's device (torch.arange(..., device=x.device), ...)"
+        runs.insert(0, (torch.device("cuda"), torch.device("cpu")))  # before meta: no way back
     for device, default in runs:
+        recorder = _make_placement_recorder(device)
+        setting = f"of an input on the {device} device"
+        error = None
         try:
-            with default:
+            with default, meta_reads_zeros(), recorder:
                 result = build(device)
         except NotImplementedError:
-            raise
-        except RuntimeError as error:
-            raise device_check_failure(error, f"{what} of an input on the {device} device",
-                                       f"while torch's default device was {default}", fix) from None
-        assert same_device(result.device, device), (
-            f"{what} of an input on the {device} device returned a tensor on {result.device} "
-            f"(torch's default device in this check): {fix}")
+            raise  # the handout's stub: not written yet
+        except (RuntimeError, TypeError) as raised:
+            error = raised
+        copies = "".join(f" (from a copy on the CPU made by {where})"
+                         for where in recorder.copies[:1])
+        if recorder.mixed:
+            raise AssertionError(f"{what} {setting}: {recorder.mixed}{copies}; {FIX}")
+        if error is not None:
+            raise device_check_failure(error, f"{what} {setting}",
+                                       f"while torch's default device was {default}",
+                                       FIX) from None
+        for tensor in tensors_in(result) or [result]:
+            origin = recorder.origin(tensor) if isinstance(tensor, torch.Tensor) else None
+            assert same_device(tensor.device, device), (
+                f"{what} {setting}: {built} was built on {tensor.device}"
+                f"{f' ({origin})' if origin else ''}{copies}; {FIX}")
+            if dtype is not None and tensor.is_floating_point():
+                assert tensor.dtype == dtype, (
+                    f"{what} of a {dtype} input: {built} came back in {tensor.dtype}; build every "
+                    f"tensor with the input's dtype (dtype=x.dtype)")
 
 
 def skip_reason(report) -> str:

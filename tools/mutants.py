@@ -217,9 +217,11 @@ def test_command(test: str) -> list[str]:
 
 # The third-party packages a test run imports, ~3 CPU s of the ~5 s an entry takes on its own.
 # torch.fx.experimental.symbolic_shapes (sympy, ~0.9 s of CPU) is what torch imports the first
-# time a test calls backward with a gradient tensor, as most component tests do.
-PRELOAD = ("numpy", "torch", "torch.fx.experimental.symbolic_shapes", "pytest", "yaml",
-           "pydantic", "tokenizers", "tqdm")
+# time a test calls backward with a gradient tensor, as most component tests do; torch._dynamo
+# (~0.7 s) the first time an operation without a C++ meta kernel (torch.triu) runs on the meta
+# device, as the device checks of the model's parts do (testing_framework.check_built_on_input_device).
+PRELOAD = ("numpy", "torch", "torch.fx.experimental.symbolic_shapes", "torch._dynamo", "pytest",
+           "yaml", "pydantic", "tokenizers", "tqdm")
 # The preloaded parent (:class:`Preloaded`), run as ``python -c`` in the copy: it imports PRELOAD
 # and nothing of the tree, then for each request (a JSON line: ``python -m`` arguments, an output
 # file, a timeout) forks a child that runs them as ``python -m`` would, in a fresh session whose

@@ -155,17 +155,85 @@ def test_device_check_rejects_a_tensor_built_without_device():
     from tests.testing_framework import check_built_on_input_device
 
     check_built_on_input_device(lambda device: torch.zeros(3, device=device) + 1, "a sum")
-    with pytest.raises(AssertionError, match="returned a tensor on meta"):
-        check_built_on_input_device(lambda device: torch.zeros(3), "a tensor without device=")
-    with pytest.raises(AssertionError, match="failed while torch's default device was meta"):
+    with pytest.raises(AssertionError, match="a tensor without device= of an input on the meta "
+                       "device: the sum was built on cpu; build it on the input's device"):
+        check_built_on_input_device(lambda device: torch.zeros(3), "a tensor without device=",
+                                    "the sum")
+    with pytest.raises(AssertionError, match="failed while torch's default device was cpu"):
         check_built_on_input_device(lambda device: torch.zeros(3, device=device) + torch.ones(3),
                                     "a mixed sum")
     # A dtype bug is named as one, though it raised in the device check.
-    with pytest.raises(AssertionError, match="a dtype error: an in-place operation .* writes "
-                       "Float values into a Long tensor.*not a device problem"):
+    with pytest.raises(AssertionError, match="a dtype error: an in-place .* writes "
+                       "float values into an integer tensor.*not a device problem"):
         check_built_on_input_device(
             lambda device: torch.zeros(3, dtype=torch.long, device=device).add_(
                 torch.full((3,), 0.5, device=device)), "an accumulator")
+
+
+DEVICE_LINES = """
+import torch
+
+
+def mask_of(x):
+    ones = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool)
+    return torch.triu(ones, diagonal=1)
+
+
+def mask_moved_back(x):
+    return mask_of(x).to(x.device)
+
+
+def table_added(x):
+    return x + torch.zeros(x.shape[-1])
+
+
+def mask_of_a_copy(x):
+    return mask_of(x.cpu())
+
+
+def lengths_moved_back(x):
+    return x.cpu().sum(-1).to(x.device)
+
+
+def in_float32(x):
+    return x.float()
+"""
+
+
+def test_device_check_names_the_tensor_built_elsewhere_and_its_line(tmp_path, monkeypatch):
+    """Code under test (outside tests/) that returns a tensor built on the CPU, or mixes one with
+    the input, is named by the line that built it, with the CPU copy it came from; a tensor built
+    on the CPU and moved to the input's device passes (slow, not wrong)."""
+    import torch
+
+    from tests.testing_framework import check_built_on_input_device
+
+    (tmp_path / "device_lines.py").write_text(DEVICE_LINES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import device_lines as code
+
+    def check(function, dtype=None):
+        check_built_on_input_device(lambda device: function(
+            torch.zeros(2, 4, device=device, dtype=dtype)), "the code", "the mask", dtype=dtype)
+
+    built_by_ones = (r"the tensor made by torch.ones\(...\) at device_lines.py:6 "
+                     r"\(`ones = torch.ones\(x.shape\[1\], x.shape\[1\], dtype=torch.bool\)`\)")
+    with pytest.raises(AssertionError, match=r"the code of an input on the meta device: the mask "
+                       rf"was built on cpu \({built_by_ones}\); build it on the input's device"):
+        check(code.mask_of)
+    with pytest.raises(AssertionError, match=r"the tensor made by torch.zeros\(...\) at "
+                       r"device_lines.py:15 .* was built on cpu and meets a tensor on meta in "
+                       r".add\(\) at device_lines.py:15"):
+        check(code.table_added)
+    with pytest.raises(AssertionError, match=rf"was built on cpu \({built_by_ones}\) \(from a "
+                       r"copy on the CPU made by .cpu\(\) at device_lines.py:19 "):
+        check(code.mask_of_a_copy)
+    check(code.mask_moved_back)
+    check(code.lengths_moved_back)
+    with pytest.raises(AssertionError, match=r"of a torch.float64 input: the mask came back in "
+                       r"torch.float32; build every tensor with the input's dtype"):
+        check(code.in_float32, torch.float64)
+    check(code.lengths_moved_back, torch.float64)
 
 
 STUDENT_LINES = """

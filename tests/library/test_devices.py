@@ -57,10 +57,10 @@ def test_the_device_check_accepts_cuda_0_for_cuda(current_gpu):
 
 def test_the_device_check_still_rejects_another_gpu_and_the_cpu(current_gpu):
     current_gpu(0)
-    with pytest.raises(AssertionError, match="on the cuda device returned a tensor on cuda:1"):
-        check_built_on_input_device(_simulated_gpu_build(1), "CausalMask")
-    with pytest.raises(AssertionError, match="on the cpu device returned a tensor on meta"):
-        check_built_on_input_device(lambda device: torch.zeros(2), "CausalMask")
+    with pytest.raises(AssertionError, match="on the cuda device: the mask was built on cuda:1"):
+        check_built_on_input_device(_simulated_gpu_build(1), "CausalMask", "the mask")
+    with pytest.raises(AssertionError, match="on the cuda device: the mask was built on cpu"):
+        check_built_on_input_device(lambda device: torch.zeros(2), "CausalMask", "the mask")
 
 
 def test_the_trainers_device_is_resolved(current_gpu):

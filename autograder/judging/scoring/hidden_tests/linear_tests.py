@@ -24,11 +24,13 @@ def linear_truth(W, b, A, dLdZ):
 
 @hidden_test("Linear", 2)
 def linear_against_torch_for_two_upstream_gradients(p: Program, rng: Generator) -> Check:
-    """Z, dLdA and the stored dLdW, dLdb for batches of 1 to 4 dimensions, two upstream gradients
-    each, against PyTorch; A and each upstream gradient must come back unmodified."""
-    in_features, out_features = 7, 4
+    """Z, dLdA and the stored dLdW, dLdb for batches of 1 to 4 dimensions, one output feature and
+    one input feature, two upstream gradients each, against PyTorch; A and each upstream gradient
+    must come back unmodified."""
     pending, echoes, upstreams = [], [], []
-    for batch_dims in [(3,), (1,), (2, 5), (3, 2, 2), (2, 2, 1, 3)]:
+    for batch_dims, (in_features, out_features) in [
+            ((3,), (7, 4)), ((1,), (7, 4)), ((2, 5), (7, 4)), ((3, 2, 2), (7, 4)),
+            ((2, 2, 1, 3), (7, 4)), ((3, 2), (4, 1)), ((2,), (1, 3))]:  # one feature out, in
         W, b = rng.standard_normal((out_features, in_features)), rng.standard_normal(out_features)
         A = rng.standard_normal((*batch_dims, in_features))
         a = p.array(A)
@@ -39,7 +41,8 @@ def linear_against_torch_for_two_upstream_gradients(p: Program, rng: Generator) 
             upstream = p.array(dLdZ)
             refs = (p.call(layer, "forward", a), p.call(layer, "backward", upstream),
                     p.get(layer, "dLdW"), p.get(layer, "dLdb"))
-            pending.append((f"A {A.shape}, upstream gradient #{attempt + 1}", refs,
+            pending.append((f"Linear({in_features}, {out_features}), A {A.shape}, upstream "
+                            f"gradient #{attempt + 1}", refs,
                             linear_truth(W, b, A, dLdZ)))
             upstreams.append((p.echo(upstream), dLdZ))
         echoes.append((p.echo(a), A))

@@ -110,7 +110,7 @@ def mha_cross_attention_against_torch_for_two_upstream_gradients(p: Program,
     torch.nn.MultiheadAttention, with no mask, padding, causal and both masks, two upstream
     gradients each; query, key, value and each upstream gradient must come back unmodified."""
     checks, echoes = [], []
-    for N, L, S, E, H in [(2, 6, 4, 8, 4), (3, 3, 9, 6, 1), (1, 5, 5, 10, 5)]:
+    for N, L, S, E, H in [(2, 6, 4, 8, 4), (3, 3, 9, 6, 1), (1, 5, 5, 10, 5), (1, 1, 1, 4, 2)]:
         weights = weights_for(rng, E)
         padding, causal = padded_masks(rng, N, L, S)
         for case, (pad, cau) in {"no mask": (None, None), "padding": (padding, None),
@@ -167,11 +167,14 @@ def mha_self_attention_with_one_array_for_query_key_value(p: Program, rng: Gener
 
 @hidden_test("MultiHeadAttention", 3)
 def mha_second_forward_replaces_the_first(p: Program, rng: Generator) -> Check:
-    """After a forward of other shapes, a masked forward and backward match PyTorch."""
+    """After a masked forward of other shapes and other masks, a masked forward and backward
+    match PyTorch (what the first call merged or stored must not reach the second)."""
     E, H = 6, 2
     weights = weights_for(rng, E)
     mha = new_mha(p, weights, H)
-    p.call(mha, "forward", *(rng.standard_normal((4, 7, E)) for _ in range(3)))
+    first_padding, first_causal = padded_masks(rng, 4, 7, 7)
+    p.call(mha, "forward", *(rng.standard_normal((4, 7, E)) for _ in range(3)),
+           key_padding_mask=first_padding, attn_mask=first_causal)
     arrays = [rng.standard_normal((2, T, E)) for T in (3, 5, 5)]
     padding, causal = padded_masks(rng, 2, 3, 5)
     check = mha_against_torch(p, mha, weights, H, [p.array(x) for x in arrays], arrays, padding,

@@ -56,6 +56,7 @@ def sdpa_against_explicit_torch_formula(p: Program, rng: Generator) -> Check:
         ((2, 2), 7, 3, 5, 2, (2, 2, 7, 3)),
         ((3,), 2, 6, 4, 4, (3, 1, 6)),
         ((1, 1, 1, 2), 3, 4, 2, 3, (4,)),
+        ((2,), 1, 1, 3, 2, (1, 1)),  # one query, a single key
     ]
     pending, echoes, upstreams = [], [], []
     for batch, L, S, E, Ev, mask_shape in cases:
