@@ -298,8 +298,12 @@ class Preloaded:
     def run(self, test: str, timeout_s: float) -> Outcome:
         """Run ``test`` (:func:`test_command`) up to its first failing test (the rubric runner
         reads ``-x`` from PYTEST_ADDOPTS as pytest does); never raises on test failure."""
+        return self.run_argv(test_command(test), timeout_s)
+
+    def run_argv(self, argv: list[str], timeout_s: float) -> Outcome:
+        """Run ``python -m`` with ``argv`` in the copy; never raises on test failure."""
         start = time.perf_counter()
-        request = {"argv": test_command(test), "output": str(self.output), "timeout": timeout_s}
+        request = {"argv": list(argv), "output": str(self.output), "timeout": timeout_s}
         self.server.stdin.write(json.dumps(request) + "\n")
         self.server.stdin.flush()
         answer = self.server.stdout.readline()
