@@ -26,7 +26,8 @@ reason is required.
     python -m tools.mutation                                  # every file of the table
     python -m tools.mutation autograder/classroom/late_policy.py
     python -m tools.mutation --changed                        # lines changed since the base
-    python -m tools.mutation --set-base                       # record HEAD as the base
+    python -m tools.mutation --set-base                       # record HEAD as the base (make
+                                                              # mutation SET_BASE=1)
     python -m tools.mutation --list autograder/sandboxed/wire.py   # the mutants, run nothing
 
 ``--changed`` mutates only the lines that differ between the work tree and the commit recorded in
@@ -150,8 +151,10 @@ def excluded_lines(name: str, text: str) -> tuple[set[int], set[int]]:
     return solution, equivalent
 
 
-def mutants_of(name: str, text: str, operators: list[str]) -> list[Mutant]:
-    """Every mutant of file ``name`` (contents ``text``) by ``operators``, in file order."""
+def mutants_of(name: str, text: str, operators: list[str],
+               only: set[int] | None = None) -> list[Mutant]:
+    """The mutants of file ``name`` (contents ``text``) by ``operators``, on the lines ``only``
+    (None: everywhere), in file order. Each is made by parsing the file anew: filter here."""
     import cosmic_ray.plugins
     from cosmic_ray.ast import ast_nodes, get_ast
     from cosmic_ray.mutating import mutate_code
@@ -164,6 +167,8 @@ def mutants_of(name: str, text: str, operators: list[str]) -> list[Mutant]:
         positions = [start for node in ast_nodes(module)
                      for start, _end in operator.mutation_positions(node)]
         for occurrence, (line, _column) in enumerate(positions):
+            if only is not None and line not in only:
+                continue
             code = mutate_code(text, operator, occurrence)
             if code is None or code == text:
                 continue
@@ -192,12 +197,20 @@ def changed_lines(base: str, names: list[str], root: Path = REPO_ROOT) -> dict[s
     return changed
 
 
-def read_base(path: Path = REPO_ROOT / BASE_NAME) -> str:
-    """The base commit recorded in ``path`` (its first word)."""
+def read_base(root: Path = REPO_ROOT) -> str:
+    """The base commit recorded in ``root``'s tools/mutation_base.txt (its first word), checked
+    to be a commit of ``root``'s history."""
+    path = root / BASE_NAME
     if not path.is_file() or not path.read_text().split():
-        raise MutationError(f"no base commit in {path}: record one with "
-                            f"'python -m tools.mutation --set-base'")
-    return path.read_text().split()[0]
+        raise MutationError(f"no base commit in {path}: record one with 'make mutation SET_BASE=1'")
+    base = path.read_text().split()[0]
+    known = subprocess.run(["git", "cat-file", "-e", f"{base}^{{commit}}"], cwd=root,
+                           capture_output=True).returncode == 0
+    if not known:
+        raise MutationError(f"{BASE_NAME} names {base}, which is not a commit of this clone (a "
+                            f"shallow clone? fetch the history), or record another with "
+                            f"'make mutation SET_BASE=1'")
+    return base
 
 
 @dataclass
@@ -272,9 +285,8 @@ def select(config: Config, names: list[str], lines: dict[str, set[int]] | None,
         text = (root / name).read_text()
         solution, equivalent = excluded_lines(name, text)
         row = rows[name] = FileRow()
-        for mutant in mutants_of(name, text, config.operators):
-            if mutant.line in solution or (lines is not None and mutant.line not in lines[name]):
-                continue
+        only = set(range(1, text.count("\n") + 2)) if lines is None else lines[name]
+        for mutant in mutants_of(name, text, config.operators, only - solution):
             row.mutants += 1
             if mutant.line in equivalent:
                 row.equivalent += 1
@@ -397,7 +409,7 @@ def _main(args: argparse.Namespace) -> int:
                             f"add each with the test files that exercise it")
     lines = None
     if args.changed or args.base:
-        base = args.base or read_base(root / BASE_NAME)
+        base = args.base or read_base(root)
         lines = changed_lines(base, names, root)
         names = [name for name in names if lines.get(name)]
         lines = {name: lines[name] for name in names}
