@@ -1,7 +1,7 @@
 # hw4p1: instructor-only
 """make mutation (tools/mutation.py) on a tiny git repository made in tmp_path: the mutants it
-makes and skips, the lines the changed-lines mode picks, and a planted survivor reported with
-its place, its change and its tests, failing the changed-lines mode.
+makes and skips, the lines the changed-lines mode picks, a planted survivor reported with its
+place, its change and its tests, failing the changed-lines mode, and the budget's sample.
 
     .venv/bin/python -m pytest -q tests/kit/test_mutation.py
 """
@@ -106,3 +106,7 @@ def test_a_survivor_on_a_changed_line_is_reported_and_fails_the_run(repo, capsys
     assert "tests that ran: test_calc.py" in out
     row = [line.split() for line in out.splitlines() if line.startswith("calc.py ")][0]
     assert row[1:7] == ["1", "0", "1", "0", "0", "0"]  # mutants killed survived equiv timeout not-run
+    # past the budget no mutant starts: reported as not run, and nothing survived among those run
+    assert mutation.main(["--root", str(repo), "--changed", "--workers", "1", "--budget", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "budget of 0s reached: 1 of 1 mutants not run" in out
