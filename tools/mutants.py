@@ -310,19 +310,36 @@ def print_table(mutants: list[Mutant], results: dict[str, Outcome | str]) -> Non
     print(f"{'all':<44s} {total_rejected:>8d} / {len(mutants)}")
 
 
-def judge_all(runnable: list[Mutant], runners: queue.Queue[Preloaded], workers: int,
+@contextlib.contextmanager
+def preloaded_copies(workers: int, files: list[str], root: Path = REPO_ROOT):
+    """``workers`` private copies of ``root``'s ``files`` (:func:`make_copy`), each with its
+    :class:`Preloaded` runner, removed at the end; yields ``on_runner(job)``, which calls
+    ``job(runner)`` on a free runner (waiting for one) and returns what it returns."""
+    with tempfile.TemporaryDirectory(prefix="hw4p1-mutants-") as scratch, \
+            contextlib.ExitStack() as stack:
+        runners: queue.Queue[Preloaded] = queue.Queue()
+        for index in range(workers):
+            copy = Path(scratch) / f"tree{index}"
+            make_copy(copy, files, root)
+            runners.put(stack.enter_context(Preloaded(copy)))
+
+        def on_runner(job):
+            runner = runners.get()
+            try:
+                return job(runner)
+            finally:
+                runners.put(runner)
+
+        yield on_runner
+
+
+def judge_all(runnable: list[Mutant], on_runner, workers: int,
               args: argparse.Namespace, results: dict[str, Outcome | str]) -> int | None:
     """Run each test module once unmutated (unless ``--no-baseline``), then each mutant, on
-    ``workers`` threads each holding one of ``runners``; put each mutant's outcome in ``results``.
-    1 when a baseline run fails (no mutant is judged then), else None."""
+    ``workers`` threads, each on a runner of ``on_runner`` (:func:`preloaded_copies`); put each
+    mutant's outcome in ``results``. 1 when a baseline run fails (no mutant is judged then), else
+    None."""
     lock = threading.Lock()
-
-    def on_runner(job):
-        runner = runners.get()
-        try:
-            return job(runner)
-        finally:
-            runners.put(runner)
 
     tests = sorted({m.test for m in runnable})
     durations: dict[str, float] = {}
@@ -407,16 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     files = tree_files()
     workers = max(1, min(args.workers, len(runnable) or 1))
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="hw4p1-mutants-") as scratch:
-        runners: queue.Queue[Preloaded] = queue.Queue()
-        with contextlib.ExitStack() as stack:
-            for index in range(workers):
-                copy = Path(scratch) / f"tree{index}"
-                make_copy(copy, files)
-                runners.put(stack.enter_context(Preloaded(copy)))
-            status = judge_all(runnable, runners, workers, args, results)
-        if status is not None:
-            return status
+    with preloaded_copies(workers, files) as on_runner:
+        status = judge_all(runnable, on_runner, workers, args, results)
+    if status is not None:
+        return status
 
     print_table(mutants, results)
     survivors = [m for m in mutants if isinstance(results[m.id], Outcome) and results[m.id].returncode == 0]

@@ -39,14 +39,11 @@ or named files, survivors are reported and the status is 0 unless ``--strict``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import fnmatch
 import hashlib
-import queue
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import tomllib
@@ -55,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.handout_regions import file_regions
-from tools.mutants import REPO_ROOT, Preloaded, make_copy, shorten, tree_files
+from tools.mutants import REPO_ROOT, Preloaded, preloaded_copies, shorten, tree_files
 
 CONFIG_NAME = "pyproject.toml"
 BASE_NAME = "tools/mutation_base.txt"
@@ -66,7 +63,8 @@ EQUIVALENT_REASON = re.compile(r"^\s*\(equivalent: [^)]*\w[^)]*\)")
 PYTEST_ARGV = ("pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p",
                "no:randomly", "-m", "not long and not platforms and not class_fixture and not "
                "catalogue_sweep and not measurement")
-TIMEOUT_FACTOR, TIMEOUT_MARGIN_S = 10.0, 10.0
+TIMEOUT_FACTOR, TIMEOUT_MARGIN_S = 10.0, 10.0  # a mutant's limit: over its file's unmutated run
+BASELINE_TIMEOUT_S = 600.0  # an unmutated run: the table's longest entry takes about a minute
 
 
 class MutationError(Exception):
@@ -302,27 +300,12 @@ def run(config: Config, chosen: list[Mutant], rows: dict[str, FileRow], workers:
     start = time.monotonic()
     verdicts: list[Verdict] = []
     lock = threading.Lock()
-    files = tree_files(root)
-    with tempfile.TemporaryDirectory(prefix="hw4p1-mutation-") as scratch, \
-            contextlib.ExitStack() as stack:
-        runners: queue.Queue[Preloaded] = queue.Queue()
-        for index in range(workers):
-            copy = Path(scratch) / f"tree{index}"
-            make_copy(copy, files, root)
-            runners.put(stack.enter_context(Preloaded(copy)))
-
-        def on_runner(job):
-            runner = runners.get()
-            try:
-                return job(runner)
-            finally:
-                runners.put(runner)
-
+    with preloaded_copies(workers, tree_files(root), root) as on_runner:
         needed = sorted({m.file for m in chosen})
         print(f"baseline: the tests of {len(needed)} files on the unmutated tree ...", flush=True)
         with ThreadPoolExecutor(workers) as pool:
             baselines = dict(zip(needed, pool.map(lambda name: on_runner(
-                lambda runner: run_tests(runner, config.files[name], 600.0)), needed)))
+                lambda runner: run_tests(runner, config.files[name], BASELINE_TIMEOUT_S)), needed)))
         failing = [name for name, outcome in baselines.items() if outcome.returncode != 0]
         for name in failing:
             print(f"  BASELINE FAILS  {name}: {baselines[name].first_failure}")
