@@ -33,8 +33,9 @@ reason is required.
 ``--changed`` mutates only the lines that differ between the work tree and the commit recorded in
 tools/mutation_base.txt, within ``--budget`` seconds (CI: 480): past it, the mutants not yet run
 are left out (a deterministic sample, the same on every run of the same change) and the report
-says how many. Exit status 1 when a mutant survives (or a baseline test run fails); with ``--all``
-or named files, survivors are reported and the status is 0 unless ``--strict``.
+says how many. Exit status 1 when a mutant survives, and when a file's tests fail on the unmutated
+tree (its mutants are then not judged; the others are); without ``--changed``, survivors are
+reported and the status is 0 unless ``--strict``.
 """
 from __future__ import annotations
 
@@ -247,9 +248,12 @@ class FileRow:
     equivalent: int = 0
     timeouts: int = 0
     not_run: int = 0
+    baseline_fails: str = ""  # the first failure of its tests on the unmutated tree
 
     @property
     def score(self) -> str:
+        if self.baseline_fails:
+            return "broken"
         judged = self.killed + self.survived + self.timeouts
         return f"{100 * (self.killed + self.timeouts) / judged:.1f}%" if judged else "-"
 
@@ -294,9 +298,10 @@ def select(config: Config, names: list[str], lines: dict[str, set[int]] | None,
 
 
 def run(config: Config, chosen: list[Mutant], rows: dict[str, FileRow], workers: int,
-        budget_s: float | None, root: Path = REPO_ROOT) -> list[Verdict] | None:
-    """Judge ``chosen`` on ``workers`` private copies of the tree, updating ``rows``; None when a
-    file's tests fail unmutated. With ``budget_s``, no mutant starts after that many seconds."""
+        budget_s: float | None, root: Path = REPO_ROOT) -> list[Verdict]:
+    """Judge ``chosen`` on ``workers`` private copies of the tree, updating ``rows``; a file whose
+    tests fail unmutated gets its row's ``baseline_fails`` and none of its mutants judged. With
+    ``budget_s``, no mutant starts after that many seconds."""
     start = time.monotonic()
     verdicts: list[Verdict] = []
     lock = threading.Lock()
@@ -306,13 +311,12 @@ def run(config: Config, chosen: list[Mutant], rows: dict[str, FileRow], workers:
         with ThreadPoolExecutor(workers) as pool:
             baselines = dict(zip(needed, pool.map(lambda name: on_runner(
                 lambda runner: run_tests(runner, config.files[name], BASELINE_TIMEOUT_S)), needed)))
-        failing = [name for name, outcome in baselines.items() if outcome.returncode != 0]
-        for name in failing:
-            print(f"  BASELINE FAILS  {name}: {baselines[name].first_failure}")
-        if failing:
-            print("mutation: fix the failing tests first; a mutant cannot be judged against "
-                  "tests that already fail", file=sys.stderr)
-            return None
+        for name, outcome in baselines.items():
+            if outcome.returncode != 0:
+                rows[name].baseline_fails = outcome.first_failure or "timed out"
+                print(f"  BASELINE FAILS  {name}: {rows[name].baseline_fails} (its mutants "
+                      f"are not judged: fix its tests first)", flush=True)
+        chosen = [mutant for mutant in chosen if not rows[mutant.file].baseline_fails]
 
         def one(mutant: Mutant) -> None:
             row = rows[mutant.file]
@@ -408,8 +412,6 @@ def _main(args: argparse.Namespace) -> int:
     start = time.monotonic()
     verdicts = (run(config, chosen, rows, max(1, args.workers), args.budget, root)
                 if chosen else [])
-    if verdicts is None:
-        return 1
     print()
     print_table(rows)
     report_survivors(verdicts, config)
@@ -418,9 +420,12 @@ def _main(args: argparse.Namespace) -> int:
         print(f"\nbudget of {args.budget:.0f}s reached: {not_run} of {len(chosen)} mutants not run "
               f"(a fixed sample of the change ran; record a newer base once reviewed)")
     survived = sum(row.survived for row in rows.values())
+    broken = [name for name, row in rows.items() if row.baseline_fails]
     print(f"{len(verdicts)} mutants judged, {survived} survived; "
           f"{time.monotonic() - start:.0f}s with {args.workers} workers")
-    return 1 if survived and (args.changed or args.base or args.strict) else 0
+    for name in broken:
+        print(f"BASELINE FAILS  {name}: {rows[name].baseline_fails}")
+    return 1 if broken or (survived and (args.changed or args.base or args.strict)) else 0
 
 
 if __name__ == "__main__":

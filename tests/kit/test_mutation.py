@@ -1,7 +1,8 @@
 # hw4p1: instructor-only
 """make mutation (tools/mutation.py) on a tiny git repository made in tmp_path: the mutants it
 makes and skips, the lines the changed-lines mode picks, a planted survivor reported with its
-place, its change and its tests, failing the changed-lines mode, and the budget's sample.
+place, its change and its tests, failing the changed-lines mode, the budget's sample, and tests
+that fail unmutated.
 
     .venv/bin/python -m pytest -q tests/kit/test_mutation.py
 """
@@ -110,3 +111,9 @@ def test_a_survivor_on_a_changed_line_is_reported_and_fails_the_run(repo, capsys
     assert mutation.main(["--root", str(repo), "--changed", "--workers", "1", "--budget", "0"]) == 0
     out = capsys.readouterr().out
     assert "budget of 0s reached: 1 of 1 mutants not run" in out
+    # tests that fail unmutated judge nothing: the file is reported and the run fails
+    (repo / "test_calc.py").write_text(TEST.replace("LIMIT == 3", "LIMIT == 4"))
+    assert mutation.main(["--root", str(repo), "--workers", "1", "calc.py"]) == 1
+    out = capsys.readouterr().out
+    assert "BASELINE FAILS  calc.py: test_calc.py::test_at_least" in out
+    assert "0 mutants judged" in out
