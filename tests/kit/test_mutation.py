@@ -39,12 +39,16 @@ def student(x):
     return x + 1
     # END SOLUTION
 '''
+# LIMIT is read in a subprocess only: its mutants are killed when the file on disk is the mutant.
 TEST = '''\
-from calc import LIMIT, at_least
+import subprocess
+import sys
+
+from calc import at_least
 
 
 def test_at_least():
-    assert LIMIT == 3
+    subprocess.run([sys.executable, "-c", "import calc; assert calc.LIMIT == 3"], check=True)
     assert at_least(5) and not at_least(1)
 '''
 
@@ -111,6 +115,11 @@ def test_a_survivor_on_a_changed_line_is_reported_and_fails_the_run(repo, capsys
     assert mutation.main(["--root", str(repo), "--changed", "--workers", "1", "--budget", "0"]) == 0
     out = capsys.readouterr().out
     assert "budget of 0s reached: 1 of 1 mutants not run" in out
+    # the whole file: LIMIT's 2 mutants killed through the subprocess, line 5's survives
+    assert mutation.main(["--root", str(repo), "--workers", "1", "calc.py"]) == 0
+    row = [line.split() for line in capsys.readouterr().out.splitlines()
+           if line.startswith("calc.py ")][0]
+    assert row[1:7] == ["5", "2", "1", "2", "0", "0"]
     # tests that fail unmutated judge nothing: the file is reported and the run fails
     (repo / "test_calc.py").write_text(TEST.replace("LIMIT == 3", "LIMIT == 4"))
     assert mutation.main(["--root", str(repo), "--workers", "1", "calc.py"]) == 1
