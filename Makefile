@@ -18,7 +18,7 @@ PYTEST_WORKERS ?= 2
 FAST_MARKERS := not slow and not long and not platforms and not class_fixture and not catalogue_sweep and not measurement
 
 .PHONY: help install test test-fast train data data-if-stale tokenizers handin gpu-check handout autograde figures \
-	bench lint mutants slow-tests test-ci test-class test-long test-platforms regrade rescore similarity gradebook class-fixture clean
+	bench lint mutants mutation slow-tests test-ci test-class test-long test-platforms regrade rescore similarity gradebook class-fixture clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 22
@@ -124,6 +124,12 @@ mutants: $(STAMP) ## check that the tests reject every bug in tools/mutant_catal
 	$(if $(ONLY),$(PY) -m tools.hint_report --only '$(ONLY)', \
 		$(PY) -m pytest -p no:xdist -s -m catalogue_sweep tests) || status=1; \
 	exit $$status
+
+# tools/mutation.py: cosmic-ray's mutants of the project's own code (the files of pyproject.toml's
+# [tool.mutation] table), each judged by the test files the table maps its file to.
+mutation: $(STAMP) ## mutation-test the project's own code: [FILES="a.py b.py"] [CHANGED=1: the lines changed since tools/mutation_base.txt] [BUDGET=s] [SET_BASE=1: record HEAD as the base]
+	$(PY) -m tools.mutation $(FILES) $(if $(CHANGED),--changed) $(if $(BUDGET),--budget $(BUDGET)) \
+		$(if $(SET_BASE),--set-base)
 # END INSTRUCTOR TARGETS
 
 clean: ## remove built data, runs, dist/ and caches (keeps .venv)

@@ -80,34 +80,28 @@ class Graded:
         return {result.family for result in self.runs[self.category].results if result.family}
 
 
-def judge_tree(mytorch: Path, seed: int, every_category: bool = False,
+def judge_tree(mytorch: Path, seed: int, categories: tuple[str, ...] | None = None,
                timeout: float = TIMEOUT_S) -> Graded:
-    """Grade the ``mytorch`` folder category by category, as the autograder does, until one
-    category loses points (or through every category)."""
-    runs, first = {}, None
-    for category in rubric.MYTORCH_RUBRIC:
-        with tempfile.TemporaryDirectory(prefix="hw4p1-hints-") as scratch:
-            layout = worker_folders.worker_layout(Path(scratch), mytorch)
-            failed = frozenset(name for name, run in runs.items()
-                               if not all(result.passed for result in run.results))
-            runs[category] = judge.grade_category(category, Sandbox.of(MODE, layout), timeout,
-                                                  seed=seed, failed=failed)
-        if first is None and not all(result.passed for result in runs[category].results):
-            first = category
-            if not every_category:
-                break
-    return Graded(runs, first)
+    """Grade ``categories`` (default: every one, in the rubric's order) of the ``mytorch`` folder
+    with one worker start, as the judge grades a handin (the sandbox's own layers, inputs drawn
+    from ``seed``): the one way this report and the tests grade a tree."""
+    with tempfile.TemporaryDirectory(prefix="hw4p1-hints-") as scratch:
+        layout = worker_folders.worker_layout(Path(scratch), mytorch)
+        runs = judge.grade_categories(list(categories or rubric.MYTORCH_RUBRIC),
+                                      Sandbox.of(MODE, layout), timeout, seed=seed)
+    return Graded(runs, next((name for name, run in runs.items()
+                              if not all(result.passed for result in run.results)), None))
 
 
-def judge_mutant(mutant: catalogue.Mutant, seed: int, every_category: bool = False) -> Graded:
-    """Grade the reference ``mytorch/`` with ``mutant`` applied."""
+def judge_mutant(mutant: catalogue.Mutant, seed: int) -> Graded:
+    """Grade every category of the reference ``mytorch/`` with ``mutant`` applied."""
     with tempfile.TemporaryDirectory(prefix="hw4p1-hint-mutant-") as scratch:
         tree = Path(scratch) / "mytorch"
         shutil.copytree(REPO_ROOT / "mytorch", tree,
                         ignore=shutil.ignore_patterns("__pycache__"))
         path = Path(scratch) / mutant.file
         path.write_text(catalogue.mutate(path.read_text(), mutant))
-        return judge_tree(tree, seed, every_category)
+        return judge_tree(tree, seed)
 
 
 def graded_mutants(only: list[str] | None = None) -> list[catalogue.Mutant]:
@@ -312,14 +306,9 @@ class Grading:
 
 
 def grade(tree: Tree, seed: int) -> Grading:
-    """Grade ``tree``'s categories with one worker start, as the judge grades a handin (the
-    sandbox's own layers, inputs drawn from ``seed``), and read the grading."""
-    with tempfile.TemporaryDirectory(prefix="hw4p1-hints-") as scratch:
-        layout = worker_folders.worker_layout(Path(scratch), tree.mytorch)
-        runs = judge.grade_categories(list(tree.categories), Sandbox.of(MODE, layout),
-                                      tree.timeout, seed=seed)
-    graded = Graded(runs, next((name for name, run in runs.items()
-                                if not all(result.passed for result in run.results)), None))
+    """Grade ``tree``'s categories (:func:`judge_tree`) and read the grading."""
+    graded = judge_tree(tree.mytorch, seed, tree.categories, tree.timeout)
+    runs = graded.runs
     first = runs[graded.category] if graded.category else None
     results = first.results if first else []
     feedback = "\n".join(f"{r.message}\n{r.hint}" for run in runs.values() for r in run.results)

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | ---: | --- |")
     for mutant in graded_mutants(args.only):
         local = local_scores(mutant)
-        graded = judge_mutant(mutant, seed=0, every_category=True)
+        graded = judge_mutant(mutant, seed=0)
         grader = {category: round(sum(result.points for result in run.results), 2)
                   for category, run in graded.runs.items()}
         promised = [category for category, points in local.items()

@@ -42,11 +42,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
-import json
 import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +57,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from autograder.judging.isolation.judge_zygote import JudgeZygote, ZygoteUnavailable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CATALOGUE_DIR = REPO_ROOT / "tools" / "mutant_catalogue"
@@ -222,69 +224,24 @@ def test_command(test: str) -> list[str]:
 # device, as the device checks of the model's parts do (testing_framework.check_built_on_input_device).
 PRELOAD = ("numpy", "torch", "torch.fx.experimental.symbolic_shapes", "torch._dynamo", "pytest",
            "yaml", "pydantic", "tokenizers", "tqdm")
-# The preloaded parent (:class:`Preloaded`), run as ``python -c`` in the copy: it imports PRELOAD
-# and nothing of the tree, then for each request (a JSON line: ``python -m`` arguments, an output
-# file, a timeout) forks a child that runs them as ``python -m`` would, in a fresh session whose
-# stdout and stderr go to the file, and answers the child's exit status (null after a timeout,
-# when the child's whole session is killed).
-SERVER = """
-import atexit, json, os, runpy, signal, sys, time, traceback
-for name in sys.argv[1:]:
-    __import__(name)
-here = os.getcwd()
-from_tree = sorted(name for name, module in sys.modules.items()
-                   if (getattr(module, "__file__", None) or "").startswith(here + os.sep))
-assert not from_tree, f"the preloaded parent imported the tree's {from_tree}"
-for line in sys.stdin:
-    request = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        os.setsid()
-        code = 1
-        try:
-            null = os.open(os.devnull, os.O_RDONLY)
-            out = os.open(request["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.dup2(null, 0), os.dup2(out, 1), os.dup2(out, 2)
-            sys.argv, sys.path[0] = list(request["argv"]), here
-            try:
-                runpy.run_module(request["argv"][0], run_name="__main__", alter_sys=True)
-                code = 0
-            except SystemExit as stop:
-                if stop.code is None or isinstance(stop.code, int):
-                    code = stop.code or 0
-                else:
-                    print(stop.code, file=sys.stderr)
-            atexit._run_exitfuncs()
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush(), sys.stderr.flush()
-            os._exit(code)
-    deadline = time.monotonic() + request["timeout"]
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if done[0] == 0:
-        os.killpg(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    returncode = os.waitstatus_to_exitcode(done[1]) if done[0] else None
-    print(json.dumps(returncode), flush=True)
-"""
 
 
 class Preloaded:
     """Runs test modules in ``copy`` as ``python -m`` does, each in a fresh child forked from one
-    parent that imported :data:`PRELOAD` once, so that an entry pays for its tests and the tree's
-    own imports only (the child imports every module of the tree anew: a mutated file is read
-    when the test runs). Use as a context manager."""
+    parent that imported :data:`PRELOAD` once and nothing of the tree (the judge zygote,
+    ``autograder/judging/isolation/judge_zygote.py``, with this list), so that an entry pays for
+    its tests and the tree's own imports only (the child imports every module of the tree anew: a
+    mutated file is read when the test runs). Each run: a session of its own (killed whole after
+    its timeout), standard output and error to one file, the exit handlers run. Use as a context
+    manager."""
 
     def __init__(self, copy: Path):
         self.copy = copy
-        env = dict(os.environ, WANDB_MODE="disabled", PYTHONHASHSEED="0", PYTEST_ADDOPTS="-x",
-                   PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        env.pop("PYTHONPATH", None)
-        self.server = subprocess.Popen([sys.executable, "-c", SERVER, *PRELOAD], cwd=copy,
-                                       env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       text=True)
+        self.env = dict(os.environ, WANDB_MODE="disabled", PYTHONHASHSEED="0",
+                        PYTEST_ADDOPTS="-x", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
+                        MKL_NUM_THREADS="1")
+        self.env.pop("PYTHONPATH", None)
+        self.zygote = JudgeZygote(sys.executable, self.env, PRELOAD)
         handle, name = tempfile.mkstemp(prefix="hw4p1-mutant-output-")
         os.close(handle)
         self.output = Path(name)
@@ -293,22 +250,30 @@ class Preloaded:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.stdin.close()
-        self.server.wait()
+        self.zygote.close()
         self.output.unlink(missing_ok=True)
 
     def run(self, test: str, timeout_s: float) -> Outcome:
         """Run ``test`` (:func:`test_command`) up to its first failing test (the rubric runner
         reads ``-x`` from PYTEST_ADDOPTS as pytest does); never raises on test failure."""
+        return self.run_argv(test_command(test), timeout_s)
+
+    def run_argv(self, argv: list[str], timeout_s: float) -> Outcome:
+        """Run ``python -m`` with ``argv`` in the copy; never raises on test failure."""
         start = time.perf_counter()
-        request = {"argv": test_command(test), "output": str(self.output), "timeout": timeout_s}
-        self.server.stdin.write(json.dumps(request) + "\n")
-        self.server.stdin.flush()
-        answer = self.server.stdout.readline()
-        if not answer:
-            raise RuntimeError(f"the preloaded test runner in {self.copy} stopped "
-                               f"(exit {self.server.wait()})")
-        returncode, seconds = json.loads(answer), time.perf_counter() - start
+        self.output.write_bytes(b"")
+        try:
+            child = self.zygote.fork_judge(self.copy, argv[0], list(argv[1:]), self.env,
+                                           self.output, stderr=True, atexit=True)
+        except ZygoteUnavailable as why:
+            raise RuntimeError(f"the preloaded test runner in {self.copy} stopped: {why}") from None
+        try:
+            returncode = child.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)  # its session: the test and what it started
+            child.wait()
+            returncode = None
+        seconds = time.perf_counter() - start
         output = self.output.read_text(errors="replace")
         if returncode is None:
             return Outcome(None, seconds, f"timed out after {timeout_s:.0f}s", output)
@@ -347,19 +312,36 @@ def print_table(mutants: list[Mutant], results: dict[str, Outcome | str]) -> Non
     print(f"{'all':<44s} {total_rejected:>8d} / {len(mutants)}")
 
 
-def judge_all(runnable: list[Mutant], runners: queue.Queue[Preloaded], workers: int,
+@contextlib.contextmanager
+def preloaded_copies(workers: int, files: list[str], root: Path = REPO_ROOT):
+    """``workers`` private copies of ``root``'s ``files`` (:func:`make_copy`), each with its
+    :class:`Preloaded` runner, removed at the end; yields ``on_runner(job)``, which calls
+    ``job(runner)`` on a free runner (waiting for one) and returns what it returns."""
+    with tempfile.TemporaryDirectory(prefix="hw4p1-mutants-") as scratch, \
+            contextlib.ExitStack() as stack:
+        runners: queue.Queue[Preloaded] = queue.Queue()
+        for index in range(workers):
+            copy = Path(scratch) / f"tree{index}"
+            make_copy(copy, files, root)
+            runners.put(stack.enter_context(Preloaded(copy)))
+
+        def on_runner(job):
+            runner = runners.get()
+            try:
+                return job(runner)
+            finally:
+                runners.put(runner)
+
+        yield on_runner
+
+
+def judge_all(runnable: list[Mutant], on_runner, workers: int,
               args: argparse.Namespace, results: dict[str, Outcome | str]) -> int | None:
     """Run each test module once unmutated (unless ``--no-baseline``), then each mutant, on
-    ``workers`` threads each holding one of ``runners``; put each mutant's outcome in ``results``.
-    1 when a baseline run fails (no mutant is judged then), else None."""
+    ``workers`` threads, each on a runner of ``on_runner`` (:func:`preloaded_copies`); put each
+    mutant's outcome in ``results``. 1 when a baseline run fails (no mutant is judged then), else
+    None."""
     lock = threading.Lock()
-
-    def on_runner(job):
-        runner = runners.get()
-        try:
-            return job(runner)
-        finally:
-            runners.put(runner)
 
     tests = sorted({m.test for m in runnable})
     durations: dict[str, float] = {}
@@ -444,16 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     files = tree_files()
     workers = max(1, min(args.workers, len(runnable) or 1))
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="hw4p1-mutants-") as scratch:
-        runners: queue.Queue[Preloaded] = queue.Queue()
-        with contextlib.ExitStack() as stack:
-            for index in range(workers):
-                copy = Path(scratch) / f"tree{index}"
-                make_copy(copy, files)
-                runners.put(stack.enter_context(Preloaded(copy)))
-            status = judge_all(runnable, runners, workers, args, results)
-        if status is not None:
-            return status
+    with preloaded_copies(workers, files) as on_runner:
+        status = judge_all(runnable, on_runner, workers, args, results)
+    if status is not None:
+        return status
 
     print_table(mutants, results)
     survivors = [m for m in mutants if isinstance(results[m.id], Outcome) and results[m.id].returncode == 0]

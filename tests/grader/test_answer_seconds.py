@@ -149,7 +149,7 @@ def test_answers_held_back_keep_their_time_on_the_held_test(tmp_path):
     tree = reference_tree(tmp_path)
     init = tree / "__init__.py"
     init.write_text(HOLD_ANSWERS_INIT + init.read_text())
-    run = hint_report.judge_tree(tree, seed=3, timeout=HOLD_TIMEOUT_S).runs["Linear"]
+    run = hint_report.judge_tree(tree, 3, ("Linear",), HOLD_TIMEOUT_S).runs["Linear"]
     seconds = {result.name: result.seconds for result in run.results if result.seconds is not None}
     first = mytorch_hidden.tests_of("Linear")[0].name
     assert list(seconds) == [first] and seconds[first] >= HOLD_TIMEOUT_S - 1, seconds

@@ -5,7 +5,9 @@ library only at import; the zygote itself imports PRELOADED.
 
 The bulk regrade starts one per job slot (:class:`Zygotes`, through
 ``autograder.judging.grading_run.run``); the Autolab Makefile, Gradescope and the benchmarks still
-start the judge with ``make``. What the zygote holds: only PRELOADED (no module of the grader or of
+start the judge with ``make``. ``make mutants`` and ``make mutation`` fork their test runs from one
+too (``tools/mutants.py``'s ``Preloaded``: its own ``preload`` list, pytest's among it, and
+requests that keep standard error and run the exit handlers, as ``python -m`` does). What the zygote holds: only PRELOADED (no module of the grader or of
 hw4lib, so each judge imports its own code and the reference hw4lib from its own extraction of
 autograde.tar, and never the hidden material: the zygote reads no grader file), and no torch
 computation has run in it (no OpenMP team, which a fork would copy without its threads: the judge
@@ -24,7 +26,8 @@ global one is not imported here (each judge seeds it at its own import); torch's
 generator starts from the same fixed seed in every interpreter, and no draw moved the zygote's.
 
 The dialogue, one JSON object a line: the zygote says ``{"ready": pid}`` once imported; for each
-request ``{"cwd", "module", "arguments", "env", "output"}`` it answers ``{"pid": pid}`` (or
+request ``{"cwd", "module", "arguments", "env", "output"}`` (optional, both false for a judge:
+``"stderr"``, standard error to the output file too; ``"atexit"``, run the exit handlers) it answers ``{"pid": pid}`` (or
 ``{"error": why}`` when it cannot fork), then ``{"exit": code}`` once the judge has ended (its exit
 code, or minus the signal that killed it). The judge stays a zombie until the next request (or the
 zygote's end), so that its pid, which the regrade may still signal, is not reused meanwhile.
@@ -94,9 +97,10 @@ class JudgeZygote:
     """One zygote process, started at construction with ``python`` and the environment ``env``
     (what every judge it forks runs under); one grading at a time."""
 
-    def __init__(self, python: str, env: dict[str, str]) -> None:
+    def __init__(self, python: str, env: dict[str, str],
+                 preload: tuple[str, ...] = PRELOADED) -> None:
         self._errors = tempfile.TemporaryFile()  # its own failures: the reason given when it dies
-        self._process = subprocess.Popen([python, str(SCRIPT)], stdin=subprocess.PIPE,
+        self._process = subprocess.Popen([python, str(SCRIPT), *preload], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self._errors, env=env,
                                          start_new_session=True)
         self._buffer = b""
@@ -106,9 +110,10 @@ class JudgeZygote:
         return self._process.poll() is None
 
     def fork_judge(self, cwd: Path, module: str, arguments: list[str], env: dict[str, str],
-                   output: Path) -> ForkedJudge:
+                   output: Path, stderr: bool = False, atexit: bool = False) -> ForkedJudge:
         """A judge running ``python -m module *arguments`` in ``cwd`` under ``env``, its standard
-        output appended to ``output`` (an existing file); ZygoteUnavailable when none started."""
+        output (and with ``stderr``, its standard error) appended to ``output`` (an existing
+        file), its exit handlers run with ``atexit``; ZygoteUnavailable when none started."""
         if not self.alive():
             raise ZygoteUnavailable(f"the zygote has ended{self._last_words()}")
         if not self._ready:
@@ -117,7 +122,7 @@ class JudgeZygote:
                 raise ZygoteUnavailable(f"the zygote's first answer was {answer!r}")
             self._ready = True
         request = {"cwd": str(cwd), "module": module, "arguments": arguments, "env": env,
-                   "output": str(output)}
+                   "output": str(output), "stderr": stderr, "atexit": atexit}
         try:
             self._process.stdin.write(json.dumps(request).encode() + b"\n")
             self._process.stdin.flush()
@@ -220,12 +225,12 @@ class Zygotes:
         self.close()
 
 
-def serve() -> None:
-    """The zygote's life: import PRELOADED, say so, then fork a judge for each request on
+def serve(preload: tuple[str, ...]) -> None:
+    """The zygote's life: import ``preload``, say so, then fork a judge for each request on
     standard input and report it, until standard input ends."""
     if not sys.flags.safe_path:
         del sys.path[0]  # this file's folder: nothing of the grader is importable from here
-    for name in PRELOADED:
+    for name in preload:
         __import__(name)
     # The imported objects out of the collector's reach: a judge's collections would otherwise
     # write into every one of them, copying the zygote's memory page by page into each judge.
@@ -263,7 +268,8 @@ def become_judge(request: dict) -> NoReturn:
     try:
         null = os.open(os.devnull, os.O_RDWR)
         output = os.open(request["output"], os.O_WRONLY | os.O_APPEND)
-        for target, source in ((0, null), (1, output), (2, null)):
+        errors = output if request.get("stderr") else null
+        for target, source in ((0, null), (1, output), (2, errors)):
             os.dup2(source, target)  # the zygote's dialogue pipes and error file are 0, 1 and 2
         os.close(null)
         os.close(output)
@@ -288,11 +294,20 @@ def become_judge(request: dict) -> NoReturn:
         code = 0
     except SystemExit as ended:
         code = ended.code if isinstance(ended.code, int) else 0 if ended.code is None else 1
+        if not isinstance(ended.code, int | None):
+            print(ended.code, file=sys.stderr)  # as the interpreter would
     except BaseException:  # noqa: BLE001 - as the interpreter would: its traceback, then exit 1
         import traceback
 
         traceback.print_exc()  # to standard error, which make's caller discards too
     finally:
+        if request.get("atexit"):
+            import atexit
+
+            try:
+                atexit._run_exitfuncs()  # prints a failing handler's traceback, as Python does
+            except BaseException:  # noqa: BLE001 - it ends whatever a handler did
+                pass
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -302,4 +317,4 @@ def become_judge(request: dict) -> NoReturn:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(tuple(sys.argv[1:]))
