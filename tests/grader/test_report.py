@@ -243,6 +243,7 @@ JSON_READERS = {
     ("autograder/classroom/rescore.py", "read_build_info"): "dist/'s build_info.json",
     ("autograder/classroom/rescore.py", "decide"): "grades.csv's scoring cell",
     ("autograder/classroom/rescore.py", "apply_rescore"): "grades.csv's scoring cell",
+    ("autograder/classroom/adjustments.py", "hand_edits"): "grades.csv's points_as_written cell",
     ("autograder/judging/grade.py", "grade"): "the autograder's build_info.json",
     ("autograder/judging/scoring/grade_model.py", "evaluate_handin"): "the handin's run_card.json",
     ("autograder/judging/grading_run.py", "parse_scores"): "the judge's scores line on stdout",

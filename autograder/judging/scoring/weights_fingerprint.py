@@ -230,10 +230,14 @@ def distances(a: np.ndarray, others: np.ndarray) -> list[float | None]:
         return vectors - np.einsum("ntkb,ntb->ntk", q, np.einsum("ntkb,ntk->ntb", q, vectors))
 
     u, v = learned(ours[:, :, 0]), learned(others[:, :, 0])
-    norms = np.linalg.norm(u, axis=2) * np.linalg.norm(v, axis=2)
-    usable = trained & (norms > 0)
-    cosine = np.clip(np.abs((u * v).sum(axis=2)) / np.where(usable, norms, 1.0), 0.0, 1.0)
-    sines = np.where(usable, np.sqrt(1.0 - cosine**2), np.nan)
+    u_norm, v_norm = np.linalg.norm(u, axis=2), np.linalg.norm(v, axis=2)
+    usable = trained & (u_norm > 0) & (v_norm > 0)
+    u = u / np.where(usable, u_norm, 1.0)[..., None]
+    v = v / np.where(usable, v_norm, 1.0)[..., None]
+    # Kahan's angle between unit vectors: sqrt(1 - cos**2) rounds a copy's 0 up to ~1.5e-8 on
+    # CPUs whose dot products round differently; sin(theta) = sin(pi - theta) ignores the sign.
+    angle = 2.0 * np.arctan2(np.linalg.norm(u - v, axis=2), np.linalg.norm(u + v, axis=2))
+    sines = np.where(usable, np.sin(angle), np.nan)
     return [float(np.median(row[mask])) if mask.any() else None
             for row, mask in zip(sines, usable)]
 
