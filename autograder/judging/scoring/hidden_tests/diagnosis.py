@@ -565,11 +565,10 @@ def backward_input(f: Failure) -> str | None:
     if inner is None or f.step.startswith(f"{inner.group(1)}."):
         return None
     layer = inner.group(1)
-    shapes = ", ".join(f"{name} {shape}" for name, shape in arrays_held(f).items())
-    softmax = " (the softmax's is that of the weights, dLdZ V^T)" if layer == "Softmax" else ""
+    softmax = " (Softmax's: that of the weights, dLdZ V^T)" if layer == "Softmax" else ""
     return (f"{f.step} handed {layer}.backward the wrong array: the gradient it got is not "
-            f"shaped like that layer's forward output{f' ({shapes})' if shapes else ''}; pass "
-            f"each backward the gradient of its own layer's output{softmax}")
+            f"shaped like that layer's forward output (the shapes below); pass each backward "
+            f"the gradient of its own layer's output{softmax}")
 
 
 def softmax_transposed(f: Failure) -> str | None:
