@@ -9,7 +9,7 @@ judge's :func:`raised_failure`, as a graded handin does.
 
     .venv/bin/python -m pytest -q -p no:randomly -n 0 tests/grader/test_hint_families.py
 """
-import importlib.util
+import runpy
 import textwrap
 
 import numpy as np
@@ -19,6 +19,7 @@ from autograder.judging.scoring.hidden_tests.diagnosis import (Failure, Operand,
                                                                softmax_backward_variant)
 from autograder.judging.scoring.verdicts import raised_failure
 from autograder.sandboxed import replay, wire
+from tests.grader.test_raised_operands import judged as decoded
 
 
 def softmax(x, axis):
@@ -159,29 +160,21 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def layer(tmp_path_factory):
-    """(the class ``Layer`` of :data:`SOURCE`, loaded from ``<tmp>/mytorch/cases.py``, the
-    file's path)."""
+    """(the class ``Layer`` of :data:`SOURCE`, run from ``<tmp>/mytorch/cases.py``, the file's
+    path)."""
     path = tmp_path_factory.mktemp("handin") / "mytorch" / "cases.py"
     path.parent.mkdir()
     path.write_text(SOURCE)
-    spec = importlib.util.spec_from_file_location("hint_family_cases", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.Layer, path
+    return runpy.run_path(str(path))["Layer"], path
 
 
 def judged(path, call, step: tuple) -> Failure:
     """The Failure the judge reads from ``call()``, which must raise, as the last step of a
-    program that made the class ``step[0]`` and called its method ``step[1]`` on ``step[2:]``."""
+    program that made the class ``step[0]`` and called its method ``step[1]`` on ``step[2:]``
+    (the error's fields as the worker sends them and the judge decodes them: ``decoded``)."""
     program = wire.Program()
-    obj = program.new(step[0])
-    program.call(obj, step[1], *step[2:])
-    with pytest.raises(BaseException) as raised:
-        call()
-    record = wire.encode_record("t", {**replay.describe(raised.value), "step": 1}, {})
-    decoded, note = wire.decode_records(record, {"t": []})
-    assert note == ""
-    error = decoded["t"].error
+    program.call(program.new(step[0]), step[1], *step[2:])
+    error = {**decoded(path, call)[0], "step": 1}
     return raised_failure(error, program.steps, wire.line_of(path.read_bytes(), error["line"]),
                           program.arrays)
 
