@@ -103,6 +103,11 @@ SOURCE = textwrap.dedent('''\
         def dropped_axis(self, Z):
             return Z - Z.max(axis=self.dim)
 
+        def reduced_before(self, dLdA, row):
+            return dLdA - row
+
+        mismatched_rows = reduced_before
+
         def weights_times_values(self, V):
             return self.attention_weights @ V
 
@@ -140,6 +145,10 @@ CASES = {
               "shape", "in none of the ways the hints know"),
     "dropped_axis": (dict(dim=-1), (zeros(4, 3),), ("Softmax", "forward", zeros(4, 3)),
                      "keepdims", "Z is (4, 3), reduced along axis -1 it is (4,)"),
+    "reduced_before": ({}, (zeros(4, 3), zeros(4)), ("Softmax", "backward", zeros(4, 3)),
+                       "keepdims", "row (4,) is dLdA (4, 3) without its axis 1"),
+    "mismatched_rows": ({}, (zeros(4, 3), zeros(5)), ("Softmax", "backward", zeros(4, 3)),
+                        "shape", "in none of the ways the hints know"),
     "weights_times_values": (dict(attention_weights=zeros(2, 5, 4)), (V,),
                              ("ScaledDotProductAttention", "forward", Q, K, V),
                              "softmax-transposed", "self.attention_weights is (2, 5, 4)"),

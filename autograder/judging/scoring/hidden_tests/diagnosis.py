@@ -601,23 +601,31 @@ REDUCTION = re.compile(r"\.(sum|max|min|mean|prod|amax|amin|vecdot)\(|\bnp\.(sum
 
 
 def dropped_axis(f: Failure) -> str | None:
-    """A reduction along an axis without keepdims on the line that raised (the reduced axis is
-    gone, so the result no longer broadcasts against the array it came from)."""
-    if not REDUCTION.search(f.code) or "axis" not in f.code or "keepdims" in f.code:
-        return None
-    axes = [op.value for name, op in f.held.items()
-            if op.kind == "scalar" and op.dtype == "int" and ("dim" in name or "axis" in name)]
-    literal = re.search(r"axis\s*=\s*(-?\d+)", f.code)
-    axis = axes[0] if axes else int(literal.group(1)) if literal else None
+    """An axis dropped by a reduction: one along an axis without keepdims on the line that
+    raised (its result no longer broadcasts against the array it came from), or an operand
+    shaped like another with one axis removed (reduced on an earlier line)."""
+    held = arrays_held(f)
     evidence = ""
-    for name, shape in arrays_held(f).items():
-        if axis is not None and -len(shape) <= axis < len(shape):
-            reduced = shape[:axis % len(shape)] + shape[axis % len(shape) + 1:]
-            evidence = f": {name} is {shape}, reduced along axis {axis} it is {reduced}"
-            break
+    if REDUCTION.search(f.code) and "axis" in f.code and "keepdims" not in f.code:
+        axes = [op.value for name, op in f.held.items()
+                if op.kind == "scalar" and op.dtype == "int" and ("dim" in name or "axis" in name)]
+        literal = re.search(r"axis\s*=\s*(-?\d+)", f.code)
+        axis = axes[0] if axes else int(literal.group(1)) if literal else None
+        for name, shape in held.items():
+            if axis is not None and -len(shape) <= axis < len(shape):
+                reduced = shape[:axis % len(shape)] + shape[axis % len(shape) + 1:]
+                evidence = f": {name} is {shape}, reduced along axis {axis} it is {reduced}"
+                break
+    else:
+        pairs = [(a, b, k) for a in held for b in held for k in range(len(held[b]))
+                 if held[a] == held[b][:k] + held[b][k + 1:]]
+        if not pairs:
+            return None
+        a, b, k = pairs[0]
+        evidence = f": {a} {held[a]} is {b} {held[b]} without its axis {k}"
     return (f"a reduction drops the axis it reduces (keepdims is missing){evidence}, which no "
-            f"longer broadcasts against the array it came from; pass keepdims=True so the "
-            f"reduced axis stays, with length 1")
+            f"longer broadcasts against the array it came from; pass keepdims=True (or "
+            f"np.expand_dims the result) so the reduced axis stays, with length 1")
 
 
 def raised_rules(category: str) -> list[Rule]:
