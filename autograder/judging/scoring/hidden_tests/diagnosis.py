@@ -9,8 +9,12 @@ own forward, or those finite differences against the truth), what the difference
 places, another shape, an offset shared by every row), what the test knew about the case
 (``context``: the softmax's dim is the last axis or not) and, for attention's output, which
 common wrong formula reproduces the student's values (``variant``; for Softmax's dLdZ, a cache of
-the unnormalised exponentials). A step that raised carries its exception's class and the handin's
-line that raised, as the judge read it (``code``): a test that raised is hinted from those alone.
+the unnormalised exponentials, of the input, or a sum over other axes). A step that raised
+carries its exception's class, the handin's line that raised as the judge read it (``code``),
+what each name of that line held (``held``: shapes, dtypes, Python ints and floats), the step's
+input shapes (``given``) and a TypeError's message when it is Python's or numpy's own: a test
+that raised is hinted from those alone, its family read from the shapes (a matrix where its
+transpose belongs, an axis dropped by a reduction...) or, when none fits, said to be unknown.
 
 :func:`hints` reads a category's signature (each test's Failure, or None when it passed) against
 rules written per bug family, not per catalogue entry, and returns the hint of each failing test.
@@ -694,8 +698,8 @@ def hints(category: str, signature: Signature,
     """For each failing test of ``category`` whose failure the rules read, the first hint a rule
     gives it; tests no rule recognises are left out. The kind of failure decides which rules read
     it: wrong values (:data:`VALUE_KINDS`) the generic rules, then the category's, in order; a
-    step that raised a shape or dtype error the :func:`raised_rules` only, from the exception and
-    its line, never a value family. A stub, a file that does not import, a hang or any other
+    step that raised a shape, dtype or size (TypeError) error the :func:`raised_rules` only, from
+    the exception, its line and its operands, never a value family. A stub, a file that does not import, a hang or any other
     exception gets no hint: the feedback names its kind and place. When a class this one uses is
     in ``failed`` (the categories that lost points), that is every such failure's hint."""
     valued = {name for name, failure in failing(signature).items()
