@@ -699,8 +699,8 @@ def hints(category: str, signature: Signature,
     gives it; tests no rule recognises are left out. The kind of failure decides which rules read
     it: wrong values (:data:`VALUE_KINDS`) the generic rules, then the category's, in order; a
     step that raised a shape, dtype or size (TypeError) error the :func:`raised_rules` only, from
-    the exception, its line and its operands, never a value family. A stub, a file that does not import, a hang or any other
-    exception gets no hint: the feedback names its kind and place. When a class this one uses is
+    the exception, its line and its operands, never a value family. A stub, a file that does not
+    import, a hang or any other exception gets no hint: the feedback names its kind and place. When a class this one uses is
     in ``failed`` (the categories that lost points), that is every such failure's hint."""
     valued = {name for name, failure in failing(signature).items()
               if failure.kind in VALUE_KINDS}
