@@ -108,8 +108,9 @@ def resolve_kwargs(kwargs: dict, env: dict) -> dict:
 
 
 def describe(error: BaseException) -> dict:
-    """The fields of a failure of student code: the exception's class and the innermost line of
-    mytorch it passed through, or the forbidden library it tried to import."""
+    """The fields of a failure of student code: the exception's class (and a TypeError's
+    message) and the innermost line of mytorch it passed through, or the forbidden library it
+    tried to import."""
     cause = error
     for _ in range(MAX_CHAINED_ERRORS):  # student code can chain exceptions in a cycle
         if cause is None:
@@ -120,6 +121,10 @@ def describe(error: BaseException) -> dict:
             return {"kind": "code at run time", "file": cause.file, "line": cause.line}
         cause = cause.__cause__ or cause.__context__
     fields = {"kind": "raised", "type": type(error).__name__}
+    if type(error) is TypeError and error.args and type(error.args[0]) is str:
+        # Python's or numpy's words for a float size; an exact TypeError runs no student method
+        # here, and the judge quotes only the messages it knows (diagnosis.KNOWN_MESSAGES)
+        fields["message"] = error.args[0][:wire.MAX_FIELD_CHARS]
     found = raising_frame(error)
     if found is not None:
         frame, line = found

@@ -42,9 +42,9 @@ LENGTH_BYTES = _LENGTH.size  # the prefix that gives a record's header size
 # A failure as the worker reports it: kind ('raised', 'numpy only', 'not a tuple', ...), the index
 # of the step that failed (-1: importing mytorch), the exception's class name, the mytorch file
 # (relative to mytorch/), line and function it passed last, the forbidden module, the tuple length
-# expected.
+# expected, a TypeError's message.
 ERROR_FIELDS = {"kind": str, "step": int, "type": str, "file": str, "line": int, "function": str,
-                "module": str, "count": int}
+                "module": str, "count": int, "message": str}
 MAX_FIELD_CHARS = 200
 MAX_SOURCE_BYTES = 1 << 20  # read of a mytorch file for the line that raised
 MAX_CODE_CHARS = 200  # of that line

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from autograder.judging.isolation import file_trees, processes
 from autograder.judging.scoring.hidden_tests.checks import CheckFailed, HiddenTest
-from autograder.judging.scoring.hidden_tests.diagnosis import Failure
+from autograder.judging.scoring.hidden_tests.diagnosis import (KNOWN_MESSAGES, Failure,
+                                                                Operand)
 from autograder.judging.scoring.report import TestResult
 from autograder.sandboxed import wire
 from autograder.sandboxed.refusals import FORBIDDEN_LIBRARIES, MADE_AT_RUN_TIME, NUMPY_ONLY
@@ -94,13 +95,8 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
             earlier = wrong_before_the_raise(check, record)
             if earlier is not None:
                 return result(f"{message}; before it, {earlier}", earlier.failure)
-        step = wire.step_label(steps, record.error.get("step", -1))
         code = source_line(package, files, record.error)
-        operands = (line_operands(code, record.error),
-                    step_operands(steps, record.error.get("step", -1), arrays or {}))
-        return result(message, Failure(kind, step.rpartition(".")[2], step=step,
-                                       exception=str(record.error.get("type", "")), code=code,
-                                       operands="; ".join(filter(None, operands))))
+        return result(message, raised_failure(record.error, steps, code, arrays or {}))
     try:
         check(Values(record.values, record.problems))
     except CheckFailed as error:
@@ -112,23 +108,40 @@ def judge_test(test: HiddenTest, record: wire.Record | None, check, note: str,
     return result("")
 
 
+def raised_failure(error: dict, steps: list[dict], code: str, arrays: dict) -> Failure:
+    """What a step that raised tells the hints: the step, the exception's class, the line that
+    raised (``code``, the judge's own reading), what its names held, the step's input arrays'
+    shapes (``arrays``: the program's inputs) and a TypeError's message when it is one of
+    ``diagnosis.KNOWN_MESSAGES`` (Python's or numpy's words; any other is dropped)."""
+    index = error.get("step", -1)
+    step = wire.step_label(steps, index)
+    called = 0 <= index < len(steps) and steps[index].get("op") == "call"
+    given = call_inputs(steps[index], step, arrays) if called else {}
+    operands = (line_operands(code, error), step_operands(steps, index, arrays))
+    message = str(error.get("message", ""))
+    return Failure("raised", step.rpartition(".")[2], step=step,
+                   exception=str(error.get("type", "")), code=code,
+                   operands="; ".join(filter(None, operands)), held=held_operands(code, error),
+                   given={name: x.shape for name, x in given.items()},
+                   message=message if KNOWN_MESSAGES.fullmatch(message) else "")
+
+
 def shape_of(value) -> str:
     """``(2, 3) float64`` for an array, '' for anything else (None, a literal)."""
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
     return f"{tuple(shape)} {dtype}" if isinstance(shape, tuple) and dtype is not None else ""
 
 
-def call_inputs(step: dict, label: str, arrays: dict) -> dict[str, str]:
-    """{parameter: its shape and dtype} of a call ``step`` of ``label`` (``Class.method``), for
-    the arguments that are the judge's own inputs (``arrays``; nothing the worker returned)."""
+def call_inputs(step: dict, label: str, arrays: dict) -> dict:
+    """{parameter: its array} of a call ``step`` of ``label`` (``Class.method``), for the
+    arguments that are the judge's own input arrays (``arrays``; nothing the worker returned)."""
     names = PARAMETERS.get(label, ())
     given = [*zip(names, step.get("args", [])), *step.get("kwargs", {}).items()]
     found = {}
     for name, argument in given:
         ref = argument.get("ref") if isinstance(argument, dict) else None
-        shown = shape_of(arrays.get(ref)) if isinstance(ref, str) else ""
-        if shown:
-            found[name] = shown
+        if isinstance(ref, str) and shape_of(arrays.get(ref)):
+            found[name] = arrays[ref]
     return found
 
 
@@ -141,14 +154,14 @@ def step_operands(steps: list[dict], index: int, arrays: dict) -> str:
         return ""
     label = wire.step_label(steps, index)
     inputs = call_inputs(steps[index], label, arrays)
-    parts = [f"{label} was given " + ", ".join(f"{name} {shown}"
-                                                for name, shown in inputs.items())] if inputs else []
+    parts = [f"{label} was given " + ", ".join(f"{name} {shape_of(x)}"
+                                                for name, x in inputs.items())] if inputs else []
     forwards = [i for i in range(index) if steps[i].get("op") == "call"
                 and steps[i].get("obj") == steps[index].get("obj")
                 and steps[i].get("method") == "forward"]
     if label in GRADIENTS and forwards:
         forward = call_inputs(steps[forwards[-1]], wire.step_label(steps, forwards[-1]), arrays)
-        parts += [f"{gradient} must be shaped like {source}, {forward[source].rpartition(' ')[0]}"
+        parts += [f"{gradient} must be shaped like {source}, {tuple(forward[source].shape)}"
                   for gradient, source in GRADIENTS[label] if source in forward]
     return "; ".join(parts)
 
@@ -175,30 +188,46 @@ def line_operands(code: str, error: dict) -> str:
     (``wire.line_operands``) to hold, from the error's "operands" integers; '' when they do not
     fit the line or name no array, scalar or None. The worker's numbers are the handin's word:
     a handin that lies misleads only its own hint."""
-    names = wire.line_operands(code)
-    rows = wire.operand_rows(error.get("operands", []), len(names)) if names else None
-    shown = [f"{name} {operand_text(row)}" for name, row in zip(names, rows or [])
-             if operand_text(row)]
+    shown = [f"{name} {operand_text(held)}"
+             for name, held in held_operands(code, error).items() if operand_text(held)]
     if not shown:
         return ""
     quoted = " ".join(processes.printable(code).split()).replace("`", "'")
     return f"at `{quoted}`: {', '.join(shown)}"
 
 
-def operand_text(row: list[int]) -> str:
-    """How one operand row (``wire.OPERAND_ROW`` integers) reads: ``(4, 3) float64``, ``an
-    array of 12 dimensions, float64``, ``= -1`` (a Python int), ``a Python float``, ``a float32
-    scalar``, ``None``; '' for a name not found or an object that is none of these."""
-    kind, dtype, ndim = wire.OPERAND_KINDS[row[0]], wire.OPERAND_DTYPES[row[1]], row[2]
-    dtype = "of another dtype" if dtype == "other" else dtype
-    if kind == "array":
-        return (f"an array of {ndim} dimensions, {dtype}" if ndim > wire.MAX_OPERAND_DIMS
-                else f"{tuple(row[3:3 + ndim])} {dtype}")
-    if kind == "scalar" and dtype == "int":
-        return f"= {-row[3] if row[4] else row[3]}"
-    if kind == "scalar":
-        return "a Python float" if dtype == "float" else f"a {dtype} scalar"
-    return "None" if kind == "None" else ""
+def held_operands(code: str, error: dict) -> dict[str, Operand]:
+    """{name: what it held} for each name of the line that raised (``wire.line_operands`` of
+    the judge's own reading ``code``), from the error's "operands" integers; {} when they do not
+    fit the line. An array of more than ``wire.MAX_OPERAND_DIMS`` dimensions has no shape."""
+    names = wire.line_operands(code)
+    rows = wire.operand_rows(error.get("operands", []), len(names)) if names else None
+    held = {}
+    for name, row in zip(names, rows or []):
+        kind, dtype, ndim = wire.OPERAND_KINDS[row[0]], wire.OPERAND_DTYPES[row[1]], row[2]
+        if kind == "array":
+            shape = tuple(row[3:3 + ndim]) if ndim <= wire.MAX_OPERAND_DIMS else ()
+            held[name] = Operand(kind, dtype, shape, ndim)
+        elif kind == "scalar" and dtype == "int":
+            held[name] = Operand(kind, dtype, value=-row[3] if row[4] else row[3])
+        else:
+            held[name] = Operand(kind, dtype)
+    return held
+
+
+def operand_text(held: Operand) -> str:
+    """How one operand reads: ``(4, 3) float64``, ``an array of 12 dimensions, float64``,
+    ``= -1`` (a Python int), ``a Python float``, ``a float32 scalar``, ``None``; '' for a name
+    not found or an object that is none of these."""
+    dtype = "of another dtype" if held.dtype == "other" else held.dtype
+    if held.kind == "array":
+        return (f"an array of {held.ndim} dimensions, {dtype}" if held.ndim != len(held.shape)
+                else f"{held.shape} {dtype}")
+    if held.kind == "scalar" and held.dtype == "int":
+        return f"= {held.value}"
+    if held.kind == "scalar":
+        return "a Python float" if held.dtype == "float" else f"a {dtype} scalar"
+    return "None" if held.kind == "None" else ""
 
 
 def wrong_before_the_raise(check, record: wire.Record) -> CheckFailed | None:

@@ -9,8 +9,12 @@ own forward, or those finite differences against the truth), what the difference
 places, another shape, an offset shared by every row), what the test knew about the case
 (``context``: the softmax's dim is the last axis or not) and, for attention's output, which
 common wrong formula reproduces the student's values (``variant``; for Softmax's dLdZ, a cache of
-the unnormalised exponentials). A step that raised carries its exception's class and the handin's
-line that raised, as the judge read it (``code``): a test that raised is hinted from those alone.
+the unnormalised exponentials, of the input, or a sum over other axes). A step that raised
+carries its exception's class, the handin's line that raised as the judge read it (``code``),
+what each name of that line held (``held``: shapes, dtypes, Python ints and floats), the step's
+input shapes (``given``) and a TypeError's message when it is Python's or numpy's own: a test
+that raised is hinted from those alone, its family read from the shapes (a matrix where its
+transpose belongs, an axis dropped by a reduction...) or, when none fits, said to be unknown.
 
 :func:`hints` reads a category's signature (each test's Failure, or None when it passed) against
 rules written per bug family, not per catalogue entry, and returns the hint of each failing test.
@@ -38,6 +42,13 @@ KINDS = ("not written", "import", "timeout", "stopped", "raised", *VALUE_KINDS)
 SHAPE_ERRORS = ("ValueError", "AxisError", "IndexError")
 DTYPE_ERRORS = ("UFuncTypeError", "_UFuncOutputCastingError", "_UFuncInputCastingError",
                 "_UFuncNoLoopError", "_UFuncBinaryResolutionError")
+# The messages a raised TypeError may have for the hint to quote them: Python's and numpy's own
+# words for a float where an integer size belongs (anything else, which student code could have
+# written, is not quoted).
+KNOWN_MESSAGES = re.compile(r"'float' object cannot be interpreted as an integer|slice indices "
+                            r"must be integers or None or have an __index__ method|"
+                            r"expected a sequence of integers or a single integer, got '[\w.]+'")
+SIZE_ERRORS = ("TypeError",)
 # A line that indexes with a mask (``x[mask]``, ``x[~self.mask] = 0``, ``x[mask == 1]``).
 MASK_INDEX = re.compile(r"\[[^\[\]]*mask[^\[\]]*\]", re.IGNORECASE)
 # What a check compared: the student's value against the truth, the student's gradient against
@@ -61,6 +72,25 @@ class Failure:
     code: str = ""  # the handin's line that raised, as the judge read it (hints only, never shown)
     operands: str = ""  # for kind "raised": that line's operands, the step's inputs, the shapes
     # its results must have
+    held: dict[str, Operand] = field(default_factory=dict)  # for kind "raised": what each name
+    # of the line that raised held, as the worker found it
+    given: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the raising step's array
+    # inputs' shapes ("Q", "dLdZ"...)
+    message: str = ""  # the exception's own message, when it is one of :data:`KNOWN_MESSAGES`
+
+
+@dataclass(frozen=True)
+class Operand:
+    """What a name of the line that raised held: an array (``kind`` "array", its dtype, number
+    of dimensions and shape: () past ``wire.MAX_OPERAND_DIMS`` of them), a scalar (``dtype``
+    "int" or "float" for Python's own, a numpy dtype's name else; ``value`` for a Python int),
+    None, or "other"."""
+
+    kind: str
+    dtype: str = "other"
+    shape: tuple[int, ...] = ()
+    ndim: int = 0
+    value: int | None = None
 
 
 def describe(failure: Failure) -> str:
@@ -141,17 +171,27 @@ def attention_variant(actual, Q, K, V, mask) -> str:
 
 
 def softmax_backward_variant(actual, Z, dim: int, dLdA) -> str:
-    """'unnormalised-cache' when Softmax's ``actual`` dLdZ is the right formula applied to the
-    exponentials before their division by the sum (exp(Z - max), or exp(Z)) instead of the
-    output A: forward kept those for backward. '' otherwise."""
+    """The wrong Softmax backward that reproduces ``actual`` (dLdZ, shaped like Z), or ''.
+
+    The right formula is A * (dLdA - sum(dLdA * A) along dim) with A = softmax(Z). Tried: that
+    formula on the exponentials before their division by the sum, exp(Z - max) or exp(Z)
+    ('unnormalised-cache': forward kept those for backward); on the input Z itself
+    ('input-cache': forward kept its input, not its output); with the sum over the whole array
+    or along one other axis than dim ('reduction-axes')."""
     if actual is None or not isinstance(actual, np.ndarray) or actual.dtype.kind != "f":
         return ""
     actual, Z, dLdA = (np.asarray(x, dtype=np.float64) for x in (actual, Z, dLdA))
+    A = np.exp(Z - Z.max(axis=dim, keepdims=True))
+    A /= A.sum(axis=dim, keepdims=True)
+    other_axes = [axis for axis in range(Z.ndim) if axis != dim % Z.ndim]
+    candidates = [("unnormalised-cache", np.exp(Z - Z.max(axis=dim, keepdims=True)), dim),
+                  ("unnormalised-cache", np.exp(Z), dim), ("input-cache", Z, dim),
+                  *[("reduction-axes", A, axis) for axis in (None, *other_axes)]]
     with np.errstate(over="ignore", invalid="ignore"):
-        for exps in (np.exp(Z - Z.max(axis=dim, keepdims=True)), np.exp(Z)):
-            candidate = exps * (dLdA - np.sum(dLdA * exps, axis=dim, keepdims=True))
+        for name, kept, axis in candidates:
+            candidate = kept * (dLdA - np.sum(dLdA * kept, axis=axis, keepdims=True))
             if np.all(np.isfinite(candidate)) and _matches(actual, candidate):
-                return "unnormalised-cache"
+                return name
     return ""
 
 
@@ -267,6 +307,21 @@ def linear_rules() -> list[Rule]:
     ]
 
 
+SOFTMAX_VARIANTS = {
+    "unnormalised-cache": ("softmax-cache", "A is right but dLdZ matches the right formula "
+                           "applied to the exponentials before their division by the sum: "
+                           "forward must keep for backward the output A it returns "
+                           "(normalised), not the intermediate exponentials"),
+    "input-cache": ("softmax-cache-input", "A is right but dLdZ matches the right formula "
+                    "applied to the input Z instead of the output A: forward kept its input for "
+                    "backward; keep the output A it returns (self.A = the softmax, not Z)"),
+    "reduction-axes": ("softmax-backward-axis", "A is right but dLdZ matches the right formula "
+                       "with its sum taken over other axes than dim (the whole array, or "
+                       "another axis): the sum of dLdA * A runs along self.dim only, with "
+                       "keepdims=True, one sum per slice"),
+}
+
+
 def softmax_rules() -> list[Rule]:
     def forward(f: Failure) -> bool:
         return f.quantity == "A" or f.role == "forward"
@@ -279,22 +334,19 @@ def softmax_rules() -> list[Rule]:
         axes = [f.context.get("last_axis") for f in failing(s).values() if which(f)]
         return bool(axes) and all(axis is False for axis in axes)
 
-    def unnormalised_cache(s: Signature) -> dict[str, Hint]:
-        """One gradient matched the formula on unnormalised exponentials: every failing
-        gradient (a cache that is wrong is wrong in every test) gets the hint, unless A is wrong
-        too."""
+    def variant_hints(s: Signature) -> dict[str, Hint]:
+        """One gradient matched a wrong formula (:data:`SOFTMAX_VARIANTS`), and no other: every
+        failing gradient (a wrong cache or sum is wrong in every test) gets its hint, unless A
+        is wrong too."""
         failures = failing(s)
-        if (not any(f.variant == "unnormalised-cache" for f in failures.values())
-                or any(forward(f) for f in failures.values())):
+        found = {f.variant for f in failures.values() if f.variant}
+        if len(found) != 1 or any(forward(f) for f in failures.values()):
             return {}
-        hint = Hint("softmax-cache", "A is right but dLdZ matches the right formula applied to "
-                    "the exponentials before their division by the sum: forward must keep for "
-                    "backward the output A it returns (normalised), not the intermediate "
-                    "exponentials")
+        hint = Hint(*SOFTMAX_VARIANTS[found.pop()])
         return {name: hint for name, f in failures.items() if backward(f)}
 
     return [
-        unnormalised_cache,
+        variant_hints,
         lambda s: each(s, "softmax-reused", "a Softmax is right on its first input but not when "
                        "reused on an input of another rank: keep self.dim as given (a negative "
                        "dim counts from the end of each input; turn it into an axis in a local "
@@ -344,8 +396,24 @@ def sdpa_rules() -> list[Rule]:
         hint = Hint(*SDPA_VARIANTS[found.pop()])
         return {name: hint for name in failing(s)}
 
+    def only_dV(s: Signature) -> dict[str, Hint]:
+        """The output, dQ and dK are right in every test (the checks compare dV last) and dV is
+        not: dV = P^T dLdZ reads nothing but the stored weights P and the upstream gradient,
+        while dQ and dK reach P's values through the softmax's own cache. The weights kept in
+        self.attention_weights are not the softmax's output."""
+        failures = failing(s)
+        if not failures or not all(in_backward(s)(f) and f.quantity == "dV"
+                                   for f in failures.values()):
+            return {}
+        hint = Hint("sdpa-cache-scores", "the output, dQ and dK are right but dV is not: dV = "
+                    "P^T dLdZ with P the attention weights AFTER the softmax (what multiplies "
+                    "V); keep those in self.attention_weights, not the scores before the "
+                    "softmax")
+        return dict.fromkeys(failures, hint)
+
     return [
         variant_hints,
+        only_dV,
         lambda s: each(s, "sdpa-backward-scale", "the output is right and a gradient is a "
                        "constant multiple of the right one: the scores' scale factor belongs in "
                        "dQ and dK too", lambda f: in_backward(s)(f)
@@ -420,11 +488,159 @@ def raised(f: Failure, errors: tuple[str, ...]) -> bool:
     return f.kind == "raised" and f.exception in errors
 
 
+def arrays_held(f: Failure) -> dict[str, tuple[int, ...]]:
+    """{name: shape} of the arrays (of a known shape) the line that raised names, in its order."""
+    return {name: op.shape for name, op in f.held.items()
+            if op.kind == "array" and op.ndim == len(op.shape)}
+
+
+def written_transposed(code: str, name: str) -> bool:
+    """``name`` enters the line transposed: ``name.T``, ``swapaxes(name``, ``name.transpose(``."""
+    n = re.escape(name)
+    return bool(re.search(rf"(?<![\w.]){n}\s*\.\s*(T\b|mT\b|transpose\(|swapaxes\()"
+                          rf"|(transpose|swapaxes)\(\s*{n}\s*[,)]", code))
+
+
+def flipped(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (*shape[:-2], shape[-1], shape[-2])
+
+
+def misplaced_transpose(f: Failure) -> tuple[str, str] | None:
+    """(operand, its shape as written) of a product on the line that raised that fits only with
+    that operand's last two axes the other way round: a matrix where its transpose belongs (or a
+    transpose too many). The pairs read are the line's consecutive arrays of 2 or more
+    dimensions, each as the line writes it (``W.T`` is W's shape, flipped). None when the line
+    has no product or no such operand."""
+    if not re.search(r"@|\bmatmul\(|\bdot\(", f.code):
+        return None
+    shapes = {name: flipped(shape) if written_transposed(f.code, name) else shape
+              for name, shape in arrays_held(f).items() if len(shape) >= 2}
+    names = list(shapes)
+    for a, b in zip(names, names[1:]):
+        if shapes[a][-1] == shapes[b][-2]:
+            continue
+        if shapes[a][-1] == shapes[b][-1]:  # b's transpose fits
+            return b, str(shapes[b])
+        if shapes[a][-2] == shapes[b][-2]:  # a's transpose fits
+            return a, str(shapes[a])
+    return None
+
+
+def raised_hint(family: str, text: Callable[[Failure], str | None],
+                errors: tuple[str, ...] = SHAPE_ERRORS) -> Rule:
+    """The rule giving ``family``'s hint, worded by ``text(failure)``, to each failing test that
+    raised one of ``errors`` and whose failure ``text`` reads (None: it does not)."""
+    def rule(s: Signature) -> dict[str, Hint]:
+        found = {name: text(f) for name, f in failing(s).items() if raised(f, errors)}
+        return {name: Hint(family, words) for name, words in found.items() if words}
+    return rule
+
+
+def mask_dtype(f: Failure) -> str | None:
+    """A mask on the line that raised is an array that is not boolean."""
+    masks = [(name, op.dtype) for name, op in f.held.items()
+             if "mask" in name.lower() and op.kind == "array" and op.dtype != "bool"]
+    if not masks:
+        return None
+    name, dtype = masks[0]
+    return (f"a mask is not boolean: {name} holds {dtype} values where the masks are boolean "
+            f"(True = do not attend); merge masks with |, & and ~ (they stay boolean), not "
+            f"with arithmetic or astype")
+
+
+def float_size(f: Failure) -> str | None:
+    """A TypeError with Python's words for a float where an integer belongs, or a Python float
+    on the line that raised."""
+    floats = [name for name, op in f.held.items() if op.kind == "scalar" and op.dtype == "float"]
+    if not f.message and not floats:
+        return None
+    which = f"{floats[0]} is a Python float" if floats else "a size there is a float"
+    said = f"TypeError: {f.message}" if f.message else "a TypeError"
+    return (f"a size computed with /: {which}, and numpy raised {said}. True division (/) gives "
+            f"a float even when it divides exactly (embed_dim / num_heads); compute sizes with "
+            f"// (integer division)")
+
+
+def backward_input(f: Failure) -> str | None:
+    """The given check_backward of another layer than the step's own raised: the step handed
+    that inner layer's backward an array of the wrong shape. (The step's own check raising
+    means what its forward stored is wrong, not what a caller passed.)"""
+    inner = re.search(r"check_backward\(\s*[\"'](\w+)[\"']", f.code)
+    if inner is None or f.step.startswith(f"{inner.group(1)}."):
+        return None
+    layer = inner.group(1)
+    softmax = " (Softmax's: that of the weights, dLdZ V^T)" if layer == "Softmax" else ""
+    return (f"{f.step} handed {layer}.backward the wrong array: the gradient it got is not "
+            f"shaped like that layer's forward output (the shapes below); pass each backward "
+            f"the gradient of its own layer's output{softmax}")
+
+
+def softmax_transposed(f: Failure) -> str | None:
+    """In attention's forward, a product fits only with an operand shaped (..., S, L), the
+    scores' (..., L, S) transposed (L and S from the step's Q and K)."""
+    found = misplaced_transpose(f)
+    Q, K = f.given.get("Q"), f.given.get("K")
+    if found is None or Q is None or K is None or Q[-2] == K[-2]:
+        return None
+    name, shape = found
+    if arrays_held(f)[name][-2:] != (K[-2], Q[-2]):
+        return None
+    return (f"{name} is {shape}, (..., S, L): the scores' last two axes are swapped, as for a "
+            f"softmax taken over a transposed axis; the scores Q K^T are (..., L, S) and the "
+            f"softmax runs along the keys S (the last axis), with no transpose")
+
+
+def weight_transposed(f: Failure) -> str | None:
+    found = misplaced_transpose(f)
+    if found is None:
+        return None
+    name, shape = found
+    return (f"a matrix where its transpose belongs: the product on this line fits only with "
+            f"{name} the other way round ({name} enters it as {shape}, as written); write "
+            f"each factor's shape from the docstring, (..., m, k) @ (..., k, n)")
+
+
+REDUCTION = re.compile(r"\.(sum|max|min|mean|prod|amax|amin|vecdot)\(|\bnp\.(sum|max|min|mean|"
+                       r"prod|amax|amin|vecdot)\(")
+
+
+def dropped_axis(f: Failure) -> str | None:
+    """An axis dropped by a reduction: one along an axis without keepdims on the line that
+    raised (its result no longer broadcasts against the array it came from), or an operand
+    shaped like another with one axis removed (reduced on an earlier line)."""
+    held = arrays_held(f)
+    evidence = ""
+    if REDUCTION.search(f.code) and "axis" in f.code and "keepdims" not in f.code:
+        axes = [op.value for name, op in f.held.items()
+                if op.kind == "scalar" and op.dtype == "int" and ("dim" in name or "axis" in name)]
+        literal = re.search(r"axis\s*=\s*(-?\d+)", f.code)
+        axis = axes[0] if axes else int(literal.group(1)) if literal else None
+        for name, shape in held.items():
+            if axis is not None and -len(shape) <= axis < len(shape):
+                reduced = shape[:axis % len(shape)] + shape[axis % len(shape) + 1:]
+                evidence = f": {name} is {shape}, reduced along axis {axis} it is {reduced}"
+                break
+    else:
+        pairs = [(a, b, k) for a in held for b in held for k in range(len(held[b]))
+                 if held[a] == held[b][:k] + held[b][k + 1:]]
+        if not pairs:
+            return None
+        a, b, k = pairs[0]
+        evidence = f": {a} {held[a]} is {b} {held[b]} without its axis {k}"
+    return (f"a reduction drops the axis it reduces (keepdims is missing){evidence}, which no "
+            f"longer broadcasts against the array it came from; pass keepdims=True (or "
+            f"np.expand_dims the result) so the reduced axis stays, with length 1")
+
+
 def raised_rules(category: str) -> list[Rule]:
-    """The rules for tests whose step raised one of :data:`SHAPE_ERRORS` or :data:`DTYPE_ERRORS`,
-    most specific first: a boolean mask used as an index (an IndexError on a line that indexes
-    with a mask), a dtype numpy would not cast, then the shape errors each category knows, then
-    any shape error. They read what raised and where, never the values."""
+    """The rules for tests whose step raised one of :data:`SHAPE_ERRORS`, :data:`DTYPE_ERRORS`
+    or :data:`SIZE_ERRORS`, most specific first: a boolean mask used as an index (an IndexError
+    on a line that indexes with a mask), a mask that is not boolean, a float size, a dtype numpy
+    would not cast, the wrong array handed to a backward, then the shape errors each category
+    knows, then the shapes of the line that raised read as a known family (a softmax over a
+    transposed axis, a matrix where its transpose belongs, an axis dropped by a reduction), then
+    any shape error, whose hint says that no known family matches. They read what raised, where
+    and the shapes there, never the values."""
     boolean_index = (
         "a step raised IndexError on a line that indexes with a boolean mask: x[mask] needs the "
         "mask to have the indexed array's own shape, and the masks given here only broadcast "
@@ -434,8 +650,8 @@ def raised_rules(category: str) -> list[Rule]:
              "of one dtype into an array of another (float into an integer or boolean array), "
              "or a mask is not boolean; create each array with the dtype of what goes into it")
     shape = ("a step raised {exception} on arrays whose shapes do not fit (a product, a "
-             "broadcast, a reshape or an axis): at the line the message names, compare each "
-             "array's shape with the one the docstring gives")
+             "broadcast, a reshape or an axis), in none of the ways the hints know: at the line "
+             "the message names, compare each array's shape with the one the docstring gives")
     by_category = {
         "Linear": [lambda s: each(s, "linear-forward-product", "forward raised: check the "
                                   "shapes in the product of A with W (W is (out_features, "
@@ -451,8 +667,14 @@ def raised_rules(category: str) -> list[Rule]:
     return [
         lambda s: each(s, "boolean-index", boolean_index,
                        lambda f: raised(f, ("IndexError",)) and bool(MASK_INDEX.search(f.code))),
+        raised_hint("mask-dtype", mask_dtype, SHAPE_ERRORS + DTYPE_ERRORS + SIZE_ERRORS),
+        raised_hint("float-size", float_size, SIZE_ERRORS),
         lambda s: each(s, "dtype", dtype, lambda f: raised(f, DTYPE_ERRORS)),
+        raised_hint("backward-input", backward_input),
         *by_category.get(category, []),  # read only for the tests that raised (hints)
+        raised_hint("softmax-transposed", softmax_transposed),
+        raised_hint("transpose", weight_transposed),
+        raised_hint("keepdims", dropped_axis),
         lambda s: {name: Hint("shape", shape.format(exception=f.exception))
                    for name, f in failing(s).items() if raised(f, SHAPE_ERRORS)},
     ]
@@ -476,14 +698,14 @@ def hints(category: str, signature: Signature,
     """For each failing test of ``category`` whose failure the rules read, the first hint a rule
     gives it; tests no rule recognises are left out. The kind of failure decides which rules read
     it: wrong values (:data:`VALUE_KINDS`) the generic rules, then the category's, in order; a
-    step that raised a shape or dtype error the :func:`raised_rules` only, from the exception and
-    its line, never a value family. A stub, a file that does not import, a hang or any other
-    exception gets no hint: the feedback names its kind and place. When a class this one uses is
+    step that raised a shape, dtype or size (TypeError) error the :func:`raised_rules` only, from
+    the exception, its line and its operands, never a value family. A stub, a file that does not
+    import, a hang or any other exception gets no hint: the feedback names its kind and place. When a class this one uses is
     in ``failed`` (the categories that lost points), that is every such failure's hint."""
     valued = {name for name, failure in failing(signature).items()
               if failure.kind in VALUE_KINDS}
     raising = {name for name, failure in failing(signature).items()
-               if raised(failure, SHAPE_ERRORS + DTYPE_ERRORS)}
+               if raised(failure, SHAPE_ERRORS + DTYPE_ERRORS + SIZE_ERRORS)}
     used = [name for name in USES.get(category, ()) if name in failed]
     if used:
         hint = Hint("uses-a-failing-class", f"{category} calls your {' and '.join(used)}, which "
