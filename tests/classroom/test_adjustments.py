@@ -13,7 +13,7 @@ import pytest
 
 from autograder.classroom import adjustments, gradebook, grades_csv, regrade, rescore, spreadsheet
 from autograder.judging.scoring.report import GradingReport
-from tests.classroom.test_regrade import fake_grader, grade_with
+from tests.classroom.regrade_fakes import edit_cell, fake_grader, grade_with
 
 # ann: 5 + 5 + 10 + 10 + 25.79 = 55.79 (the issue's regrade request: 55.79 -> 60)
 ANN = {"Linear": 5.0, "Softmax": 5.0, "ScaledDotProductAttention": 10.0,
@@ -44,15 +44,6 @@ def graded_class(tmp_path: Path) -> Path:
         grades_csv.feedback_path(out, student).write_text(f"the judge's report of {student}\n")
     grades_csv.write_rows(out / "grades.csv", rows)
     return out
-
-
-def edit_cell(csv_path: Path, student: str, column: str, value: str) -> None:
-    """What a TA does in a spreadsheet: one cell typed over, the file saved."""
-    header, rows = spreadsheet.read_csv(csv_path)
-    for row in rows:
-        if row["student"] == student:
-            row[column] = value
-    spreadsheet.write_csv(csv_path, header, rows)
 
 
 def rows_of(out: Path) -> dict[str, dict]:

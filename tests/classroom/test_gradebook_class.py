@@ -10,14 +10,11 @@ hand below.
     .venv/bin/python -m pytest -q -m class_fixture tests/classroom/test_gradebook_class.py
 """
 import csv
-from pathlib import Path
 
 import pytest
 
-from autograder.judging.scoring import rubric
 from autograder.classroom import gradebook, regrade, spreadsheet
-from autograder.judging.scoring.report import GradingReport
-from tests.classroom.test_regrade import fake_grader
+from tests.classroom.regrade_fakes import fake_grader, graded_export
 
 DOMAIN = "campus.example.edu"
 ASSIGNMENT = "HW4P1 (777)"
@@ -94,45 +91,10 @@ CANVAS_TABLE = [
 ]
 
 
-def write_export(folder: Path) -> None:
-    """The Gradescope export: one folder per submission, each handin.tar holding the total its
-    (replaced) grading gives, and submission_metadata.yml."""
-    lines = []
-    for submission, (submitters, created, total) in SUBMISSIONS.items():
-        (folder / submission).mkdir(parents=True)
-        (folder / submission / "handin.tar").write_text(total)
-        lines += [f"{submission}:", "  :submitters:"]
-        for name, sid, email in submitters:
-            lines += [f"  - :name: \"{name}\"", f"    :sid: '{sid}'", f"    :email: {email}"]
-        lines += [f"  :created_at: {created}", "  :status: processed"]
-    (folder / "submission_metadata.yml").write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def graded_class(tmp_path: Path, monkeypatch) -> Path:
-    """grades.csv of the export, through the regrade with each grading replaced."""
-
-    def fake_prepare(source, handin, parent=None):
-        marker = tmp_path / f"grading-{handin.parent.name}"
-        marker.write_text(handin.read_text())
-        return marker
-
-    def fake_run(grading, grader_flags="", gradings=1, started=None, zygote=None):
-        total = float(Path(grading).read_text())
-        return regrade.grading_run.GradingRun({**rubric.zero_scores(), "Linear": total},
-                                              GradingReport(), "report\n", 1.0, False)
-
-    monkeypatch.setattr(regrade.grading_run, "prepare", fake_prepare)
-    monkeypatch.setattr(regrade.grading_run, "run", fake_run)
-    write_export(tmp_path / "export")
-    regrade.regrade(tmp_path / "export", tmp_path / "regrade", fake_grader(tmp_path),
-                    progress=False)
-    return tmp_path / "regrade/grades.csv"
-
-
 @pytest.mark.class_fixture
 def test_the_gradebook_of_a_realistic_class_matches_its_table_cell_by_cell(tmp_path, monkeypatch,
                                                                            capsys):
-    grades = graded_class(tmp_path, monkeypatch)
+    grades = graded_export(tmp_path, monkeypatch, SUBMISSIONS)
     rows = regrade.read_rows(grades)
     assert sorted(rows) == sorted([
         "TAdeyemi@Campus.Example.edu", "seriksen@campus.example.edu",

@@ -21,7 +21,7 @@ import pytest
 from autograder.classroom import gradebook, regrade, spreadsheet
 from autograder.judging.scoring import rubric
 from autograder.judging.scoring.report import GradingReport
-from tests.classroom.test_regrade import fake_grader
+from tests.classroom.regrade_fakes import fake_grader
 
 ZONE = "America/New_York"
 # Term 1, Autolab: file name -> (the zip entry's local time, points per problem in rubric order)

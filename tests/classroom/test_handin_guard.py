@@ -21,7 +21,7 @@ from autograder.judging import grade
 from autograder.judging.intake import handin_guard, static_inspection
 from autograder.judging.scoring import rubric
 from autograder.judging.scoring.report import GradingReport
-from tests.classroom.test_regrade import fake_grader, judge_details
+from tests.classroom.regrade_fakes import fake_grader, judge_details
 from tests.classroom.similarity_classes import POISON
 
 REPO = Path(__file__).resolve().parents[2]

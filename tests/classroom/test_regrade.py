@@ -20,10 +20,11 @@ import pytest
 from autograder.judging.scoring import rubric
 from autograder.classroom import grades_csv, regrade
 from autograder.judging.scoring.hidden_tests import mytorch_hidden
-from autograder.judging.scoring.report import GradingReport, LanguageModelResult, Status, TestResult
+from autograder.judging.scoring.report import GradingReport, TestResult
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_ZERO_MARKS_PPL,
                                              attack_handin, built_autograder, honest_scores,
                                              session_folder)
+from tests.classroom.regrade_fakes import fake_grader, grade_with, judge_details
 from tests.grader.attack_handins import MYTORCH_ZERO
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,37 +105,6 @@ def test_gradescope_rows_carry_the_submitters_metadata(tmp_path):
     assert (ann.name, ann.email, ann.sid) == ("Ann Lee", "ann@x.edu", "0042")
     assert ann.submitted_at.startswith("2026-11-20T23:59:30"), ann.submitted_at
     assert "does not list submission_103/" in found["submission_103"].note
-
-
-def grade_with(fake_run, monkeypatch, tmp_path: Path) -> None:
-    """Replace each grading by ``fake_run``, whose grading folder is a file holding the handin's
-    text (the student's name, in these tests)."""
-    def fake_prepare(source, handin, parent=None):
-        marker = tmp_path / f"grading-{handin.name}"
-        marker.write_text(handin.read_bytes().decode())
-        return marker
-
-    monkeypatch.setattr(regrade.grading_run, "run", fake_run)
-    monkeypatch.setattr(regrade.grading_run, "prepare", fake_prepare)
-
-
-def fake_grader(tmp_path: Path) -> Path:
-    """A folder with the two files regrade requires (gradings are replaced in these tests)."""
-    source = tmp_path / "grader"
-    source.mkdir(parents=True, exist_ok=True)
-    for name in (regrade.grading_run.AUTOGRADE_TAR, regrade.grading_run.MAKEFILE):
-        (source / name).write_text(name)
-    return source
-
-
-def judge_details(total_linear: float, status: str = "ok", weights: str = "") -> GradingReport:
-    """The judge's report of a handin earning ``total_linear`` of Linear's 2 points."""
-    return GradingReport(
-        status=Status(status), weights_sha256=weights,
-        tests=[TestResult("linear_forward", "Linear", 2, total_linear, "", "",
-                          family="" if total_linear == 2 else "linear-bias", seconds=0.25)],
-        seconds={"Linear": 1.5, "LanguageModel": 9.25},
-        lm=LanguageModelResult(message="", perplexity_char=3.5, state_dict_sha256=weights or None))
 
 
 def test_one_failing_handin_is_a_crashed_row_and_the_run_finishes(tmp_path, monkeypatch, capsys):

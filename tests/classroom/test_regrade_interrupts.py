@@ -8,31 +8,29 @@ row, and the resume grades them. A crashed row is graded again by every run, ``-
 
 The judge is a fake one (an autograde.tar whose ``autograder.judging.grade`` sleeps as many
 seconds as its handin says, then writes an ok report and its scores line), forked from the
-regrade's zygotes as the real one is; a ``tar`` on PATH that takes EXTRACT_S seconds widens the
-moment a grading extracts its grader.
+regrade's zygotes as the real one is; a ``tar`` on PATH that waits EXTRACT_S seconds
+(tests/classroom/regrade_fakes.py's slow_tar) widens the moment a grading extracts its grader.
 
     .venv/bin/python -m pytest -q -n 0 tests/classroom/test_regrade_interrupts.py
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 from autograder.classroom import grades_csv, regrade
 from autograder.judging import grading_run
 from autograder.judging.scoring.report import GradingReport
-from tests.classroom.test_regrade import fake_grader as files_only_grader, grade_with
-from tests.grader import test_judge_zygote
+from tests.classroom.regrade_fakes import (fake_grader as files_only_grader, grade_with, markers,
+                                           slow_tar)
+from tests.grader.fake_judge import fake_grader
 
 REPO = Path(__file__).resolve().parents[2]
-EXTRACT_S = 3
 LINEAR = 5.0  # the fake judge's points, in Linear
 FAKE_JUDGE = r'''
 import json, pathlib, sys, time
@@ -47,23 +45,11 @@ print(json.dumps({"scores": {"Linear": LINEAR}}))
 def sleepy_grader(folder: Path) -> Path:
     """A grader folder: the real Makefile, and an autograde.tar whose judge sleeps its handin's
     seconds, touches ``judging-<grading folder>`` beside its grading folder (in TMPDIR) when it
-    starts, then reports an ok grading worth LINEAR points (test_judge_zygote's grader, with this
-    judge)."""
+    starts, then reports an ok grading worth LINEAR points (tests/grader/fake_judge.py's grader,
+    with this judge)."""
     judge = (FAKE_JUDGE.replace("REPORT", repr(json.dumps(GradingReport().to_json())))
              .replace("LINEAR", repr(LINEAR)))
-    with mock.patch.object(test_judge_zygote, "FAKE_JUDGE", judge):
-        return test_judge_zygote.fake_grader(folder)
-
-
-def slow_tar(folder: Path) -> Path:
-    """A folder holding a ``tar`` that touches ``extracting-<grading folder>`` beside the grading
-    folder it runs in, waits EXTRACT_S seconds, then runs the real tar."""
-    folder.mkdir()
-    shim = folder / "tar"
-    shim.write_text(f"#!/bin/sh\ntouch \"../extracting-$(basename \"$(pwd)\")\"\n"
-                    f"sleep {EXTRACT_S}\nexec {shutil.which('tar')} \"$@\"\n")
-    shim.chmod(0o755)
-    return folder
+    return fake_grader(folder, judge)
 
 
 def start(tmp_path: Path, sleeps: dict[str, float], jobs: int, through_make: bool = False
@@ -91,11 +77,6 @@ def start(tmp_path: Path, sleeps: dict[str, float], jobs: int, through_make: boo
                             env={**os.environ, "TQDM_DISABLE": "1", "TMPDIR": str(temp),
                                  "PATH": f"{shims}:{os.environ['PATH']}"},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def markers(tmp_path: Path, kind: str) -> int:
-    """How many gradings have reached ``kind`` ('extracting' or 'judging')."""
-    return len(list((tmp_path / "tmp").glob(f"{kind}-*")))
 
 
 def wait_for(condition, seconds: float = 120) -> None:

@@ -20,7 +20,7 @@ from autograder.judging.scoring.report import GradingReport, LanguageModelResult
 from tests.grader.autograder_helpers import (TEST_FULL_MARKS_PPL, TEST_HIDDEN_CHARS,
                                              TEST_ZERO_MARKS_PPL, attack_handin, built_autograder,
                                              session_folder)
-from tests.classroom.test_regrade import grade_with
+from tests.classroom.regrade_fakes import grade_with
 
 CATEGORIES = list(rubric.MYTORCH_RUBRIC)
 

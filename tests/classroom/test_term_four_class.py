@@ -20,7 +20,7 @@ import pytest
 
 from autograder.classroom import grades_csv, regrade
 from autograder.judging.scoring import rubric
-from tests.classroom.test_regrade_interrupts import markers, slow_tar
+from tests.classroom.regrade_fakes import markers, slow_tar
 from tests.grader.autograder_helpers import (attack_handin, built_autograder, honest_scores,
                                              session_folder)
 

@@ -11,13 +11,11 @@ against the tables below, written by hand.
     .venv/bin/python -m pytest -q -n 0 -m class_fixture tests/classroom/test_term_four_gradebook.py
 """
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 from autograder.classroom import gradebook, spreadsheet
-from tests.classroom import test_gradebook_class
-from tests.classroom.test_adjustments import edit_cell
+from tests.classroom.regrade_fakes import edit_cell, graded_export
 
 DUE = "2026-12-05T00:00:00-05:00"  # the course's (section S1's)
 S2_DUE = "2026-12-07T00:00:00-05:00"
@@ -75,8 +73,7 @@ AUTOLAB_TABLE = ["aiko@uni.edu,90.0,0,0,0,0,0",
 
 @pytest.mark.class_fixture
 def test_the_fourth_term_s_gradebook_matches_its_tables_cell_by_cell(tmp_path, monkeypatch):
-    with mock.patch.object(test_gradebook_class, "SUBMISSIONS", SUBMISSIONS):
-        grades = test_gradebook_class.graded_class(tmp_path, monkeypatch)
+    grades = graded_export(tmp_path, monkeypatch, SUBMISSIONS)
     (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
     (tmp_path / "sections.csv").write_text(SECTIONS)
     out = tmp_path / "gradebook"

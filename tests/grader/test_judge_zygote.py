@@ -2,22 +2,20 @@
 """The bulk regrade's judge zygote (``autograder/judging/isolation/judge_zygote.py``, driven by
 ``grading_run.run``) grades as the Autolab Makefile does.
 
-A fake judge (an autograde.tar whose ``autograder.judging.grade`` reports what it was given and
-behaves as its handin says) is run both ways and must see the same arguments, folder, import path,
-environment, standard input and extracted files, and end the same way (the zero line after a judge
-that fails); a timeout, a stop, a zygote that died before or during a grading each end as they
-should, with no process or file left. Then one real handin is graded both ways: the same scores,
-report and feedback, timings aside.
+A fake judge (tests/grader/fake_judge.py: an autograde.tar whose ``autograder.judging.grade``
+reports what it was given and behaves as its handin says) is run both ways and must see the
+same arguments, folder, import path, environment, standard input and extracted files, and end the
+same way (the zero line after a judge that fails); a timeout, a stop, a zygote that died before or
+during a grading each end as they should, with no process or file left. Then one real handin is
+graded both ways: the same scores, report and feedback, timings aside.
 """
 import dataclasses
-import io
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -29,55 +27,10 @@ from autograder.judging import grading_run
 from autograder.judging.isolation import judge_zygote
 from autograder.judging.scoring.report import Status
 from tests.grader.autograder_helpers import REPO_ROOT, attack_handin, built_autograder
+from tests.grader.fake_judge import fake_grader
 from tools.make_autograde import makefile_text
 
-# What the fake judge does, by its handin's text: report what it was given, then end as told.
-FAKE_JUDGE = r'''
-import json, os, random, stat, sys, time
-import numpy
-from pathlib import Path
-import autograder
-
-behaviour = Path(sys.argv[1]).read_text()
-tree = {str(p.relative_to(Path.cwd().parent)): oct(stat.S_IMODE(p.stat().st_mode))
-        for p in sorted(Path.cwd().parent.rglob("*")) if "work" not in p.parts}
-# make's own variables, and those of its command line, which make exports to the judge
-MAKES = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "PYTHON", "GRADER_FLAGS")
-environment = {k: v for k, v in os.environ.items() if k not in MAKES}
-print(json.dumps({"argv": sys.argv[1:], "argv0": sys.argv[0], "cwd": os.getcwd(),
-                  "path0": sys.path[0], "autograder": autograder.__file__,
-                  "session": os.getsid(0), "stdin": sys.stdin.read(),
-                  "env": environment, "tree": tree, "main": __name__}))
-print(json.dumps({"random": [random.random(), numpy.random.random()]}))
-sys.stdout.flush()
-if behaviour == "raise":
-    raise RuntimeError("the fake judge fails")
-if behaviour == "exit 3":
-    sys.exit(3)
-if behaviour == "sleep":
-    try:
-        time.sleep(300)
-    except KeyboardInterrupt:
-        print("interrupted", flush=True)
-        sys.exit(130)
-print(json.dumps({"scores": {"Linear": 5}}))
-'''
 TIMING = re.compile(r"\d+(\.\d+)?( s\b| busy)")  # wall seconds and the machine's load
-
-
-def fake_grader(folder: Path) -> Path:
-    """A grader folder: the real Makefile, and an autograde.tar holding the fake judge."""
-    folder.mkdir(parents=True)
-    members = {"autograde/autograder/__init__.py": b"",
-               "autograde/autograder/judging/__init__.py": b"",
-               "autograde/autograder/judging/grade.py": FAKE_JUDGE.encode()}
-    with tarfile.open(folder / grading_run.AUTOGRADE_TAR, "w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    (folder / grading_run.MAKEFILE).write_text(makefile_text())
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from autograder.judging import grading_run
 from autograder.judging.isolation import judge_process, thread_policy
 from autograder.judging.scoring import model_child, rubric
 from autograder.classroom import regrade
-from tests.classroom.test_regrade import fake_grader, grade_with, judge_details
+from tests.classroom.regrade_fakes import fake_grader, grade_with, judge_details
 
 REPO = Path(__file__).resolve().parents[2]
 TORCH_THREADS = "import torch; print(torch.get_num_threads())"
