@@ -13,14 +13,16 @@ import pytest
 
 from autograder.classroom import adjustments, gradebook, grades_csv, regrade, rescore, spreadsheet
 from autograder.judging.scoring.report import GradingReport
+from hw4lib.grading_numbers import MYTORCH_RUBRIC
 from tests.classroom.regrade_fakes import edit_cell, fake_grader, grade_with
 
-# ann: 5 + 5 + 10 + 10 + 25.79 = 55.79 (the regrade request: 55.79 -> 60)
-ANN = {"Linear": 5.0, "Softmax": 5.0, "ScaledDotProductAttention": 10.0,
-       "MultiHeadAttention": 10.0, "LanguageModel": 25.79}
-# bo: 5 + 5 + 20 + 20 + 40 = 90
-BO = {"Linear": 5.0, "Softmax": 5.0, "ScaledDotProductAttention": 20.0,
-      "MultiHeadAttention": 20.0, "LanguageModel": 40.0}
+FULL = {name: float(points) for name, points in MYTORCH_RUBRIC.items()}
+# ann: full Linear and Softmax (5 + 5), half of each attention (10 + 10), 25.79 for the language
+# model: 55.79 (the regrade request: 55.79 -> 60)
+ANN = {**FULL, "ScaledDotProductAttention": 10.0, "MultiHeadAttention": 10.0,
+       "LanguageModel": 25.79}
+# bo: full mytorch (5 + 5 + 20 + 20) and 40 for the language model: 90
+BO = {**FULL, "LanguageModel": 40.0}
 ROSTER = ("Student,ID,SIS User ID,SIS Login ID,Section\n"
           "\"Lee, Ann\",1001,0042,ann@x.edu,A\n"
           "\"Chen, Bo\",1002,0043,bo@x.edu,A\n")
