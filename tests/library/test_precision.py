@@ -211,7 +211,7 @@ def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path)
 
 def test_auto_on_a_gpu_with_bf16_keeps_the_faster_by_measurement():
     """A fake GPU capability and fake step timings: auto keeps whichever format measured faster,
-    says both timings, and leaves TF32 on only when fp32 won. The CPU never measures."""
+    says both timings, and leaves TF32 on only when fp32 won. A CPU without bf16 never measures."""
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     before = torch.get_float32_matmul_precision()
     try:
@@ -232,13 +232,35 @@ def test_auto_on_a_gpu_with_bf16_keeps_the_faster_by_measurement():
             torch.set_float32_matmul_precision(before)
 
         def never(dtype):
-            raise AssertionError("auto measured on the CPU")
+            raise AssertionError("auto measured on a CPU without native bf16")
 
         with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=False):
             assert resolve_precision("auto", cpu, never)[0] == torch.float32
         assert resolve_precision("bf16", cuda, never)[0] == torch.bfloat16
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def test_auto_on_a_cpu_with_bf16_keeps_the_faster_by_measurement():
+    """Fake step timings on each side of a tie (a tie keeps fp32): auto keeps the faster, says
+    both timings, and leaves the float32 matmul precision alone (a CPU has no TF32)."""
+    cpu = torch.device("cpu")
+    before = torch.get_float32_matmul_precision()
+    cases = ((2.0, 2.1, torch.float32), (2.0, 2.0, torch.float32), (2.1, 2.0, torch.bfloat16))
+    for fp32_ms, bf16_ms, expected in cases:
+        timed = []
+
+        def step_seconds(dtype, fp32_ms=fp32_ms, bf16_ms=bf16_ms, timed=timed):
+            timed.append((dtype, torch.get_float32_matmul_precision()))
+            return (fp32_ms if dtype == torch.float32 else bf16_ms) / 1e3
+
+        with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=True):
+            dtype, reason = resolve_precision("auto", cpu, step_seconds)
+        assert dtype == expected, f"fp32 {fp32_ms} ms vs bf16 {bf16_ms} ms on the CPU: chose {dtype}"
+        assert f"fp32 {fp32_ms:.1f} ms" in reason and f"bf16 {bf16_ms:.1f} ms" in reason, reason
+        assert "TF32" not in reason, f"a CPU has no TF32: {reason}"
+        assert timed == [(torch.float32, before), (torch.bfloat16, before)], timed
+        assert torch.get_float32_matmul_precision() == before
 
 
 def test_a_timed_training_step_leaves_the_model_as_it_was():
