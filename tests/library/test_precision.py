@@ -209,6 +209,15 @@ def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path)
         "bf16 training on a CPU should keep the plain attention path (its fused backward is slower)")
 
 
+def fake_step_seconds(fp32_ms: float, bf16_ms: float, timed: list):
+    """A ``step_seconds`` stand-in: the given milliseconds per dtype; records (dtype, float32
+    matmul precision) of each call in ``timed``."""
+    def step_seconds(dtype):
+        timed.append((dtype, torch.get_float32_matmul_precision()))
+        return (fp32_ms if dtype == torch.float32 else bf16_ms) / 1e3
+    return step_seconds
+
+
 def test_auto_on_a_gpu_with_bf16_keeps_the_faster_by_measurement():
     """A fake GPU capability and fake step timings: auto keeps whichever format measured faster,
     says both timings, and leaves TF32 on only when fp32 won. A CPU without bf16 never measures."""
@@ -218,10 +227,7 @@ def test_auto_on_a_gpu_with_bf16_keeps_the_faster_by_measurement():
         for fp32_ms, bf16_ms, expected, tf32 in ((3.0, 4.5, torch.float32, "high"),
                                                   (5.0, 2.0, torch.bfloat16, before)):
             timed = []
-
-            def step_seconds(dtype, fp32_ms=fp32_ms, bf16_ms=bf16_ms, timed=timed):
-                timed.append((dtype, torch.get_float32_matmul_precision()))
-                return (fp32_ms if dtype == torch.float32 else bf16_ms) / 1e3
+            step_seconds = fake_step_seconds(fp32_ms, bf16_ms, timed)
 
             with mock.patch("torch.cuda.is_bf16_supported", return_value=True):
                 dtype, reason = resolve_precision("auto", cuda, step_seconds)
@@ -249,10 +255,7 @@ def test_auto_on_a_cpu_with_bf16_keeps_the_faster_by_measurement():
     cases = ((2.0, 2.1, torch.float32), (2.0, 2.0, torch.float32), (2.1, 2.0, torch.bfloat16))
     for fp32_ms, bf16_ms, expected in cases:
         timed = []
-
-        def step_seconds(dtype, fp32_ms=fp32_ms, bf16_ms=bf16_ms, timed=timed):
-            timed.append((dtype, torch.get_float32_matmul_precision()))
-            return (fp32_ms if dtype == torch.float32 else bf16_ms) / 1e3
+        step_seconds = fake_step_seconds(fp32_ms, bf16_ms, timed)
 
         with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=True):
             dtype, reason = resolve_precision("auto", cpu, step_seconds)
