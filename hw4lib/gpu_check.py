@@ -3,7 +3,7 @@
 Run it from the repository root with any Python whose torch sees the GPU (Colab's, a cluster's):
 it needs no ``.venv`` and downloads nothing. Besides torch it imports numpy, pyyaml, pydantic,
 tokenizers, tqdm and matplotlib, and says which are missing (on Colab:
-``pip install -q tokenizers pyyaml pydantic tqdm "numpy>=2"``). It builds the data if needed, then
+the notebook's Set-up pip line, at the pins of ``requirements-grader.txt``). It builds the data if needed, then
 on the device (CUDA when there is one, else the CPU, which it says):
 
 1. the masks and the positional encoding give on the device what they give on the CPU;

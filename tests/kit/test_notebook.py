@@ -51,6 +51,23 @@ def test_the_committed_notebook_is_clean_and_has_one_parameters_cell():
     assert len(parameters) == 1, "the notebook needs exactly one cell tagged 'parameters'"
 
 
+def test_the_colab_pip_line_installs_the_pinned_versions_of_what_it_adds():
+    """Colab keeps its own numpy (the set-up cell checks it is 2 or newer); every other package
+    the line installs comes at its pin in requirements.txt."""
+    from hw4lib.versions import pinned
+
+    committed = nbformat.read(REPO_ROOT / NOTEBOOK, as_version=4)
+    text = "".join(cell.source for cell in committed.cells if cell.cell_type == "markdown")
+    lines = re.findall(r"`!pip install -q ([^`]+)`", text)
+    assert len(lines) == 1, f"expected one Colab pip line in {NOTEBOOK}, found {lines}"
+    pins = pinned(REPO_ROOT / "requirements.txt")
+    unpinned = [requirement for requirement in lines[0].split()
+                if requirement != '"numpy>=2"'
+                and pins.get(requirement.partition("==")[0].lower()) != requirement.partition("==")[2]]
+    assert not unpinned, (f"the Colab pip line of {NOTEBOOK} installs {unpinned}: give each "
+                          "at its pin in requirements.txt (name==version)")
+
+
 def check_the_run_matches_the_command_line(root: Path) -> None:
     """The notebook's one run folder is complete, its handin packed, and ``python -m
     hw4lib.train`` (what ``make train`` runs) trains the same config to the same metrics and

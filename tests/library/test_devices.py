@@ -70,3 +70,16 @@ def test_the_trainers_device_is_resolved(current_gpu):
     assert resolve_device("cuda") == torch.device("cuda", 1)
     assert resolve_device("auto") == torch.device("cuda", 1)
     assert resolve_device("cpu") == torch.device("cpu")
+
+
+def test_without_a_gpu_auto_is_the_cpu_and_cuda_keeps_no_index():
+    from unittest import mock
+
+    from hw4lib.trainers.base_trainer import resolve_device
+    from hw4lib.utils.devices import resolved_device
+
+    with mock.patch("torch.cuda.is_available", return_value=False):
+        assert resolve_device("auto") == torch.device("cpu")
+        assert resolve_device(None) == torch.device("cpu")
+        assert resolved_device("cuda") == torch.device("cuda"), "no GPU: 'cuda' has no current index"
+        assert resolved_device("meta") == torch.device("meta")

@@ -209,19 +209,25 @@ def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path)
         "bf16 training on a CPU should keep the plain attention path (its fused backward is slower)")
 
 
+def fake_step_seconds(fp32_ms: float, bf16_ms: float, timed: list):
+    """A ``step_seconds`` stand-in: the given milliseconds per dtype; records (dtype, float32
+    matmul precision) of each call in ``timed``."""
+    def step_seconds(dtype):
+        timed.append((dtype, torch.get_float32_matmul_precision()))
+        return (fp32_ms if dtype == torch.float32 else bf16_ms) / 1e3
+    return step_seconds
+
+
 def test_auto_on_a_gpu_with_bf16_keeps_the_faster_by_measurement():
     """A fake GPU capability and fake step timings: auto keeps whichever format measured faster,
-    says both timings, and leaves TF32 on only when fp32 won. The CPU never measures."""
+    says both timings, and leaves TF32 on only when fp32 won. A CPU without bf16 never measures."""
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     before = torch.get_float32_matmul_precision()
     try:
         for fp32_ms, bf16_ms, expected, tf32 in ((3.0, 4.5, torch.float32, "high"),
                                                   (5.0, 2.0, torch.bfloat16, before)):
             timed = []
-
-            def step_seconds(dtype, fp32_ms=fp32_ms, bf16_ms=bf16_ms, timed=timed):
-                timed.append((dtype, torch.get_float32_matmul_precision()))
-                return (fp32_ms if dtype == torch.float32 else bf16_ms) / 1e3
+            step_seconds = fake_step_seconds(fp32_ms, bf16_ms, timed)
 
             with mock.patch("torch.cuda.is_bf16_supported", return_value=True):
                 dtype, reason = resolve_precision("auto", cuda, step_seconds)
@@ -232,13 +238,32 @@ def test_auto_on_a_gpu_with_bf16_keeps_the_faster_by_measurement():
             torch.set_float32_matmul_precision(before)
 
         def never(dtype):
-            raise AssertionError("auto measured on the CPU")
+            raise AssertionError("auto measured on a CPU without native bf16")
 
         with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=False):
             assert resolve_precision("auto", cpu, never)[0] == torch.float32
         assert resolve_precision("bf16", cuda, never)[0] == torch.bfloat16
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def test_auto_on_a_cpu_with_bf16_keeps_the_faster_by_measurement():
+    """Fake step timings on each side of a tie (a tie keeps fp32): auto keeps the faster, says
+    both timings, and leaves the float32 matmul precision alone (a CPU has no TF32)."""
+    cpu = torch.device("cpu")
+    before = torch.get_float32_matmul_precision()
+    cases = ((2.0, 2.1, torch.float32), (2.0, 2.0, torch.float32), (2.1, 2.0, torch.bfloat16))
+    for fp32_ms, bf16_ms, expected in cases:
+        timed = []
+        step_seconds = fake_step_seconds(fp32_ms, bf16_ms, timed)
+
+        with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=True):
+            dtype, reason = resolve_precision("auto", cpu, step_seconds)
+        assert dtype == expected, f"fp32 {fp32_ms} ms vs bf16 {bf16_ms} ms on the CPU: chose {dtype}"
+        assert f"fp32 {fp32_ms:.1f} ms" in reason and f"bf16 {bf16_ms:.1f} ms" in reason, reason
+        assert "TF32" not in reason, f"a CPU has no TF32: {reason}"
+        assert timed == [(torch.float32, before), (torch.bfloat16, before)], timed
+        assert torch.get_float32_matmul_precision() == before
 
 
 def test_a_timed_training_step_leaves_the_model_as_it_was():
