@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from hw4lib.trainers.metrics import evaluate_language_model
-from tests.library.test_training_extras import TRAIN_TEXTS, _trainer
+from tests.library.small_trainer import TRAIN_TEXTS, small_trainer
 
 
 @pytest.mark.parametrize("accumulation", [1, 2, 3])
 def test_training_metrics_equal_an_evaluation_of_the_unchanged_model(tmp_path, accumulation):
-    trainer, (train_loader, _) = _trainer(tmp_path, TRAIN_TEXTS,
+    trainer, (train_loader, _) = small_trainer(tmp_path, TRAIN_TEXTS,
                                           gradient_accumulation_steps=accumulation)
     trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=0.0)
     truth = evaluate_language_model(trainer.model, train_loader, "cpu")
@@ -33,7 +33,7 @@ def test_a_nan_training_loss_is_stopped_by_the_training_pass_itself(tmp_path):
     never reached."""
     from hw4lib.trainers._checks import NonFiniteLossError
 
-    trainer, loaders = _trainer(tmp_path, TRAIN_TEXTS)
+    trainer, loaders = small_trainer(tmp_path, TRAIN_TEXTS)
     criterion = trainer.criterion
     trainer.criterion = lambda logits, golden: criterion(logits, golden) * float("nan")
     validated = []

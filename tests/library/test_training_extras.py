@@ -14,7 +14,6 @@ import json
 import random
 import sys
 import types
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -22,53 +21,11 @@ import pytest
 import torch
 import yaml
 
+from tests.library.small_trainer import TRAIN_TEXTS, char_tokenizer, small_trainer, write_split
 from tests.tiny_config import tiny_config, tiny_yaml
 
 
-TRAIN_TEXTS = ["THE CAT SAT ON THE MAT", "A DOG RAN IN THE PARK", "SHE SAID IT WAS LATE",
-               "WE WALKED HOME TOGETHER", "THE RAIN FELL ALL NIGHT", "HE OPENED THE OLD DOOR"]
 LONG_TEXT = "THE MILLER WALKED DOWN TO THE RIVER"
-
-
-def _write_split(folder: Path, texts: list[str]) -> None:
-    folder.mkdir(parents=True)
-    for index, text in enumerate(texts):
-        np.save(folder / f"1000-000000-{index:04d}.npy", np.array(list(text), dtype="<U1"))
-
-
-def _char_tokenizer():
-    from hw4lib.data import H4Tokenizer
-
-    token_map = tiny_yaml()["tokenization"]["token_map"]
-    return H4Tokenizer(token_map, "char")
-
-
-def _trainer(tmp_path, val_texts, run_name="run", **training):
-    """An LMTrainer of a one-layer model, and loaders over TRAIN_TEXTS and ``val_texts`` (char tokens)."""
-    from torch.utils.data import DataLoader
-
-    from hw4lib.data import LMDataset
-    from hw4lib.model import DecoderOnlyTransformer
-    from hw4lib.trainers import LMTrainer
-
-    root = tmp_path / "data"
-    _write_split(root / "train", TRAIN_TEXTS)
-    _write_split(root / "val", val_texts)
-    tokenizer = _char_tokenizer()
-    loaders = []
-    for split in ("train", "val"):
-        dataset = LMDataset(split, {"root": str(root), "subset": 1.0}, tokenizer)
-        loaders.append(DataLoader(dataset, batch_size=4, collate_fn=dataset.collate_fn))
-    torch.manual_seed(0)
-    model = DecoderOnlyTransformer(num_layers=1, d_model=16, num_heads=2, d_ff=32, dropout=0.0,
-                                   max_len=64, num_classes=tokenizer.vocab_size)
-    config = tiny_config(tmp_path, {"samples_every": 1, **training}, scheduler={"name": "constant"},
-                         generation={"num_samples": 4, "prompt_length": 8, "max_length": 24, "greedy": {}})
-    trainer = LMTrainer(model, tokenizer, config, run_name, None, device="cpu")
-    trainer.optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=1e-3)
-    # The PNGs are not under test here and matplotlib is most of the time: skip drawing them.
-    trainer._plot_curves = trainer._save_attention_plot = lambda *args: None
-    return trainer, loaders
 
 
 def _train(trainer, loaders, epochs=2) -> tuple[str, str]:
@@ -127,7 +84,7 @@ def test_fit_prompt_request_matches_a_brute_force_count():
 
 
 def test_one_validation_transcript_gives_one_sample_and_training_goes_on(tmp_path):
-    trainer, loaders = _trainer(tmp_path, [LONG_TEXT])
+    trainer, loaders = small_trainer(tmp_path, [LONG_TEXT])
     out, _ = _train(trainer, loaders)
     _assert_run_finished(trainer)
     notes = _lines(out, "note:")
@@ -140,7 +97,7 @@ def test_one_validation_transcript_gives_one_sample_and_training_goes_on(tmp_pat
 
 
 def test_short_validation_transcripts_give_shorter_prompts(tmp_path):
-    trainer, loaders = _trainer(tmp_path, ["NO", "YES SIR", "OK"])
+    trainer, loaders = small_trainer(tmp_path, ["NO", "YES SIR", "OK"])
     out, _ = _train(trainer, loaders)
     _assert_run_finished(trainer)
     notes = _lines(out, "note:")
@@ -152,7 +109,7 @@ def test_short_validation_transcripts_give_shorter_prompts(tmp_path):
 
 
 def test_no_usable_validation_transcript_means_no_samples(tmp_path):
-    trainer, loaders = _trainer(tmp_path, ["A", "I"])
+    trainer, loaders = small_trainer(tmp_path, ["A", "I"])
     out, _ = _train(trainer, loaders)
     _assert_run_finished(trainer)
     notes = _lines(out, "note:")
@@ -172,7 +129,7 @@ def test_a_failing_map_curve_or_sample_is_reported_and_skipped(tmp_path):
             ("_save_attention_plot", "attention map", "text/val_greedy_epoch002.json"),
             ("_plot_curves", "curves", "metrics/epoch_002.json"),
             ("generate", "validation samples", "metrics/epoch_002.json")):
-        trainer, loaders = _trainer(tmp_path / method, [LONG_TEXT, LONG_TEXT[:-4]])
+        trainer, loaders = small_trainer(tmp_path / method, [LONG_TEXT, LONG_TEXT[:-4]])
         setattr(trainer, method, _broken)
         _, err = _train(trainer, loaders)
         _assert_run_finished(trainer)
@@ -201,7 +158,7 @@ def test_wandb_that_cannot_start_or_log_is_reported_and_skipped(tmp_path):
     for fail_at, expected in (("init", "starting wandb"), ("log", "logging epoch")):
         err = io.StringIO()
         with mock.patch.dict(sys.modules, {"wandb": _FakeWandb(fail_at)}), contextlib.redirect_stderr(err):
-            trainer, loaders = _trainer(tmp_path / fail_at, [LONG_TEXT], use_wandb=True)
+            trainer, loaders = small_trainer(tmp_path / fail_at, [LONG_TEXT], use_wandb=True)
             out, train_err = _train(trainer, loaders)
             trainer.cleanup()
         _assert_run_finished(trainer)
@@ -230,8 +187,8 @@ def test_generation_settings_are_checked_against_the_test_split(tmp_path):
     from hw4lib.data import LMDataset
     from hw4lib.train import ConfigError, check_generation_settings
 
-    _write_split(tmp_path / "test", [LONG_TEXT, "SHORT ONE", LONG_TEXT + " AGAIN"])
-    test_set = LMDataset("test", {"root": str(tmp_path), "subset": 1.0}, _char_tokenizer())
+    write_split(tmp_path / "test", [LONG_TEXT, "SHORT ONE", LONG_TEXT + " AGAIN"])
+    test_set = LMDataset("test", {"root": str(tmp_path), "subset": 1.0}, char_tokenizer())
     generation = {"num_samples": 2, "prompt_length": 10, "greedy": {}, "beam": {"beam_width": 2}}
     check_generation_settings(tiny_config(tmp_path, generation=generation), test_set)  # two are long enough
     generation["beam"]["num_samples"] = 3
@@ -248,14 +205,14 @@ def test_the_trainer_validates_a_mapping_once_and_refuses_a_bad_key_before_the_r
                                    max_len=64, num_classes=8)
     config = tiny_yaml()
     config["training"].update(expts_dir=str(tmp_path / "expts"), progress_bar=False)
-    trainer = LMTrainer(model, _char_tokenizer(), config, "run", None, device="cpu")
+    trainer = LMTrainer(model, char_tokenizer(), config, "run", None, device="cpu")
     assert isinstance(trainer.config, Config) and trainer.config.training.grad_clip_norm == 1.0, (
         "a mapping is validated on entry, defaults filled in, and kept typed")
     written = yaml.safe_load((tmp_path / "expts" / "run" / "config.yaml").read_text())
     assert written == trainer.config.dump(), "config.yaml holds the validated config"
     config["training"]["label_smoothing"] = 1.5
     with pytest.raises(ConfigError, match=r"training\.label_smoothing"):
-        LMTrainer(model, _char_tokenizer(), config, "refused", None, device="cpu")
+        LMTrainer(model, char_tokenizer(), config, "refused", None, device="cpu")
     assert not (tmp_path / "expts" / "refused").exists(), "a refused config creates no run folder"
 
 
@@ -263,7 +220,7 @@ def test_checking_a_loader_leaves_every_random_state_as_it_found_it(tmp_path):
     from hw4lib.data import verify_dataloader
     from hw4lib.data.random_state import capture_rng_states
 
-    _, (train_loader, _) = _trainer(tmp_path, TRAIN_TEXTS)
+    _, (train_loader, _) = small_trainer(tmp_path, TRAIN_TEXTS)
     shuffled = torch.utils.data.DataLoader(train_loader.dataset, batch_size=4, shuffle=True,
                                            collate_fn=train_loader.dataset.collate_fn)
     random.seed(1), np.random.seed(1), torch.manual_seed(1)
@@ -284,14 +241,14 @@ def test_a_run_folder_that_holds_a_run_is_refused_unless_resumed(tmp_path):
     from hw4lib.trainers import RunFolderExistsError
     from hw4lib.trainers.base_trainer import LAST_CHECKPOINT_NAME
 
-    trainer, loaders = _trainer(tmp_path, TRAIN_TEXTS, samples_every=0)
+    trainer, loaders = small_trainer(tmp_path, TRAIN_TEXTS, samples_every=0)
     _train(trainer, loaders, epochs=1)
     config_yaml = (trainer.expt_root / "config.yaml").read_bytes()
     with pytest.raises(RunFolderExistsError, match=r"already holds a run.*--resume .*checkpoint-last"):
-        _trainer(tmp_path / "again", TRAIN_TEXTS, expts_dir=str(tmp_path / "expts"))
+        small_trainer(tmp_path / "again", TRAIN_TEXTS, expts_dir=str(tmp_path / "expts"))
     assert (trainer.expt_root / "config.yaml").read_bytes() == config_yaml, "the old run was written into"
     last = trainer.expt_root / "checkpoints" / LAST_CHECKPOINT_NAME
-    resumed, loaders = _trainer(tmp_path / "resumed", TRAIN_TEXTS, samples_every=0,
+    resumed, loaders = small_trainer(tmp_path / "resumed", TRAIN_TEXTS, samples_every=0,
                                 expts_dir=str(tmp_path / "expts"), resume_from=str(last))
     resumed.load_checkpoint(last)
     _train(resumed, loaders, epochs=2)
@@ -307,7 +264,7 @@ def test_ctrl_c_keeps_the_last_complete_epoch_and_says_how_to_resume(tmp_path):
     from hw4lib.trainers import TrainingInterrupted
     from hw4lib.trainers.base_trainer import LAST_CHECKPOINT_NAME
 
-    trainer, loaders = _trainer(tmp_path, TRAIN_TEXTS, samples_every=0)
+    trainer, loaders = small_trainer(tmp_path, TRAIN_TEXTS, samples_every=0)
     (trainer.expt_root / METRICS_FILE).write_text("{}")  # results of earlier weights go stale
     validate, calls = trainer._validate_epoch, []
 
@@ -328,7 +285,7 @@ def test_ctrl_c_keeps_the_last_complete_epoch_and_says_how_to_resume(tmp_path):
     assert torch.load(last, weights_only=False)["epoch"] == 1
     assert not (trainer.expt_root / METRICS_FILE).exists(), "stale test results must go"
 
-    early, loaders = _trainer(tmp_path / "early", TRAIN_TEXTS, samples_every=0)
+    early, loaders = small_trainer(tmp_path / "early", TRAIN_TEXTS, samples_every=0)
     early._validate_epoch = lambda loader: (_ for _ in ()).throw(KeyboardInterrupt())
     with pytest.raises(TrainingInterrupted, match="no epoch completed, so there is nothing to resume"):
         _train(early, loaders, epochs=2)
