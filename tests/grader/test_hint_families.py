@@ -15,6 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from autograder.judging.scoring.hidden_tests.checks import CheckFailed, expect_shape
 from autograder.judging.scoring.hidden_tests.diagnosis import (Failure, Operand, hints,
                                                                softmax_backward_variant)
 from autograder.judging.scoring.verdicts import raised_failure
@@ -232,3 +233,48 @@ def test_transposed_weights_that_are_not_the_scores_are_a_transpose():
     assert families("ScaledDotProductAttention", {"t": failure}) == {"transpose"}
     failure.given["K"] = (2, 5, 6)  # now (S, L) = (5, 4): the scores transposed
     assert families("ScaledDotProductAttention", {"t": failure}) == {"softmax-transposed"}
+
+
+def test_an_array_sized_by_the_previous_call_reads_as_a_stale_cache():
+    """A second forward of one object raised on a mask sized by the first call's inputs (batch
+    4, L = S = 7) where this call's are (2, 3, 5): stale-cache, with the mask's shape named. A
+    mask sized by this call, a first call, or an array whose lengths are all this call's too
+    read otherwise."""
+    arrays = {"q1": np.zeros((4, 7, 6)), "q2": np.zeros((2, 3, 6)), "k2": np.zeros((2, 5, 6))}
+    steps = [{"op": "new", "cls": "MultiHeadAttention", "out": ["m"]},
+             {"op": "call", "obj": "m", "method": "forward",
+              "args": [{"ref": "q1"}, {"ref": "q1"}, {"ref": "q1"}]},
+             {"op": "call", "obj": "m", "method": "forward",
+              "args": [{"ref": "q2"}, {"ref": "k2"}, {"ref": "k2"}]}]
+    code = "mask = check_attention_inputs(Q, K, V, mask)"
+
+    def family(step: int, mask: tuple[int, ...]) -> tuple[set[str], str]:
+        error = {"type": "ValueError", "step": step, "message": ""}
+        failure = raised_failure(error, steps, code, arrays)
+        failure.held = {"Q": Operand("array", "float64", (2, 2, 3, 3), 4),
+                        "mask": Operand("array", "bool", mask, len(mask))}
+        found = hints("MultiHeadAttention", {"t": failure})
+        return {hint.family for hint in found.values()}, "".join(h.text for h in found.values())
+
+    stale, text = family(2, (4, 1, 7, 7))
+    assert stale == {"stale-cache"} and "mask has shape (4, 1, 7, 7)" in text
+    assert "query (4, 7, 6)" in text
+    assert family(2, (2, 1, 3, 5))[0] == {"shape"}  # sized by this call
+    assert family(1, (4, 1, 7, 7))[0] == {"shape"}  # no previous call
+    assert family(2, (1, 1, 6, 6))[0] == {"shape"}  # 6 is the embedding of both calls
+
+
+def test_a_gradient_missing_only_its_length_one_axes_reads_as_squeezed():
+    """expect_shape's failure carries both shapes: dLdb () where (1,) belongs is a squeezed
+    gradient; (2,) where (1, 2) belongs too; (4,) where (2, 2) belongs, or a forward output, is
+    not (the same values, but no axis of length 1 dropped)."""
+    def family(quantity: str, actual, shape: tuple[int, ...]) -> set[str]:
+        with pytest.raises(CheckFailed) as failed:
+            expect_shape(quantity, np.asarray(actual), shape)
+        return families("Linear", {"t": failed.value.failure})
+
+    assert family("dLdb", 0.5, (1,)) == {"squeezed-gradient"}
+    assert family("dLdW", [0.5, 1.0], (1, 2)) == {"squeezed-gradient"}
+    assert family("dLdb", [0.5, 1.0], (1, 2, 1)) == {"squeezed-gradient"}
+    assert "squeezed-gradient" not in family("dLdW", [0.5, 1.0, 2.0, 3.0], (2, 2))
+    assert "squeezed-gradient" not in family("Z", 0.5, (1,))

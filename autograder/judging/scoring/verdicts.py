@@ -123,7 +123,22 @@ def raised_failure(error: dict, steps: list[dict], code: str, arrays: dict) -> F
                    exception=str(error.get("type", "")), code=code,
                    operands="; ".join(filter(None, operands)), held=held_operands(code, error),
                    given={name: x.shape for name, x in given.items()},
+                   earlier=previous_call_inputs(steps, index, arrays),
                    message=message if KNOWN_MESSAGES.fullmatch(message) else "")
+
+
+def previous_call_inputs(steps: list[dict], index: int, arrays: dict) -> dict:
+    """{parameter: its shape} of the array inputs of the last call before step ``index`` of the
+    same method on the same object; {} when there is none (or ``index`` is not a call)."""
+    if not 0 <= index < len(steps) or steps[index].get("op") != "call":
+        return {}
+    same = [i for i in range(index) if steps[i].get("op") == "call"
+            and steps[i].get("obj") == steps[index].get("obj")
+            and steps[i].get("method") == steps[index].get("method")]
+    if not same:
+        return {}
+    inputs = call_inputs(steps[same[-1]], wire.step_label(steps, same[-1]), arrays)
+    return {name: x.shape for name, x in inputs.items()}
 
 
 def shape_of(value) -> str:

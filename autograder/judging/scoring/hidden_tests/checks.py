@@ -117,7 +117,8 @@ def failure_of(name: str, kind: str, role: str = "truth", **fields) -> Failure:
     earlier parts say where)."""
     quantity = next((found.group(1) for part in reversed(name.split(": "))
                      if (found := QUANTITY.search(part))), "")
-    return Failure(kind, quantity, role, context=dict(_context.get({})), **fields)
+    context = {**_context.get({}), **fields.pop("context", {})}
+    return Failure(kind, quantity, role, context=context, **fields)
 
 
 def expect(condition, message: str, kind: str = "value", role: str = "truth") -> None:
@@ -136,7 +137,8 @@ def expect_shape(name: str, actual, shape: tuple, expected=None, role: str = "tr
         else:
             features = frozenset({"reshaped"} if actual.size == math.prod(shape) else ())
         raise CheckFailed(f"{name}: expected shape {tuple(shape)}, got {actual.shape}",
-                          failure_of(name, "shape", role, features=features))
+                          failure_of(name, "shape", role, features=features,
+                                     context={"shapes": (tuple(shape), actual.shape)}))
 
 
 def close(name: str, actual, expected, rtol: float = RTOL_TORCH,

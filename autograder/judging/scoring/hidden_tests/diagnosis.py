@@ -77,6 +77,8 @@ class Failure:
     given: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the raising step's array
     # inputs' shapes ("Q", "dLdZ"...)
     message: str = ""  # the exception's own message, when it is one of :data:`KNOWN_MESSAGES`
+    earlier: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the array inputs' shapes
+    # of the same object's previous call of the raising method, when there was one
 
 
 @dataclass(frozen=True)
@@ -274,11 +276,27 @@ def generic_rules() -> list[Rule]:
     ]
 
 
+def squeezed_gradient(s: Signature) -> dict[str, Hint]:
+    """A gradient whose shape is the expected one without its length-1 axes, holding as many
+    values (a squeeze, or a reduction without keepdims, dropped an axis of size 1)."""
+    found = {}
+    for name, f in failing(s).items():
+        expected, got = f.context.get("shapes", ((), ()))
+        if (f.kind == "shape" and is_gradient(f.quantity) and "reshaped" in f.features
+                and tuple(got) == tuple(n for n in expected if n != 1) != tuple(expected)):
+            found[name] = Hint("squeezed-gradient", f"{f.quantity} has shape {tuple(got)} where "
+                               f"{tuple(expected)} belongs: a squeeze (or a reduction) dropped "
+                               f"an axis of length 1, such as that of a single output feature; "
+                               f"keep each gradient shaped like what it is the gradient of")
+    return found
+
+
 def linear_rules() -> list[Rule]:
     def z(f: Failure) -> bool:
         return f.quantity == "Z"
 
     return [
+        squeezed_gradient,
         lambda s: each(s, "linear-batch-shape", "Z (or dLdA) has the right values in the wrong "
                        "shape: for an input of any number of leading dimensions, return "
                        "(*leading, out_features) (and dLdA shaped like A)",
@@ -632,6 +650,23 @@ def dropped_axis(f: Failure) -> str | None:
             f"np.expand_dims the result) so the reduced axis stays, with length 1")
 
 
+def kept_from_earlier_call(f: Failure) -> str | None:
+    """A later call of the same object raised, and an array on its line is sized by the previous
+    call's inputs: each of its lengths past 1 is one of theirs, and one is none of this call's."""
+    if not f.earlier or f.earlier == f.given:
+        return None
+    before = {n for shape in f.earlier.values() for n in shape}
+    now = {n for shape in f.given.values() for n in shape}
+    for name, shape in arrays_held(f).items():
+        sizes = {n for n in shape if n > 1}
+        if sizes and sizes <= before and not sizes <= now:
+            given = ", ".join(f"{k} {v}" for k, v in f.earlier.items())
+            return (f"a later call of {f.step} raised: {name} has shape {shape}, built for the "
+                    f"previous call's inputs ({given}) and kept; compute it from each call's "
+                    f"own inputs instead of keeping it on the object")
+    return None
+
+
 def raised_rules(category: str) -> list[Rule]:
     """The rules for tests whose step raised one of :data:`SHAPE_ERRORS`, :data:`DTYPE_ERRORS`
     or :data:`SIZE_ERRORS`, most specific first: a boolean mask used as an index (an IndexError
@@ -671,6 +706,7 @@ def raised_rules(category: str) -> list[Rule]:
         raised_hint("float-size", float_size, SIZE_ERRORS),
         lambda s: each(s, "dtype", dtype, lambda f: raised(f, DTYPE_ERRORS)),
         raised_hint("backward-input", backward_input),
+        raised_hint("stale-cache", kept_from_earlier_call),
         *by_category.get(category, []),  # read only for the tests that raised (hints)
         raised_hint("softmax-transposed", softmax_transposed),
         raised_hint("transpose", weight_transposed),
