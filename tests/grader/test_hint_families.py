@@ -20,7 +20,7 @@ from autograder.judging.scoring.hidden_tests.diagnosis import (Failure, Operand,
                                                                softmax_backward_variant)
 from autograder.judging.scoring.verdicts import raised_failure
 from autograder.sandboxed import replay, wire
-from tests.grader.test_raised_operands import judged as decoded
+from tests.grader.raised_errors import judged as decoded
 
 
 def softmax(x, axis):

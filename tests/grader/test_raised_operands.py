@@ -16,7 +16,8 @@ import pytest
 
 from autograder.judging.scoring.hidden_tests.diagnosis import Failure, hints
 from autograder.judging.scoring.verdicts import line_operands
-from autograder.sandboxed import replay, wire
+from autograder.sandboxed import wire
+from tests.grader.raised_errors import judged
 
 SOURCE = textwrap.dedent('''\
     import numpy as np
@@ -117,18 +118,6 @@ def cases(tmp_path_factory):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module, path
-
-
-def judged(path, call) -> tuple[dict, str]:
-    """(the error's fields as the judge decodes them, the judge's words for the line) of
-    ``call()``, which must raise."""
-    with pytest.raises(BaseException) as raised:
-        call()
-    record = wire.encode_record("t", {**replay.describe(raised.value), "step": 0}, {})
-    decoded, note = wire.decode_records(record, {"t": []})
-    assert note == ""
-    error = decoded["t"].error
-    return error, line_operands(wire.line_of(path.read_bytes(), error["line"]), error)
 
 
 @pytest.mark.parametrize("method", CASES)
