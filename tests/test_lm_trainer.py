@@ -457,14 +457,16 @@ def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(tmp_path):
 @rubric("LMTrainer")
 def test_gradient_accumulation_matches_one_large_batch(tmp_path):
     equal_length = [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 0]]
-    results = []
+    results, losses = [], []
     for run_name, batch_size, accumulation in (("big", 4, 1), ("accumulated", 1, 4)):
         torch.manual_seed(0)
         trainer = _trainer(tmp_path, TableLM(), run_name, gradient_accumulation_steps=accumulation,
                            grad_clip_norm=0.0)
         trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=0.5)
         trainer.scheduler = None
-        trainer._train_epoch(_loader(shuffle=False, batch_size=batch_size, sequences=equal_length))
+        metrics, _ = trainer._train_epoch(
+            _loader(shuffle=False, batch_size=batch_size, sequences=equal_length))
+        losses.append(metrics["ce_loss_token"])
         assert trainer.global_step == 1, (
             f"{accumulation} batches with gradient_accumulation_steps={accumulation}: expected 1 "
             f"optimizer step, got {trainer.global_step}"
@@ -476,6 +478,9 @@ def test_gradient_accumulation_matches_one_large_batch(tmp_path):
             f"batch of 4 (backward of loss / accumulation_steps); they differ by up to "
             f"{(value - results[1][name]).abs().max().item():.3g}"
         )
+    # Both runs score the same weights on the same tokens before their one update.
+    _close(losses[1], losses[0], "the training ce_loss_token with gradient_accumulation_steps=4 "
+           "(each batch's own loss: divide a copy for backward, never the loss logged)", rel=1e-5)
 
 
 # (scheduler section, gradient_accumulation_steps, scheduler.step() calls in 2 epochs of 3 batches)
