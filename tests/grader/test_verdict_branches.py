@@ -227,6 +227,9 @@ def test_the_line_that_raised_is_read_from_a_listed_regular_file_only(tmp_path):
                                ("a.py", "2"), ("link.py", 1), ("gone.py", 1)]]
     assert read == ["second", "first", "", "", "", "", ""]
     assert verdicts.source_line(None, files, {"file": "a.py", "line": 1}) == ""
+    (tmp_path / "long.py").write_bytes(b"\n" * (10**6 - 2) + b"x\ny\n")
+    assert [verdicts.source_line(tmp_path, {"long.py"}, {"file": "long.py", "line": line})
+            for line in (10**6 - 1, 10**6)] == ["x", ""]
     assert verdicts.source_line(tmp_path, frozenset(), {"file": "a.py", "line": 1}) == ""
 
 
