@@ -265,14 +265,39 @@ def test_a_backward_names_the_shapes_of_its_last_forwards_inputs_only():
     program.call(layer, "forward", np.zeros((4, 3)))
     program.call(other, "forward", np.zeros((9, 2)))
     program.call(layer, "forward", np.zeros((7, 3)))
+    program.call(other, "forward", np.zeros((8, 2)))
     program.call(layer, "backward", np.zeros((7, 5)))
     steps, arrays = program.steps, program.arrays
-    assert verdicts.step_operands(steps, 5, arrays) == (
+    assert verdicts.step_operands(steps, 6, arrays) == (
         "Linear.backward was given dLdZ (7, 5) float64; dLdA must be shaped like A, (7, 3)")
     assert verdicts.step_operands(steps, 2, arrays) == "Linear.forward was given A (4, 3) float64"
-    assert [verdicts.step_operands(steps, index, arrays) for index in (-1, 0, 6)] == ["", "", ""]
+    assert verdicts.step_operands(steps, 4, arrays) == "Linear.forward was given A (7, 3) float64"
+    assert [verdicts.step_operands(steps, index, arrays) for index in (-1, 0, 7)] == ["", "", ""]
     assert verdicts.call_inputs({"args": [{"lit": 3}], "kwargs": {"A": {"ref": "in9"}}},
                                 "Linear.forward", arrays) == {}
+
+
+def test_only_an_array_has_a_shape_to_show():
+    assert verdicts.shape_of(np.zeros((2, 3), dtype=np.int8)) == "(2, 3) int8"
+    assert verdicts.shape_of(SimpleNamespace(shape=(2,), dtype=None)) == ""
+    assert verdicts.shape_of(SimpleNamespace(shape=[2], dtype="f")) == ""
+    assert verdicts.shape_of(None) == ""
+
+
+def test_an_error_without_a_step_is_one_importing_mytorch():
+    steps, _ = steps_of_a_linear()
+    error = {"kind": "raised", "type": "ValueError"}
+    assert verdicts.describe_failure(error, steps, FILES) == "mytorch does not import: ValueError"
+    assert verdicts.describe_failure({"kind": "lost"}, steps, FILES) == (
+        "the test process lost values the test needs")
+    stub = {"kind": "raised", "type": "NotImplementedError"}
+    result, failure = judged(wire.Record(stub, {}, {}))
+    assert result.message == "not written yet: importing mytorch raised NotImplementedError"
+    assert (failure.kind, failure.step, failure.operands) == ("not written", "importing mytorch",
+                                                              "")
+    result, failure = judged(wire.Record({**stub, "step": 1}, {}, {}))
+    assert (failure.step, failure.operands) == ("Linear.forward",
+                                                "Linear.forward was given A (4, 3) float64")
 
 
 def test_the_files_feedback_may_name_are_the_handins_regular_py_files(tmp_path):

@@ -147,7 +147,8 @@ def step_operands(steps: list[dict], index: int, arrays: dict) -> str:
                 and steps[i].get("obj") == steps[index].get("obj")
                 and steps[i].get("method") == "forward"]
     if label in GRADIENTS and forwards:
-        forward = call_inputs(steps[forwards[-1]], wire.step_label(steps, forwards[-1]), arrays)
+        last = forwards[-1]
+        forward = call_inputs(steps[last], wire.step_label(steps, last), arrays)
         parts += [f"{gradient} must be shaped like {source}, {forward[source].rpartition(' ')[0]}"
                   for gradient, source in GRADIENTS[label] if source in forward]
     return "; ".join(parts)
