@@ -120,6 +120,8 @@ def test_a_file_that_comes_twice_is_graded_from_its_last_copy_counted_once():
     (member("handin/config.yaml", kind=tarfile.BLKTYPE), "is a device or a fifo"),
     (member("handin/config.yaml", kind=tarfile.GNUTYPE_SPARSE), "is not a regular file"),
     (member("handin/notes.txt"), "is not a file the grader uses"),
+    (member("handin/config.yaml", kind=tarfile.SYMTYPE), "is a symbolic link (to '')"),
+    (member("handin/config.yaml", kind=tarfile.LNKTYPE), "is a hard link (to '')"),
 ])
 def test_a_member_that_is_no_plain_expected_file_is_refused(info, problem):
     assert safe_tar._check_member(info) == (None, problem)
@@ -132,3 +134,24 @@ def test_a_member_that_is_no_plain_expected_file_is_refused(info, problem):
 ])
 def test_the_path_graded_drops_handin_and_one_folder_above_it(name, relative):
     assert safe_tar._relative_path(name) == relative
+
+
+def test_a_refused_member_does_not_stop_the_members_after_it():
+    accepted, notes = selected(("handin/notes.txt", 1), ("handin/config.yaml", 1))
+    assert accepted == ["config.yaml"]
+    assert notes == ["'handin/notes.txt': is not a file the grader uses; skipped"]
+
+
+def test_the_accepted_members_are_extracted_as_regular_files(tmp_path):
+    tar = tmp_path / "handin.tar"
+    with tarfile.open(tar, "w") as archive:
+        for name, data in (("handin/config.yaml", b"a: 1\n"), ("handin/mytorch/nn/x.py", b"y\n"),
+                           ("handin/notes.txt", b"")):
+            archive.addfile(member(name, len(data)), io.BytesIO(data))
+    dest = tmp_path / "out" / "handin"
+    result = safe_tar.extract_handin(tar, dest)
+    assert {name: path.read_bytes() for name, path in result.files.items()} == {
+        "config.yaml": b"a: 1\n", "mytorch/nn/x.py": b"y\n"}
+    assert result.files["config.yaml"] == (dest / "config.yaml").resolve()
+    assert result.notes == ["'handin/notes.txt': is not a file the grader uses; skipped"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["handin"]

@@ -111,3 +111,47 @@ def test_at_most_500_zip_entries_are_copied(tmp_path, count, notes):
 ])
 def test_a_name_is_quoted_whole_up_to_100_characters(name, shown):
     assert plain_tar.quoted(name) == shown
+
+
+def test_a_header_checksum_is_read_as_tar_writes_it_unsigned_or_signed():
+    block = bytearray(header("handin/config.yaml", 7))
+    assert plain_tar._checksum_ok(bytes(block))
+    block[0] = 0xE9  # a byte above 127: an old tar summed it as signed
+    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
+    signed = unsigned - 2 * 0xE9
+    for stored, ok in ((unsigned, True), (signed, True), (unsigned + 1, False),
+                       (signed - 1, False)):
+        block[148:156] = f"{stored:06o}\0 ".encode()
+        assert plain_tar._checksum_ok(bytes(block)) is ok
+    block[148:156] = b"garbage!"
+    assert not plain_tar._checksum_ok(bytes(block))
+
+
+@pytest.mark.parametrize("field, size", [
+    (b"00000000017\0", 0o17),                                  # octal
+    (b"           \0", 0),                                     # blank: no data
+    (b"\x80" + (300 * MIB).to_bytes(11, "big"), 300 * MIB),    # GNU base-256
+    (b"\xff" + bytes(11), None),                               # a negative base-256 number
+    (b"0000000009x\0", None),
+])
+def test_a_member_size_is_read_in_octal_or_base_256(field, size):
+    block = bytearray(BLOCK)
+    block[124:136] = field
+    assert plain_tar._header_size(bytes(block)) == size
+
+
+def test_a_zip_entry_that_is_a_link_is_skipped(tmp_path):
+    source = tmp_path / "handin.tar"
+    with zipfile.ZipFile(source, "w") as archive:
+        link = zipfile.ZipInfo("handin/config.yaml")
+        link.external_attr = (0o120777 << 16)
+        archive.writestr(link, "/etc/passwd")
+        archive.writestr("handin/mytorch/a.py", "x = 1\n")
+        archive.writestr("handin/mytorch/", "")
+    notes: list[str] = []
+    plain_tar.normalize(source, tmp_path / "plain.tar", notes)
+    assert notes == ["'handin/config.yaml': is a symbolic link; skipped"]
+    with tarfile.open(tmp_path / "plain.tar") as copy:
+        [member] = copy.getmembers()
+        assert (member.name, member.size, member.mode) == ("handin/mytorch/a.py", 6, 0o644)
+        assert copy.extractfile(member).read() == b"x = 1\n"
