@@ -63,3 +63,16 @@ def test_the_summary_adds_every_category(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == f"  {'Total':<28s} {60.96:>6g}/100"
     assert f"  {'Softmax':<28s} {2.5:>6g}/5" in lines
+
+
+def test_quoted_text_is_prefixed_line_by_line():
+    assert feedback.indent("a\nb\n", "> ") == "> a\n> b"
+    assert feedback.indent(" \n") == "    | (no output)"
+
+
+def test_the_extraction_summary_names_the_files_and_shows_the_notes(capsys):
+    feedback.report_extraction(Extraction(dict(COMPLETE), ["a note"]))
+    feedback.report_extraction(Extraction({"mytorch/a.py": None}))
+    assert capsys.readouterr().out.splitlines() == [
+        "  extracted 1 mytorch files and: config.yaml, model_state_dict.pt", "  note: a note",
+        "  extracted 1 mytorch files and: nothing else"]

@@ -162,3 +162,34 @@ def test_no_files_no_flags_and_no_card_one_flag(tmp_path):
                                           ("a" * 19, "'" + "a" * 16 + "...")])
 def test_a_value_from_the_handin_is_quoted_in_at_most_20_characters(value, shown):
     assert integrity.short(value) == shown
+
+
+def test_exactly_at_each_tolerance_nothing_is_flagged():
+    """Values at which the float comparison is exact: 2% of 50 is 1.0; expm1 of this gap is
+    0.02 to the last bit; a total 1e-9 from the losses' sum."""
+    assert integrity.close(51.0, 50.0) and integrity.close(49.0, 50.0)
+    gap = 0.019802627296179712
+    assert abs(math.expm1(gap)) == 0.02
+    card = card_of([gap], [2])
+    assert integrity.card_loss_problems(card, sample_of([0], [0.0], [2], [1])) == []
+    assert integrity.card_loss_problems(card_of([0.0], [1], 1e-9), sample_of([], [], [], [])) == []
+
+
+@pytest.mark.parametrize("gap, infinite", [(699.5, False), (700.0, True), (700.5, True)])
+def test_a_gap_of_700_nats_a_character_or_more_is_infinitely_apart(gap, infinite):
+    problems = integrity.card_loss_problems(card_of([gap], [2]), sample_of([0], [0.0], [2], [1]))
+    assert ("(inf% apart in per-character perplexity)" in problems[0]) is infinite
+
+
+@pytest.mark.parametrize("reported, measured, flagged", [(0.0, 9.0, False), (0.5, 9.0, True),
+                                                         (4.0, 5.0, False), (4.0, 5.01, True)])
+def test_a_report_more_than_25_percent_below_the_hidden_set_is_flagged(reported, measured,
+                                                                      flagged):
+    lm = {"reported_perplexity_char": reported, "perplexity_char": measured}
+    assert bool(integrity.below_hidden_set(lm)) is flagged
+
+
+def test_a_sample_without_usable_metrics_compares_nothing(tmp_path):
+    card = card_of([500.0, 1500.0], [3, 3])
+    lm = {"reported_perplexity_char": None, "compared_sample": sample_of([0], [500.0], [3], [100])}
+    assert integrity.integrity_flags(handin_with(tmp_path, card), lm) == []
