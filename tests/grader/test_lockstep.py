@@ -16,7 +16,7 @@ from autograder.sandboxed import wire
 
 class Scripted:
     """A worker conversation whose result stream is ``stream``; the clock advances 1.25 s per
-    request and reads 0.5 s past the request when a wait is satisfied. ``asks`` requests are
+    request and reads 0.5049 s past the request when a wait is satisfied. ``asks`` requests are
     answered, then the worker has stopped (None)."""
 
     def __init__(self, stream: bytes, asks: int = 99) -> None:
@@ -30,7 +30,7 @@ class Scripted:
         return self.clock
 
     def wait_for(self, size: int) -> float | None:
-        return self.clock + 0.5004 if size <= len(self.stream) else None
+        return self.clock + 0.5049 if size <= len(self.stream) else None
 
     def received(self, start: int, end: int) -> bytes:
         return self.stream[start:end]
@@ -54,7 +54,7 @@ def test_each_test_is_asked_once_the_answer_before_it_came():
     lockstep, written, conversation = talk(stream)
     assert written == ["b", "c"] and conversation.requests == [b"a\n", b"b\n", b"c\n"]
     assert lockstep.asked == {"a": 1.25, "b": 2.5, "c": 3.75}
-    assert lockstep.seconds() == {"a": 0.5, "b": 0.5, "c": 0.5}
+    assert lockstep.seconds() == {"a": 0.505, "b": 0.505, "c": 0.505}
     assert lockstep.end == len(stream) and lockstep.note == "" and lockstep.running() is None
 
 
@@ -63,15 +63,18 @@ def test_an_answer_cut_short_leaves_its_test_running_until_the_stop():
     lockstep, written, _ = talk(stream)
     assert lockstep.end == len(answer("a")) and list(lockstep.answered) == ["a"]
     assert lockstep.running() == "b" and lockstep.note == ""
-    assert lockstep.seconds(stopped_at=10.0) == {"a": 0.5, "b": 7.5}
-    assert lockstep.seconds(stopped_at=1.0) == {"a": 0.5, "b": 0.0}
-    assert lockstep.seconds() == {"a": 0.5}
+    assert lockstep.seconds(stopped_at=10.0049) == {"a": 0.505, "b": 7.505}
+    assert lockstep.seconds(stopped_at=1.0) == {"a": 0.505, "b": 0.0}
+    assert lockstep.seconds() == {"a": 0.505}
 
 
 @pytest.mark.parametrize("cut", [3, wire.LENGTH_BYTES + 5])
 def test_a_stream_that_ends_in_the_framing_answers_nothing(cut):
     lockstep, written, _ = talk(answer("a")[:cut])
     assert lockstep.answered == {} and lockstep.running() == "a" and written == []
+    lockstep, written, _ = talk(answer("a") + answer("b")[:cut])
+    assert list(lockstep.answered) == ["a"] and lockstep.running() == "b"
+    assert lockstep.note == "" and written == ["b"]
 
 
 def test_an_answer_to_another_test_ends_the_dialogue_with_a_note():
