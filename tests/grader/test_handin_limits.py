@@ -155,3 +155,11 @@ def test_the_accepted_members_are_extracted_as_regular_files(tmp_path):
     assert result.files["config.yaml"] == (dest / "config.yaml").resolve()
     assert result.notes == ["'handin/notes.txt': is not a file the grader uses; skipped"]
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["handin"]
+    assert {path.stat().st_mode & 0o777 for path in result.files.values()} == {0o644}
+
+
+def test_a_zstd_archive_is_refused_by_name(tmp_path):
+    tar = tmp_path / "handin.tar"
+    tar.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(100))
+    with pytest.raises(HandinError, match="handin.tar is compressed with zstd"):
+        safe_tar.extract_handin(tar, tmp_path / "out")

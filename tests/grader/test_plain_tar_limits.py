@@ -155,3 +155,23 @@ def test_a_zip_entry_that_is_a_link_is_skipped(tmp_path):
         [member] = copy.getmembers()
         assert (member.name, member.size, member.mode) == ("handin/mytorch/a.py", 6, 0o644)
         assert copy.extractfile(member).read() == b"x = 1\n"
+
+
+@pytest.mark.parametrize("size, note", [
+    (200 * MIB - BLOCK, "'handin/model_state_dict.pt': could not be read (OSError); the rest is "
+                        "ignored"),   # within the limit: read, and its data is not there
+    (200 * MIB - BLOCK + 1, "reading stopped after 0 members at members adding up to more than "
+                            "200 MiB; the rest is ignored"),
+])
+def test_zip_entries_add_up_to_at_most_200_mib(tmp_path, size, note):
+    """An entry whose directory record declares ``size`` bytes (its data: 3 bytes)."""
+    source = tmp_path / "handin.tar"
+    with zipfile.ZipFile(source, "w") as archive:
+        archive.writestr("handin/model_state_dict.pt", "abc")
+    data = bytearray(source.read_bytes())
+    record = data.rfind(b"PK\x01\x02")
+    data[record + 24:record + 28] = struct.pack("<L", size)
+    source.write_bytes(bytes(data))
+    notes: list[str] = []
+    plain_tar.normalize(source, tmp_path / "plain.tar", notes)
+    assert notes == [note]
