@@ -93,18 +93,9 @@ def declared_encoding_reader() -> Callable[[bytes], str | None]:
     strip_bom, lines_of, to_text = bytes.removeprefix, bytes.splitlines, bytes.decode
 
     def declared(source: bytes) -> str | None:
-        lines = lines_of(strip_bom(source, bom))[:2]
-        for line in lines[:1]:
-            match = coding(line)
-            if match:
-                return to_text(match.group(1), "ascii")
-            if not blank(line):
-                return None
-        for line in lines[1:]:
-            match = coding(line)
-            if match:
-                return to_text(match.group(1), "ascii")
-        return None
+        first, second = (lines_of(strip_bom(source, bom)) + [b"", b""])[:2]
+        match = coding(first) or (blank(first) and coding(second))
+        return to_text(match.group(1), "ascii") if match else None
 
     return declared
 
@@ -116,7 +107,7 @@ def is_native_utf8(encoding: str) -> bool:
     """Whether Python's tokenizer reads a file declaring ``encoding`` as UTF-8 itself ('utf-8',
     'UTF_8', 'utf-8-unix', ...), without a codec lookup that code run before could redirect
     (``codecs.register``): the same test as CPython's ``get_normal_name`` on ``str`` only."""
-    normal = str.replace(str.lower(encoding[:12]), "_", "-")
+    normal = str.replace(str.lower(encoding[:12]), "_", "-")  # pragma: no mutate (equivalent: any cut of 6 or more characters gives the same answer)
     return normal == "utf-8" or str.startswith(normal, "utf-8-")
 
 
@@ -193,8 +184,9 @@ class Program:
 
     def new(self, cls: str, *args, **kwargs) -> Ref:
         """``mytorch.nn.<cls>(*args, **kwargs)``, kept in the worker (never sent back)."""
-        return self._step("new", 1, cls=cls, args=[self._arg(a) for a in args],
-                          kwargs={k: self._arg(v) for k, v in kwargs.items()})[0]
+        (ref,) = self._step("new", 1, cls=cls, args=[self._arg(a) for a in args],
+                            kwargs={k: self._arg(v) for k, v in kwargs.items()})
+        return ref
 
     def call(self, obj: Ref, method: str, *args, outputs: int = 1, **kwargs):
         """``obj.method(*args, **kwargs)``, sent back: one Ref, or a tuple of ``outputs`` Refs
@@ -203,17 +195,20 @@ class Program:
                           args=[self._arg(a) for a in args],
                           kwargs={k: self._arg(v) for k, v in kwargs.items()})
         self.returned.extend(ref.name for ref in refs)
-        return refs[0] if outputs == 1 else tuple(refs)
+        if outputs != 1:
+            return tuple(refs)
+        (ref,) = refs
+        return ref
 
     def get(self, obj: Ref, path: str) -> Ref:
         """The attribute ``obj.<path>`` (dotted), sent back."""
-        ref = self._step("get", 1, obj=obj.name, path=path)[0]
+        (ref,) = self._step("get", 1, obj=obj.name, path=path)
         self.returned.append(ref.name)
         return ref
 
     def echo(self, ref: Ref) -> Ref:
         """The input array ``ref`` as it is now (to check that student code left it alone)."""
-        out = self._step("echo", 1, src=ref.name)[0]
+        (out,) = self._step("echo", 1, src=ref.name)
         self.returned.append(out.name)
         return out
 
@@ -402,7 +397,8 @@ def load_array(blob: bytes) -> tuple[np.ndarray | None, str | None]:
     """A numeric or bool array from .npy bytes, or (None, why it was refused, in fixed words)."""
     try:
         array = np.load(io.BytesIO(blob), allow_pickle=False)
-    except (ValueError, OSError, EOFError):
+    except (ValueError, EOFError,
+            OSError):  # pragma: no mutate (equivalent: np.load raises no OSError from bytes in memory without pickles)
         return None, "not a plain .npy array"
     if not isinstance(array, np.ndarray) or array.dtype.kind not in NUMERIC_KINDS:
         return None, NOT_AN_ARRAY
@@ -414,7 +410,8 @@ def step_label(steps: list[dict], index: int) -> str:
     ``MultiHeadAttention.backward``; ``importing mytorch`` for index -1."""
     if not 0 <= index < len(steps):
         return "importing mytorch"
-    classes = {step["out"][0]: step["cls"] for step in steps[:index] if step["op"] == "new"}
+    classes = {name: step["cls"] for step in steps[:index] if step["op"] == "new"
+               for name in step["out"]}
     step = steps[index]
     if step["op"] == "new":
         return f"{step['cls']}(...)"

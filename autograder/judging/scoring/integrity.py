@@ -58,7 +58,7 @@ def integrity_flags(handin: Extraction, lm: dict) -> list[str]:
                              f"{source}: {abs(reported - carded) / carded:.1%} apart, more than "
                              f"{REPORTED_TOLERANCE:.0%}")
     elif has_card_losses(card) and card_losses(card) is None:
-        flags.append(card_loss_problems(card, {})[0])
+        flags += card_loss_problems(card, {})  # the one fact: they are unreadable
     if sample is None and isinstance(reported, float) and isinstance(compared, float) and not close(
             reported, compared):
         flags.append(f"{METRICS_FILE} reports a test perplexity of {reported:.4f}; these weights "

@@ -78,7 +78,7 @@ def record(cls: type) -> type:
     cls = dataclass(config=RECORD)(cls)
     validated = cls.__init__
 
-    @functools.wraps(validated)
+    @functools.wraps(validated)  # pragma: no mutate (equivalent: only the name and doc of __init__ differ; nothing reads them)
     def __init__(self, *args, **kwargs) -> None:
         try:
             validated(self, *args, **kwargs)
@@ -107,8 +107,8 @@ def refusal(built: type, error: ValidationError) -> ReportError:
     # A union (a Number) refuses once per member, the member's name ending the location
     group = [(field_of(built, item["loc"])[2], item["msg"].removeprefix("Input should be "))
              for item in error.errors() if field_of(built, item["loc"])[:2] == (owner, name)]
-    path = [keys[0] for keys in itertools.takewhile(lambda keys: len(set(keys)) == 1,
-                                                    zip(*(inside for inside, _ in group)))]
+    path = [key for key, *_ in itertools.takewhile(lambda keys: len(set(keys)) == 1,
+                                                   zip(*(inside for inside, _ in group)))]
     wanted = " or ".join(dict.fromkeys(message for _, message in group))
     return ReportError(f"{owner.__name__}.{name}{''.join(f'[{key!r}]' for key in path)} is "
                        f"{first['input']!r:.80}, not {wanted}: {FIX}")
@@ -136,7 +136,7 @@ def nested_record(hint) -> type | None:
 class TestResult:
     """The outcome of one hidden test, as both platforms report it."""
 
-    __test__ = False  # a record, not a test class for pytest to collect
+    __test__ = False  # pragma: no mutate (equivalent: pytest only warns on a class it cannot collect)
     name: StrictStr
     category: StrictStr
     max_points: Number

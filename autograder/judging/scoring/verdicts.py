@@ -186,9 +186,8 @@ def source_line(package: Path | None, files: frozenset[str], error: dict) -> str
     by the judge from the handin itself (``wire.line_of``: as the worker read it); '' when the
     file is not one of the handin's ``files`` or the line is not there. Only the hints read it."""
     file, line = error.get("file"), error.get("line")
-    if (package is None or file not in files or not isinstance(line, int)
-            or not 0 < line < MAX_LINE):
-        return ""
+    if package is None or file not in files or not isinstance(line, int) or line >= MAX_LINE:
+        return ""  # a line before the first is '' by wire.line_of
     try:  # a regular file when listed; never follow a link or wait on a pipe put there since
         descriptor = os.open(package / file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(descriptor, "rb") as source:
