@@ -58,7 +58,8 @@ def test_at_most_8_name_records_in_a_row_are_copied(tmp_path, records, refused):
 
 @pytest.mark.parametrize("size, problem", [
     (200 * MIB - BLOCK, "a member cut short"),  # within the limit: its data is read, and missing
-    (200 * MIB - BLOCK + 1, "members adding up to more than 200 MiB"),
+    (200 * MIB - BLOCK + 1, "members adding up to more than 200 MiB ('big.pt', 200 MiB, and "
+                            "what follows it are not graded)"),
 ])
 def test_members_add_up_to_at_most_200_mib(tmp_path, size, problem):
     assert copied(tmp_path, header("big.pt", size)) == stopped(problem)
@@ -161,7 +162,8 @@ def test_a_zip_entry_that_is_a_link_is_skipped(tmp_path):
     (200 * MIB - BLOCK, "'handin/model_state_dict.pt': could not be read (OSError); the rest is "
                         "ignored"),   # within the limit: read, and its data is not there
     (200 * MIB - BLOCK + 1, "reading stopped after 0 members at members adding up to more than "
-                            "200 MiB; the rest is ignored"),
+                            "200 MiB ('handin/model_state_dict.pt', 200 MiB, and what follows it "
+                            "are not graded); the rest is ignored"),
 ])
 def test_zip_entries_add_up_to_at_most_200_mib(tmp_path, size, note):
     """An entry whose directory record declares ``size`` bytes (its data: 3 bytes)."""

@@ -246,7 +246,7 @@ def test_the_line_that_raised_is_read_from_a_listed_regular_file_only(tmp_path):
     ([4, 12] + [0] * 9, ""),
 ])
 def test_each_operand_row_reads_as_the_value_it_describes(row, text):
-    assert verdicts.operand_text(row) == text
+    assert verdicts.operand_text(verdicts.held_operands("f(x)", {"operands": row})["x"]) == text
 
 
 def test_operands_are_quoted_only_when_they_fit_the_line():

@@ -112,14 +112,16 @@ def raised_failure(error: dict, steps: list[dict], code: str, arrays: dict) -> F
     """What a step that raised tells the hints: the step, the exception's class, the line that
     raised (``code``, the judge's own reading), what its names held, the step's input arrays'
     shapes (``arrays``: the program's inputs) and a TypeError's message when it is one of
-    ``diagnosis.KNOWN_MESSAGES`` (Python's or numpy's words; any other is dropped)."""
+    ``diagnosis.KNOWN_MESSAGES`` (Python's or numpy's words; any other is dropped). Its kind is
+    "not written" for the handout's stubs, else "raised"."""
     index = error.get("step", -1)
     step = wire.step_label(steps, index)
     called = 0 <= index < len(steps) and steps[index].get("op") == "call"
     given = call_inputs(steps[index], step, arrays) if called else {}
     operands = (line_operands(code, error), step_operands(steps, index, arrays))
     message = str(error.get("message", ""))
-    return Failure("raised", step.rpartition(".")[2], step=step,
+    kind = "not written" if failure_kind(error) == "not written" else "raised"
+    return Failure(kind, step.rpartition(".")[2], step=step,
                    exception=str(error.get("type", "")), code=code,
                    operands="; ".join(filter(None, operands)), held=held_operands(code, error),
                    given={name: x.shape for name, x in given.items()},
