@@ -15,9 +15,9 @@ every token's loss and gradient cost the default model more test perplexity than
 projection costs in step time (the course's measurements compare both).
 
 ``auto`` picks the fastest format the device supports natively, fp32 otherwise. On a GPU with
-bf16, and on a CPU with native bf16, it measures: a few training steps of the configured model in
-fp32 (with TF32 matrix products on a GPU) and in bf16 (``choose_by_timing``), and keeps the
-faster; both keep the logits in float32, the quality this module's formats share. Small models can be faster in fp32 (autocast's casts cost
+bf16 it measures: a few training steps of the configured model in fp32 with TF32 matrix products
+and in bf16 (``choose_by_timing``), and keeps the faster; both keep the logits in float32, the
+quality this module's formats share. Small models can be faster in fp32 (autocast's casts cost
 more than the 16-bit products save). Evaluation always
 runs in float32 (``evaluate_language_model``), so the reported perplexity does not depend on it.
 """
@@ -37,21 +37,17 @@ def cpu_has_native_bf16() -> bool:
     return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
 
 
-def choose_by_timing(step_seconds: Callable[[torch.dtype], float], tf32: bool = True
-                     ) -> tuple[torch.dtype, str]:
-    """The faster of fp32 and bf16 autocast, by ``step_seconds(dtype)`` (seconds per training
-    step), and a sentence with both timings; a tie keeps fp32 (no autocast). With ``tf32`` (a
-    GPU) fp32 runs with TF32 matrix products, which stay allowed when fp32 wins and are restored
-    as they were when bf16 does; without it (a CPU) the matmul precision is left alone."""
+def choose_by_timing(step_seconds: Callable[[torch.dtype], float]) -> tuple[torch.dtype, str]:
+    """The faster of fp32 with TF32 matrix products and bf16 autocast, by ``step_seconds(dtype)``
+    (seconds per training step; run with TF32 allowed for float32), and a sentence with both
+    timings. TF32 stays allowed when fp32 wins, and is restored as it was when bf16 does."""
     before = torch.get_float32_matmul_precision()
-    if tf32:
-        torch.set_float32_matmul_precision("high")  # TF32 matrix products for float32
+    torch.set_float32_matmul_precision("high")  # TF32 matrix products for float32
     timings = {dtype: step_seconds(dtype) for dtype in (torch.float32, torch.bfloat16)}
     best = min(timings, key=timings.get)
     if best != torch.float32:
         torch.set_float32_matmul_precision(before)
-    fp32_name = "fp32+TF32" if tf32 else "fp32"
-    measured = ", ".join(f"{fp32_name if dtype == torch.float32 else precision_name(dtype)} "
+    measured = ", ".join(f"{'fp32+TF32' if dtype == torch.float32 else precision_name(dtype)} "
                          f"{seconds * 1e3:.1f} ms" for dtype, seconds in timings.items())
     return best, f"auto: measured a training step of this model: {measured}"
 
@@ -60,8 +56,8 @@ def resolve_precision(requested: str, device: torch.device,
                       step_seconds: Callable[[torch.dtype], float] | None = None
                       ) -> tuple[torch.dtype, str]:
     """The autocast dtype for ``requested`` (a validated ``training.precision``: auto, fp32, bf16
-    or fp16) on ``device``, and a sentence saying why. ``auto`` on a GPU or a CPU with bf16 times
-    both formats with ``step_seconds`` when given (``choose_by_timing``).
+    or fp16) on ``device``, and a sentence saying why. ``auto`` on a GPU with bf16 times both
+    formats with ``step_seconds`` when given (``choose_by_timing``).
 
     Returns:
         (torch.float32, torch.bfloat16 or torch.float16; float32 means no autocast), reason.
@@ -81,9 +77,7 @@ def resolve_precision(requested: str, device: torch.device,
             return torch.bfloat16, "auto: this GPU supports bf16 (not measured)"
         return torch.float16, "auto: this GPU lacks bf16, so fp16 with grad scaling"
     if device.type == "cpu" and cpu_has_native_bf16():
-        if step_seconds is not None:
-            return choose_by_timing(step_seconds, tf32=False)
-        return torch.bfloat16, "auto: this CPU has native bf16 instructions (AVX512-BF16/AMX), not measured"
+        return torch.bfloat16, "auto: this CPU has native bf16 instructions (AVX512-BF16/AMX)"
     return torch.float32, f"auto: no native 16-bit matrix units on {device.type}"
 
 

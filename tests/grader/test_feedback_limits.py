@@ -9,6 +9,7 @@ import pytest
 
 from autograder.judging.intake.safe_tar import Extraction
 from autograder.judging.scoring import feedback
+from hw4lib.grading_numbers import MYTORCH_RUBRIC
 
 COMPLETE = {"mytorch/nn/linear.py": None, "config.yaml": None, "model_state_dict.pt": None}
 
@@ -57,8 +58,8 @@ def test_a_note_is_cut_to_400_characters():
 
 
 def test_the_summary_adds_every_category(capsys):
-    scores = {"Linear": 5, "Softmax": 2.5, "ScaledDotProductAttention": 0.125,
-              "MultiHeadAttention": 20, "LanguageModel": 33.333}
+    parts = (5, 2.5, 0.125, 20)  # 5 + 2.5 + 0.125 + 20 + 33.333 = 60.958
+    scores = {**dict(zip(MYTORCH_RUBRIC, parts)), "LanguageModel": 33.333}
     feedback.print_summary(scores)
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == f"  {'Total':<28s} {60.96:>6g}/100"

@@ -247,25 +247,6 @@ def test_auto_on_a_gpu_with_bf16_keeps_the_faster_by_measurement():
         torch.set_float32_matmul_precision(before)
 
 
-def test_auto_on_a_cpu_with_bf16_keeps_the_faster_by_measurement():
-    """Fake step timings on each side of a tie (a tie keeps fp32): auto keeps the faster, says
-    both timings, and leaves the float32 matmul precision alone (a CPU has no TF32)."""
-    cpu = torch.device("cpu")
-    before = torch.get_float32_matmul_precision()
-    cases = ((2.0, 2.1, torch.float32), (2.0, 2.0, torch.float32), (2.1, 2.0, torch.bfloat16))
-    for fp32_ms, bf16_ms, expected in cases:
-        timed = []
-        step_seconds = fake_step_seconds(fp32_ms, bf16_ms, timed)
-
-        with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=True):
-            dtype, reason = resolve_precision("auto", cpu, step_seconds)
-        assert dtype == expected, f"fp32 {fp32_ms} ms vs bf16 {bf16_ms} ms on the CPU: chose {dtype}"
-        assert f"fp32 {fp32_ms:.1f} ms" in reason and f"bf16 {bf16_ms:.1f} ms" in reason, reason
-        assert "TF32" not in reason, f"a CPU has no TF32: {reason}"
-        assert timed == [(torch.float32, before), (torch.bfloat16, before)], timed
-        assert torch.get_float32_matmul_precision() == before
-
-
 def test_a_timed_training_step_leaves_the_model_as_it_was():
     from hw4lib.trainers.precision import train_step_seconds
 
