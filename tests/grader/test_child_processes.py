@@ -10,7 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.judging.isolation import processes
+import pytest
+
+from autograder.judging.isolation import processes, sandbox_modes
 from tests.grader.autograder_helpers import REPO_ROOT
 
 
@@ -89,3 +91,28 @@ def test_the_judge_runs_under_an_address_space_limit(tmp_path):
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert int(limit) == judge_process.judge_address_space() <= physical, run.stdout
     assert model_unlimited == "True" and refused == "refused", run.stdout + run.stderr
+
+
+THREADS_AS = """
+import os, sys, threading
+os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1]))
+for _ in range(int(sys.argv[2])):
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a root judge (to start tasks as another uid)")
+def test_uid_tasks_counts_every_thread_of_that_uid_only():
+    uid = sandbox_modes.grading_uid()  # a uid no process runs as
+    assert processes.uid_tasks(uid) == 0
+    child = subprocess.Popen([sys.executable, "-c", THREADS_AS, str(uid), "6"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert processes.uid_tasks(uid) == 7  # its main thread and its 6
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert processes.uid_tasks(uid) == 0

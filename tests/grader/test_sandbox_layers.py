@@ -5,9 +5,11 @@ cgroups, sandbox_modes): process scans that survive any process name, no root wo
 namespace, sandbox commands run by the absolute path they were found at, a fresh uid for every
 grading, the worker's own layers, and a cgroup that caps the worker tree."""
 import os
+import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -158,6 +160,25 @@ def test_each_grading_gets_a_fresh_uid_of_its_own():
         uid = sandbox_modes.grading_uid()
         assert f"--reuid={uid}" in command and f"--regid={uid}" in command, command
 
+
+
+def test_the_workers_process_limit_leaves_room_above_its_uids_own_tasks():
+    """RLIMIT_NPROC counts every task of the worker's uid: a mode that runs the worker as the
+    judge's own uid allows the tasks that uid runs already on top of Limits.processes; a fresh
+    uid (setpriv) starts from none."""
+    limits = sandbox.Limits()
+    assert limits.rlimits(30.0)[resource.RLIMIT_NPROC] == limits.processes
+    assert limits.rlimits(30.0, 100)[resource.RLIMIT_NPROC] == limits.processes + 100
+    layout = sandbox_modes.Layout(*(Path("/nonexistent") / n for n in "abcde"))
+    fresh = {name for name, mode in sandbox_modes.MODES.items() if mode.fresh_uid}
+    assert fresh == {"setpriv"}, fresh
+    own = processes.uid_tasks(os.getuid())
+    for name, mode in sandbox_modes.MODES.items():
+        beside = sandbox.Sandbox.of(mode, layout, sys.executable).tasks_beside()
+        if name in fresh:
+            assert beside == 0, name
+        else:  # this test's own process and its threads at least, give or take tasks that end
+            assert beside >= threading.active_count() and abs(beside - own) < 50, (name, beside)
 
 LANDLOCK_ATTACK = """
 import os, signal, socket

@@ -28,6 +28,21 @@ from pathlib import Path
 from autograder.judging.isolation.cgroups import WorkerCgroup
 
 MAX_RESULT_BYTES = 64 * 2**20  # the worker's result stream; beyond it the rest is dropped
+
+
+def uid_tasks(uid: int) -> int:
+    """How many tasks (threads included: RLIMIT_NPROC counts each) run with real uid ``uid`` now,
+    read from /proc (tasks that end while they are read are skipped)."""
+    count = 0
+    for status in glob.glob("/proc/[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in Path(status).read_text().splitlines()
+                          if ":" in line)
+        except OSError:
+            continue
+        if int(fields["Uid"].split()[0]) == uid:
+            count += int(fields["Threads"])
+    return count
 OUTPUT_HEAD_BYTES = 4_000
 OUTPUT_TAIL_BYTES = 8_000
 MAX_ERROR_CHARS = 2000  # an error message a child reports (the model grading's)

@@ -29,7 +29,7 @@ from pathlib import Path
 from autograder.sandboxed import seccomp
 from autograder.judging.isolation.cgroups import WorkerCgroup
 from autograder.judging.isolation.file_trees import tree_entries
-from autograder.judging.isolation.processes import Conversation, Run, run_process
+from autograder.judging.isolation.processes import Conversation, Run, run_process, uid_tasks
 from autograder.judging.isolation.sandbox_modes import (BOOTSTRAP, MODES, TMPFS_BYTES, UNISOLATED,
                                                         Layout, Mode)
 
@@ -50,11 +50,14 @@ class Limits:
     # math thread and one category's child at a time, so an honest tree never needs more.
     tree_cpus: float = 1.0
 
-    def rlimits(self, timeout: float) -> dict[int, int]:
-        """{resource.RLIMIT_*: limit} of each worker process, ``timeout`` its CPU seconds."""
+    def rlimits(self, timeout: float, tasks_beside: int = 0) -> dict[int, int]:
+        """{resource.RLIMIT_*: limit} of each worker process, ``timeout`` its CPU seconds.
+        RLIMIT_NPROC counts every task of the worker's uid: where that uid is shared (the
+        judge's own), ``tasks_beside`` (the tasks it ran already) are allowed on top."""
         return {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: self.file_bytes,
                 resource.RLIMIT_AS: self.address_space, resource.RLIMIT_NOFILE: self.open_files,
-                resource.RLIMIT_NPROC: self.processes, resource.RLIMIT_CPU: int(timeout) + 5}
+                resource.RLIMIT_NPROC: self.processes + tasks_beside,
+                resource.RLIMIT_CPU: int(timeout) + 5}
 
     def tree_cgroup(self) -> WorkerCgroup | None:
         """A fresh cgroup capping a worker tree (the caller removes it), or None."""
@@ -124,12 +127,19 @@ class Sandbox:
             return run_process(self.command_line(args), cwd=self.layout.tmp_dir,
                                env=self.mode.environment(self.layout),
                                timeout=wall_timeout or timeout,
-                               limits=self.limits.rlimits(timeout), cgroup=cgroup,
+                               limits=self.limits.rlimits(timeout, self.tasks_beside()),
+                               cgroup=cgroup,
                                result_pipe=(read_end, write_end), request_pipe=request_pipe,
                                dialogue=dialogue)
         finally:
             if cgroup is not None:
                 cgroup.remove()
+
+    def tasks_beside(self) -> int:
+        """The tasks the worker's uid runs already: 0 where the mode gives each grading a fresh
+        uid, else the judge's uid's (a TA's desktop, other gradings), so that they never count
+        against the worker's RLIMIT_NPROC."""
+        return 0 if self.mode.fresh_uid else uid_tasks(os.getuid())
 
     def describe(self) -> Description:
         """The feedback's lines on this sandbox, and the report's field."""

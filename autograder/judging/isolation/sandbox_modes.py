@@ -175,6 +175,8 @@ class Mode:
     own_view: bool = False
     # No isolation but the worker's own layers (Landlock, seccomp): tried only where they work.
     own_layers_only: bool = False
+    # The worker runs as a uid of its own (no task of the judge's uid counts against it).
+    fresh_uid: bool = False
 
     def command_path(self) -> str | None:
         """The absolute path of the command this mode starts the worker with, as found now on
@@ -214,7 +216,8 @@ MODES = MappingProxyType({mode.name: mode for mode in (
          command="bwrap", package="bubblewrap", prefix=bwrap_prefix, own_view=True),
     Mode("setpriv", "a fresh uid of its own for each grading, no capabilities (root only)",
          "student code ran as a fresh unprivileged uid of its own (no bubblewrap here)",
-         command="setpriv", package="util-linux", refusal=_only_as_root, prefix=setpriv_prefix),
+         command="setpriv", package="util-linux", refusal=_only_as_root, prefix=setpriv_prefix,
+         fresh_uid=True),
     Mode("unshare", "unprivileged user, mount, PID, IPC and network namespaces; the grading "
          "folder read-only, the grader's folders and /tmp covered (never as root)",
          "student code ran in unprivileged namespaces (no bubblewrap here)",
