@@ -136,8 +136,10 @@ def test_ctrl_c_once_writes_the_true_rows_of_the_running_gradings(tmp_path, jobs
         wait_for(lambda: markers(tmp_path, moment) >= jobs)
     stderr = interrupt(run)
     started, kept = markers(tmp_path, "extracting"), rows(tmp_path)
-    assert len(kept) == started < len(sleeps), (started, kept, stderr[-3000:])
-    assert all(true_row(row) for row in kept.values()), (kept, stderr[-3000:])
+    seen = (sorted(path.name for path in (tmp_path / "tmp").iterdir()),
+            {key: (row["status"], row["total"], row["notes"]) for key, row in kept.items()})
+    assert all(true_row(row) for row in kept.values()), (seen, stderr[-3000:])
+    assert len(kept) == started < len(sleeps), (started, seen, stderr[-3000:])
     stderr, graded = resume(tmp_path, sleeps, jobs)
     assert (f"{started} already graded by this grader, {len(sleeps) - started} to grade"
             in stderr), stderr[-3000:]
