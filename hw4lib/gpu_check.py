@@ -194,33 +194,17 @@ def measure_training(folder: Path, device, config_path: Path) -> dict:
 
 
 def measure_precisions(device, config_path: Path) -> dict[str, float]:
-    """Training-step tokens per second of ``config_path``'s model in fp32, fp32 with TF32 matrix
-    products (CUDA) and bf16 autocast (where the device has it natively)."""
-    import torch
-
+    """Training-step tokens per second of ``config_path``'s model in each format ``precision:
+    auto`` measures on ``device`` (``measure_formats``: fp32, fp32 with TF32 matrix products on
+    CUDA, bf16 where the device has it natively)."""
     from hw4lib.config import load_config
     from hw4lib.train import build_model, build_tokenizer
-    from hw4lib.trainers.precision import cpu_has_native_bf16, train_step_seconds
+    from hw4lib.trainers.precision import measure_formats
 
     config = load_config(config_path)
     model = build_model(config, build_tokenizer(config))
     batch, length = _sizes(device)["step_batch"]
-    formats = {"fp32": (torch.float32, "highest")}
-    if device.type == "cuda":
-        formats["fp32+TF32"] = (torch.float32, "high")
-    if torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_native_bf16():
-        formats["bf16"] = (torch.bfloat16, "highest")
-    before = torch.get_float32_matmul_precision()
-    speeds = {}
-    try:
-        for name, (dtype, matmul) in formats.items():
-            torch.set_float32_matmul_precision(matmul)
-            seconds = train_step_seconds(model, batch, length, device, dtype,
-                                         steps=5 if device.type == "cuda" else 1)
-            speeds[name] = batch * length / seconds
-    finally:
-        torch.set_float32_matmul_precision(before)
-    return speeds
+    return measure_formats(model, batch, length, device, steps=5 if device.type == "cuda" else 1)
 
 
 def peaked_model(config_path: Path, device="cpu"):
@@ -303,7 +287,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from hw4lib.config import load_config
     from hw4lib.trainers.base_trainer import resolve_device
-    from hw4lib.trainers.precision import precision_name, resolve_precision
 
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
@@ -314,8 +297,6 @@ def main(argv: list[str] | None = None) -> int:
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
     if device.type != "cuda":
         print("NOTE: no CUDA device, so this runs on the CPU: it checks the code paths, not a GPU")
-    precision, reason = resolve_precision("auto", device)
-    print(f"precision auto picks: {precision_name(precision)} ({reason})")
     subprocess.run([sys.executable, "-m", "datagen.build_data", "--out",
                     load_config(CONFIG).data.root, "--seed", "0", "--if-stale"], check=True)
 
@@ -352,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     judged = judge_speed(speed, on_gpu)
     results.update(judged)
 
-    print(f"\ngpu check on {device}, precision {precision_name(precision)}")
+    print(f"\ngpu check on {device}")
     for name, result in results.items():
         print(f"  {name:<58s} {result}")
     print(speed_table(speed, speed_config))
