@@ -28,7 +28,8 @@ from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.train import ConfigError, validate_config
 from hw4lib.trainers import LMTrainer
 from hw4lib.file_io import read_json
-from hw4lib.trainers.precision import FORMATS, measure_formats, recorded_speeds, resolve_precision
+from hw4lib.trainers.precision import (FORMATS, measure_formats, measurement_key, recorded_speeds,
+                                       resolve_precision)
 from tests.tiny_config import tiny_config, tiny_yaml
 
 
@@ -285,6 +286,25 @@ def measured(speeds: dict, calls: list):
         calls.append(1)
         return dict(speeds)
     return measure
+
+
+def test_the_measurement_key_tells_apart_what_changes_the_speeds():
+    """Alike for two builds of one model; different for another vocabulary, batch shape, torch
+    version or device."""
+    def model(vocab):
+        return DecoderOnlyTransformer(1, 16, 2, 32, dropout=0.0, max_len=16, num_classes=vocab)
+
+    cpu = torch.device("cpu")
+    key = measurement_key(model(VOCAB), 4, 8, cpu)
+    assert key == measurement_key(model(VOCAB), 4, 8, cpu)
+    others = [measurement_key(model(VOCAB + 1), 4, 8, cpu), measurement_key(model(VOCAB), 5, 8, cpu),
+              measurement_key(model(VOCAB), 4, 9, cpu)]
+    with mock.patch("torch.__version__", "0.0.1"):
+        others.append(measurement_key(model(VOCAB), 4, 8, cpu))
+    with mock.patch("hw4lib.trainers.precision.device_description", return_value="cpu: another"):
+        others.append(measurement_key(model(VOCAB), 4, 8, cpu))
+    assert all(other != key for other in others), others
+    assert key["device"].startswith("cpu: ") and key["torch"] == torch.__version__, key
 
 
 def test_the_first_measurement_is_recorded_and_later_runs_read_it(tmp_path):
