@@ -73,8 +73,8 @@ def unwritten_parts(error: BaseException) -> list[str]:
     while error is not None:
         if isinstance(error, Unwritten):
             return error.parts
-        found = STUB.match(f"{type(error).__name__}: {error}")
-        if isinstance(error, NotImplementedError) and found:
+        found = STUB.match(f"{type(error).__name__}: {error}")  # the class name is in STUB
+        if found:
             return [found.group(1)]
         error = error.__cause__ or error.__context__
     return []

@@ -198,28 +198,31 @@ def train_step_seconds(model: nn.Module, batch_size: int, length: int, device: t
                        dtype: torch.dtype, steps: int = 5) -> float:
     """Median seconds of a training step (forward under ``dtype`` autocast, cross-entropy,
     backward, AdamW step) of a copy of ``model`` (a ``DecoderOnlyTransformer``) on random
-    (batch_size, length) int64 tokens on ``device``, after one warm-up step. ``model`` itself is
-    left untouched."""
+    (batch_size, length) int64 tokens on ``device``, after one warm-up step. ``model`` itself and
+    torch's random state are left as they were: a run that measures trains as one that reads the
+    measurement."""
     import copy
     import time
 
-    twin = copy.deepcopy(model).to(device).train()
-    logits_in_float32(twin)
-    optimizer = torch.optim.AdamW(twin.parameters(), lr=1e-4)
-    tokens = torch.randint(0, twin.num_classes, (batch_size, length + 1), device=device)
-    lengths = torch.full((batch_size,), length, device=device)
-    times = []
-    for _ in range(steps + 1):
-        start = time.perf_counter()
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            logits, _ = twin(tokens[:, :-1], lengths)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        twin = copy.deepcopy(model).to(device).train()
+        logits_in_float32(twin)
+        optimizer = torch.optim.AdamW(twin.parameters(), lr=1e-4)
+        tokens = torch.randint(0, twin.num_classes, (batch_size, length + 1), device=device)
+        lengths = torch.full((batch_size,), length, device=device)
+        times = []
+        for _ in range(steps + 1):
+            start = time.perf_counter()
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+                logits, _ = twin(tokens[:, :-1], lengths)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(),
+                                               tokens[:, 1:].flatten())
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - start)
     return sorted(times[1:])[steps // 2]
 
 

@@ -387,12 +387,17 @@ def test_the_trainer_reads_auto_s_record_so_every_run_of_a_model_chooses_alike(t
     assert len(third) == 2, "another model must be measured, not given the first one's record"
 
 
-def test_a_timed_training_step_leaves_the_model_as_it_was():
+def test_a_timed_training_step_leaves_the_model_and_the_random_state_as_they_were():
     from hw4lib.trainers.precision import train_step_seconds
 
     torch.manual_seed(0)
     model = DecoderOnlyTransformer(1, 16, 2, 32, dropout=0.0, max_len=16, num_classes=VOCAB)
+    model.train()  # dropout would draw from torch's generator
     state = copy.deepcopy(model.state_dict())
+    random_state = torch.get_rng_state()
     seconds = train_step_seconds(model, 4, 8, torch.device("cpu"), torch.float32, steps=3)
     assert 0 < seconds < 10, seconds
     assert all(torch.equal(state[name], value) for name, value in model.state_dict().items())
+    assert torch.equal(torch.get_rng_state(), random_state), (
+        "measuring drew from torch's generator: a run that measures would train differently "
+        "from one that reads the record")
