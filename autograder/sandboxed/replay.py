@@ -84,7 +84,7 @@ def refuses(build, error: str) -> bool:
     when it returns; any other exception goes on (the step fails as one that raised)."""
     try:
         build()
-    except Exception as raised:  # noqa: BLE001 - every other class is raised again
+    except Exception as raised:  # every other class is raised again
         if error in (cls.__name__ for cls in type(raised).__mro__):
             return True
         raise
