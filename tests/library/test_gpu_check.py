@@ -151,7 +151,6 @@ def handout(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.long
 def test_on_a_handout_each_check_names_the_part_it_needs_and_the_rest_run(handout, tmp_path):
     result = subprocess.run([sys.executable, "-m", "hw4lib.gpu_check", "--device", "cpu",
                              "--json", str(tmp_path / "gpu_check.json")], cwd=handout,
