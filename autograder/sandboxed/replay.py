@@ -51,10 +51,14 @@ def run_step(nn, step: dict, env: dict, values: dict, refused: list) -> None:
     op, out = step["op"], step["out"]
     try:
         if op == "new":
-            env[out[0]] = getattr(nn, step["cls"])(*resolve(step["args"], env),
-                                                   **resolve_kwargs(step["kwargs"], env))
-            return
-        if op == "call":
+            def build():
+                return getattr(nn, step["cls"])(*resolve(step["args"], env),
+                                                **resolve_kwargs(step["kwargs"], env))
+            if "refuse" not in step:
+                env[out[0]] = build()
+                return
+            results = [refuses(build, step["refuse"])]
+        elif op == "call":
             result = call(env, step)
             results = [result] if len(out) == 1 else unpack(result, len(out))
         elif op == "get":
@@ -73,6 +77,18 @@ def run_step(nn, step: dict, env: dict, values: dict, refused: list) -> None:
             values[name] = env[name] = as_plain_array(result)
         except StepError:
             refused.append(name)
+
+
+def refuses(build, error: str) -> bool:
+    """True when ``build()`` raises ``error`` (the name of its class or of a base class), False
+    when it returns; any other exception goes on (the step fails as one that raised)."""
+    try:
+        build()
+    except Exception as raised:  # every other class is raised again
+        if error in (cls.__name__ for cls in type(raised).__mro__):
+            return True
+        raise
+    return False
 
 
 def call(env: dict, step: dict):

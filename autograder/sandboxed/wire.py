@@ -188,6 +188,15 @@ class Program:
                             kwargs={k: self._arg(v) for k, v in kwargs.items()})
         return ref
 
+    def new_refused(self, cls: str, *args, error: str = "ValueError") -> Ref:
+        """Whether ``mytorch.nn.<cls>(*args)`` raises ``error`` (that class or a subclass), sent
+        back as a bool array (True: refused); the worker keeps no object. Any other exception
+        fails the step as a step that raised does."""
+        (ref,) = self._step("new", 1, cls=cls, args=[self._arg(a) for a in args], kwargs={},
+                            refuse=error)
+        self.returned.append(ref.name)
+        return ref
+
     def call(self, obj: Ref, method: str, *args, outputs: int = 1, **kwargs):
         """``obj.method(*args, **kwargs)``, sent back: one Ref, or a tuple of ``outputs`` Refs
         when the method must return a tuple of that length."""

@@ -41,15 +41,16 @@ from hw4lib.utils.devices import resolved_device
 
 from ._checks import (TrainingInterrupted, check_finite_loss, check_run_folder_is_free,
                       interruption_message)
-from .precision import logits_in_float32, precision_name, resolve_precision, train_step_seconds
+from .precision import (logits_in_float32, measure_formats, measurement_key, precision_name,
+                        recorded_speeds, resolve_precision)
 
 # *_NAME: file names inside CHECKPOINT_DIR; *_PATH: relative to the run folder (make handin).
 BEST_CHECKPOINT_NAME = "checkpoint-best-metric-model.pth"
 LAST_CHECKPOINT_NAME = "checkpoint-last-epoch-model.pth"
 CHECKPOINT_DIR = "checkpoints"  # inside the run folder
 BEST_CHECKPOINT_PATH = f"{CHECKPOINT_DIR}/{BEST_CHECKPOINT_NAME}"
-# Tokens per sequence of the steps that ``precision: auto`` times on a GPU (about the length of
-# the default data's training sequences).
+# Tokens per sequence of the steps that ``precision: auto`` times where bf16 is native (about the
+# length of the default data's training sequences).
 PRECISION_TIMING_LENGTH = 200
 
 
@@ -119,11 +120,8 @@ class BaseTrainer(ABC):
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
         # The forward's number format (see precision.py); fp16 alone needs its gradients scaled.
-        length = min(PRECISION_TIMING_LENGTH, getattr(self.model, "max_len", PRECISION_TIMING_LENGTH))
-        self.precision, reason = resolve_precision(
-            self.config.training.precision, self.device,
-            lambda dtype: train_step_seconds(self.model, self.config.data.batch_size, length,
-                                             self.device, dtype))
+        self.precision, reason = resolve_precision(self.config.training.precision, self.device,
+                                                   self._recorded_speeds)
         print(f"training precision: {precision_name(self.precision)} ({reason})", flush=True)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == torch.float16)
         logits_in_float32(self.model)
@@ -148,6 +146,16 @@ class BaseTrainer(ABC):
         atomic_write_bytes(self.expt_root / MODEL_ARCH_FILE,
                            lambda tmp: tmp.write_text(describe_model(self.model)))
         self.wandb_run = self._run_extra("starting wandb (the run goes on without it)", self._init_wandb)
+
+    def _recorded_speeds(self) -> tuple[dict[str, float], str]:
+        """``precision: auto``'s training-step speeds of this model per format (``recorded_speeds``
+        in the experiments folder, measured on the first run): a batch of the config's size, of
+        length min(PRECISION_TIMING_LENGTH, the model's max_len)."""
+        batch_size = self.config.data.batch_size
+        length = min(PRECISION_TIMING_LENGTH, getattr(self.model, "max_len", PRECISION_TIMING_LENGTH))
+        return recorded_speeds(Path(self.config.training.expts_dir),
+                               measurement_key(self.model, batch_size, length, self.device),
+                               lambda: measure_formats(self.model, batch_size, length, self.device))
 
     # ------------------------------------------------------------------ what subclasses provide
 

@@ -425,7 +425,7 @@ def test_ctrl_c_once_finishes_the_running_gradings_twice_stops_them(tmp_path):
 # handin deserves, whoever wrote the rule.
 FULL = dict(rubric.MYTORCH_RUBRIC)
 # A wrong SDPA scale fails every test that calls SDPA; MHA keeps mha_helpers (its head split and
-# merge, 2 points), which does not.
+# merge) and the refusal of uneven heads, 1 point each, which do not.
 WRONG_SCALE = {"Linear": 5, "Softmax": 5, "MultiHeadAttention": 2}
 OWN = "own"
 CLASS_TABLE = {

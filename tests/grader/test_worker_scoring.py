@@ -86,9 +86,10 @@ def test_any_malformed_worker_output_is_unreadable_and_costs_only_its_tests():
         assert len(note) < 300 and list(records) == ["t"], (name, note[:300])
 
 
-def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
+def judge_in_process(nn, tests, folder: Path, seed: int, failures: list | None = None) -> list:
     """Each hidden test of ``tests`` replayed by the worker's own code on ``nn`` (a namespace of
-    mytorch.nn classes) in this process, then judged: the checks without the sandbox's cost."""
+    mytorch.nn classes) in this process, then judged: the checks without the sandbox's cost.
+    ``failures``, when given, receives each test's Failure (None when it passed)."""
     from autograder.sandboxed import worker
     from autograder.judging.scoring import judge, verdicts
 
@@ -99,9 +100,11 @@ def judge_in_process(nn, tests, folder: Path, seed: int) -> list:
         program.save(folder / test.name)
         stream = worker.run_test(nn, folder / test.name, test.name)
         records, note = wire.decode_records(stream, {test.name: program.returned})
-        result, _ = verdicts.judge_test(test, records.get(test.name), checks[test.name], note,
-                                     program.steps, frozenset())
+        result, failure = verdicts.judge_test(test, records.get(test.name), checks[test.name],
+                                              note, program.steps, frozenset())
         results.append(result)
+        if failures is not None:
+            failures.append(failure)
     return results
 
 
@@ -210,6 +213,61 @@ def test_shapes_are_checked_before_arithmetic_on_returned_arrays(tmp_path):
             tracemalloc.stop()
         assert result.points == 0 and "expected shape" in result.message, result
     assert peak < 16 * 2**20, f"the judge allocated {peak / 2**20:.0f} MiB for 32 KB arrays"
+
+
+# MultiHeadAttention.__init__ without the given check_heads: E // H floors, uneven heads pass.
+ACCEPTS_UNEVEN_HEADS_NN = """
+class MultiHeadAttention:
+    def __init__(self, embed_dim, num_heads):
+        self.head_dim = embed_dim // num_heads
+"""
+# Refusals of other classes: an assert (AssertionError), and a subclass of ValueError.
+ASSERTS_EVEN_HEADS_NN = """
+class MultiHeadAttention:
+    def __init__(self, embed_dim, num_heads):
+        assert embed_dim % num_heads == 0
+"""
+REFUSES_WITH_A_SUBCLASS_NN = """
+class HeadsError(ValueError):
+    pass
+class MultiHeadAttention:
+    def __init__(self, embed_dim, num_heads):
+        if embed_dim % num_heads:
+            raise HeadsError(f"{embed_dim} does not split into {num_heads} heads")
+"""
+
+
+def test_heads_that_do_not_divide_embed_dim_must_be_refused_with_a_value_error(tmp_path):
+    """The hidden refusal test, replayed by the worker on the reference (refuses: full points), on
+    an __init__ without the check (0 points, the case named, the hint mha-heads-divisible), on one
+    that asserts (0 points: an AssertionError is not the ValueError asked for) and on one raising
+    a subclass of ValueError (full points)."""
+    import mytorch.nn as reference
+    from autograder.judging.scoring.hidden_tests.diagnosis import hints
+    from autograder.judging.scoring.hidden_tests.mytorch_hidden import tests_of
+
+    test = [t for t in tests_of("MultiHeadAttention")
+            if t.name == "mha_refuses_heads_that_do_not_divide_embed_dim"]
+    cases = {"reference": reference, "accepts": stub_namespace(ACCEPTS_UNEVEN_HEADS_NN),
+             "asserts": stub_namespace(ASSERTS_EVEN_HEADS_NN),
+             "subclass": stub_namespace(REFUSES_WITH_A_SUBCLASS_NN)}
+    judged = {}
+    for name, nn in cases.items():
+        (tmp_path / name).mkdir()
+        failures = []
+        (result,) = judge_in_process(nn, test, tmp_path / name, 0, failures)
+        judged[name] = (result, failures[0])
+    for name in ("reference", "subclass"):
+        result, failure = judged[name]
+        assert result.points == result.max_points == 1 and failure is None, (name, result)
+    result, failure = judged["accepts"]
+    assert result.points == 0 and "MultiHeadAttention(10, 4) was built" in result.message, result
+    assert "must raise ValueError" in result.message, result
+    assert [hint.family for hint in hints("MultiHeadAttention", {test[0].name: failure}).values()] \
+        == ["mha-heads-divisible"], failure
+    result, failure = judged["asserts"]
+    assert result.points == 0 and "AssertionError" in result.message, result
+    assert hints("MultiHeadAttention", {test[0].name: failure}) == {}, "an assert is no refusal"
 
 
 def test_the_finite_difference_mask_hides_a_key_and_keeps_a_softmax_that_is_not_one_hot():

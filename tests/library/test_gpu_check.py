@@ -5,10 +5,13 @@
 
 Without a GPU the check runs on the CPU and says so; these tests run it there on a twentieth of the
 tiny config's data, and show that a cached generator that drifts from the plain one fails it and
-that missing packages are named. On the CPU the device comparisons of the masks and the positional
+that missing packages are named. On a student handout with parts unwritten (built by ``make
+handout``'s own function) each check that reaches a stub names the part it needs and the others
+still run. On the CPU the device comparisons of the masks and the positional
 encoding compare the CPU with itself: only a GPU run checks those.
 """
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +108,78 @@ def test_it_imports_nothing_but_the_standard_library_before_the_package_check():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 2, result.stderr
     assert {"numpy>=2", "tokenizers"} <= set(_missing_line(result.stdout)), result.stdout
+
+
+def test_a_stub_s_error_names_its_part_and_any_other_error_none():
+    stub = NotImplementedError("hw4lib/model/masks.py: PadMask: return the (N, T) bool mask")
+    assert gpu_check.unwritten_parts(stub) == ["hw4lib/model/masks.py: PadMask"]
+    try:
+        try:
+            raise stub
+        except NotImplementedError as error:
+            raise RuntimeError("building the model failed") from error
+    except RuntimeError as wrapped:
+        assert gpu_check.unwritten_parts(wrapped) == ["hw4lib/model/masks.py: PadMask"]
+    for other in (NotImplementedError("abstract method"), NotImplementedError(),
+                  ValueError("hw4lib/model/masks.py: PadMask: not a stub's class")):
+        assert gpu_check.unwritten_parts(other) == [], other
+    assert gpu_check.unwritten_parts(gpu_check.Unwritten(["a.py: f", "b.py: g"])) == ["a.py: f", "b.py: g"]
+
+
+def test_the_exit_status_tells_a_failure_from_parts_unwritten(capsys):
+    passed, needs, failed = "PASS (1.0s)", "needs: a.py: f (unwritten)", "FAIL (ValueError: x)"
+    assert gpu_check.exit_status({"a": passed, "b": passed}) == 0
+    assert gpu_check.exit_status({"a": passed, "b": needs}) == gpu_check.UNWRITTEN_EXIT == 3
+    assert "once those parts are written" in capsys.readouterr().out
+    assert gpu_check.exit_status({"a": needs, "b": failed}) == 1
+
+
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory):
+    """The student handout (``make handout``'s own function) with the masks and the positional
+    encoding written (the reference's files) and every other part a stub; the data linked."""
+    from tools.make_handout import build
+
+    root = tmp_path_factory.mktemp("handout") / "hw4p1"
+    build(REPO, root)
+    for written in ("hw4lib/model/masks.py", "hw4lib/model/positional_encoding.py"):
+        shutil.copyfile(REPO / written, root / written)
+    data = REPO / "hw4_data" / "hw4p1_data"
+    if data.is_dir():
+        (root / "hw4_data" / "hw4p1_data").symlink_to(data.resolve())
+    return root
+
+
+@pytest.mark.slow
+def test_on_a_handout_each_check_names_the_part_it_needs_and_the_rest_run(handout, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "hw4lib.gpu_check", "--device", "cpu",
+                             "--json", str(tmp_path / "gpu_check.json")], cwd=handout,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == gpu_check.UNWRITTEN_EXIT, result.stdout[-3000:] + result.stderr[-3000:]
+    checks = json.loads((tmp_path / "gpu_check.json").read_text())["checks"]
+    assert checks["masks and positional encoding on the device"].startswith("PASS"), checks
+    dataset = "needs: hw4lib/data/lm_dataset.py: LMDataset.__init__ (unwritten)"
+    for check in ("one epoch of the tiny config", "cached and plain generators give the same tokens",
+                  "the handin packs and loads", "training pass beside its raw step (speed)"):
+        assert checks[check] == dataset, (check, checks)
+    model = "needs: hw4lib/model/transformers.py: DecoderOnlyTransformer.__init__ (unwritten)"
+    assert checks["training step per number format (speed)"] == model, checks
+    assert not [line for line in result.stdout.splitlines() if "FAIL" in line], result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_student_tests_failing_only_at_stubs_name_the_parts(handout, monkeypatch):
+    """Run on a GPU only, the student test modules at stubs name the parts; a real failure beside
+    them is named itself."""
+    monkeypatch.chdir(handout)
+    with pytest.raises(gpu_check.Unwritten) as unwritten:
+        gpu_check.run_student_tests(["tests/test_dataset.py"])
+    assert unwritten.value.parts == ["hw4lib/data/lm_dataset.py: LMDataset.__init__"]
+    broken = handout / "tests" / "test_zz_broken.py"
+    broken.write_text("def test_a_real_failure():\n    assert 1 == 2\n")
+    try:
+        with pytest.raises(AssertionError, match="test_a_real_failure"):
+            gpu_check.run_student_tests(["tests/test_dataset.py", str(broken)])
+    finally:
+        broken.unlink()

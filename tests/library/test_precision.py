@@ -4,6 +4,9 @@
 * ``resolve_precision`` picks bf16 only where the hardware has it (the CPU and CUDA capability
   checks are patched, so both CUDA branches are checked on a CPU-only machine), refuses fp16 off
   CUDA; ``training.precision`` defaults to ``auto`` and takes only the names it knows.
+* Where bf16 is native, ``auto`` keeps the fastest measured format (speeds injected: no timing
+  here; ``bench/bench_precision.py`` measures), records the measurement in the experiments
+  folder, and later runs of the model read it, so every entry point chooses alike.
 * A bf16 training step stays close to the float32 one (autograd in float32 is the truth); the
   trainer's autocast really computes the layers in bf16, and the logits in float32.
 * ``attention_weights_off`` changes neither outputs nor gradients, and the trainer asks for the
@@ -24,7 +27,9 @@ from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.fused_attention import attention_weights_off
 from hw4lib.train import ConfigError, validate_config
 from hw4lib.trainers import LMTrainer
-from hw4lib.trainers.precision import resolve_precision
+from hw4lib.file_io import read_json
+from hw4lib.trainers.precision import (FORMATS, measure_formats, measurement_key, recorded_speeds,
+                                       resolve_precision)
 from tests.tiny_config import tiny_config, tiny_yaml
 
 
@@ -209,50 +214,190 @@ def test_trainer_computes_attention_weights_for_the_plotted_batch_only(tmp_path)
         "bf16 training on a CPU should keep the plain attention path (its fused backward is slower)")
 
 
-def fake_step_seconds(fp32_ms: float, bf16_ms: float, timed: list):
-    """A ``step_seconds`` stand-in: the given milliseconds per dtype; records (dtype, float32
-    matmul precision) of each call in ``timed``."""
-    def step_seconds(dtype):
-        timed.append((dtype, torch.get_float32_matmul_precision()))
-        return (fp32_ms if dtype == torch.float32 else bf16_ms) / 1e3
-    return step_seconds
-
-
-def test_auto_on_a_gpu_with_bf16_keeps_the_faster_by_measurement():
-    """A fake GPU capability and fake step timings: auto keeps whichever format measured faster,
-    says both timings, and leaves TF32 on only when fp32 won. A CPU without bf16 never measures."""
-    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+def test_auto_keeps_the_fastest_measured_format_and_its_matmul_precision():
+    """Injected speeds on each side of a tie (a tie keeps the earlier format, fp32 first), on a
+    CPU and a GPU with native bf16: auto keeps the fastest, says every speed and where they came
+    from, and runs float32 products as they were measured (TF32 only for fp32+TF32)."""
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    cases = ((cpu, {"fp32": 100.0, "bf16": 99.0}, torch.float32, "highest"),
+             (cpu, {"fp32": 100.0, "bf16": 100.0}, torch.float32, "highest"),
+             (cpu, {"fp32": 100.0, "bf16": 101.0}, torch.bfloat16, "highest"),
+             (cuda, {"fp32": 50.0, "fp32+TF32": 100.0, "bf16": 99.0}, torch.float32, "high"),
+             (cuda, {"fp32": 50.0, "fp32+TF32": 100.0, "bf16": 101.0}, torch.bfloat16, "highest"))
     before = torch.get_float32_matmul_precision()
     try:
-        for fp32_ms, bf16_ms, expected, tf32 in ((3.0, 4.5, torch.float32, "high"),
-                                                  (5.0, 2.0, torch.bfloat16, before)):
-            timed = []
-            step_seconds = fake_step_seconds(fp32_ms, bf16_ms, timed)
-
-            with mock.patch("torch.cuda.is_bf16_supported", return_value=True):
-                dtype, reason = resolve_precision("auto", cuda, step_seconds)
-            assert dtype == expected, f"fp32 {fp32_ms} ms vs bf16 {bf16_ms} ms: chose {dtype}"
-            assert f"fp32+TF32 {fp32_ms:.1f} ms" in reason and f"bf16 {bf16_ms:.1f} ms" in reason, reason
-            assert (torch.float32, "high") in timed, f"fp32 was not timed with TF32 on: {timed}"
-            assert torch.get_float32_matmul_precision() == tf32
-            torch.set_float32_matmul_precision(before)
-
-        def never(dtype):
-            raise AssertionError("auto measured on a CPU without native bf16")
-
-        with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=False):
-            assert resolve_precision("auto", cpu, never)[0] == torch.float32
-        assert resolve_precision("bf16", cuda, never)[0] == torch.bfloat16
+        for device, speeds, expected, matmul in cases:
+            torch.set_float32_matmul_precision("medium")
+            with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=True), \
+                    mock.patch("torch.cuda.is_bf16_supported", return_value=True):
+                dtype, reason = resolve_precision("auto", device, lambda s=speeds: (s, "SOURCE"))
+            assert dtype == expected, f"{speeds} on {device}: chose {dtype}, expected {expected}"
+            assert torch.get_float32_matmul_precision() == matmul, (speeds, matmul)
+            for name, value in speeds.items():
+                assert f"{name} {value:,.0f} tokens/s" in reason, reason
+            assert "SOURCE" in reason, f"the reason should say where the speeds came from: {reason}"
     finally:
         torch.set_float32_matmul_precision(before)
 
+    def never():
+        raise AssertionError("auto measured where bf16 is not native, or for an explicit format")
 
-def test_a_timed_training_step_leaves_the_model_as_it_was():
+    with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=False):
+        assert resolve_precision("auto", cpu, never)[0] == torch.float32
+    with mock.patch("torch.cuda.is_bf16_supported", return_value=False):
+        assert resolve_precision("auto", cuda, never)[0] == torch.float16
+    assert resolve_precision("bf16", cuda, never)[0] == torch.bfloat16
+
+
+def test_each_format_is_measured_under_its_own_matmul_precision():
+    """measure_formats times fp32, fp32+TF32 (CUDA only) and bf16 (where native), in that
+    order, each with its float32 matmul precision, converts seconds per step to tokens per
+    second, and restores the matmul precision. The step timings are injected."""
+    seconds = {torch.float32: 0.5, torch.bfloat16: 0.25}
+    model = DecoderOnlyTransformer(1, 16, 2, 32, dropout=0.0, max_len=16, num_classes=VOCAB)
+    cases = (("cpu", True, [("fp32", "highest"), ("bf16", "highest")]),
+             ("cpu", False, [("fp32", "highest")]),
+             ("cuda", True, [("fp32", "highest"), ("fp32+TF32", "high"), ("bf16", "highest")]),
+             ("cuda", False, [("fp32", "highest"), ("fp32+TF32", "high")]))
+    before = torch.get_float32_matmul_precision()
+    for device, native, expected in cases:
+        timed = []
+
+        def step_seconds(model, batch_size, length, device, dtype, steps):
+            timed.append((dtype, torch.get_float32_matmul_precision(), batch_size, length, steps))
+            return seconds[dtype]
+
+        with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=native), \
+                mock.patch("torch.cuda.is_bf16_supported", return_value=native), \
+                mock.patch("hw4lib.trainers.precision.train_step_seconds", step_seconds):
+            speeds = measure_formats(model, 4, 10, torch.device(device), steps=3)
+        assert list(speeds) == [name for name, _ in expected], (device, native, speeds)
+        assert timed == [(FORMATS[name][0], matmul, 4, 10, 3) for name, matmul in expected], timed
+        assert all(speeds[name] == 40 / seconds[FORMATS[name][0]] for name in speeds), speeds
+        assert torch.get_float32_matmul_precision() == before
+
+
+SPEEDS = {"fp32": 100.0, "bf16": 150.0}
+
+
+def measured(speeds: dict, calls: list):
+    """A ``measure`` stand-in returning ``speeds``; appends to ``calls`` each time it runs."""
+    def measure():
+        calls.append(1)
+        return dict(speeds)
+    return measure
+
+
+def test_the_measurement_key_tells_apart_what_changes_the_speeds():
+    """Alike for two builds of one model; different for another vocabulary, batch shape, torch
+    version or device."""
+    def model(vocab):
+        return DecoderOnlyTransformer(1, 16, 2, 32, dropout=0.0, max_len=16, num_classes=vocab)
+
+    cpu = torch.device("cpu")
+    key = measurement_key(model(VOCAB), 4, 8, cpu)
+    assert key == measurement_key(model(VOCAB), 4, 8, cpu)
+    others = [measurement_key(model(VOCAB + 1), 4, 8, cpu), measurement_key(model(VOCAB), 5, 8, cpu),
+              measurement_key(model(VOCAB), 4, 9, cpu)]
+    with mock.patch("torch.__version__", "0.0.1"):
+        others.append(measurement_key(model(VOCAB), 4, 8, cpu))
+    with mock.patch("hw4lib.trainers.precision.device_description", return_value="cpu: another"):
+        others.append(measurement_key(model(VOCAB), 4, 8, cpu))
+    assert all(other != key for other in others), others
+    assert key["device"].startswith("cpu: ") and key["torch"] == torch.__version__, key
+
+
+def test_the_first_measurement_is_recorded_and_later_runs_read_it(tmp_path):
+    key = {"device": "cpu: X", "torch": "2.13.0", "model_sha256": "ab", "batch_size": 4, "length": 8}
+    calls = []
+    speeds, source = recorded_speeds(tmp_path / "expts", key, measured(SPEEDS, calls))
+    records = list((tmp_path / "expts").iterdir())
+    assert speeds == SPEEDS and calls == [1] and "measured now" in source, source
+    assert len(records) == 1 and records[0].name.startswith("precision-auto-"), records
+    assert read_json(records[0]) == {**key, "tokens_per_s": SPEEDS}
+    assert str(records[0]) in source, source
+    again, source = recorded_speeds(tmp_path / "expts", key, measured({"fp32": 1.0}, calls))
+    assert again == SPEEDS and calls == [1], "a recorded measurement must be read, not redone"
+    assert f"read from {records[0]}" in source and "delete it" in source, source
+    for changed in ({"torch": "2.14.1"}, {"device": "cpu: Y"}, {"model_sha256": "cd"}):
+        other, _ = recorded_speeds(tmp_path / "expts", {**key, **changed}, measured({"fp32": 7.0}, calls))
+        assert other == {"fp32": 7.0}, f"{changed}: another setting must be measured anew"
+    assert len(calls) == 4 and len(list((tmp_path / "expts").iterdir())) == 4
+
+
+def test_two_runs_measuring_at_once_both_use_the_first_record(tmp_path):
+    """A run that finds the record written while it measured uses that record, not its own."""
+    key = {"model_sha256": "ab"}
+
+    def measure_while_another_run_records():
+        recorded_speeds(tmp_path, key, measured(SPEEDS, []))
+        return {"fp32": 500.0, "bf16": 1.0}
+
+    speeds, source = recorded_speeds(tmp_path, key, measure_while_another_run_records)
+    assert speeds == SPEEDS and "another run recorded first" in source, (speeds, source)
+    assert [path.name for path in tmp_path.iterdir() if path.suffix == ".tmp"] == []
+
+
+def test_without_hard_links_the_record_is_written_in_place(tmp_path):
+    with mock.patch("os.link", side_effect=PermissionError("no hard links here")):
+        speeds, source = recorded_speeds(tmp_path, {"a": 1}, measured(SPEEDS, []))
+    assert speeds == SPEEDS and [path.suffix for path in tmp_path.iterdir()] == [".json"]
+    assert recorded_speeds(tmp_path, {"a": 1}, measured({"fp32": 1.0}, []))[0] == SPEEDS
+
+
+def test_a_record_that_is_not_one_is_refused_with_the_fix(tmp_path):
+    recorded_speeds(tmp_path, {"a": 1}, measured(SPEEDS, []))
+    path = next(tmp_path.iterdir())
+    for text in ("{not json", '{"a": 1}', '{"tokens_per_s": {}}', '{"tokens_per_s": {"fp64": 1}}'):
+        path.write_text(text)
+        expect_error(ValueError, [str(path), "delete it"],
+                     lambda: recorded_speeds(tmp_path, {"a": 1}, measured(SPEEDS, [])))
+
+
+def test_the_trainer_reads_auto_s_record_so_every_run_of_a_model_chooses_alike(tmp_path, capsys):
+    """Two runs of one config in one experiments folder (the notebook, then ``make train``) on a
+    CPU with native bf16: the first measures (fp32 faster) and records; the second would measure
+    bf16 faster (a loaded machine) but reads the record and trains in fp32 too. A model of
+    another size is measured anew. The step timings are injected."""
+    def timings(fp32_s, bf16_s, calls):
+        def step_seconds(model, batch_size, length, device, dtype, steps):
+            calls.append((batch_size, length))
+            return fp32_s if dtype == torch.float32 else bf16_s
+        return step_seconds
+
+    def trainer(run_name, step_seconds, model=None):
+        with mock.patch("hw4lib.trainers.precision.cpu_has_native_bf16", return_value=True), \
+                mock.patch("hw4lib.trainers.precision.train_step_seconds", step_seconds):
+            torch.manual_seed(0)
+            model = model or DecoderOnlyTransformer(2, 32, 4, 64, dropout=0.0, max_len=32,
+                                                    num_classes=VOCAB)
+            config = tiny_config(tmp_path, {"precision": "auto"})
+            return LMTrainer(model, Tokenizer(), config, run_name, None, device="cpu").precision
+
+    first, second, third = [], [], []
+    assert trainer("notebook", timings(0.1, 0.2, first)) == torch.float32
+    batch_size = tiny_config(tmp_path).data.batch_size
+    assert first == [(batch_size, 32)] * 2, first
+    assert "fp32 trained this model fastest" in capsys.readouterr().out
+    assert trainer("command-line", timings(0.2, 0.1, second)) == torch.float32
+    assert second == [], "the second run measured again instead of reading the record"
+    assert "read from" in capsys.readouterr().out
+    wider = DecoderOnlyTransformer(2, 64, 4, 64, dropout=0.0, max_len=32, num_classes=VOCAB)
+    assert trainer("wider", timings(0.2, 0.1, third), wider) == torch.bfloat16
+    assert len(third) == 2, "another model must be measured, not given the first one's record"
+
+
+def test_a_timed_training_step_leaves_the_model_and_the_random_state_as_they_were():
     from hw4lib.trainers.precision import train_step_seconds
 
     torch.manual_seed(0)
     model = DecoderOnlyTransformer(1, 16, 2, 32, dropout=0.0, max_len=16, num_classes=VOCAB)
+    model.train()  # dropout would draw from torch's generator
     state = copy.deepcopy(model.state_dict())
+    random_state = torch.get_rng_state()
     seconds = train_step_seconds(model, 4, 8, torch.device("cpu"), torch.float32, steps=3)
     assert 0 < seconds < 10, seconds
     assert all(torch.equal(state[name], value) for name, value in model.state_dict().items())
+    assert torch.equal(torch.get_rng_state(), random_state), (
+        "measuring drew from torch's generator: a run that measures would train differently "
+        "from one that reads the record")

@@ -34,7 +34,7 @@ import numpy as np
 # What a failure is, in the order the feedback names it: not written yet (NotImplementedError), does
 # not import or parse, timed out, stopped before the test ran, raised; then the kinds of wrong
 # values a check found.
-VALUE_KINDS = ("value", "shape", "nonfinite", "dtype", "missing", "modified", "mask")
+VALUE_KINDS = ("value", "shape", "nonfinite", "dtype", "missing", "modified", "mask", "refusal")
 KINDS = ("not written", "import", "timeout", "stopped", "raised", *VALUE_KINDS)
 # What numpy raises on arrays of mismatched shapes, and on a dtype it cannot cast (the class names
 # the worker reports): the only exceptions a rule reads as a bug. A test that raised gets a hint
@@ -476,6 +476,10 @@ def mha_rules() -> list[Rule]:
         return {name: Hint("mha-heads", text) for name in failing(s)}
 
     return [
+        lambda s: each(s, "mha-heads-divisible", "an embed_dim that num_heads does not divide "
+                       "was accepted: E // H floors, and some features belong to no head; keep "
+                       "the given check_heads(embed_dim, num_heads) at the top of __init__",
+                       lambda f: f.kind == "refusal"),
         merge_hints,
         heads_hints,
         mha_projection_input,
