@@ -19,6 +19,7 @@ The honest students are the reference solution and tools/mytorch_styles.py's thr
     .venv/bin/python -m tests.classroom.similarity_disguises   # the margin, as docs/results.md
 """
 import ast
+import csv
 import json
 import subprocess
 import sys
@@ -299,17 +300,46 @@ def behaviour(trees: dict[str, dict[str, str]], folder: Path) -> dict[str, str]:
     return json.loads(result.stdout)
 
 
-def margin(rows: list[dict]) -> tuple[float, float, list[dict], list[dict]]:
-    """(the lowest similarity of a copy with its victim, the highest of two honest students,
-    the copies' rows, the honest rows) of the similarity's ``rows`` over a disguised_class."""
-    def copied(row: dict) -> bool:
-        a, b = row["student_a"], row["student_b"]
-        return ("--" in a) != ("--" in b) and a.split("--")[-1] == b.split("--")[-1]
+ROWS = {  # make test-platforms' rows: the disguises each runs, on the reference's and einsum's code
+    "61 similarity of copies renamed, reordered or split": ["renamed", "reordered", "split"],
+    "62 similarity of copies with no-ops of seven kinds": [f"noops-{kind}" for kind in NOOPS],
+    "63 similarity of copies respelled, or every disguise at once": ["spelling", "combined"],
+}
+ROW_VICTIMS = ["reference", "einsum"]
+MARGIN = 0.35  # the least a copy must score above every pair of different students' work
 
-    copies = [row for row in rows if copied(row)]
-    honest = [row for row in rows if "--" not in row["student_a"] + row["student_b"]]
+
+def disguise_problems(result: subprocess.CompletedProcess, out: Path) -> list[str]:
+    """What ``python -m autograder.classroom.similarity`` got wrong on a disguised_class (none:
+    each copy flagged beside its victim, no pair of different students' work flagged, every copy
+    at least MARGIN above every such pair)."""
+    if result.returncode != 0:
+        return [f"exit {result.returncode}: {result.stderr[-3000:]!r}"]
+    with open(out / "pairs.csv", newline="", encoding="utf-8") as file:
+        rows = [{**row, "similarity": float(row["similarity"]), "flagged": row["flagged"] == "True"}
+                for row in csv.DictReader(file)]
+    lowest, highest, copies, apart = margin(rows)
+    problems = [f"copy not flagged: {row}" for row in copies if not row["flagged"]]
+    problems += [f"different students flagged: {row}" for row in apart if row["flagged"]]
+    if lowest - highest < MARGIN:
+        problems.append(f"lowest copy {lowest}, highest pair apart {highest}")
+    return problems
+
+
+def origin(student: str) -> str:
+    """The honest student whose work ``student`` (``<disguise>--<victim>`` or honest) hands in."""
+    return student.split("--")[-1]
+
+
+def margin(rows: list[dict]) -> tuple[float, float, list[dict], list[dict]]:
+    """(the lowest similarity of a copy with its victim, the highest of two different students'
+    work, disguised or not, the copies' rows, the rows of different students' work) of the
+    similarity's ``rows`` over a disguised_class."""
+    copies = [row for row in rows if origin(row["student_a"]) == origin(row["student_b"])
+              and ("--" in row["student_a"]) != ("--" in row["student_b"])]
+    apart = [row for row in rows if origin(row["student_a"]) != origin(row["student_b"])]
     return (min(float(row["similarity"]) for row in copies),
-            max(float(row["similarity"]) for row in honest), copies, honest)
+            max(float(row["similarity"]) for row in apart), copies, apart)
 
 
 def main() -> None:
@@ -322,11 +352,14 @@ def main() -> None:
         documents, _, findings = similarity.class_documents(handins)
         rows = similarity.compare(documents, similarity.handout_document(handout_folder(folder)),
                                   folder / "out")
-    lowest, highest, copies, honest = margin(rows)
+    lowest, highest, copies, apart = margin(rows)
+    honest = [row for row in apart if "--" not in row["student_a"] + row["student_b"]]
     for row in sorted(copies + honest, key=lambda row: row["similarity"]):
         print(f"{row['similarity']:.4f}  {row['student_a']}  {row['student_b']}")
     print(f"findings: {findings}")
-    print(f"lowest copy {lowest:.4f}, highest honest pair {highest:.4f}, "
+    top = max(row["similarity"] for row in honest)
+    print(f"lowest copy {lowest:.4f}, highest honest pair {top:.4f}, highest pair of different "
+          f"students' work (disguised or not) {highest:.4f}, "
           f"margin {lowest - highest:.4f}, threshold {similarity.THRESHOLD}")
     sys.exit(0 if lowest > similarity.THRESHOLD > highest else 1)
 
