@@ -33,6 +33,7 @@ import io
 import keyword
 import tokenize
 import zlib
+from collections import Counter
 from typing import NamedTuple
 
 from hw4lib.handin_format import MAX_PY_FILE_BYTES
@@ -348,43 +349,41 @@ def pruned(body: list[ast.stmt]) -> list[ast.stmt]:
 
 def without_dead_stores(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
     """The body of ``function`` without the assignments, at any depth of its own statements, to
-    names it never reads (repeated until none is left); an assignment whose value may change
-    state becomes that value's expression statement."""
-    declared = {name for node in ast.walk(function)
-                if isinstance(node, (ast.Global, ast.Nonlocal)) for name in node.names}
-    body = function.body
-    while True:
-        read = declared | {node.id for node in ast.walk(ast.Module(body, []))
-                           if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store)}
-        changed, body = stores_removed(body, read)
-        if not changed:
-            return body
+    names it never reads; an assignment whose value may change state becomes that value's
+    expression statement. One pass, last statement first, counting the reads left: a chain of
+    stores each read only by the next one goes at once (its cost stays linear in the body)."""
+    reads = Counter(node.id for node in ast.walk(function)
+                    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store))
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            reads.update({name: 1 for name in node.names})  # read outside the function
+    return stores_removed(function.body, reads)
 
 
-def stores_removed(body: list[ast.stmt], read: set[str]) -> tuple[bool, list[ast.stmt]]:
-    """(whether any was removed, ``body`` without its assignments to names outside ``read``),
-    into nested compound statements but not nested functions or classes."""
-    changed, kept = False, []
-    for node in body:
+def stores_removed(body: list[ast.stmt], reads: Counter) -> list[ast.stmt]:
+    """``body`` without its assignments to names ``reads`` counts no read of, last statement
+    first, into nested compound statements but not nested functions or classes; the reads in a
+    removed assignment's value are taken off ``reads``."""
+    kept = []
+    for node in reversed(body):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, ast.AnnAssign) else None
-        if targets is not None and all(isinstance(target, ast.Name) and target.id not in read
+        if targets is not None and all(isinstance(target, ast.Name) and reads[target.id] <= 0
                                        for target in targets):
-            changed = True
             if node.value is not None and not pure(node.value):
                 kept.append(ast.copy_location(ast.Expr(node.value), node))
+            elif node.value is not None:
+                reads.subtract(inner.id for inner in ast.walk(node.value)
+                               if isinstance(inner, ast.Name))
             continue
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for field in ("body", "orelse", "finalbody"):
                 if isinstance(getattr(node, field, None), list):
-                    inner, nested = stores_removed(getattr(node, field), read)
-                    changed |= inner
-                    setattr(node, field, nested)
+                    setattr(node, field, stores_removed(getattr(node, field), reads))
             for handler in getattr(node, "handlers", []):
-                inner, handler.body = stores_removed(handler.body, read)
-                changed |= inner
+                handler.body = stores_removed(handler.body, reads)
         kept.append(node)
-    return changed, kept
+    return kept[::-1]
 
 
 def ordered(body: list[ast.stmt]) -> list[ast.stmt]:
