@@ -801,10 +801,10 @@ def test_copies_hidden_from_a_static_reading_are_flagged_in_each_profile(profile
 def test_one_poisoned_handin_never_stops_the_similarity_in_each_profile(profile):
     """Row 38: ``python -m autograder.classroom.similarity`` run by the staff in the profile on a
     class holding one handin each declaring a slow codec (punycode), a lone surrogate through
-    raw_unicode_escape, nesting that ends the parser, a file over the grader's limit, code whose
-    fingerprinting outlasts the time limit, and a student folder named with non-UTF-8 bytes: the
-    run finishes, writes valid UTF-8, produces every other pair and flags the copy among them;
-    each poisoned handin is its own finding."""
+    raw_unicode_escape, nesting that ends the parser, a file over the grader's limit, nesting past
+    the canonical form's bound (read as raw tokens, compared), and a student folder named with
+    non-UTF-8 bytes: the run finishes, writes valid UTF-8, produces every other pair and flags the
+    copy among them; each poisoned handin that cannot be read is its own finding."""
     folder = profile_folder(profile, "poison")
     out = folder / "out"
     trees = {**family_trees(folder, ["if-branches"]), **poison(folder)}
