@@ -7,8 +7,11 @@ The module is parsed (never run) and rewritten:
 - dropped: docstrings, comments, ``assert``, ``pass``, imports, ``del`` of names, expression
   statements without effect (no call that may change state: a call is kept unless it is a
   builtin or numpy/math function known not to mutate, or a method known not to mutate its
-  receiver, and none passes ``out=``), and, inside a function, assignments to names the
-  function never reads (their value kept as an expression statement when it may change state);
+  receiver, and none passes ``out=``), inside a function, assignments to names the function
+  never reads (their value kept as an expression statement when it may change state), and
+  stores without effect of attributes the module never reads nor sets in an ``__init__``;
+- ``np.asarray(x)``, ``np.array(x)``, ``np.copy(x)``, ``x.copy()``, ``x.view()`` and ``+x`` are
+  ``x`` (so ``x = np.asarray(x)`` is ``x = x``, dropped);
 - one spelling for equivalent numpy: ``np.matmul``/``np.dot``/``a.dot(b)`` and ``einsum`` of a
   plain matrix product are ``@``; ``np.transpose(a)``, ``a.transpose()`` and swapping the last
   two axes are ``a.T``; the arithmetic ufuncs are their operators; ``sqrt`` is ``** 0.5``;
@@ -58,6 +61,8 @@ PURE_METHODS = frozenset({
 UFUNCS = {"add": ast.Add, "subtract": ast.Sub, "multiply": ast.Mult, "divide": ast.Div,
           "true_divide": ast.Div, "floor_divide": ast.FloorDiv, "power": ast.Pow,
           "matmul": ast.MatMult, "dot": ast.MatMult}
+# numpy functions that, on an array, return it or a copy of it: the argument itself
+IDENTITIES = frozenset({"asarray", "asanyarray", "ascontiguousarray", "array", "copy"})
 REDUCTIONS = {"sum": "sum", "max": "max", "amax": "max", "min": "min", "amin": "min",
               "mean": "mean", "reshape": "reshape", "prod": "prod"}
 ALIASES = {"np": NUMPY, "numpy": NUMPY, "math": MATH}
@@ -89,7 +94,7 @@ def canonical(source: str) -> Canonical:
         return Canonical(tokens, lines, False)
     tree = Spelling(module_aliases(tree)).visit(tree)
     emitted: list[tuple[str, tuple[int, int]]] = []
-    emit(ordered(pruned(tree.body)), "", emitted)
+    emit(ordered(pruned(tree.body, write_only(tree))), "", emitted)
     tokens, lines = tokens_of("".join(f"{line}\n" for line, _ in emitted),
                               [span for _, span in emitted])
     return Canonical(tokens, lines, True)
@@ -218,6 +223,10 @@ class Spelling(ast.NodeTransformer):
             return ast.copy_location(ast.Constant(None), node)
         return node
 
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        node = self.generic_visit(node)
+        return node.operand if isinstance(node.op, ast.UAdd) else node
+
     def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
         node = self.generic_visit(node)
         neutral = NEUTRAL.get(type(node.op))
@@ -238,6 +247,8 @@ class Spelling(ast.NodeTransformer):
             rewritten = self.numpy_call(name.removeprefix(f"{NUMPY}."), node)
         elif name in (f"{MATH}.sqrt",) and len(args) == 1 and plain:
             rewritten = ast.BinOp(args[0], ast.Pow(), ast.Constant(0.5))
+        elif method in ("copy", "view") and not args and plain:
+            rewritten = node.func.value
         elif method == "dot" and len(args) == 1 and plain:
             rewritten = ast.BinOp(node.func.value, ast.MatMult(), args[0])
         elif method in ("transpose", "swapaxes") and plain and (
@@ -249,6 +260,8 @@ class Spelling(ast.NodeTransformer):
     def numpy_call(self, function: str, node: ast.Call) -> ast.expr | None:
         """The one spelling of ``np.<function>(...)``, or None when it has none other."""
         args, plain = node.args, not node.keywords
+        if function in IDENTITIES and len(args) == 1 and plain:
+            return args[0]
         if function in UFUNCS and len(args) == 2 and plain:
             return ast.BinOp(args[0], UFUNCS[function](), args[1])
         if function == "negative" and len(args) == 1 and plain:
@@ -321,12 +334,29 @@ def pure(node: ast.AST) -> bool:
     return True
 
 
-def pruned(body: list[ast.stmt]) -> list[ast.stmt]:
+def write_only(tree: ast.Module) -> frozenset[str]:
+    """The attribute names the module stores and never reads, none of them set in an
+    ``__init__`` (the state a class declares, such as the gradients the tests read, is kept)."""
+    stored, read, declared = set(), set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            (read if isinstance(node.ctx, ast.Load) else stored).add(node.attr)
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            declared |= {inner.attr for inner in ast.walk(node)
+                         if isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Store)}
+    return frozenset(stored - read - declared)
+
+
+def pruned(body: list[ast.stmt], unread: frozenset[str]) -> list[ast.stmt]:
     """``body`` without the statements that do nothing (see the module's docstring), recursively
-    into every nested body; each function's dead stores removed too."""
+    into every nested body; each function's dead stores removed too, and every store without
+    effect of an attribute of ``unread`` (:func:`write_only`'s)."""
     kept = []
     for node in body:  # a docstring is an expression statement without effect
         if isinstance(node, (ast.Assert, ast.Pass, ast.Import, ast.ImportFrom)) or (
+                isinstance(node, ast.Assign) and pure(node.value) and all(
+                    isinstance(target, ast.Attribute) and target.attr in unread
+                    for target in node.targets)) or (
                 isinstance(node, ast.Expr) and pure(node.value)) or (
                 isinstance(node, ast.Delete) and all(isinstance(target, ast.Name)
                                                      for target in node.targets)) or (
@@ -334,13 +364,13 @@ def pruned(body: list[ast.stmt]) -> list[ast.stmt]:
                 and ast.unparse(node.targets[0]) == ast.unparse(node.value)):
             continue
         if isinstance(node, ast.If) and isinstance(node.test, ast.Constant):
-            kept += pruned(node.body if node.test.value else node.orelse)
+            kept += pruned(node.body if node.test.value else node.orelse, unread)
             continue
         for field in ("body", "orelse", "finalbody"):
             if isinstance(getattr(node, field, None), list):
-                setattr(node, field, pruned(getattr(node, field)))
+                setattr(node, field, pruned(getattr(node, field), unread))
         for handler in getattr(node, "handlers", []):
-            handler.body = pruned(handler.body)
+            handler.body = pruned(handler.body, unread)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             node.body = without_dead_stores(node)
         kept.append(node)

@@ -40,6 +40,9 @@ NOOPS = {
     "constant-if": "if False:\n    {0} = None",
     "string": "'''{0} is ready'''",
     "copy-unused": "_spare = np.copy({0}).reshape(-1).sum()",
+    "attribute-store": "self._trace = np.shape({0})",
+    "identity": "{0} = np.asarray({0})",
+    "copy-self": "{0} = np.copy({0})",
 }
 SPLIT_MODULE = "mytorch/nn/_halves.py"
 
@@ -100,7 +103,8 @@ def reorder(module: ast.Module) -> ast.Module:
 
 def with_noops(template: str):
     """A transform inserting ``template`` (NOOPS') after every assignment inside each
-    ``forward`` and ``backward``."""
+    ``forward`` and ``backward`` (a rebinding through numpy only after a local's, never the
+    optional mask's: None would become an array)."""
     def insert(body: list[ast.stmt]) -> list[ast.stmt]:
         out = []
         for node in body:
@@ -111,7 +115,8 @@ def with_noops(template: str):
             out.append(node)
             if isinstance(node, (ast.Assign, ast.AugAssign)):
                 target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-                if not isinstance(target, ast.Tuple):
+                if not isinstance(target, ast.Tuple) and (not template.startswith("{0} = np.") or (
+                        isinstance(target, ast.Name) and "mask" not in target.id)):
                     out += ast.parse(template.format(ast.unparse(target))).body
         return out
 
@@ -302,7 +307,7 @@ def behaviour(trees: dict[str, dict[str, str]], folder: Path) -> dict[str, str]:
 
 ROWS = {  # make test-platforms' rows: the disguises each runs, on the reference's and einsum's code
     "61 similarity of copies renamed, reordered or split": ["renamed", "reordered", "split"],
-    "62 similarity of copies with no-ops of seven kinds": [f"noops-{kind}" for kind in NOOPS],
+    "62 similarity of copies with no-ops of ten kinds": [f"noops-{kind}" for kind in NOOPS],
     "63 similarity of copies respelled, or every disguise at once": ["spelling", "combined"],
 }
 ROW_VICTIMS = ["reference", "einsum"]

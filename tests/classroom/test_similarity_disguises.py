@@ -76,7 +76,8 @@ RETURN = "return x + y"
     "assert np.ndim(x) >= 0, 'checked'", "pass", "'''a note'''", "np.ndim(x)", "x.shape",
     "len(x) + 1", "t = np.copy(x).reshape(-1).sum()", "t = x.sum()\nu = t * 2",
     "x = x", "y = y", "if False:\n    x = None", "if 0:\n    y = a", "import os", "del a",
-    "_ = np.shape(x)", "print(x.shape)",
+    "_ = np.shape(x)", "print(x.shape)", "x = np.asarray(x)", "y = y.copy()", "x = +x",
+    "b.trace = np.shape(x)", "a.seen = b.seen = len(x)",
 ])
 def test_statements_without_effect_are_dropped(noop):
     """A statement that changes nothing, before the return, leaves the tokens as they were."""
@@ -86,11 +87,22 @@ def test_statements_without_effect_are_dropped(noop):
 @pytest.mark.parametrize("effect", [
     "x.fill(0)", "np.copyto(x, y)", "np.add(a, b, out=x)", "np.add.at(x, 0, 1)", "a.sort()",
     "self_layer.forward(x)", "t = self_layer.forward(x)", "np.random.shuffle(x)", "x[0] = 1",
-    "b.attribute = x", "y = helper(x)", "print(x := 3)", "d.update(x)", "global g\ng = x",
+    "b.count = b.count + 1", "y = helper(x)", "b.trace = helper(x)", "print(x := 3)", "d.update(x)", "global g\ng = x",
 ])
 def test_statements_that_change_state_are_kept(effect):
     """A statement that may change what the function returns or leaves behind is kept."""
     assert tokens(f"{effect}\n{RETURN}") != tokens(RETURN)
+
+
+def test_state_a_class_declares_is_kept_and_other_write_only_state_dropped():
+    """An attribute set in ``__init__`` (as the skeleton declares the gradients the tests read)
+    keeps its stores, never read in the module or not; one set nowhere else and never read goes."""
+    layer = ("class Layer:\n    def __init__(self):\n        self.dLdW = None\n"
+             "    def backward(self, g, x):\n{}        self.dLdW = g.T @ x\n        return g\n")
+    assert canonical(layer.format("        self.trace = np.shape(g)\n")).tokens == canonical(
+        layer.format("")).tokens
+    assert canonical(layer.format("")).tokens != canonical(layer.replace(
+        "        self.dLdW = g.T @ x\n", "").format("")).tokens
 
 
 def test_an_unused_assignment_of_a_call_that_changes_state_is_its_call():

@@ -1015,7 +1015,7 @@ def test_disguised_copies_are_flagged_in_each_profile(profile, row):
     """Rows 61-63: ``python -m autograder.classroom.similarity`` run by the staff in the profile
     on the four honest students (the reference, three styles) and copies of two of them under
     each disguise of the row (tests/classroom/similarity_disguises.py: renamed, reordered, split
-    across modules; a no-op after every assignment, seven kinds; respelled numpy; all at once):
+    across modules; a no-op after every assignment, ten kinds; respelled numpy; all at once):
     each copy is flagged, no pair of different students' work is, every copy at least MARGIN
     above them."""
     folder = profile_folder(profile, "disguised")
