@@ -9,7 +9,7 @@ The module is parsed (never run) and rewritten:
   builtin or numpy/math function known not to mutate, or a method known not to mutate its
   receiver, and none passes ``out=``), inside a function, assignments to names the function
   never reads (their value kept as an expression statement when it may change state), and
-  stores without effect of attributes the module never reads nor sets in an ``__init__``;
+  stores without effect of attributes the handin never reads nor sets in an ``__init__``;
 - ``np.asarray(x)``, ``np.array(x)``, ``np.copy(x)``, ``x.copy()``, ``x.view()`` and ``+x`` are
   ``x`` (so ``x = np.asarray(x)`` is ``x = x``, dropped);
 - one spelling for equivalent numpy: ``np.matmul``/``np.dot``/``a.dot(b)`` and ``einsum`` of a
@@ -83,10 +83,12 @@ class Canonical(NamedTuple):
     parsed: bool
 
 
-def canonical(source: str) -> Canonical:
+def canonical(source: str, attributes: frozenset[str] | None = None) -> Canonical:
     """The Canonical form of the module ``source``; when it does not parse or exceeds MAX_TEXT
     characters, MAX_NODES nodes or MAX_DEPTH levels of nesting, the tokens of its raw text (the
-    first MAX_TEXT characters, as far as Python's tokenizer reads them)."""
+    first MAX_TEXT characters, as far as Python's tokenizer reads them). ``attributes``: the
+    :func:`used_attributes` of the whole handin (None: of this module alone); stores without
+    effect of any other attribute are dropped."""
     tree = bounded_tree(source)
     if tree is None:
         spans = [(line, line) for line in range(1, source.count("\n", 0, MAX_TEXT) + 2)]
@@ -94,7 +96,11 @@ def canonical(source: str) -> Canonical:
         return Canonical(tokens, lines, False)
     tree = Spelling(module_aliases(tree)).visit(tree)
     emitted: list[tuple[str, tuple[int, int]]] = []
-    emit(ordered(pruned(tree.body, write_only(tree))), "", emitted)
+    if attributes is None:
+        attributes = used_attributes([source])
+    unread = frozenset(node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                       and isinstance(node.ctx, ast.Store)) - attributes
+    emit(ordered(pruned(tree.body, unread)), "", emitted)
     tokens, lines = tokens_of("".join(f"{line}\n" for line, _ in emitted),
                               [span for _, span in emitted])
     return Canonical(tokens, lines, True)
@@ -334,23 +340,25 @@ def pure(node: ast.AST) -> bool:
     return True
 
 
-def write_only(tree: ast.Module) -> frozenset[str]:
-    """The attribute names the module stores and never reads, none of them set in an
-    ``__init__`` (the state a class declares, such as the gradients the tests read, is kept)."""
-    stored, read, declared = set(), set(), set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            (read if isinstance(node.ctx, ast.Load) else stored).add(node.attr)
-        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
-            declared |= {inner.attr for inner in ast.walk(node)
+def used_attributes(sources) -> frozenset[str]:
+    """The attribute names the modules ``sources`` (texts: a handin's files) read anywhere or set
+    in an ``__init__`` (the state a class declares, such as the gradients the tests read); a
+    module without a bounded parse adds none."""
+    used = set()
+    for tree in map(bounded_tree, sources):
+        for node in ast.walk(tree or ast.Module([], [])):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                used.add(node.attr)
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+                used |= {inner.attr for inner in ast.walk(node)
                          if isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Store)}
-    return frozenset(stored - read - declared)
+    return frozenset(used)
 
 
 def pruned(body: list[ast.stmt], unread: frozenset[str]) -> list[ast.stmt]:
     """``body`` without the statements that do nothing (see the module's docstring), recursively
     into every nested body; each function's dead stores removed too, and every store without
-    effect of an attribute of ``unread`` (:func:`write_only`'s)."""
+    effect of an attribute of ``unread``."""
     kept = []
     for node in body:  # a docstring is an expression statement without effect
         if isinstance(node, (ast.Assert, ast.Pass, ast.Import, ast.ImportFrom)) or (

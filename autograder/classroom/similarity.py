@@ -63,7 +63,7 @@ import numpy as np
 
 
 from autograder.classroom import spreadsheet
-from autograder.classroom.canonical_code import canonical
+from autograder.classroom.canonical_code import canonical, used_attributes
 from autograder.classroom.handins import find_handins
 from autograder.judging.isolation import file_trees
 from autograder.judging.intake.handin_guard import describe, guarded
@@ -177,13 +177,23 @@ class Fingerprint(NamedTuple):
     parsed: bool
 
 
-def fingerprint(text: str) -> Fingerprint:
-    """The Fingerprint of the file ``text``."""
+def fingerprint(text: str, attributes: frozenset[str] | None = None) -> Fingerprint:
+    """The Fingerprint of the file ``text``; ``attributes``, those its handin reads or declares
+    (``canonical_code.used_attributes``; None: those of this file alone)."""
     from copydetect import CodeFingerprint
 
-    form = canonical(text)
+    form = canonical(text, attributes)
     return Fingerprint(CodeFingerprint("mytorch.py", NOISE_TOKENS, 1, filter=False,
                                        fp=io.StringIO(form.tokens)), text, form.lines, form.parsed)
+
+
+def fingerprints(sources: dict[str, str], known: set[str] = frozenset()
+                 ) -> dict[str, Fingerprint | str]:
+    """{path: the Fingerprint of each of a handin's files ``sources`` ({path: text}), read with
+    the attributes the whole handin uses, or its digest when in ``known``}."""
+    attributes = used_attributes(sources.values())
+    return {path: digest(text) if digest(text) in known else fingerprint(text, attributes)
+            for path, text in sources.items()}
 
 
 def digest(text: str) -> str:
@@ -405,8 +415,7 @@ def read_archive(archive: Path, work: Path, part: str, known: set[str]
     except HandinError as error:
         return str(error)
     inspection = inspect_mytorch(extraction.files, part)
-    files = {path: digest(text) if digest(text) in known else fingerprint(text)
-             for path, text in inspection.sources.items()}
+    files = fingerprints(inspection.sources, known)
     return Inspection(part=inspection.part, runtime=inspection.runtime,
                       findings=inspection.findings), files
 

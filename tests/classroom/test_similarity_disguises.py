@@ -105,6 +105,17 @@ def test_state_a_class_declares_is_kept_and_other_write_only_state_dropped():
         "        self.dLdW = g.T @ x\n", "").format("")).tokens
 
 
+def test_state_declared_in_another_file_of_the_handin_is_kept():
+    """A method moved into a mixin of another module keeps the stores of the state its class
+    declares there: the handin's files are read together for it."""
+    sources = {"a.py": "class Layer(Half):\n    def __init__(self):\n        self.dLdW = None\n",
+               "b.py": "class Half:\n    def backward(self, g, x):\n        self.dLdW = g.T @ x\n"
+                       "        return g\n"}
+    together = similarity.fingerprints(sources)["b.py"].kgrams.raw_code
+    assert together == canonical(sources["b.py"], frozenset({"dLdW"})).tokens
+    assert together != similarity.fingerprint(sources["b.py"]).kgrams.raw_code
+
+
 def test_an_unused_assignment_of_a_call_that_changes_state_is_its_call():
     """``_ = f(x)`` reads as ``f(x)``: the name bound is never read, the call's effect stays."""
     assert tokens("_ = layer.forward(x)\n" + RETURN) == tokens("layer.forward(x)\n" + RETURN)
@@ -219,8 +230,7 @@ def test_each_disguise_is_flagged_above_every_honest_pair(tmp_path):
     above the highest such pair by at least MARGIN, 0.35 (docs/results.md measures 0.41)."""
     assert MARGIN == 0.35
     trees = disguised_class(tmp_path)
-    documents = {name: similarity.code_of({path: similarity.fingerprint(text)
-                                           for path, text in tree.items()},
+    documents = {name: similarity.code_of(similarity.fingerprints(tree),
                                           [path for path in PART if path in tree], {})
                  for name, tree in trees.items()}
     rows = similarity.compare(documents, similarity.handout_document(handout_folder(tmp_path)),
