@@ -1,6 +1,11 @@
 """Code similarity across a class: every pair of students' handed-in ``mytorch/``, compared by
-token fingerprints (copydetect's: k-grams of the code with names, strings and comments normalised
-away, as MOSS does), the handout's own text given as boilerplate so the skeleton never counts.
+token fingerprints (copydetect's k-grams, every one kept, as MOSS does) of each file's canonical
+form (``canonical_code.py``: what the code does rather than how it is spelled: asserts, docstrings,
+comments and statements without effect dropped, local names one token, equivalent numpy spellings
+one, methods in name order; a file that does not parse within its bounds is read as its raw
+tokens), the handout's own files given as boilerplate so the skeleton never counts. The threshold
+lies between honest pairs and copies rewritten to hide (docs/results.md, "Issue 60: similarity
+margin").
 
     python -m autograder.classroom.similarity HANDINS [--handout dist/handout] [--out similarity]
                                     [--part graded|bonus] [--past FOLDER] [--top 25]
@@ -58,6 +63,7 @@ import numpy as np
 
 
 from autograder.classroom import spreadsheet
+from autograder.classroom.canonical_code import canonical, used_attributes
 from autograder.classroom.handins import find_handins
 from autograder.judging.isolation import file_trees
 from autograder.judging.intake.handin_guard import describe, guarded
@@ -65,7 +71,9 @@ from autograder.judging.intake.safe_tar import HandinError, extract_handin
 from autograder.judging.intake.static_inspection import (INSPECTION_S, PARTS, Inspection,
                                                   inspect_mytorch, python_text)
 
-THRESHOLD = 0.5  # the share of a student's own code found in another's that flags the pair
+# the share of a student's own code found in another's that flags the pair: between the honest
+# pairs and the disguised copies (docs/results.md, "Issue 60: similarity margin")
+THRESHOLD = 0.75
 NOISE_TOKENS = 25  # copydetect's k: matches shorter than this (in normalised characters) are noise
 TOP_PAIRS = 25  # flagged pairs shown in report.html
 CONTEXT_LINES = 3  # lines shown around each matching region in report.html
@@ -84,16 +92,15 @@ def utf8(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-def handout_document(handout: Path) -> str:
-    """The handout's whole mytorch (every .py, the skeleton students start from), as one text read
-    as a handin's is: the boilerplate of every comparison."""
+def handout_document(handout: Path) -> dict[str, str]:
+    """{path: text} of the handout's whole mytorch (every .py, the skeleton students start from),
+    read as a handin's is: the boilerplate of every comparison."""
     package = handout / "mytorch"
     if not package.is_dir():
         raise SystemExit(f"{package} not found: run `make handout` (or give --handout the folder "
                          f"holding the students' mytorch/)")
-    sources = {path.relative_to(handout).as_posix(): python_text(path.read_bytes())
-               for path in sorted(package.rglob("*.py"))}
-    return "".join(f"# file: {path}\n{text}\n" for path, text in sources.items())
+    return {path.relative_to(handout).as_posix(): python_text(path.read_bytes())
+            for path in sorted(package.rglob("*.py"))}
 
 
 def isolated(function: Callable[..., T], *args) -> tuple[T | None, str]:
@@ -148,20 +155,45 @@ def run_bounded(send, function: Callable, args: tuple) -> None:
 
 
 class Code(NamedTuple):
-    """One student's mytorch, fingerprinted module by module: ``files``, {path: copydetect's
-    CodeFingerprint of the file, no boilerplate removed}; ``part``, the paths of the part compared;
-    ``hashes``, every k-gram of every file."""
+    """One student's mytorch, fingerprinted module by module: ``files``, {path: the file's
+    Fingerprint, no boilerplate removed}; ``part``, the paths of the part compared; ``hashes``,
+    every k-gram of every file."""
 
-    files: dict[str, object]
+    files: dict[str, Fingerprint]
     part: tuple[str, ...]
     hashes: frozenset
 
 
-def fingerprint(text: str):
-    """copydetect's CodeFingerprint of ``text`` (k = NOISE_TOKENS, every k-gram kept)."""
+class Fingerprint(NamedTuple):
+    """A mytorch file fingerprinted: ``kgrams``, copydetect's CodeFingerprint (k = NOISE_TOKENS,
+    every k-gram kept) of the tokens of its canonical form (``canonical_code.canonical``, one
+    character a token); ``source``, the file's text; ``lines``, the source lines (first, last)
+    each token came from; ``parsed``, whether the file had a canonical form (else its raw text's
+    tokens are fingerprinted: it does not parse within the bounds)."""
+
+    kgrams: object
+    source: str
+    lines: tuple[tuple[int, int], ...]
+    parsed: bool
+
+
+def fingerprint(text: str, attributes: frozenset[str] | None = None) -> Fingerprint:
+    """The Fingerprint of the file ``text``; ``attributes``, those its handin reads or declares
+    (``canonical_code.used_attributes``; None: those of this file alone)."""
     from copydetect import CodeFingerprint
 
-    return CodeFingerprint("mytorch.py", NOISE_TOKENS, 1, fp=io.StringIO(text))
+    form = canonical(text, attributes)
+    return Fingerprint(CodeFingerprint("mytorch.py", NOISE_TOKENS, 1, filter=False,
+                                       fp=io.StringIO(form.tokens)), text, form.lines, form.parsed)
+
+
+def fingerprints(sources: dict[str, str], known: set[str] = frozenset()
+                 ) -> dict[str, Fingerprint | str]:
+    """{path: the Fingerprint of each of a handin's files ``sources`` ({path: text}), read with
+    the attributes the whole handin uses, or its digest when in ``known``}."""
+    attributes = used_attributes(sources.values())
+    return {path: digest(text) if digest(text) in known else fingerprint(text, attributes)
+            for path, text in sources.items()}
 
 
 def digest(text: str) -> str:
@@ -174,15 +206,16 @@ def code_of(files: dict[str, object], part: list[str], known: dict[str, object])
     ones."""
     for found in files.values():
         if not isinstance(found, str):
-            known.setdefault(digest(found.raw_code), found)
+            known.setdefault(digest(found.source), found)
     files = {path: known[found] if isinstance(found, str) else found
              for path, found in files.items()}
-    return Code(files, tuple(part), frozenset().union(*(found.hashes for found in files.values())))
+    return Code(files, tuple(part), frozenset().union(
+        *(found.kgrams.hashes for found in files.values())))
 
 
-def own_kgrams(found, boilerplate: set) -> dict:
-    """{hash: positions} of a file's CodeFingerprint ``found``, those of ``boilerplate`` left out."""
-    return {value: at for value, at in found.hash_idx.items() if value not in boilerplate}
+def own_kgrams(found: Fingerprint, boilerplate: set) -> dict:
+    """{hash: positions} of a file's Fingerprint ``found``, those of ``boilerplate`` left out."""
+    return {value: at for value, at in found.kgrams.hash_idx.items() if value not in boilerplate}
 
 
 def shares(a: Code, b: Code, boilerplate: set) -> tuple[float, int]:
@@ -196,22 +229,24 @@ def shares(a: Code, b: Code, boilerplate: set) -> tuple[float, int]:
         found = a.files[path]
         own = own_kgrams(found, boilerplate)
         common = {value: at for value, at in own.items() if value in b.hashes}
-        total += get_token_coverage(own, NOISE_TOKENS, len(found.filtered_code))
-        covered += get_token_coverage(common, NOISE_TOKENS, len(found.filtered_code))
+        size = len(found.kgrams.filtered_code)
+        total += get_token_coverage(own, NOISE_TOKENS, size)
+        covered += get_token_coverage(common, NOISE_TOKENS, size)
         kgrams += len(common)
     return (float(covered / total), kgrams) if total else (0.0, 0)
 
 
-def compare(documents: dict[str, Code], boilerplate: str, out: Path,
+def compare(documents: dict[str, Code], boilerplate: dict[str, str], out: Path,
             threshold: float = THRESHOLD, past: dict[str, Code] | None = None,
             top: int = TOP_PAIRS, findings: dict[str, list[str]] | None = None) -> list[dict]:
     """Every pair of ``documents`` ({student: Code}), and each student with each of ``past``
-    (past semesters' documents, named ``past:<student>``), most similar first; writes pairs.csv
+    (past semesters' documents, named ``past:<student>``), most similar first, the k-grams of
+    ``boilerplate`` ({path: text}, the handout's files) left out; writes pairs.csv
     and report.html (the ``top`` flagged pairs, then ``findings``: {student: what the inspection
     of their handin found}) in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     named = {**documents, **{f"{PAST}{student}": code for student, code in (past or {}).items()}}
-    common = set(fingerprint(boilerplate).hashes)
+    common = set().union(*(fingerprint(text).kgrams.hashes for text in boilerplate.values()))
     students = sorted(named)
     rows = []
     for i, a in enumerate(students):
@@ -251,19 +286,20 @@ def matching_regions(named: dict[str, Code], a: str, b: str, boilerplate: set
     return around_marks(shown[a]), around_marks(shown[b])
 
 
-def marked(path: str, found, common: set) -> str:
-    """The text of the file ``path`` (its CodeFingerprint ``found``) under its ``# file:`` line,
-    as HTML, the regions its k-grams of ``common`` cover in <mark>; '' when it has none."""
-    from copydetect.utils import get_copied_slices, highlight_overlap
+def marked(path: str, found: Fingerprint, common: set) -> str:
+    """The text of the file ``path`` (its Fingerprint ``found``) under its ``# file:`` line, as
+    HTML, the source lines its k-grams of ``common`` came from in <mark>; '' when it has none."""
+    from copydetect.utils import get_copied_slices
 
-    hits = [at for value in common & found.hashes for at in found.hash_idx[value]]
+    kgrams = found.kgrams
+    hits = [at for value in common & kgrams.hashes for at in kgrams.hash_idx[value]]
     if not hits:
         return ""
-    slices = get_copied_slices(np.array(hits), NOISE_TOKENS)
-    if len(found.offsets):  # positions in the normalised code -> in the text (as copydetect)
-        slices = slices + found.offsets[:, 1][np.clip(np.searchsorted(
-            found.offsets[:, 0], slices), 0, found.offsets.shape[0] - 1)]
-    text = highlight_overlap(found.raw_code, slices, "<mark>", "</mark>", escape_html=True)[0]
+    shown = {number for start, end in get_copied_slices(np.array(hits), NOISE_TOKENS).T
+             for first, last in found.lines[start:end] for number in range(first, last + 1)}
+    text = "\n".join(f"<mark>{html.escape(line)}</mark>" if number in shown
+                     else html.escape(line)
+                     for number, line in enumerate(found.source.split("\n"), start=1))
     return f"# file: {html.escape(path)}\n{text}\n"
 
 
@@ -370,7 +406,7 @@ def class_documents(handins_dir: Path, part: str = "graded") -> ClassInspection:
 def read_archive(archive: Path, work: Path, part: str, known: set[str]
                  ) -> tuple[Inspection, dict[str, object]] | str:
     """(the Inspection of a handin archive, extracted into ``work`` by the grader's own checks,
-    without its texts; {path: CodeFingerprint of each mytorch file, or its digest when in
+    without its texts; {path: Fingerprint of each mytorch file, or its digest when in
     ``known``, digests of texts fingerprinted before}), or why the archive cannot be read (the
     grader refuses it too). Run in :func:`isolated`'s child: everything a handin's files size
     happens here."""
@@ -379,8 +415,7 @@ def read_archive(archive: Path, work: Path, part: str, known: set[str]
     except HandinError as error:
         return str(error)
     inspection = inspect_mytorch(extraction.files, part)
-    files = {path: digest(text) if digest(text) in known else fingerprint(text)
-             for path, text in inspection.sources.items()}
+    files = fingerprints(inspection.sources, known)
     return Inspection(part=inspection.part, runtime=inspection.runtime,
                       findings=inspection.findings), files
 

@@ -11,9 +11,9 @@ through its real entry point (``python -m autograder.classroom.similarity``, mak
   import); each pair is flagged and ranks above every independent pair, none of which is flagged.
 - Poison, one handin of a small class each: a slow codec declared (punycode), a lone surrogate
   through raw_unicode_escape, nesting that ends the parser, files over the grader's size limit,
-  code whose fingerprinting outlasts the time limit, a student folder named with non-UTF-8 bytes:
-  the run finishes, every file it writes is valid UTF-8, the other students' pairs are all there,
-  and each poisoned handin is its own finding.
+  nesting past the canonical form's bound (read as raw tokens, compared), a student folder named
+  with non-UTF-8 bytes: the run finishes, every file it writes is valid UTF-8, the other
+  students' pairs are all there, and each poisoned handin that cannot be read is its finding.
 
     .venv/bin/python -m pytest -q tests/classroom/test_similarity_families.py
 """

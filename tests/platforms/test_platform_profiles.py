@@ -49,6 +49,7 @@ from tests.classroom.similarity_classes import (FAMILIES, class_folder, family_p
                                                 family_trees, handout_folder, moved_class,
                                                 moved_copies_problems, poison, poison_problems,
                                                 poisoned_class, poisoned_class_problems)
+from tests.classroom.similarity_disguises import ROW_VICTIMS, ROWS, disguise_problems, disguised_class
 from tests.grader.attack_handins import (DOORS, DOUBLED_LINEAR_NN, FAIR_LINEAR_POINTS,
                                          FD_GAMING_INIT, FULL_LINE, MYTORCH_ZERO, SLEEP_S,
                                          SLOW_FIRST_FORWARD_NN, SNOOP_INIT, TRICKS, UTF7_SOURCE,
@@ -828,10 +829,10 @@ def test_copies_hidden_from_a_static_reading_are_flagged_in_each_profile(profile
 def test_one_poisoned_handin_never_stops_the_similarity_in_each_profile(profile):
     """Row 38: ``python -m autograder.classroom.similarity`` run by the staff in the profile on a
     class holding one handin each declaring a slow codec (punycode), a lone surrogate through
-    raw_unicode_escape, nesting that ends the parser, a file over the grader's limit, code whose
-    fingerprinting outlasts the time limit, and a student folder named with non-UTF-8 bytes: the
-    run finishes, writes valid UTF-8, produces every other pair and flags the copy among them;
-    each poisoned handin is its own finding."""
+    raw_unicode_escape, nesting that ends the parser, a file over the grader's limit, nesting past
+    the canonical form's bound (read as raw tokens, compared), and a student folder named with
+    non-UTF-8 bytes: the run finishes, writes valid UTF-8, produces every other pair and flags the
+    copy among them; each poisoned handin that cannot be read is its own finding."""
     folder = profile_folder(profile, "poison")
     out = folder / "out"
     trees = {**family_trees(folder, ["if-branches"]), **poison(folder)}
@@ -1025,4 +1026,24 @@ def test_cpu_hogs_leave_an_honest_grading_beside_them_alone(profile):
         if not held:
             problems.append((hog, got, kinds, sorted(left[hog]), text[-2000:]))
     assert honest_held, ("\n".join(honest_lines))[-3000:]
+    assert problems == []
+
+
+@pytest.mark.parametrize("row", ROWS)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_disguised_copies_are_flagged_in_each_profile(profile, row):
+    """Rows 61-63: ``python -m autograder.classroom.similarity`` run by the staff in the profile
+    on the four honest students (the reference, three styles) and copies of two of them under
+    each disguise of the row (tests/classroom/similarity_disguises.py: renamed, reordered, split
+    across modules; a no-op after every assignment, ten kinds; respelled numpy; all at once):
+    each copy is flagged, no pair of different students' work is, every copy at least MARGIN
+    above them."""
+    folder = profile_folder(profile, "disguised")
+    out = folder / "out"
+    trees = disguised_class(folder, ROW_VICTIMS, ROWS[row])
+    problems = disguise_problems(similarity_in_profile(
+        profile, class_folder(folder, trees), handout_folder(folder), out), out)
+    platform_profiles.record(TABLE, profile, row,
+                             "held: each copy flagged, no different students' pair"
+                             if not problems else f"GOT THROUGH: {problems[0][:200]}")
     assert problems == []
