@@ -104,7 +104,7 @@ def fingerprint(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor]
     sketches = np.zeros((len(keys), 2, SKETCH_WIDTH), dtype=np.float32)
     for index, key in enumerate(keys):
         weights, start = state[key].to(torch.float64), initial[key].to(torch.float64)
-        if not weights.is_floating_point() or learned_fraction(weights, start) <= UNTRAINED:
+        if learned_fraction(weights, start) <= UNTRAINED:
             continue
         sketches[index] = sketch(key, weights, start)
     arch = architecture({key: tuple(value.shape) for key, value in state.items()})
@@ -256,10 +256,10 @@ def shared_weights(fingerprints: dict[str, str],
     for members in groups.values():
         for index, (name, first) in enumerate(members):
             later = members[index + 1:]
+            if len(_PAIRS) > MAX_CACHED_PAIRS:  # pragma: no mutate (equivalent: a cache's bound)
+                _PAIRS.clear()  # before the lookups: every pair of ``later`` is computed again
             missing = sorted({text for _, text in later if (first, text) not in _PAIRS})
             if missing:
-                if len(_PAIRS) > MAX_CACHED_PAIRS:
-                    _PAIRS.clear()
                 computed = distances(_decoded(first)[1],
                                      np.stack([_decoded(text)[1] for text in missing]))
                 _PAIRS.update({(first, text): gap for text, gap in zip(missing, computed)})
@@ -274,9 +274,9 @@ def shared_weights(fingerprints: dict[str, str],
 
 # {(fingerprint, fingerprint): distance} of the pairs this process compared
 _PAIRS: dict[tuple[str, str], float | None] = {}
-MAX_CACHED_PAIRS = 2**20
+MAX_CACHED_PAIRS = 2**20  # pragma: no mutate (equivalent: a cache's bound)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # pragma: no mutate (equivalent: a cache)
 def _decoded(text: str) -> tuple[str, np.ndarray] | None:
     return decode(text)
