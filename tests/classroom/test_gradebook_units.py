@@ -246,3 +246,49 @@ def test_autolab_s_import_adds_a_problem_only_for_an_adjusted_total():
 def test_an_address_in_two_grade_rows_is_left_out_of_autolab_s_import_as_first_written():
     rows = [graded("submission_1", email="Ann@x.edu"), graded("ann@x.edu")]
     assert gradebook.autolab_import(rows) == ([], ["Ann@x.edu: in submission_1, ann@x.edu"])
+
+
+@pytest.mark.parametrize("extra, said", [
+    (False, ": 1 addresses; its columns: email, " + ", ".join(gradebook.rubric.RUBRIC)
+     + " (no header: define the assessment's problems in this order, then Gradebook > Import "
+       "grades (bulk grade) in Autolab)\n"),
+    (True, ": 1 addresses; its columns: email, " + ", ".join(gradebook.rubric.RUBRIC)
+     + f", {gradebook.ADJUSTMENT} (no header: define the assessment's problems in this order, "
+       f"then Gradebook > Import grades (bulk grade) in Autolab; {gradebook.ADJUSTMENT} holds the "
+       f"adjustments of totals in adjustments.csv, a problem of its own as Autolab keeps a "
+       f"tweak apart)\n")])
+def test_autolab_s_part_of_unmatched_txt_names_its_columns(extra, said):
+    line = ["ann@x.edu", *[1.0] * len(gradebook.rubric.RUBRIC), *([2.0] if extra else [])]
+    assert gradebook.autolab_text([line], []).startswith(gradebook.AUTOLAB_IMPORT + said)
+    empty = gradebook.autolab_text([], ["a@x.edu: in r1, r2"])
+    assert empty.endswith("(1):\n  a@x.edu: in r1, r2\n  next: decide which row counts and "
+                          "enter it in Autolab by hand\n")
+
+
+def test_the_outputs_go_to_a_new_nested_folder_and_again_over_it(tmp_path):
+    roster = written(tmp_path, "Student,ID,SIS User ID,SIS Login ID,Section\n"
+                               "\"Lee, Ann\",1001,0042,ann@x.edu,S1\n")
+    grades = tmp_path / "grades.csv"
+    grades.write_text("student,email,status,total\nann@x.edu,ann@x.edu,ok,80\n")
+    for arguments in ([str(roster)], [str(roster)], []):
+        gradebook.main([*arguments, "--grades", str(grades), "--out", str(tmp_path / "a/b")])
+    assert sorted(path.name for path in (tmp_path / "a/b").iterdir()) == [
+        "autolab_import.csv", "canvas_import.csv", "gradebook.csv", "summary.txt",
+        "unmatched.txt"]
+    gradebook.main(["--grades", str(grades), "--out", str(tmp_path / "c/d")])
+    assert sorted(path.name for path in (tmp_path / "c/d").iterdir()) == [
+        "autolab_import.csv", "unmatched.txt"]
+
+
+def test_an_adjustments_file_beside_grades_csv_is_applied_before_the_score(tmp_path):
+    roster = written(tmp_path, "Student,ID,SIS User ID,SIS Login ID,Section\n"
+                               "\"Lee, Ann\",1001,0042,ann@x.edu,S1\n")
+    grades = tmp_path / "grades.csv"
+    categories = list(gradebook.rubric.RUBRIC)  # 80 points, all in the last
+    grades.write_text(f"student,email,status,total,{','.join(categories)}\n"
+                      f"ann@x.edu,ann@x.edu,ok,80,{'0,' * (len(categories) - 1)}80\n")
+    (tmp_path / "adjustments.csv").write_text("student,applies_to,delta,set_to,reason,by\n"
+                                              "ann@x.edu,total,2.5,,request,Kim\n")
+    gradebook.main([str(roster), "--grades", str(grades), "--out", str(tmp_path / "out")])
+    (row,) = gradebook.spreadsheet.read_csv(tmp_path / "out/gradebook.csv")[1]
+    assert (row["adjusted_total"], row["score"]) == ("82.5", "82.5")
