@@ -171,6 +171,9 @@ def test_the_identity_counts_each_file_s_name_and_length_apart():
     one = rescore.grader_identity({"a": b"xy", "b": b""}, "m")
     assert rescore.grader_identity({"a": b"x", "b": b"y"}, "m") != one
     assert rescore.grader_identity({"ax": b"y", "b": b""}, "m") != one
+    for skipped in (rescore.NUMBERS_MODULE, rescore.BUILD_INFO_NAME):  # files after it count
+        assert (rescore.grader_identity({skipped: b"", "zz.py": b"a"}, "m")
+                != rescore.grader_identity({skipped: b"", "zz.py": b"b"}, "m"))
     points = b'@hidden_test("Linear", 2)\n'
     assert (rescore.grader_identity({"elsewhere.py": points}, "m")
             != rescore.grader_identity({"elsewhere.py": points.replace(b"2", b"3")}, "m"))
