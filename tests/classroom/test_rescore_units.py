@@ -8,6 +8,7 @@ row's feedback (and not of a kept one's). Every expected value is worked out by 
     .venv/bin/python -m pytest -q -n 0 tests/classroom/test_rescore_units.py
 """
 import io
+from dataclasses import FrozenInstanceError
 import json
 import tarfile
 from pathlib import Path
@@ -185,3 +186,17 @@ def test_a_grader_folder_without_its_two_files_is_refused_naming_the_fix(tmp_pat
     tar_with(tmp_path / "autograde.tar", {})
     with pytest.raises(SystemExit, match="autograde-Makefile not found"):
         rescore.grader_in(tmp_path)
+
+
+def test_a_row_without_a_total_had_none_before_its_rescore():
+    row = row_under(line())
+    del row["total"]
+    assert rescore.apply(row, line(), line(first=3.0))[-1] == "total 0 -> 3"
+
+
+def test_a_grader_is_frozen():
+    grader = rescore.Grader("g", line())
+    with pytest.raises(FrozenInstanceError):
+        grader.identity = "other"  # one grader compared against every row of a class
+    assert grader.scoring_text == rescore.scoring_text(line())
+    assert rescore.Grader("g", None).scoring_text == ""
