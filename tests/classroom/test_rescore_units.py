@@ -8,9 +8,9 @@ row's feedback (and not of a kept one's). Every expected value is worked out by 
     .venv/bin/python -m pytest -q -n 0 tests/classroom/test_rescore_units.py
 """
 import io
-from dataclasses import FrozenInstanceError
 import json
 import tarfile
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
