@@ -106,8 +106,8 @@ def test_shared_weights_take_a_pair_at_exactly_the_tolerance_and_not_one_float_b
     assert 0 < gap < wf.TOLERANCE
     assert wf.shared_weights(prints, gap) == {"a": [("b", gap)], "b": [("a", gap)]}
     assert wf.shared_weights(prints, float(np.nextafter(gap, 0))) == {}
-    copy = {"a": prints["a"], "a2": prints["a"], "b": prints["b"]}
-    assert wf.shared_weights(copy)["a"] == [("a2", 0.0), ("b", gap)]
+    copy = {"a": prints["a"], "z": prints["a"], "b": prints["b"]}  # nearest first, not by name
+    assert wf.shared_weights(copy)["a"] == [("z", 0.0), ("b", gap)]
 
 
 def test_a_pair_that_shares_no_trained_tensor_has_no_distance():
@@ -213,3 +213,14 @@ def test_a_full_cache_of_pairs_is_emptied_without_losing_a_pair(monkeypatch):
     wf._PAIRS.clear()
     wf.shared_weights({"a": prints["a"], "b": prints["b"]})  # caches (a, b) only
     assert wf.shared_weights(prints) == expected
+
+
+def test_a_tensor_whose_learned_part_lies_in_both_initialisations_is_left_out_of_the_median():
+    """'w' of the first handin learned exactly the second's start (no part of its own left):
+    only 'x', a copy (distance 0), is compared."""
+    first = wf.fingerprint({"w": torch.tensor([1.0, 1.0, 0.0]), "x": torch.tensor([1.0, 2.0, 3.0])},
+                           {"w": torch.tensor([1.0, 0.0, 0.0]), "x": torch.tensor([3.0, 2.0, 1.0])})
+    second = wf.fingerprint({"w": torch.tensor([0.0, 1.0, 1.0]), "x": torch.tensor([1.0, 2.0, 3.0])},
+                            {"w": torch.tensor([0.0, 1.0, 0.0]), "x": torch.tensor([3.0, 2.0, 1.0])})
+    assert wf.distance(wf.decode(first)[1], wf.decode(second)[1]) == 0.0
+    assert wf.distance(wf.decode(second)[1], wf.decode(first)[1]) == 0.0
