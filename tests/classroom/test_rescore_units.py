@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from autograder.classroom import rescore
+from autograder.classroom.grades_csv import write_rows
 from autograder.judging.scoring import rubric
 from autograder.judging.scoring.report import Status
 
@@ -119,8 +120,8 @@ def test_the_reasons_are_counted_most_first_and_cut_after_the_shown():
 
 def test_a_rescore_notes_the_change_atop_each_changed_feedback_and_cuts_its_list(tmp_path):
     old, new = line(), line(first=3.0)
-    rows = {key: row_under(old, student=key) for key in ("ann", "bo", "cy")}
-    rows["cy"]["test:t0"] = rows["cy"][CATEGORIES[0]] = rows["cy"]["total"] = "0.0"  # failed t0
+    rows = {key: row_under(old, student=key) for key in ("al", "ann", "bo")}
+    rows["al"]["test:t0"] = rows["al"][CATEGORIES[0]] = rows["al"]["total"] = "0.0"  # failed t0
     (tmp_path / "feedback").mkdir()
     for key in rows:
         (tmp_path / "feedback" / f"{key}.txt").write_text("old feedback\n")
@@ -137,9 +138,43 @@ def test_a_rescore_notes_the_change_atop_each_changed_feedback_and_cuts_its_list
         f"Rescored after this grading, which was not run again: the scoring line changed "
         f"({why}). This handin now earns {CATEGORIES[0]} 2 -> 3, total 2 -> 3 (total was 2.0); "
         f"the points below are those of the old line.\n\nold feedback\n")
-    assert (tmp_path / "feedback/cy.txt").read_text() == "old feedback\n"
+    assert (tmp_path / "feedback/al.txt").read_text() == "old feedback\n"
     assert rescore.apply_rescore(rows, set(rows), rescore.Grader("g", new), tmp_path,
                                  shown=3).count("\n") == 1
+
+
+def test_twenty_lines_are_shown_by_default(tmp_path):
+    keys = [f"s{index:02d}" for index in range(21)]
+    assert rescore.why_lines({key: "changed" for key in keys})[0] == (
+        "  21 changed: " + ", ".join(keys[:20]) + " and 1 more")
+    assert rescore.why_lines({key: "changed" for key in keys[:20]})[0] == (
+        "  20 changed: " + ", ".join(keys[:20]))
+    rows = {key: row_under(line(), student=key) for key in keys}
+    shown = rescore.apply_rescore(rows, set(keys), rescore.Grader("g", line(first=3.0)),
+                                  tmp_path)
+    assert shown.splitlines()[-2:] == [f"  s19: {CATEGORIES[0]} 2 -> 3, total 2 -> 3",
+                                       f"  ... and 1 more in {tmp_path / 'rescore.txt'}"]
+
+
+def test_make_rescore_rescores_what_it_can_and_counts_the_rest(tmp_path, capsys):
+    source = tmp_path / "dist"
+    source.mkdir()
+    info = {"grader_sha256": "g", **line(first=3.0)}
+    tar_with(source / "autograde.tar", {"autograde/build_info.json": json.dumps(info).encode()})
+    (source / "autograde-Makefile").write_text("all:\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "grades.csv").write_text("student\n")
+    with pytest.raises(SystemExit, match="holds no graded row: run `make regrade` first"):
+        rescore.rescore_class(out, source)
+    rows = {"ann": row_under(line(), student="ann"),
+            "bo": row_under(line(), student="bo", grader_sha256="other")}
+    write_rows(out / "grades.csv", rows, [])
+    after = rescore.rescore_class(out, source)
+    assert (after["ann"]["total"], float(after["bo"]["total"])) == (3.0, 2.0)
+    err = capsys.readouterr().err
+    assert "1 rows can only be updated by grading them again" in err
+    assert "1 rows rescored from their recorded results" in err
 
 
 def tar_with(path: Path, members: dict[str, bytes]) -> Path:
