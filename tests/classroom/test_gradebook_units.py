@@ -146,8 +146,8 @@ def summary_of(tmp_path: Path, rows: list[dict], policy: Lateness = TEN_PERCENT)
 
 
 def test_the_summary_counts_the_imported_and_the_late_with_a_deduction(tmp_path):
-    rows = [graded("ann@x.edu", "10", "2026-11-21T06:00:00-05:00"),
-            graded("bo@x.edu", "80", "2026-11-20T06:00:00-05:00")]
+    rows = [graded("ann@x.edu", "80", "2026-11-21T06:00:00-05:00"),  # deducted 8
+            graded("bo@x.edu", "80", "2026-11-20T06:00:00-05:00")]  # on time: deducted 0.0
     summary = summary_of(tmp_path, rows)
     assert summary.startswith("3 roster rows: 2 reached by one grade row, 2 with a score to "
                               "import; 0 conflicts (imported for neither), 1 with no handin, ")

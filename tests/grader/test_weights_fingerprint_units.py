@@ -49,6 +49,7 @@ def test_a_fingerprint_is_read_only_whole_and_carries_outputs_only_when_it_has_t
     assert decoded[1, 0, 0] == 2 * wf.SKETCH_WIDTH
     assert wf.decode(f"wf1:{'0' * 16}:{wf.packed(sketches[:-1])}") is None
     assert wf.decode_outputs(text) is None
+    assert wf.decode_outputs("") is None and wf.decode("edited") is None
     probe, outputs = wf.decode_outputs(f"{text}:{'1' * 16}:{wf.packed(np.float32([-0.5]))}")
     assert (probe, outputs.tolist()) == ("1" * 16, [-0.5])
 
