@@ -15,6 +15,7 @@ import pytest
 from autograder.classroom import adjustments
 from autograder.classroom.adjustments import Adjustment
 from autograder.judging.scoring import rubric
+from tests.classroom.csv_text import written
 
 LINEAR, LM = next(iter(rubric.RUBRIC)), rubric.LM_CATEGORY
 
@@ -30,12 +31,6 @@ def row_of(points: dict[str, float], **cells) -> dict:
     full = {category: points.get(category, 0.0) for category in rubric.RUBRIC}
     return {"student": "ann", **{key: str(value) for key, value in full.items()},
             "total": str(sum(full.values())), **cells}
-
-
-def written(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / adjustments.FILE_NAME
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def test_a_file_s_lines_are_read_skipping_blank_ones(tmp_path):

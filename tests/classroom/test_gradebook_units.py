@@ -15,6 +15,7 @@ import pytest
 from autograder.classroom import gradebook
 from autograder.classroom.gradebook import Join, join, summary_text, unmatched_text
 from autograder.classroom.late_policy import Lateness
+from tests.classroom.csv_text import written
 
 DUE = datetime.fromisoformat("2026-11-21T00:00:00-05:00")
 
@@ -32,12 +33,6 @@ def graded(who: str, total: str = "80", submitted_at: str = "", **cells) -> dict
     """A grades.csv row handed in by the address ``who``."""
     return {"student": who, "email": who, "sid": "", "name": "", "status": "ok",
             "total": total, "submitted_at": submitted_at, **cells}
-
-
-def written(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "file.csv"
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def test_the_roster_keeps_rows_with_an_id_or_a_sis_id_and_finds_the_points_row(tmp_path):

@@ -9,13 +9,13 @@ expected value is worked out by hand here.
 """
 from dataclasses import FrozenInstanceError
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from autograder.classroom.gradebook import Join, summary_text
 from autograder.classroom.late_policy import (Lateness, Section, impossible_time, late_deduction,
                                              lateness, read_grace_days, read_sections)
+from tests.classroom.csv_text import written
 
 DUE = datetime.fromisoformat("2026-11-21T00:00:00-05:00")
 SECOND = timedelta(seconds=1)
@@ -30,12 +30,6 @@ ROSTER = [{"Student": "Lee, Ann", "SIS User ID": "0042", "SIS Login ID": "ann@x.
 def at(delta: timedelta) -> str:
     """The ISO time ``delta`` after DUE."""
     return (DUE + delta).isoformat()
-
-
-def written(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "file.csv"
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def test_a_section_is_frozen_and_says_section_before_a_bare_name():
