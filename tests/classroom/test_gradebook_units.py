@@ -236,6 +236,9 @@ def test_autolab_s_import_adds_a_problem_only_for_an_adjusted_total():
     lines, _ = gradebook.autolab_import(rows, [adjustment("ann@x.edu", "total", 2.25)])
     assert lines == [["ann@x.edu", *points, 2.25], ["bo@x.edu", *map(str, points), 0]]
     assert doubles == []
+    set_to = gradebook.adjustments.Adjustment("adjustments.csv line 2", "ann@x.edu", "total",
+                                              None, 22.125, "a regrade request", "Kim")
+    assert gradebook.autolab_import(rows, [set_to])[0][0][-1] == 2.12  # 22.125 - 20 to the cent
 
 
 def test_an_address_in_two_grade_rows_is_left_out_of_autolab_s_import_as_first_written():
