@@ -8,6 +8,7 @@ line a refusal proposes. Every number is worked out by hand here.
     .venv/bin/python -m pytest -q -n 0 tests/classroom/test_adjustments_units.py
 """
 import os
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,16 @@ def test_a_refusal_proposes_the_line_that_keeps_a_number_and_names_the_file_othe
                                 (LINEAR, "", 5.0)]:
         assert adjustments.refusal("ann", column, before, now, path).endswith(
             "it is written from adjustments.csv; put the decision there")
+
+
+def test_an_adjustment_is_frozen_and_an_empty_category_counts_as_no_points():
+    total = adjustment("total", delta=1.5)
+    with pytest.raises(FrozenInstanceError):
+        total.delta = 2.0  # read once, applied to every version of the student
+    points = adjustments.adjusted_points({"student": "ann"}, [total])
+    assert points == {**{category: 0.0 for category in rubric.RUBRIC}, "total": 1.5}
+
+
+def test_a_refusal_s_delta_is_to_the_cent():
+    assert ": ann,total,-0.75,,<why>" in adjustments.refusal("ann", "total", 4.0, 3.2549,
+                                                             Path("adjustments.csv"))

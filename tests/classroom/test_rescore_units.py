@@ -168,12 +168,13 @@ def test_make_rescore_rescores_what_it_can_and_counts_the_rest(tmp_path, capsys)
     with pytest.raises(SystemExit, match="holds no graded row: run `make regrade` first"):
         rescore.rescore_class(out, source)
     rows = {"ann": row_under(line(), student="ann"),
-            "bo": row_under(line(), student="bo", grader_sha256="other")}
+            "bo": row_under(line(), student="bo", grader_sha256="other"),
+            "cy": row_under(line(), student="cy", grader_sha256="other")}
     write_rows(out / "grades.csv", rows, [])
     after = rescore.rescore_class(out, source)
     assert (after["ann"]["total"], float(after["bo"]["total"])) == (3.0, 2.0)
     err = capsys.readouterr().err
-    assert "1 rows can only be updated by grading them again" in err
+    assert "2 rows can only be updated by grading them again" in err
     assert "1 rows rescored from their recorded results" in err
 
 
@@ -235,3 +236,17 @@ def test_a_grader_is_frozen():
         grader.identity = "other"  # one grader compared against every row of a class
     assert grader.scoring_text == rescore.scoring_text(line())
     assert rescore.Grader("g", None).scoring_text == ""
+
+
+def test_a_test_that_did_not_run_is_skipped_not_the_rest_of_its_category():
+    tests = {CATEGORIES[0]: {"first": 2.0, "second": 3.0}}
+    scoring = {"test_points": tests}
+    assert rescore.outcomes({"test:first": "", "test:second": "3.0"}, scoring) == (
+        {"second": True}, None)
+
+
+def test_the_list_is_cut_only_past_the_lines_shown(tmp_path):
+    rows = {key: row_under(line(), student=key) for key in ("ann", "bo")}
+    shown = rescore.apply_rescore(rows, set(rows), rescore.Grader("g", line(first=3.0)),
+                                  tmp_path, shown=2)
+    assert shown == (tmp_path / "rescore.txt").read_text()
