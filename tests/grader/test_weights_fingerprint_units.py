@@ -225,3 +225,16 @@ def test_a_tensor_whose_learned_part_lies_in_both_initialisations_is_left_out_of
                             {"w": torch.tensor([0.0, 1.0, 0.0]), "x": torch.tensor([3.0, 2.0, 1.0])})
     assert wf.distance(wf.decode(first)[1], wf.decode(second)[1]) == 0.0
     assert wf.distance(wf.decode(second)[1], wf.decode(first)[1]) == 0.0
+
+
+def test_a_tensor_initialised_at_zero_is_compared_and_one_untrained_skips_only_itself():
+    """'a' (untrained, sorted first) gets zero sketches; 'b', a bias started at 0, and 'w' are
+    sketched and compared: 'b' copied (0), 'w' independent (1): the median is 0.5."""
+    start = {"a": torch.ones(3), "b": torch.zeros(3), "w": torch.tensor([1.0, 0.0, 0.0])}
+    first = wf.fingerprint({"a": torch.ones(3), "b": torch.tensor([1.0, 2.0, 3.0]),
+                            "w": torch.tensor([1.0, 1.0, 0.0])}, start)
+    second = wf.fingerprint({"a": torch.ones(3), "b": torch.tensor([1.0, 2.0, 3.0]),
+                             "w": torch.tensor([1.0, 0.0, 1.0])}, start)
+    sketches = wf.decode(first)[1]
+    assert np.abs(sketches[0]).sum() == 0 and np.abs(sketches[2]).sum() > 0
+    assert wf.distance(sketches, wf.decode(second)[1]) == pytest.approx(0.5)
