@@ -10,6 +10,7 @@ and the adjustments applied when the rows are written. Every value is worked out
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from autograder.classroom import adjustments, grades_csv, spreadsheet
 from autograder.classroom.handins import Handin
@@ -37,6 +38,13 @@ def test_a_row_s_numbers_come_from_the_report_rounded():
     assert [key for key in row if key.startswith(("test_seconds:", "seconds:"))] == [
         "test_seconds:linear_forward", f"seconds:{LINEAR}"]
     assert row["weights_fingerprint"] == ""
+    assert (row["perplexity_reported"], row["parameters"], row["tokenizer"]) == ("", "", "")
+    measured = LanguageModelResult(message="", perplexity_char=3.5, reported_perplexity_char=3.4,
+                                   num_parameters=1000, token_type="char")
+    row = grades_csv.row_of(handin, GradingRun({}, GradingReport(lm=measured), "", 1.0, False),
+                            "h", "g", "highest")
+    assert (row["perplexity_recomputed"], row["perplexity_reported"], row["parameters"],
+            row["tokenizer"]) == (3.5, 3.4, 1000, "char")
     crashed = grades_csv.row_of(handin, GradingRun({}, None, "", 0.0, False, "no report"), "h",
                                 "g", "highest")
     assert (crashed["status"], crashed["notes"]) == ("crashed", "chose the latest; no report")
@@ -44,8 +52,6 @@ def test_a_row_s_numbers_come_from_the_report_rounded():
 
 def fingerprint(shift: float) -> str:
     """A fingerprint of one trained 50-value tensor, its learned part moved by ``shift``."""
-    import torch
-
     start = {"w": torch.ones(50, dtype=torch.float64)}
     learned = torch.linspace(-1, 1, 50, dtype=torch.float64)
     other = torch.cos(torch.arange(50, dtype=torch.float64))
@@ -117,3 +123,18 @@ def test_an_adjustment_naming_no_row_is_said_on_standard_error(tmp_path, capsys)
     assert list(rows) == ["bo"] and [adjustment.student for adjustment in staff] == ["zed"]
     assert "no row of 'zed' in grades.csv: not applied" in capsys.readouterr().err
     assert np.isclose(float(rows["bo"]["total"]), 1.0)
+
+
+def test_weights_that_compute_the_same_are_flagged_with_their_output_distance():
+    def probed(values: list[float]) -> str:
+        return weights_fingerprint.fingerprint(
+            {"w": torch.tensor([1.0, 2.0])}, {"w": torch.tensor([2.0, 1.0])},
+            ("a" * 16, np.float32(values)))
+
+    rows = {"ann": {"student": "ann", "weights_fingerprint": probed([0.0, 0.0])},
+            "bo": {"student": "bo", "weights_fingerprint": probed([0.005, -0.005])}}
+    flags = grades_csv.with_flags(rows)["ann"]["flags"]
+    assert flags.endswith(f"computes what bo's weights compute (output distance 0.005): at most "
+                          f"{weights_fingerprint.OUTPUT_TOLERANCE} nats per token on the probe "
+                          f"batch is the same function (honest independent trainings: "
+                          f"docs/results.md)")
