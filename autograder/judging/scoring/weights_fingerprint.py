@@ -223,7 +223,6 @@ def distances(a: np.ndarray, others: np.ndarray) -> list[float | None]:
     """:func:`distance` from ``a`` (keys, 2, K) to each of ``others`` (n, keys, 2, K), at once."""
     a, others = a.astype(np.float64), others.astype(np.float64)
     ours = np.broadcast_to(a, others.shape)
-    trained = (np.abs(ours[:, :, 0]).sum(axis=2) > 0) & (np.abs(others[:, :, 0]).sum(axis=2) > 0)
     q, _ = np.linalg.qr(np.stack([ours[:, :, 1], others[:, :, 1]], axis=-1))  # (n, keys, K, 2)
 
     def learned(vectors: np.ndarray) -> np.ndarray:  # minus their part in both initialisations
@@ -231,7 +230,8 @@ def distances(a: np.ndarray, others: np.ndarray) -> list[float | None]:
 
     u, v = learned(ours[:, :, 0]), learned(others[:, :, 0])
     u_norm, v_norm = np.linalg.norm(u, axis=2), np.linalg.norm(v, axis=2)
-    usable = trained & (u_norm > 0) & (v_norm > 0)
+    # an untrained tensor's zero sketch leaves exactly 0 here, so this also leaves it out
+    usable = (u_norm > 0) & (v_norm > 0)
     u = u / np.where(usable, u_norm, 1.0)[..., None]
     v = v / np.where(usable, v_norm, 1.0)[..., None]
     # Kahan's angle between unit vectors: sqrt(1 - cos**2) rounds a copy's 0 up to ~1.5e-8 on
