@@ -216,7 +216,8 @@ def distance(a: np.ndarray, b: np.ndarray) -> float | None:
     """The median over trained tensors of the sine of the angle between what ``a`` and ``b``
     (decoded sketches of one architecture) learned beyond both initialisations; None when they
     share no trained tensor."""
-    return distances(a, b[None])[0]
+    (gap,) = distances(a, b[None])
+    return gap
 
 
 def distances(a: np.ndarray, others: np.ndarray) -> list[float | None]:
