@@ -265,7 +265,7 @@ def join(roster: list[dict], grades: list[dict], domains: tuple[str, ...] = (),
                                 "matched_by": ", ".join(rule for _, rule in reached),
                                 "score": 0 if status == NO_HANDIN and missing == "zero" else ""})
             continue
-        row, rule = reached[0]
+        (row, rule), = reached
         total = float(row.get("adjusted_total") or row["total"])  # the staff's adjustments in
         deadline, whose, own = policy.of_student(position)
         hours, deduction, late_rule = lateness(row.get("submitted_at", ""), deadline, whose,
@@ -364,7 +364,7 @@ def summary_text(result: Join, policy: Lateness, out: Path) -> str:
     """summary.txt: the counts, the lateness and the next steps."""
     imported = [row for row in result.rows if row["score"] != ""]
     graded = [row for row in result.rows if row["status"] not in (NO_HANDIN, CONFLICT, LEFT_OUT)]
-    late = [row for row in graded if row["late_deduction"] not in ("", 0, 0.0)]
+    late = [row for row in graded if row["late_deduction"] not in ("", 0)]  # 0.0 == 0
     unknown = [row for row in graded if row["late_rule"].startswith("time unknown")]
     untimed = [row for row in graded if not row["submitted_at"]]
     autolab = [row for row in untimed if row["autolab"]]
@@ -436,7 +436,7 @@ def autolab_import(grades: list[dict], staff: list[adjustments.Adjustment] = ()
         if len(found) > 1:
             doubles.append(f"{found[0][0]}: in " + ", ".join(row_key(row) for _, row in found))
         else:
-            address, row = found[0]
+            (address, row), = found
             mine = adjustments.of_row(staff, row_key(row), row["student"])
             points = adjustments.adjusted_points(row, mine) if mine else row
             lines.append([address, *(points.get(category, "") for category in rubric.RUBRIC)]

@@ -243,7 +243,7 @@ def late_deduction(total: float, hours: float | None, per_day: float, max_days: 
     if days > max_days:
         return total
     charged = days - min(days, grace_days)
-    return round(min(total, total * per_day / 100 * charged), 2) if per_day > 0 else 0.0
+    return round(min(total, total * max(per_day, 0.0) / 100 * charged), 2)
 
 
 def lateness(submitted_at: str, deadline: datetime | None, extended: bool | str, total: float,

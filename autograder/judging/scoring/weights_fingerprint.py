@@ -104,7 +104,7 @@ def fingerprint(state: dict[str, torch.Tensor], initial: dict[str, torch.Tensor]
     sketches = np.zeros((len(keys), 2, SKETCH_WIDTH), dtype=np.float32)
     for index, key in enumerate(keys):
         weights, start = state[key].to(torch.float64), initial[key].to(torch.float64)
-        if not weights.is_floating_point() or learned_fraction(weights, start) <= UNTRAINED:
+        if learned_fraction(weights, start) <= UNTRAINED:
             continue
         sketches[index] = sketch(key, weights, start)
     arch = architecture({key: tuple(value.shape) for key, value in state.items()})
@@ -216,14 +216,14 @@ def distance(a: np.ndarray, b: np.ndarray) -> float | None:
     """The median over trained tensors of the sine of the angle between what ``a`` and ``b``
     (decoded sketches of one architecture) learned beyond both initialisations; None when they
     share no trained tensor."""
-    return distances(a, b[None])[0]
+    (gap,) = distances(a, b[None])
+    return gap
 
 
 def distances(a: np.ndarray, others: np.ndarray) -> list[float | None]:
     """:func:`distance` from ``a`` (keys, 2, K) to each of ``others`` (n, keys, 2, K), at once."""
     a, others = a.astype(np.float64), others.astype(np.float64)
     ours = np.broadcast_to(a, others.shape)
-    trained = (np.abs(ours[:, :, 0]).sum(axis=2) > 0) & (np.abs(others[:, :, 0]).sum(axis=2) > 0)
     q, _ = np.linalg.qr(np.stack([ours[:, :, 1], others[:, :, 1]], axis=-1))  # (n, keys, K, 2)
 
     def learned(vectors: np.ndarray) -> np.ndarray:  # minus their part in both initialisations
@@ -231,7 +231,8 @@ def distances(a: np.ndarray, others: np.ndarray) -> list[float | None]:
 
     u, v = learned(ours[:, :, 0]), learned(others[:, :, 0])
     u_norm, v_norm = np.linalg.norm(u, axis=2), np.linalg.norm(v, axis=2)
-    usable = trained & (u_norm > 0) & (v_norm > 0)
+    # an untrained tensor's zero sketch leaves exactly 0 here, so this also leaves it out
+    usable = (u_norm > 0) & (v_norm > 0)
     u = u / np.where(usable, u_norm, 1.0)[..., None]
     v = v / np.where(usable, v_norm, 1.0)[..., None]
     # Kahan's angle between unit vectors: sqrt(1 - cos**2) rounds a copy's 0 up to ~1.5e-8 on
@@ -256,10 +257,10 @@ def shared_weights(fingerprints: dict[str, str],
     for members in groups.values():
         for index, (name, first) in enumerate(members):
             later = members[index + 1:]
+            if len(_PAIRS) > MAX_CACHED_PAIRS:  # pragma: no mutate (equivalent: a cache's bound)
+                _PAIRS.clear()  # before the lookups: every pair of ``later`` is computed again
             missing = sorted({text for _, text in later if (first, text) not in _PAIRS})
             if missing:
-                if len(_PAIRS) > MAX_CACHED_PAIRS:
-                    _PAIRS.clear()
                 computed = distances(_decoded(first)[1],
                                      np.stack([_decoded(text)[1] for text in missing]))
                 _PAIRS.update({(first, text): gap for text, gap in zip(missing, computed)})
@@ -274,9 +275,9 @@ def shared_weights(fingerprints: dict[str, str],
 
 # {(fingerprint, fingerprint): distance} of the pairs this process compared
 _PAIRS: dict[tuple[str, str], float | None] = {}
-MAX_CACHED_PAIRS = 2**20
+MAX_CACHED_PAIRS = 2**20  # pragma: no mutate (equivalent: a cache's bound)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # pragma: no mutate (equivalent: a cache)
 def _decoded(text: str) -> tuple[str, np.ndarray] | None:
     return decode(text)
