@@ -11,13 +11,15 @@ capacity), and it must not spend compute on finished sequences.
 
 Run: ``.venv/bin/python -m pytest -q tests/library/test_kv_cache.py``.
 """
+import inspect
 import itertools
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from hw4lib.decoding import SequenceGenerator, generator_for_model
+from hw4lib.decoding import SequenceGenerator, cached_generator, generator_for_model
+from hw4lib.decoding.cached_generator import CachedSequenceGenerator
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.kv_cache import CachedScorer
 
@@ -223,3 +225,58 @@ def test_finished_sequences_cost_nothing():
     assert rows_per_step == expected, (
         f"rows run through the model per step: expected the unfinished ones {expected}, got {rows_per_step}")
     assert expected[-1] < expected[0], "no sequence finished early: the test does not exercise skipping"
+
+
+def test_max_length_may_reach_the_models_max_len_but_not_pass_it():
+    model = random_model(0, max_len=12)
+    assert CachedSequenceGenerator(model, tokenizer(40), 12, "cpu").max_length == 12
+    with pytest.raises(ValueError, match="max_length=13 exceeds the model's max_len=12"):
+        CachedSequenceGenerator(model, tokenizer(40), 13, "cpu")
+
+
+def test_after_a_search_the_scorer_checks_its_rows_again():
+    """A search's settings (deferred checks, rows in place) end with it: the scorer, called
+    directly afterwards on a batch that does not continue the previous one, starts over."""
+    model = random_model(4)
+    generator = generator_for_model(model, tokenizer(40), 12, "cpu")
+    with torch.no_grad():
+        generator.generate_greedy(prompts(1, 3, 1, 40))
+        generator.score_fn(prompts(2, 3, 4, 40))
+        unrelated = prompts(3, 3, 5, 40)
+        assert torch.allclose(generator.score_fn(unrelated), model.score(unrelated), atol=1e-3,
+                              rtol=1e-4), "the scorer extended a cache of other rows"
+
+
+def test_only_beam_search_reorders_the_cache_on_the_gpu_path(monkeypatch):
+    """Greedy search and sampling continue row i with row i: on the deferred (GPU) path their
+    cache never moves; beam search's hypotheses do move it."""
+    monkeypatch.setattr(cached_generator, "host_reads_are_free", lambda device: False)
+    moves = []
+    keep_rows = CachedScorer._keep_rows
+    monkeypatch.setattr(CachedScorer, "_keep_rows",
+                        lambda self, *args, **kwargs: moves.append(1) or keep_rows(self, *args, **kwargs))
+    generator = generator_for_model(random_model(2), tokenizer(40), 12, "cpu")
+    x = prompts(1, 3, 1, 40)
+    with torch.no_grad():
+        for name, search in (("greedy", lambda: generator.generate_greedy(x)),
+                             ("sample", lambda: generator.generate_sample(
+                                 x, 1.0, 5, 0.8, generator=torch.Generator().manual_seed(7)))):
+            moves.clear()
+            search()
+            assert moves == [], f"{name}: the cache was reordered {len(moves)} times"
+        generator.generate_beam(x, 3)
+    assert moves, "beam search never reordered the cache: the spy sees nothing"
+
+
+def test_host_reads_are_free_on_the_cpu_only():
+    assert cached_generator.host_reads_are_free(torch.device("cpu"))
+    for device in ("cuda", "cuda:1", "meta"):
+        assert not cached_generator.host_reads_are_free(torch.device(device)), device
+
+
+def test_the_cached_searches_keep_the_plain_searches_signature_and_docs():
+    """help() and an editor show the cached searches' parameters and docs, not the wrapper's."""
+    for name in ("generate_greedy", "generate_beam", "generate_sample"):
+        cached, plain = getattr(CachedSequenceGenerator, name), getattr(SequenceGenerator, name)
+        assert (cached.__name__, cached.__doc__) == (plain.__name__, plain.__doc__), name
+        assert inspect.signature(cached) == inspect.signature(plain), name
