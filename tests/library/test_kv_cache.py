@@ -280,3 +280,58 @@ def test_the_cached_searches_keep_the_plain_searches_signature_and_docs():
         cached, plain = getattr(CachedSequenceGenerator, name), getattr(SequenceGenerator, name)
         assert (cached.__name__, cached.__doc__) == (plain.__name__, plain.__doc__), name
         assert inspect.signature(cached) == inspect.signature(plain), name
+
+
+def test_the_scorer_refuses_attention_it_cannot_cache():
+    for kwargs in ({"add_bias_kv": True}, {"kdim": 16, "vdim": 16}):
+        model = random_model(0)
+        model.dec_layers[-1].self_attn.mha = torch.nn.MultiheadAttention(32, 4, batch_first=True, **kwargs)
+        with pytest.raises(ValueError, match="one packed in_proj_weight and no bias_k/bias_v"):
+            CachedScorer(model, capacity=8)
+    CachedScorer(random_model(0), capacity=8)  # the defaults: accepted
+
+
+def test_the_scorer_needs_eval_mode_and_whole_prompts():
+    model = random_model(0)
+    scorer = CachedScorer(model, capacity=8)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="whole prompts \\(start 0\\) or one token per row"):
+            scorer._run(prompts(0, 2, 3, 40), start=1)
+        model.train()
+        with pytest.raises(RuntimeError, match="needs eval mode: call model.eval\\(\\) first"):
+            scorer(prompts(0, 2, 3, 40))
+
+
+def test_without_an_eos_id_every_row_is_computed():
+    model = random_model(0, eos_bias=9.0)
+    rows_per_step = []
+    hook = model.final_linear.register_forward_hook(lambda module, args, out: rows_per_step.append(args[0].shape[0]))
+    scorer = CachedScorer(model, capacity=8, eos_id=None)
+    x = torch.cat([prompts(5, 3, 2, 40), torch.full((3, 1), EOS)], dim=1)  # every row "finished"
+    try:
+        with torch.no_grad():
+            scorer(x[:, :2])
+            assert torch.allclose(scorer(x), model.score(x), atol=1e-3, rtol=1e-4)
+    finally:
+        hook.remove()
+    assert rows_per_step[:2] == [3, 3], rows_per_step
+
+
+def test_a_deferred_scorer_reports_a_call_that_did_not_continue_its_rows():
+    model = random_model(0)
+    scorer = CachedScorer(model, capacity=8)
+    scorer.deferred = scorer.rows_in_place = True
+    x = prompts(0, 3, 2, 40)
+    with torch.no_grad():
+        scorer(x)
+        assert scorer.consistent(), "nothing deferred yet"
+        continued = torch.cat([x, prompts(1, 3, 1, 40)], dim=1)
+        assert torch.allclose(scorer(continued), model.score(continued), atol=1e-3, rtol=1e-4)
+        assert scorer.consistent()
+        moved = torch.cat([continued.flip(0), prompts(2, 3, 1, 40)], dim=1)  # rows not in place
+        scorer(moved)
+        assert not scorer.consistent()
+        scorer(torch.cat([moved, prompts(3, 3, 1, 40)], dim=1))  # continues the moved rows
+        assert not scorer.consistent(), "a mismatch stays reported until the next reset"
+    scorer.reset()
+    assert scorer.consistent()
