@@ -9,6 +9,7 @@ import contextlib
 import io
 import re
 import struct
+import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -210,3 +211,39 @@ def test_training_on_removes_both_test_results(tmp_path):
     assert not (trainer.expt_root / METRICS_FILE).exists()
     assert not (trainer.expt_root / GENERATIONS_FILE).exists()
     trainer._forget_test_results()  # nothing left to remove: fine
+
+
+def test_the_device_argument_wins_over_the_configs(tmp_path):
+    trainer, _ = small_trainer(tmp_path, TRAIN_TEXTS, device="cuda")  # small_trainer passes "cpu"
+    assert trainer.device == torch.device("cpu")
+
+
+@pytest.mark.parametrize("dtype, scaled", [(torch.float16, True), (torch.bfloat16, False),
+                                           (torch.float32, False)])
+def test_only_fp16_asks_for_a_gradient_scaler(tmp_path, monkeypatch, dtype, scaled):
+    """On this CPU a scaler asked for disables itself with a warning; on a GPU it is enabled."""
+    monkeypatch.setattr(base_trainer, "resolve_precision", lambda *args: (dtype, "as the test asks"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer, _ = small_trainer(tmp_path, TRAIN_TEXTS)
+    asked = trainer.scaler.is_enabled() or any("GradScaler" in str(w.message) for w in caught)
+    assert asked is scaled
+
+
+@pytest.mark.parametrize("max_len, length", [(300, 200), (64, 64)])
+def test_auto_precision_times_steps_of_200_tokens_or_the_models_max_len(tmp_path, monkeypatch,
+                                                                        max_len, length):
+    """``precision: auto`` on a GPU times the training step on the config's batch size and
+    sequences of 200 tokens, or of ``max_len`` when the model is shorter."""
+    from hw4lib.model import DecoderOnlyTransformer
+
+    timed = []
+    monkeypatch.setattr(base_trainer, "train_step_seconds",
+                        lambda model, batch, length, device, dtype: timed.append((batch, length, dtype)) or 1.0)
+    monkeypatch.setattr(base_trainer, "resolve_precision",
+                        lambda requested, device, step_seconds: (torch.float32, str(step_seconds(torch.bfloat16))))
+    trainer, _ = small_trainer(tmp_path, TRAIN_TEXTS)
+    model = DecoderOnlyTransformer(1, 16, 2, 32, dropout=0.0, max_len=max_len, num_classes=10)
+    with contextlib.redirect_stdout(io.StringIO()):
+        type(trainer)(model, trainer.tokenizer, trainer.config, "timed", None, device="cpu")
+    assert timed[-1] == (trainer.config.data.batch_size, length, torch.bfloat16)
