@@ -335,3 +335,35 @@ def test_a_deferred_scorer_reports_a_call_that_did_not_continue_its_rows():
         assert not scorer.consistent(), "a mismatch stays reported until the next reset"
     scorer.reset()
     assert scorer.consistent()
+
+
+def test_a_bare_scorer_extends_reordered_rows_and_restarts_on_other_ones():
+    """A scorer used directly (no search setting its flags): rows that continue earlier rows in
+    another order run one new token each; rows of the same length that continue nothing start
+    over and are scored right."""
+    model = random_model(3)
+    scorer = CachedScorer(model, capacity=8)
+    tokens_run = []
+    hook = model.target_embedding.register_forward_hook(
+        lambda module, args, out: tokens_run.append(tuple(args[0].shape)))
+    x = prompts(0, 4, 3, 40)
+    try:
+        with torch.no_grad():
+            scorer(x)
+            moved = torch.cat([x[torch.tensor([2, 0, 0, 3])], prompts(1, 4, 1, 40)], dim=1)
+            assert torch.allclose(scorer(moved), model.score(moved), atol=1e-3, rtol=1e-4)
+            assert tokens_run == [(4, 3), (4, 1), (4, 4)], "prefill, one new token, model.score"
+            tokens_run.clear()
+            other = prompts(2, 4, 5, 40)
+            assert torch.allclose(scorer(other), model.score(other), atol=1e-3, rtol=1e-4)
+            assert scorer.consistent()
+    finally:
+        hook.remove()
+    assert tokens_run == [(4, 5), (4, 5)], "the scorer's prefill, then model.score's forward"
+
+
+def test_the_scorer_keeps_no_autograd_graph():
+    model = random_model(0)
+    scorer = CachedScorer(model, capacity=8)
+    x = prompts(0, 2, 3, 40)
+    assert not scorer(x).requires_grad and not scorer.keys[0].requires_grad
