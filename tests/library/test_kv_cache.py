@@ -203,11 +203,16 @@ def test_scorer_matches_score_after_reordering_and_growth():
             assert torch.allclose(logits, expected, atol=1e-3, rtol=1e-4), (
                 f"step {step} (length {x.size(1)}): cached logits differ from model.score by "
                 f"{(logits - expected).abs().max().item():.2e}")
+            assert scorer.keys[0].size(2) == max(6, x.size(1)), "the cache grows only past its capacity"
             parents = torch.tensor([2, 0, 0, 3])  # as beam search: rows continue other rows
             x = torch.cat([x[parents], torch.randint(2, 40, (4, 1))], dim=1)
         fresh = prompts(1, 3, 5, 40)  # not a continuation: starts over
         assert torch.allclose(scorer(fresh), model.score(fresh), atol=1e-3, rtol=1e-4), \
             "a batch that continues nothing must be scored from scratch"
+        assert scorer.keys[0].shape == (3, 4, 6, 8), "a new cache of the capacity"
+        short = CachedScorer(model, capacity=2)
+        short(fresh)
+        assert short.keys[0].shape == (3, 4, 5, 8), "prompts longer than the capacity fit"
 
 
 def test_finished_sequences_cost_nothing():
