@@ -301,7 +301,7 @@ def test_the_scorer_needs_eval_mode_and_whole_prompts():
     scorer = CachedScorer(model, capacity=8)
     with torch.no_grad():
         with pytest.raises(ValueError, match="whole prompts \\(start 0\\) or one token per row"):
-            scorer._run(prompts(0, 2, 3, 40), start=1)
+            scorer._run(prompts(0, 2, 2, 40), start=1)
         model.train()
         with pytest.raises(RuntimeError, match="needs eval mode: call model.eval\\(\\) first"):
             scorer(prompts(0, 2, 3, 40))
