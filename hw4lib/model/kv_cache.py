@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 # Multipliers of the row fingerprints (any odd 64-bit numbers; int64 products wrap around).
-_FINGERPRINT_SEED = 0x5EED
+_FINGERPRINT_SEED = 0x5EED  # pragma: no mutate (equivalent: any seed; matches are confirmed token by token)
 
 
 class CachedScorer:
@@ -67,7 +67,8 @@ class CachedScorer:
         """Forget the cache; the next call starts from its prompts."""
         self.tokens = None          # (M, T) int64: the rows of the previous call
         self.slots = None           # (M,) int64: each row's index in the cache, -1 once finished
-        self.prompt_length = 0      # tokens of the prompts the cache started from
+        # tokens of the prompts the cache started from (set by the prefill that follows any reset)
+        self.prompt_length = 0  # pragma: no mutate (equivalent: every call after a reset prefills)
         self.keys: list[torch.Tensor] = []    # per layer (R, H, capacity, head_dim)
         self.values: list[torch.Tensor] = []  # per layer (R, H, capacity, head_dim)
         self.mismatch = None        # () bool on the device: a deferred call did not continue
@@ -123,7 +124,7 @@ class CachedScorer:
         if weights is None or weights.numel() < length or weights.device != device:
             draws = torch.randint(1, 2**62, (max(self.capacity, length),),
                                   generator=torch.Generator().manual_seed(_FINGERPRINT_SEED))
-            weights = self._weights = draws.to(device) * 2 + 1
+            weights = self._weights = draws.to(device) * 2 + 1  # pragma: no mutate (equivalent: any multipliers: matches are confirmed token by token)
         return weights[:length]
 
     def _finished(self, x: torch.Tensor) -> torch.Tensor:
@@ -159,7 +160,7 @@ class CachedScorer:
                 self._keep_rows(parents, cached_length=length - 1)
             self._grow(length)
             self.tokens = x
-            self.slots = torch.arange(x.size(0), device=x.device)
+            self.slots = torch.arange(x.size(0), device=x.device)  # pragma: no mutate (equivalent: the deferred path never reads the slots)
             return self._run(x[:, -1:], start=length - 1)
         active = (~self._finished(x)).nonzero().squeeze(1)                      # (A,)
         slots = self.slots[parents[active]]

@@ -122,7 +122,8 @@ class BaseTrainer(ABC):
         # The forward's number format (see precision.py); fp16 alone needs its gradients scaled.
         self.precision, reason = resolve_precision(self.config.training.precision, self.device,
                                                    self._recorded_speeds)
-        print(f"training precision: {precision_name(self.precision)} ({reason})", flush=True)
+        print(f"training precision: {precision_name(self.precision)} ({reason})",
+              flush=True)  # pragma: no mutate (equivalent: when the line is written, not what)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == torch.float16)
         logits_in_float32(self.model)
 
@@ -238,7 +239,8 @@ class BaseTrainer(ABC):
             return action()
         except Exception as error:  # noqa: BLE001 - a side feature never ends a run
             print(f"warning: {what} failed ({type(error).__name__}: {error}); training goes on",
-                  file=sys.stderr, flush=True)
+                  file=sys.stderr,
+                  flush=True)  # pragma: no mutate (equivalent: when the line is written, not what)
             return None
 
     def _init_wandb(self):

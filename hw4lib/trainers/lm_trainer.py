@@ -73,10 +73,12 @@ class LMTrainer(BaseTrainer):
         """
         self.model.train()
         nll_sum = torch.zeros((), dtype=torch.float64, device=self.device)  # summed over targets
-        total_nll, total_tokens, checked_from, attn = 0.0, 0, 0, None
-        self.optimizer.zero_grad(set_to_none=True)
+        total_nll = 0.0  # pragma: no mutate (equivalent: the last batch always reads it)
+        total_tokens, checked_from, attn = 0, 0, None
+        self.optimizer.zero_grad(set_to_none=True)  # pragma: no mutate (equivalent: same next grads)
         progress = tqdm(dataloader, desc=f"[epoch {self.current_epoch + 1}] train", leave=False,
-                        dynamic_ncols=True, disable=not self.config.training.progress_bar)
+                        disable=not self.config.training.progress_bar,
+                        dynamic_ncols=True)  # pragma: no mutate (equivalent: a terminal's width only)
         for batch_index, (padded_shifted, padded_golden, lengths) in enumerate(progress):
             batch_tokens = int(lengths.sum())  # before the copy: no read back from the device
             lengths = lengths.to(self.device)
@@ -92,7 +94,8 @@ class LMTrainer(BaseTrainer):
                 checked_from = batch_index + 1
                 running = total_nll / total_tokens
                 progress.set_postfix(loss=f"{running:.3f}", ppl_tok=f"{safe_exp(running):.2f}",
-                                     lr=f"{self.optimizer.param_groups[0]['lr']:.2e}", refresh=False)
+                                     lr=f"{self.optimizer.param_groups[0]['lr']:.2e}",
+                                     refresh=False)  # pragma: no mutate (equivalent: when it redraws, not what)
             if batch_index + 1 == len(dataloader) and attention:
                 last_layer = list(attention.values())[-1]  # keys are in layer order
                 attn = last_layer[0, : lengths[0], : lengths[0]].detach().float().cpu()
@@ -211,7 +214,8 @@ class LMTrainer(BaseTrainer):
                       f"train ce/char {train_metrics['ce_loss_char']:.4f}  "
                       f"val ppl/char {val_metrics['perplexity_char']:.4f}  "
                       f"val ppl/token {val_metrics['perplexity_token']:.2f}  "
-                      f"lr {self.optimizer.param_groups[0]['lr']:.2e}", flush=True)
+                      f"lr {self.optimizer.param_groups[0]['lr']:.2e}",
+                      flush=True)  # pragma: no mutate (equivalent: when the line is written, not what)
 
     # ------------------------------------------------------------------ evaluation and generation
 

@@ -83,3 +83,19 @@ def test_without_a_gpu_auto_is_the_cpu_and_cuda_keeps_no_index():
         assert resolve_device(None) == torch.device("cpu")
         assert resolved_device("cuda") == torch.device("cuda"), "no GPU: 'cuda' has no current index"
         assert resolved_device("meta") == torch.device("meta")
+
+
+def test_this_machines_own_answer_decides_the_device_unpatched():
+    """Nothing patched: on a machine without a GPU (this CPU one) ``auto`` is the CPU and ``cuda``
+    keeps no index; on a GPU machine ``auto`` and ``cuda`` are the current GPU."""
+    from hw4lib.trainers.base_trainer import resolve_device
+
+    if torch.cuda.is_available():
+        current = torch.device("cuda", torch.cuda.current_device())
+        assert resolve_device("auto") == resolved_device("cuda") == current
+        assert same_device("cuda", torch.zeros(1, device="cuda").device)
+    else:
+        assert resolve_device("auto") == resolve_device(None) == torch.device("cpu")
+        assert resolved_device("cuda") == torch.device("cuda") and resolved_device("cuda").index is None
+        assert not same_device("cuda", "cuda:0"), "without a GPU no index is current"
+    assert resolve_device("cpu") == torch.device("cpu") and same_device("cpu", torch.zeros(1).device)

@@ -11,13 +11,15 @@ capacity), and it must not spend compute on finished sequences.
 
 Run: ``.venv/bin/python -m pytest -q tests/library/test_kv_cache.py``.
 """
+import inspect
 import itertools
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from hw4lib.decoding import SequenceGenerator, generator_for_model
+from hw4lib.decoding import SequenceGenerator, cached_generator, generator_for_model
+from hw4lib.decoding.cached_generator import CachedSequenceGenerator
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.model.kv_cache import CachedScorer
 
@@ -201,11 +203,16 @@ def test_scorer_matches_score_after_reordering_and_growth():
             assert torch.allclose(logits, expected, atol=1e-3, rtol=1e-4), (
                 f"step {step} (length {x.size(1)}): cached logits differ from model.score by "
                 f"{(logits - expected).abs().max().item():.2e}")
+            assert scorer.keys[0].size(2) == max(6, x.size(1)), "the cache grows only past its capacity"
             parents = torch.tensor([2, 0, 0, 3])  # as beam search: rows continue other rows
             x = torch.cat([x[parents], torch.randint(2, 40, (4, 1))], dim=1)
         fresh = prompts(1, 3, 5, 40)  # not a continuation: starts over
         assert torch.allclose(scorer(fresh), model.score(fresh), atol=1e-3, rtol=1e-4), \
             "a batch that continues nothing must be scored from scratch"
+        assert scorer.keys[0].shape == (3, 4, 6, 8), "a new cache of the capacity"
+        short = CachedScorer(model, capacity=2)
+        short(fresh)
+        assert short.keys[0].shape == (3, 4, 5, 8), "prompts longer than the capacity fit"
 
 
 def test_finished_sequences_cost_nothing():
@@ -223,3 +230,145 @@ def test_finished_sequences_cost_nothing():
     assert rows_per_step == expected, (
         f"rows run through the model per step: expected the unfinished ones {expected}, got {rows_per_step}")
     assert expected[-1] < expected[0], "no sequence finished early: the test does not exercise skipping"
+
+
+def test_max_length_may_reach_the_models_max_len_but_not_pass_it():
+    model = random_model(0, max_len=12)
+    assert CachedSequenceGenerator(model, tokenizer(40), 12, "cpu").max_length == 12
+    with pytest.raises(ValueError, match="max_length=13 exceeds the model's max_len=12"):
+        CachedSequenceGenerator(model, tokenizer(40), 13, "cpu")
+
+
+def test_after_a_search_the_scorer_checks_its_rows_again():
+    """A search's settings (deferred checks, rows in place) end with it: the scorer, called
+    directly afterwards on a batch that does not continue the previous one, starts over."""
+    model = random_model(4)
+    generator = generator_for_model(model, tokenizer(40), 12, "cpu")
+    with torch.no_grad():
+        generator.generate_greedy(prompts(1, 3, 1, 40))
+        generator.score_fn(prompts(2, 3, 4, 40))
+        unrelated = prompts(3, 3, 5, 40)
+        assert torch.allclose(generator.score_fn(unrelated), model.score(unrelated), atol=1e-3,
+                              rtol=1e-4), "the scorer extended a cache of other rows"
+
+
+def test_only_beam_search_reorders_the_cache_on_the_gpu_path(monkeypatch):
+    """Greedy search and sampling continue row i with row i: on the deferred (GPU) path their
+    cache never moves; beam search's hypotheses do move it."""
+    monkeypatch.setattr(cached_generator, "host_reads_are_free", lambda device: False)
+    moves = []
+    keep_rows = CachedScorer._keep_rows
+    monkeypatch.setattr(CachedScorer, "_keep_rows",
+                        lambda self, *args, **kwargs: moves.append(1) or keep_rows(self, *args, **kwargs))
+    generator = generator_for_model(random_model(2), tokenizer(40), 12, "cpu")
+    x = prompts(1, 3, 1, 40)
+    with torch.no_grad():
+        for name, search in (("greedy", lambda: generator.generate_greedy(x)),
+                             ("sample", lambda: generator.generate_sample(
+                                 x, 1.0, 5, 0.8, generator=torch.Generator().manual_seed(7)))):
+            moves.clear()
+            search()
+            assert moves == [], f"{name}: the cache was reordered {len(moves)} times"
+        generator.generate_beam(x, 3)
+    assert moves, "beam search never reordered the cache: the spy sees nothing"
+
+
+def test_host_reads_are_free_on_the_cpu_only():
+    assert cached_generator.host_reads_are_free(torch.device("cpu"))
+    for device in ("cuda", "cuda:1", "meta"):
+        assert not cached_generator.host_reads_are_free(torch.device(device)), device
+
+
+def test_the_cached_searches_keep_the_plain_searches_signature_and_docs():
+    """help() and an editor show the cached searches' parameters and docs, not the wrapper's."""
+    for name in ("generate_greedy", "generate_beam", "generate_sample"):
+        cached, plain = getattr(CachedSequenceGenerator, name), getattr(SequenceGenerator, name)
+        assert (cached.__name__, cached.__doc__) == (plain.__name__, plain.__doc__), name
+        assert inspect.signature(cached) == inspect.signature(plain), name
+
+
+def test_the_scorer_refuses_attention_it_cannot_cache():
+    for kwargs in ({"add_bias_kv": True}, {"kdim": 16, "vdim": 16}):
+        model = random_model(0)
+        model.dec_layers[-1].self_attn.mha = torch.nn.MultiheadAttention(32, 4, batch_first=True, **kwargs)
+        with pytest.raises(ValueError, match="one packed in_proj_weight and no bias_k/bias_v"):
+            CachedScorer(model, capacity=8)
+    CachedScorer(random_model(0), capacity=8)  # the defaults: accepted
+
+
+def test_the_scorer_needs_eval_mode_and_whole_prompts():
+    model = random_model(0)
+    scorer = CachedScorer(model, capacity=8)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="whole prompts \\(start 0\\) or one token per row"):
+            scorer._run(prompts(0, 2, 2, 40), start=1)
+        model.train()
+        with pytest.raises(RuntimeError, match="needs eval mode: call model.eval\\(\\) first"):
+            scorer(prompts(0, 2, 3, 40))
+
+
+def test_without_an_eos_id_every_row_is_computed():
+    model = random_model(0, eos_bias=9.0)
+    rows_per_step = []
+    hook = model.final_linear.register_forward_hook(lambda module, args, out: rows_per_step.append(args[0].shape[0]))
+    scorer = CachedScorer(model, capacity=8, eos_id=None)
+    x = torch.cat([prompts(5, 3, 2, 40), torch.full((3, 1), EOS)], dim=1)  # every row "finished"
+    try:
+        with torch.no_grad():
+            scorer(x[:, :2])
+            assert torch.allclose(scorer(x), model.score(x), atol=1e-3, rtol=1e-4)
+    finally:
+        hook.remove()
+    assert rows_per_step[:2] == [3, 3], rows_per_step
+
+
+def test_a_deferred_scorer_reports_a_call_that_did_not_continue_its_rows():
+    model = random_model(0)
+    scorer = CachedScorer(model, capacity=8)
+    scorer.deferred = scorer.rows_in_place = True
+    x = prompts(0, 3, 2, 40)
+    with torch.no_grad():
+        scorer(x)
+        assert scorer.consistent(), "nothing deferred yet"
+        continued = torch.cat([x, prompts(1, 3, 1, 40)], dim=1)
+        assert torch.allclose(scorer(continued), model.score(continued), atol=1e-3, rtol=1e-4)
+        assert scorer.consistent()
+        moved = torch.cat([continued.flip(0), prompts(2, 3, 1, 40)], dim=1)  # rows not in place
+        scorer(moved)
+        assert not scorer.consistent()
+        scorer(torch.cat([moved, prompts(3, 3, 1, 40)], dim=1))  # continues the moved rows
+        assert not scorer.consistent(), "a mismatch stays reported until the next reset"
+    scorer.reset()
+    assert scorer.consistent()
+
+
+def test_a_bare_scorer_extends_reordered_rows_and_restarts_on_other_ones():
+    """A scorer used directly (no search setting its flags): rows that continue earlier rows in
+    another order run one new token each; rows of the same length that continue nothing start
+    over and are scored right."""
+    model = random_model(3)
+    scorer = CachedScorer(model, capacity=8)
+    tokens_run = []
+    hook = model.target_embedding.register_forward_hook(
+        lambda module, args, out: tokens_run.append(tuple(args[0].shape)))
+    x = prompts(0, 4, 3, 40)
+    try:
+        with torch.no_grad():
+            scorer(x)
+            moved = torch.cat([x[torch.tensor([2, 0, 0, 3])], prompts(1, 4, 1, 40)], dim=1)
+            assert torch.allclose(scorer(moved), model.score(moved), atol=1e-3, rtol=1e-4)
+            assert tokens_run == [(4, 3), (4, 1), (4, 4)], "prefill, one new token, model.score"
+            tokens_run.clear()
+            other = prompts(2, 4, 5, 40)
+            assert torch.allclose(scorer(other), model.score(other), atol=1e-3, rtol=1e-4)
+            assert scorer.consistent()
+    finally:
+        hook.remove()
+    assert tokens_run == [(4, 5), (4, 5)], "the scorer's prefill, then model.score's forward"
+
+
+def test_the_scorer_keeps_no_autograd_graph():
+    model = random_model(0)
+    scorer = CachedScorer(model, capacity=8)
+    x = prompts(0, 2, 3, 40)
+    assert not scorer(x).requires_grad and not scorer.keys[0].requires_grad
