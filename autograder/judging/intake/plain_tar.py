@@ -218,9 +218,7 @@ def _copy(source, sink, size: int) -> str:
 def _checksum_ok(block: bytes) -> bool:
     """The header checksum, computed as tar does (unsigned, or signed by old tars)."""
     stored = _octal(block[148:156])
-    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
-    signed = unsigned - 2 * sum(b for b in block[:148] + block[156:] if b > 127)
-    return stored is not None and stored in (unsigned, signed)
+    return stored is not None and stored in tarfile.calc_chksums(block)
 
 
 def _header_name(block: bytes) -> str:
