@@ -11,7 +11,9 @@ Truths written from the formats, not from the code: tar's header checksum (the s
 bytes with the checksum field read as 8 spaces), a tar member's blocks (a header and its data in
 512-byte blocks), the zip end records' layouts (APPNOTE 4.3.14 to 4.3.16).
 """
+import bz2
 import gzip
+import lzma
 import random
 import struct
 import tarfile
@@ -70,6 +72,34 @@ def test_a_member_cut_short_is_dropped_and_those_before_it_kept(tmp_path, tail, 
     whole = tail.startswith(SECOND)
     assert files == ({"handin/a.py": b"x = 1\n", "handin/b.py": b"y" * 700} if whole
                      else {"handin/a.py": b"x = 1\n"})
+
+
+def test_the_first_member_cut_short_leaves_an_empty_archive(tmp_path):
+    assert normalized(tmp_path, SECOND[:BLOCK]) == (stopped(0, "a member cut short"), {})
+
+
+def test_a_damaged_header_stops_the_copy_there(tmp_path):
+    damaged = bytearray(SECOND[:BLOCK])
+    damaged[0] ^= 0x01
+    found, files = normalized(tmp_path, FIRST + bytes(damaged) + SECOND + END_BLOCKS)
+    assert found == stopped(1, "a damaged header") and list(files) == ["handin/a.py"]
+
+
+@pytest.mark.parametrize("records, notes", [
+    (8, []), (9, stopped(0, "more than 8 name records in a row"))])
+def test_at_most_8_name_records_open_an_archive(tmp_path, records, notes):
+    pax = tarfile.TarInfo("pax")
+    pax.type = tarfile.XHDTYPE
+    found, files = normalized(tmp_path, pax.tobuf(format=tarfile.USTAR_FORMAT) * records + FIRST
+                              + END_BLOCKS)
+    assert found == notes and list(files) == ([] if notes else ["handin/a.py"])
+
+
+@pytest.mark.parametrize("opener, suffix", [(gzip.compress, "gz"), (bz2.compress, "bz2"),
+                                            (lzma.compress, "xz")])
+def test_each_compression_is_recognised_by_its_magic_bytes(tmp_path, opener, suffix):
+    found, files = normalized(tmp_path, opener(FIRST + END_BLOCKS), f"handin.{suffix}")
+    assert found == [] and files == {"handin/a.py": b"x = 1\n"}
 
 
 def test_compressed_data_that_cannot_be_read_stops_the_copy_there(tmp_path):

@@ -62,7 +62,7 @@ def normalize(tar_path: Path, out: Path, notes: list[str]) -> None:
     Raises HandinError when not even the first header is a tar header.
     """
     with open(tar_path, "rb") as raw:
-        magic = raw.read(6)
+        magic = raw.read(max(map(len, (*COMPRESSED, *ZIP_MAGIC, ZSTD_MAGIC))))
     if magic.startswith(ZSTD_MAGIC):
         raise HandinError(f"{tar_path.name} is compressed with zstd, which the grader does not "
                           f"read; create it with `make handin` (or tar, gzip, bzip2, xz or zip)")
@@ -72,7 +72,7 @@ def normalize(tar_path: Path, out: Path, notes: list[str]) -> None:
     opener = next((open_ for prefix, open_ in COMPRESSED.items() if magic.startswith(prefix)),
                   None)
     with (opener or open)(tar_path, "rb") as source, open(out, "wb") as sink:
-        complete, run_length, members, headers = 0, 0, 0, 0
+        complete, run_length, members, any_header = 0, 0, 0, False
         while True:
             problem, block = _read_exactly(source, BLOCK)
             if problem or block.count(0) == BLOCK:
@@ -80,7 +80,7 @@ def normalize(tar_path: Path, out: Path, notes: list[str]) -> None:
             if not _checksum_ok(block):
                 problem = "a damaged header"
                 break
-            headers += 1
+            any_header = True
             size = _header_size(block)
             kind = block[156:157]
             if size is None:
@@ -107,7 +107,7 @@ def normalize(tar_path: Path, out: Path, notes: list[str]) -> None:
             if kind not in META_TYPES:
                 members += 1
                 complete, run_length = sink.tell(), 0
-        if problem and headers == 0:
+        if problem and not any_header:
             raise HandinError(f"{tar_path.name} is not a tar archive ({problem}); create it "
                               f"with `make handin`")
         if problem and problem != ARCHIVE_END:
