@@ -26,6 +26,7 @@ checked relative path, and the final path is checked once more to lie inside the
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import tarfile
@@ -88,7 +89,7 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
     """Read the headers one by one; return {checked relative path: member} of those to extract."""
     accepted: dict[str, tarfile.TarInfo] = {}
     mytorch_bytes = 0
-    for count in range(MAX_MEMBERS + 1):
+    for count in itertools.count():  # ends at MAX_MEMBERS at the latest
         try:
             member = archive.next()
         except (tarfile.TarError, OSError, EOFError, RecursionError) as error:
