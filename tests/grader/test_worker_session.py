@@ -276,6 +276,7 @@ def test_a_worker_that_dies_is_judged_from_what_came_and_started_again(tmp_path,
     softmax = runs["Softmax"]
     assert [result.passed for result in softmax.results] == [True, False, False]
     assert softmax.note == "the test process ended with exit status -9"
+    assert "omitted" not in softmax.output  # its end never came: nothing known to be omitted
     assert softmax.timed_out is False
     # the worker's run read 2 s short of the dialogue's clock, less than the category had run:
     # never a negative time

@@ -152,7 +152,7 @@ def evaluate_handin(handin: Path, hidden_set: Path, compare: tuple | None = None
                            + (f" Likely cause: {fit}." if fit else "")) from error
     model = DecoderOnlyTransformer(**model_config, num_classes=tokenizer.vocab_size)
     try:
-        model.load_state_dict(state_dict, strict=True)
+        model.load_state_dict(state_dict, strict=True)  # pragma: no mutate (equivalent: check_shapes refused any other key or shape)
     except RuntimeError as error:
         raise GradingError(
             f"model_state_dict.pt does not fit the model config.yaml describes "
