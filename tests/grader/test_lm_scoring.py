@@ -24,6 +24,7 @@ from autograder.judging.scoring import language_model, rubric
 from autograder.judging.scoring.lm_diagnosis import fitting_tokenizers, lm_hint, tokenizer_hint
 from autograder.judging.scoring.report import GradingReport, Status
 from hw4lib.handin_format import CONFIG_FILE, METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE
+from tests.grader.autograder_helpers import run_files_handin
 
 FULL, ZERO = 4.0, 8.0  # the marks these tests grade with: 6.0 is exactly half the points
 DIGEST = "d" * 64
@@ -54,15 +55,9 @@ class ScriptedChild:
 def handin(folder: Path, card: dict | None = None, reported: float | None = None) -> Extraction:
     """An extracted handin naming config.yaml and the weights (the scripted child reads neither),
     with ``card`` as run_card.json and ``reported`` as test_metrics.json's perplexity_char."""
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {CONFIG_FILE: folder / CONFIG_FILE, STATE_DICT_FILE: folder / STATE_DICT_FILE}
-    if card is not None:
-        files[RUN_CARD_FILE] = folder / RUN_CARD_FILE
-        files[RUN_CARD_FILE].write_text(json.dumps(card))
-    if reported is not None:
-        files[METRICS_FILE] = folder / METRICS_FILE
-        files[METRICS_FILE].write_text(json.dumps({"perplexity_char": reported}))
-    return Extraction(files=files)
+    extraction = run_files_handin(folder, card, reported)
+    extraction.files[CONFIG_FILE] = folder / CONFIG_FILE
+    return extraction
 
 
 def grade(tmp_path: Path, child: ScriptedChild, extraction: Extraction | None = None):
