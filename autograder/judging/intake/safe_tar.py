@@ -117,7 +117,7 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
         if problem is None and relative.startswith(MYTORCH_DIR + "/"):
             mytorch_bytes += member.size
             if mytorch_bytes > MAX_MYTORCH_BYTES:
-                problem = (f"mytorch/ adds up to more than {MAX_MYTORCH_BYTES / 1e6:.0f} MB "
+                problem = (f"mytorch/ adds up to more than {MAX_MYTORCH_BYTES // 10**6} MB "
                            f"of .py files")
         if problem is not None:
             notes.append(f"{quoted(member.name)}: {problem}; skipped")
