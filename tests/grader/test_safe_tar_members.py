@@ -7,6 +7,7 @@ stopping, its entries cut at 500.
 
     .venv/bin/python -m pytest -q tests/grader/test_safe_tar_members.py
 """
+import stat
 import tarfile
 import zipfile
 from pathlib import Path
@@ -20,9 +21,9 @@ FILES = {"handin/config.yaml": b"model: {}\n", "handin/mytorch/nn/linear.py": b"
 
 
 def member(name: str, data: bytes, kind: bytes = tarfile.REGTYPE) -> bytes:
-    """A ustar member: its header and its data padded to whole blocks."""
+    """A ustar member of mode 0o777: its header and its data padded to whole blocks."""
     info = tarfile.TarInfo(name)
-    info.size, info.type = len(data), kind
+    info.size, info.type, info.mode = len(data), kind, 0o777
     return info.tobuf(format=tarfile.USTAR_FORMAT) + data + bytes(-len(data) % BLOCK)
 
 
@@ -37,6 +38,8 @@ def test_a_clean_archive_is_extracted_without_a_note(tmp_path):
     assert {name: path.read_bytes() for name, path in result.files.items()} == {
         name.removeprefix("handin/"): data for name, data in FILES.items()}
     assert not (tmp_path / "out.plain.tar").exists()
+    # written read-only for others, whatever mode the member declares (0o777 here)
+    assert {stat.S_IMODE(path.stat().st_mode) for path in result.files.values()} == {0o644}
 
 
 def test_an_archive_damaged_after_a_member_keeps_the_members_before(tmp_path):

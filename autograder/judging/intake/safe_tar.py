@@ -173,13 +173,13 @@ def _extract_member(archive: tarfile.TarFile, member: tarfile.TarInfo, relative:
     if not target.is_relative_to(dest.resolve()):
         raise ValueError(f"{relative} would land outside {dest}")
     if hasattr(tarfile, "data_filter"):
-        renamed = member.replace(name=relative, mode=0o644, deep=False)
+        renamed = member.replace(name=relative, mode=0o644)
         archive.extract(renamed, dest, filter="data")
     else:  # Pythons without extraction filters: write the bytes ourselves
         target.parent.mkdir(parents=True, exist_ok=True)
         source = archive.extractfile(member)
         with source, open(target, "xb") as sink:
             sink.write(source.read(member.size))
-    if not target.is_file() or target.is_symlink():
+    if not target.is_file() or target.is_symlink():  # pragma: no mutate (equivalent: target is resolved, never a link; tarfile raises before leaving a non-file)
         raise ValueError(f"{relative} did not extract to a regular file")
     return target
