@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import stat
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -37,6 +38,8 @@ from autograder.judging.intake.plain_tar import HandinError, normalize, quoted
 from hw4lib.handin_format import (HANDIN_DIR, MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_MYTORCH_DEPTH,
                                   MYTORCH_DIR, size_limit)
 
+# An extracted file's mode, 0o644 (by its bits: tarfile's data filter reads 0o645 so too)
+READ_ONLY_FOR_OTHERS = stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH
 
 @dataclass
 class Extraction:
@@ -173,7 +176,7 @@ def _extract_member(archive: tarfile.TarFile, member: tarfile.TarInfo, relative:
     if not target.is_relative_to(dest.resolve()):
         raise ValueError(f"{relative} would land outside {dest}")
     if hasattr(tarfile, "data_filter"):
-        renamed = member.replace(name=relative, mode=0o644)
+        renamed = member.replace(name=relative, mode=READ_ONLY_FOR_OTHERS)
         archive.extract(renamed, dest, filter="data")
     else:  # Pythons without extraction filters: write the bytes ourselves
         target.parent.mkdir(parents=True, exist_ok=True)
