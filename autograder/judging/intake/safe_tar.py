@@ -38,7 +38,7 @@ from autograder.judging.intake.plain_tar import HandinError, normalize, quoted
 from hw4lib.handin_format import (HANDIN_DIR, MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_MYTORCH_DEPTH,
                                   MYTORCH_DIR, size_limit)
 
-# An extracted file's mode, 0o644 (by its bits: tarfile's data filter reads 0o645 so too)
+# The mode of every extracted file: 0o644
 READ_ONLY_FOR_OTHERS = stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH
 
 @dataclass
