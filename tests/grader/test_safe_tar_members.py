@@ -105,3 +105,15 @@ def test_zip_entries_past_500_are_never_copied(tmp_path, count):
     assert notes == ["the archive has more than 500 members; the rest is ignored"]
     with tarfile.open(tmp_path / "plain.tar") as copy:
         assert len(copy.getnames()) == 500
+
+
+def test_a_member_the_file_system_refuses_is_skipped_with_its_words(tmp_path):
+    too_long = "handin/mytorch/" + "a" * 300 + ".py"  # a module name past the 255-byte file name
+    info = tarfile.TarInfo(too_long)
+    info.size = 6
+    data = (info.tobuf(format=tarfile.GNU_FORMAT) + b"x = 1\n" + bytes(BLOCK - 6)
+            + member("handin/config.yaml", b"a: 1\n") + bytes(1024))
+    result = extracted(tmp_path, data)
+    assert list(result.files) == ["config.yaml"]
+    assert result.notes == [f"{plain_tar.quoted(too_long)}: could not be extracted (File name too "
+                            f"long); skipped"]
