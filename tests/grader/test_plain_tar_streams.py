@@ -85,6 +85,14 @@ def test_a_damaged_header_stops_the_copy_there(tmp_path):
     assert found == stopped(1, "a damaged header") and list(files) == ["handin/a.py"]
 
 
+def test_a_header_with_an_unreadable_size_stops_the_copy_there(tmp_path):
+    unreadable = bytearray(SECOND[:BLOCK])
+    unreadable[124:136] = b"0000000009x\0"
+    found, files = normalized(tmp_path, FIRST + with_checksum(unreadable) + SECOND + END_BLOCKS)
+    assert found == stopped(1, "a header with an unreadable size")
+    assert list(files) == ["handin/a.py"]
+
+
 @pytest.mark.parametrize("records, notes", [
     (8, []), (9, stopped(0, "more than 8 name records in a row"))])
 def test_at_most_8_name_records_open_an_archive(tmp_path, records, notes):
