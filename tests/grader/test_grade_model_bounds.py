@@ -25,7 +25,7 @@ from autograder.judging.scoring import grade_model
 from datagen.build_data import write_split
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
-from hw4lib.handin_format import sample_transcripts, transcripts_sha256
+from hw4lib.handin_format import RUN_CARD_FILE, sample_transcripts, transcripts_sha256
 from hw4lib.model import DecoderOnlyTransformer
 from tests.grader.autograder_helpers import (TINY_MODEL, direct_nll, direct_perplexity_char,
                                              make_model_handin)
@@ -239,3 +239,19 @@ def test_a_seed_measures_its_sample_one_by_one(tmp_path):
     assert 1 in lowest["compared_sample"]["indices"]
     assert compare(tmp_path, count, seed=7, card_nll=[0.0] * (count - 1))["compared_sample"][
         "lowest"] == []
+
+
+def test_the_run_card_s_own_losses_choose_the_lowest_transcripts_measured(tmp_path):
+    """A run card recording each transcript's loss: the two lowest per character by hand are
+    #1 (0 nats) and #4 (9 nats over the longest, 28 characters); by token counts they would be
+    #4 and #2."""
+    make_model_handin(tmp_path / "h")
+    public = data_root(tmp_path / "public")
+    (tmp_path / "h" / RUN_CARD_FILE).write_text(json.dumps({"test_set": {
+        "transcripts": 5, "sha256": transcripts_sha256(LINES),
+        "transcript_nll": [9.0, 0.0, 9.0, 9.0, 9.0], "transcript_tokens": [13, 100, 16, 3, 29],
+        "total_nll": 36.0}}))
+    result = grade_model.evaluate_handin(tmp_path / "h", data_root(tmp_path / "hidden"),
+                                         (public, 5, transcripts_sha256(LINES), 7),
+                                         probe_set=tmp_path / "absent")
+    assert result["compared_sample"]["lowest"] == [1, 4]
