@@ -117,3 +117,14 @@ def test_a_member_the_file_system_refuses_is_skipped_with_its_words(tmp_path):
     assert list(result.files) == ["config.yaml"]
     assert result.notes == [f"{plain_tar.quoted(too_long)}: could not be extracted (File name too "
                             f"long); skipped"]
+
+
+def test_members_past_the_500th_are_never_selected(tmp_path):
+    names = [f"handin/mytorch/m{index}.py" for index in range(502)]
+    (tmp_path / "plain.tar").write_bytes(b"".join(member(name, b"") for name in names)
+                                         + bytes(1024))
+    notes: list[str] = []
+    with tarfile.open(tmp_path / "plain.tar") as archive:
+        accepted = safe_tar._select_members(archive, notes)
+    assert list(accepted) == [name.removeprefix("handin/") for name in names[:500]]
+    assert notes == ["the archive has more than 500 members; the rest is ignored"]
