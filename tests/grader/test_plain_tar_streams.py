@@ -178,14 +178,13 @@ def test_a_checksum_summed_signed_counts_the_bytes_above_127_negative(byte):
 # ------------------------------------------------------------------------------------------------
 
 def zip_end(entries: int, directory: int, comment: int = 0) -> bytes:
-    """The end of central directory record (APPNOTE 4.3.16)."""
-    return struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, entries, entries, directory, 0, comment)
+    """The end of central directory record (APPNOTE 4.3.16), 1 entry on this disk."""
+    return struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, entries, directory, 0, comment)
 
 
 def zip64_end(entries: int, directory: int) -> bytes:
-    """The zip64 end of central directory record (4.3.14), 56 bytes."""
-    return struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries,
-                       directory, 0)
+    """The zip64 end of central directory record (4.3.14), 56 bytes, 1 entry on this disk."""
+    return struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 1, entries, directory, 0)
 
 
 def zip64_locator(offset: int, signature: bytes = b"PK\x06\x07") -> bytes:
@@ -205,6 +204,7 @@ def test_the_end_record_is_found_within_the_last_64_kib_and_22_bytes(tmp_path):
     assert directory_of(tmp_path, zip_end(7, 99) + bytes(0xFFFF + 1)) == (0, 0)
     assert directory_of(tmp_path, zip_end(7, 99)) == (7, 99)          # the whole file
     assert directory_of(tmp_path, zip_end(7, 99)[:-1]) == (0, 0)      # a record cut short
+    assert directory_of(tmp_path, b"PK" + zip_end(7, 99)[:-1]) == (0, 0)
     assert directory_of(tmp_path, b"no record here") == (0, 0)
 
 
@@ -268,6 +268,7 @@ def test_a_zip_entry_that_fails_its_crc_ends_the_copy_there(tmp_path):
     notes: list[str] = []
     plain_tar.normalize(source, tmp_path / "plain.tar", notes)
     assert notes == ["'handin/b.py': could not be read (BadZipFile); the rest is ignored"]
+    assert b"c" * 512 not in (tmp_path / "plain.tar").read_bytes()  # nothing after b.py
     with tarfile.open(tmp_path / "plain.tar") as copy:
         assert copy.getnames()[0] == "handin/a.py" and "handin/c.py" not in copy.getnames()
 

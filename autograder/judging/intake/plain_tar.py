@@ -176,7 +176,7 @@ def zip_directory(zip_path: Path) -> tuple[int, int]:
         entries, directory = ZIP_END.unpack_from(tail, at)[4:6]
         if at >= ZIP64_LOCATOR.size:
             signature, _, end64, _ = ZIP64_LOCATOR.unpack_from(tail, at - ZIP64_LOCATOR.size)
-            if signature == b"PK\x06\x07" and end64 < size:
+            if signature == b"PK\x06\x07":  # an offset at or past the end reads nothing
                 file.seek(end64)
                 record = file.read(ZIP64_END.size)
                 if len(record) == ZIP64_END.size and record.startswith(b"PK\x06\x06"):
