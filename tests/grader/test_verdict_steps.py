@@ -47,3 +47,14 @@ def test_a_call_step_s_inputs_are_read():
     assert failure.step == "Linear.backward" and failure.given == {"dLdZ": (4, 5)}
     assert verdicts.step_operands(steps, 2, arrays) == (
         "Linear.backward was given dLdZ (4, 5) float64; dLdA must be shaped like A, (4, 3)")
+
+
+def test_the_last_earlier_call_and_forward_are_the_ones_read():
+    program = wire.Program()
+    layer = program.new("Linear", 3, 5)
+    for rows in (4, 2, 6):
+        program.call(layer, "forward", np.zeros((rows, 3)))
+    program.call(layer, "backward", np.zeros((6, 5)))
+    steps, arrays = program.steps, program.arrays
+    assert verdicts.previous_call_inputs(steps, 3, arrays) == {"A": (2, 3)}
+    assert verdicts.step_operands(steps, 4, arrays).endswith("dLdA must be shaped like A, (6, 3)")
