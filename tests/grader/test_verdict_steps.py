@@ -58,3 +58,13 @@ def test_the_last_earlier_call_and_forward_are_the_ones_read():
     steps, arrays = program.steps, program.arrays
     assert verdicts.previous_call_inputs(steps, 3, arrays) == {"A": (2, 3)}
     assert verdicts.step_operands(steps, 4, arrays).endswith("dLdA must be shaped like A, (6, 3)")
+
+
+def test_only_the_same_method_of_the_same_object_is_an_earlier_call():
+    program = wire.Program()
+    first, second = program.new("Linear", 3, 5), program.new("Linear", 3, 5)
+    program.call(first, "forward", np.zeros((4, 3)))
+    program.call(first, "backward", np.zeros((4, 5)))
+    program.call(second, "forward", np.zeros((2, 3)))
+    program.call(first, "forward", np.zeros((6, 3)))
+    assert verdicts.previous_call_inputs(program.steps, 5, program.arrays) == {"A": (4, 3)}

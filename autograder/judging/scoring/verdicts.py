@@ -146,7 +146,8 @@ def previous_call_inputs(steps: list[dict], index: int, arrays: dict) -> dict:
             and steps[i].get("method") == steps[index].get("method")]
     if not same:
         return {}
-    inputs = call_inputs(steps[same[-1]], wire.step_label(steps, same[-1]), arrays)
+    # the same method of the same object: the step's own label
+    inputs = call_inputs(steps[same[-1]], wire.step_label(steps, index), arrays)
     return {name: x.shape for name, x in inputs.items()}
 
 
@@ -184,7 +185,7 @@ def step_operands(steps: list[dict], index: int, arrays: dict) -> str:
                 and steps[i].get("obj") == steps[index].get("obj")
                 and steps[i].get("method") == "forward"]
     if label in GRADIENTS and forwards:
-        forward = call_inputs(steps[forwards[-1]], wire.step_label(steps, forwards[-1]), arrays)
+        forward = call_inputs(steps[forwards[-1]], f"{label.rpartition('.')[0]}.forward", arrays)
         parts += [f"{gradient} must be shaped like {source}, {tuple(forward[source].shape)}"
                   for gradient, source in GRADIENTS[label] if source in forward]
     return "; ".join(parts)
