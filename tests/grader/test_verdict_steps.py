@@ -49,22 +49,24 @@ def test_a_call_step_s_inputs_are_read():
         "Linear.backward was given dLdZ (4, 5) float64; dLdA must be shaped like A, (4, 3)")
 
 
-def test_the_last_earlier_call_and_forward_are_the_ones_read():
+def linear_calls(layers: int, calls: list[tuple[int, str, tuple[int, int]]]) -> wire.Program:
+    """A program of ``layers`` new Linear(3, 5), then ``calls``: (layer, method, input shape)."""
     program = wire.Program()
-    layer = program.new("Linear", 3, 5)
-    for rows in (4, 2, 6):
-        program.call(layer, "forward", np.zeros((rows, 3)))
-    program.call(layer, "backward", np.zeros((6, 5)))
-    steps, arrays = program.steps, program.arrays
-    assert verdicts.previous_call_inputs(steps, 3, arrays) == {"A": (2, 3)}
-    assert verdicts.step_operands(steps, 4, arrays).endswith("dLdA must be shaped like A, (6, 3)")
+    made = [program.new("Linear", 3, 5) for _ in range(layers)]
+    for layer, method, shape in calls:
+        program.call(made[layer], method, np.zeros(shape))
+    return program
+
+
+def test_the_last_earlier_call_and_forward_are_the_ones_read():
+    program = linear_calls(1, [(0, "forward", (4, 3)), (0, "forward", (2, 3)),
+                               (0, "forward", (6, 3)), (0, "backward", (6, 5))])
+    assert verdicts.previous_call_inputs(program.steps, 3, program.arrays) == {"A": (2, 3)}
+    assert verdicts.step_operands(program.steps, 4, program.arrays).endswith(
+        "dLdA must be shaped like A, (6, 3)")
 
 
 def test_only_the_same_method_of_the_same_object_is_an_earlier_call():
-    program = wire.Program()
-    first, second = program.new("Linear", 3, 5), program.new("Linear", 3, 5)
-    program.call(first, "forward", np.zeros((4, 3)))
-    program.call(first, "backward", np.zeros((4, 5)))
-    program.call(second, "forward", np.zeros((2, 3)))
-    program.call(first, "forward", np.zeros((6, 3)))
+    program = linear_calls(2, [(0, "forward", (4, 3)), (0, "backward", (4, 5)),
+                               (1, "forward", (2, 3)), (0, "forward", (6, 3))])
     assert verdicts.previous_call_inputs(program.steps, 5, program.arrays) == {"A": (4, 3)}
