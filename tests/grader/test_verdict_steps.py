@@ -70,3 +70,11 @@ def test_only_the_same_method_of_the_same_object_is_an_earlier_call():
     program = linear_calls(2, [(0, "forward", (4, 3)), (0, "backward", (4, 5)),
                                (1, "forward", (2, 3)), (0, "forward", (6, 3))])
     assert verdicts.previous_call_inputs(program.steps, 5, program.arrays) == {"A": (4, 3)}
+
+
+@pytest.mark.parametrize("kind", [0, 3, 4])  # absent, None, other: never a Python int's value
+def test_only_a_python_int_scalar_carries_its_value(kind):
+    held = verdicts.held_operands("f(x)", {"operands": [kind, 15, 0, 5, 1] + [0] * 6})["x"]
+    assert held.value is None and held.kind == ("absent", "array", "scalar", "None", "other")[kind]
+    scalar = verdicts.held_operands("f(x)", {"operands": [2, 15, 0, 5, 1] + [0] * 6})["x"]
+    assert scalar.value == -5
