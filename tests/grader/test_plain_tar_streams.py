@@ -281,3 +281,15 @@ def test_a_damaged_zip_directory_is_refused(tmp_path):
     source.write_bytes(bytes(data))
     with pytest.raises(HandinError, match=r"handin.tar is a damaged zip archive \(BadZipFile\)"):
         plain_tar.normalize(source, tmp_path / "plain.tar", [])
+
+
+def test_a_member_past_the_limit_is_named_with_its_ustar_prefix(tmp_path):
+    prefix, name = "handin/" + "p" * 148, "n" * 97 + ".py"  # 155 and 100 characters: full fields
+    info = tarfile.TarInfo(f"{prefix}/{name}")
+    info.size = 200 * 2**20
+    header = info.tobuf(format=tarfile.USTAR_FORMAT)
+    assert header[345:500] == prefix.encode() and header[0:100] == name.encode()
+    found, _ = normalized(tmp_path, header)
+    assert found == stopped(0, f"members adding up to more than 200 MiB "
+                               f"({plain_tar.quoted(f'{prefix}/{name}')}, 200 MiB, and what "
+                               f"follows it are not graded)")
