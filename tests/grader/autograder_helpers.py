@@ -23,11 +23,13 @@ import yaml
 
 import numpy as np
 
+from autograder.judging.intake.safe_tar import Extraction
 from autograder.judging.scoring import rubric
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.model import DecoderOnlyTransformer
 from hw4lib.handin import BEST_CHECKPOINT_PATH
+from hw4lib.handin_format import METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE
 from tools import platform_profiles
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +86,21 @@ def make_model_handin(folder: Path, token_type: str = "char",
     config = {"tokenization": {"token_type": token_type}, "model": model_config}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     return model
+
+
+def run_files_handin(folder: Path, card: dict | None, reported: float | None) -> Extraction:
+    """An extracted handin naming model_state_dict.pt (not written) and, when given, its
+    run_card.json holding ``card`` and its test_metrics.json reporting ``reported`` as
+    perplexity_char: what the judge's integrity checks read."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {STATE_DICT_FILE: folder / STATE_DICT_FILE}
+    if card is not None:
+        files[RUN_CARD_FILE] = folder / RUN_CARD_FILE
+        files[RUN_CARD_FILE].write_text(json.dumps(card))
+    if reported is not None:
+        files[METRICS_FILE] = folder / METRICS_FILE
+        files[METRICS_FILE].write_text(json.dumps({"perplexity_char": reported}))
+    return Extraction(files=files)
 
 
 def make_run_folder(root: Path, state_dict: dict, reported_ppl: float,

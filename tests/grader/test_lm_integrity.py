@@ -33,9 +33,10 @@ from datagen.build_data import Utterance, write_split
 from hw4lib.data import H4Tokenizer
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.handin import measured_test_set
-from hw4lib.handin_format import (METRICS_FILE, RUN_CARD_FILE, STATE_DICT_FILE,
+from hw4lib.handin_format import (METRICS_FILE, STATE_DICT_FILE,
                                   transcripts_sha256)
-from tests.grader.autograder_helpers import TINY_MODEL, direct_perplexity_char, make_model_handin
+from tests.grader.autograder_helpers import (TINY_MODEL, direct_perplexity_char, make_model_handin,
+                                             run_files_handin)
 from tests.grader.test_grade_model import HIDDEN_LINES, make_hidden_set
 
 
@@ -126,19 +127,6 @@ def test_only_a_count_and_a_digest_from_the_card_reach_the_model_child(tmp_path,
     assert language_model.compare_arguments(7.5, {"test_set": good})[0] == []
 
 
-def extraction(tmp_path: Path, card: dict | None, reported: float | None) -> Extraction:
-    """An extracted handin holding only what integrity_flags reads."""
-    files = {}
-    if card is not None:
-        files[RUN_CARD_FILE] = tmp_path / RUN_CARD_FILE
-        files[RUN_CARD_FILE].write_text(json.dumps(card))
-    if reported is not None:
-        files[METRICS_FILE] = tmp_path / METRICS_FILE
-        files[METRICS_FILE].write_text(json.dumps({"perplexity_char": reported}))
-    files[STATE_DICT_FILE] = tmp_path / STATE_DICT_FILE
-    return Extraction(files=files)
-
-
 CARD = {"state_dict_sha256": "a" * 64, "config_sha256": "c" * 64, "test_perplexity_char": 7.5149,
         "test_set": {"split": "test", "subset": 0.1, "transcripts": 45, "characters": 9876,
                      "sha256": "d" * 64}}
@@ -149,11 +137,11 @@ MEASURED = {"state_dict_sha256": "a" * 64, "config_sha256": "c" * 64,
 def test_honest_handins_are_never_flagged(tmp_path):
     # A data.subset 0.1 run: 7.5149 reported on its tenth of the test split, and measured there
     # (the whole split, a different set, would give another value: it is not what is compared).
-    assert integrity.integrity_flags(extraction(tmp_path, CARD, 7.5149), MEASURED) == []
+    assert integrity.integrity_flags(run_files_handin(tmp_path, CARD, 7.5149), MEASURED) == []
     # The set could not be compared (other data, an older make handin): a note, never a flag
     not_compared = {**MEASURED, "compared_perplexity_char": None,
                     "compare_note": "the test set the run card names is not ..."}
-    assert integrity.integrity_flags(extraction(tmp_path, {**CARD, "test_set": None}, 7.5149),
+    assert integrity.integrity_flags(run_files_handin(tmp_path, {**CARD, "test_set": None}, 7.5149),
                                  not_compared) == []
 
 
@@ -175,11 +163,11 @@ def test_each_tampering_is_flagged_with_both_numbers(tmp_path):
     }
     for name, (card, lm, expected) in cases.items():
         flags = integrity.integrity_flags(
-            extraction(tmp_path, card, lm["reported_perplexity_char"]), lm)
+            run_files_handin(tmp_path, card, lm["reported_perplexity_char"]), lm)
         text = "\n".join(flags)
         for part in expected:
             assert part in text, (name, flags)
-    assert integrity.integrity_flags(extraction(tmp_path, None, 7.5), MEASURED) == [
+    assert integrity.integrity_flags(run_files_handin(tmp_path, None, 7.5), MEASURED) == [
         "no readable run_card.json: the handin was not packed by make handin"]
 
 
@@ -280,7 +268,7 @@ def test_a_report_far_below_the_hidden_set_is_flagged_whatever_the_card_says(tmp
         "honest, its test set not found": (lost_set, truth / 1.02, False),
     }
     for name, (card, reported, flagged) in cases.items():
-        handin = extraction(tmp_path / "work/handin", card, reported)
+        handin = run_files_handin(tmp_path / "work/handin", card, reported)
         handin.files["config.yaml"] = tmp_path / "work/handin/config.yaml"
         with contextlib.redirect_stdout(io.StringIO()):
             _, lm = language_model.grade_language_model(handin, tmp_path / "work", 120,

@@ -117,9 +117,9 @@ def test_a_name_is_quoted_whole_up_to_100_characters(name, shown):
 def test_a_header_checksum_is_read_as_tar_writes_it_unsigned_or_signed():
     block = bytearray(header("handin/config.yaml", 7))
     assert plain_tar._checksum_ok(bytes(block))
-    block[0] = 0xE9  # a byte above 127: an old tar summed it as signed
+    block[0] = 0xE9  # a byte above 127: an old tar summed it as a signed char, 0xE9 - 256
     unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
-    signed = unsigned - 2 * 0xE9
+    signed = unsigned - 256
     for stored, ok in ((unsigned, True), (signed, True), (unsigned + 1, False),
                        (signed - 1, False)):
         block[148:156] = f"{stored:06o}\0 ".encode()

@@ -37,10 +37,10 @@ def describe(error: BaseException) -> str:
 
 def read_bounded(path: Path, limit: int) -> bytes:
     """The bytes of ``path``; ValueError, naming the file and the limit, when it holds more than
-    ``limit`` bytes (at most ``limit + 1`` bytes are read)."""
+    ``limit`` bytes (at most ``limit`` bytes and one buffer past them are read)."""
     with open(path, "rb") as file:
-        data = file.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"{path.name} is larger than {limit} bytes, the most the grader's "
-                         f"inspection reads")
+        data = file.read(limit)
+        if file.peek():  # a byte past the limit
+            raise ValueError(f"{path.name} is larger than {limit} bytes, the most the grader's "
+                             f"inspection reads")
     return data

@@ -26,8 +26,10 @@ checked relative path, and the final path is checked once more to lie inside the
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
+import stat
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -36,6 +38,8 @@ from autograder.judging.intake.plain_tar import HandinError, normalize, quoted
 from hw4lib.handin_format import (HANDIN_DIR, MAX_MEMBERS, MAX_MYTORCH_BYTES, MAX_MYTORCH_DEPTH,
                                   MYTORCH_DIR, size_limit)
 
+# The mode of every extracted file: 0o644
+READ_ONLY_FOR_OTHERS = stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH
 
 @dataclass
 class Extraction:
@@ -88,7 +92,7 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
     """Read the headers one by one; return {checked relative path: member} of those to extract."""
     accepted: dict[str, tarfile.TarInfo] = {}
     mytorch_bytes = 0
-    for count in range(MAX_MEMBERS + 1):
+    for count in itertools.count():  # ends at MAX_MEMBERS at the latest
         try:
             member = archive.next()
         except (tarfile.TarError, OSError, EOFError, RecursionError) as error:
@@ -116,7 +120,7 @@ def _select_members(archive: tarfile.TarFile, notes: list[str]) -> dict[str, tar
         if problem is None and relative.startswith(MYTORCH_DIR + "/"):
             mytorch_bytes += member.size
             if mytorch_bytes > MAX_MYTORCH_BYTES:
-                problem = (f"mytorch/ adds up to more than {MAX_MYTORCH_BYTES / 1e6:.0f} MB "
+                problem = (f"mytorch/ adds up to more than {MAX_MYTORCH_BYTES // 10**6} MB "
                            f"of .py files")
         if problem is not None:
             notes.append(f"{quoted(member.name)}: {problem}; skipped")
@@ -172,13 +176,13 @@ def _extract_member(archive: tarfile.TarFile, member: tarfile.TarInfo, relative:
     if not target.is_relative_to(dest.resolve()):
         raise ValueError(f"{relative} would land outside {dest}")
     if hasattr(tarfile, "data_filter"):
-        renamed = member.replace(name=relative, mode=0o644, deep=False)
+        renamed = member.replace(name=relative, mode=READ_ONLY_FOR_OTHERS)
         archive.extract(renamed, dest, filter="data")
     else:  # Pythons without extraction filters: write the bytes ourselves
         target.parent.mkdir(parents=True, exist_ok=True)
         source = archive.extractfile(member)
         with source, open(target, "xb") as sink:
             sink.write(source.read(member.size))
-    if not target.is_file() or target.is_symlink():
+    if not target.is_file() or target.is_symlink():  # pragma: no mutate (equivalent: target is resolved, never a link; tarfile raises before leaving a non-file)
         raise ValueError(f"{relative} did not extract to a regular file")
     return target

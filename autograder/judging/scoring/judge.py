@@ -212,7 +212,7 @@ class WorkerSession:
             return
         category, child, lockstep, started, stopped_at, timed_out = self.broken
         ended = stopped_at if timed_out else worker.seconds
-        run = processes.Run(None if timed_out or worker.timed_out else worker.returncode,
+        run = processes.Run(None if timed_out else worker.returncode,  # None at its own limit too
                             max(ended - started, 0.0), child.output(), bytes(child.result),
                             worker.result_overflow)
         self.finish(category, run, lockstep, min(ended, stopped_at))
@@ -229,7 +229,7 @@ class ChildConversation:
         self.position = position  # where this category's frames start in the worker's stream
         self.result = bytearray()
         self.head, self.tail, self.omitted = b"", b"", 0
-        self.left_behind = False  # a process it started outlived it
+        self.left_behind = False  # pragma: no mutate (equivalent: read only once the process's end, which sets it, came)
         self.status: int | None = None
         self.ended = False
         self.ended_at: float | None = None
@@ -287,7 +287,7 @@ class ChildConversation:
 
     def output(self) -> str:
         """What the process printed, as ``processes.BoundedCapture.text`` gives it."""
-        capture = processes.BoundedCapture(None, 0, 0)
+        capture = processes.BoundedCapture(None, 0, 0)  # pragma: no mutate (equivalent: text() reads no limit)
         capture.head, capture.tail, capture.omitted = (bytearray(self.head),
                                                        bytearray(self.tail), self.omitted)
         return capture.text()

@@ -55,16 +55,19 @@ def lm_hint(measured: float, full_marks_ppl: float, reported: float | None,
     """
     if card_disagrees:
         return ""
-    far = _finite(reported) and _finite(compared) and abs(reported - compared) > tolerance * compared
-    if not far and measured <= full_marks_ppl:
+    comparable = _finite(reported) and _finite(compared)
+    # one bound on each side (not abs(reported - compared)): which side is then read once
+    worse = comparable and reported > compared * (1 + tolerance)
+    better = comparable and reported < compared * (1 - tolerance)
+    if not (worse or better) and measured <= full_marks_ppl:
         return ""
-    if far and reported > compared:
+    if worse:
         return ("test_metrics.json reports a worse perplexity than these weights give on the same "
                 "test transcripts: was it measured "
                 + ("in training mode (dropout on: call model.eval(), as "
                    "evaluate_language_model does), or " if dropout_active else "")
                 + "on other weights than the packed best checkpoint (the last epoch's?)")
-    if far and reported < compared:
+    if better:
         return ("test_metrics.json reports a better perplexity than these weights give on the same "
                 "test transcripts: the packed weights (the best checkpoint) are not the ones that "
                 "were evaluated (was another epoch's model evaluated?)")

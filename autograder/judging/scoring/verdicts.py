@@ -114,10 +114,10 @@ def raised_failure(error: dict, steps: list[dict], code: str, arrays: dict) -> F
     shapes (``arrays``: the program's inputs) and a TypeError's message when it is one of
     ``diagnosis.KNOWN_MESSAGES`` (Python's or numpy's words; any other is dropped). Its kind is
     "not written" for the handout's stubs, else "raised"."""
-    index = error.get("step", -1)
+    index = error.get("step", len(steps))  # none named: outside the steps, importing mytorch
     step = wire.step_label(steps, index)
-    called = 0 <= index < len(steps) and steps[index].get("op") == "call"
-    given = call_inputs(steps[index], step, arrays) if called else {}
+    call = call_step(steps, index)
+    given = call_inputs(call, step, arrays) if call is not None else {}
     operands = (line_operands(code, error), step_operands(steps, index, arrays))
     message = str(error.get("message", ""))
     kind = "not written" if failure_kind(error) == "not written" else "raised"
@@ -129,17 +129,25 @@ def raised_failure(error: dict, steps: list[dict], code: str, arrays: dict) -> F
                    message=message if KNOWN_MESSAGES.fullmatch(message) else "")
 
 
+def call_step(steps: list[dict], index: int) -> dict | None:
+    """Step ``index`` of ``steps`` when it is a call of a method; None for any other step and for
+    an index outside the steps (importing mytorch)."""
+    step = steps[index] if index in range(len(steps)) else None
+    return step if step is not None and step.get("op") == "call" else None
+
+
 def previous_call_inputs(steps: list[dict], index: int, arrays: dict) -> dict:
     """{parameter: its shape} of the array inputs of the last call before step ``index`` of the
     same method on the same object; {} when there is none (or ``index`` is not a call)."""
-    if not 0 <= index < len(steps) or steps[index].get("op") != "call":
+    if call_step(steps, index) is None:
         return {}
     same = [i for i in range(index) if steps[i].get("op") == "call"
             and steps[i].get("obj") == steps[index].get("obj")
             and steps[i].get("method") == steps[index].get("method")]
     if not same:
         return {}
-    inputs = call_inputs(steps[same[-1]], wire.step_label(steps, same[-1]), arrays)
+    # the same method of the same object: the step's own label
+    inputs = call_inputs(steps[same[-1]], wire.step_label(steps, index), arrays)
     return {name: x.shape for name, x in inputs.items()}
 
 
@@ -167,7 +175,7 @@ def step_operands(steps: list[dict], index: int, arrays: dict) -> str:
     argument's shape and dtype, and for a backward the shape each gradient must have (that of
     the input of the object's last forward it belongs to); '' when the step is not a call of
     :data:`PARAMETERS`. Shapes only, never a value."""
-    if not 0 <= index < len(steps) or steps[index].get("op") != "call":
+    if call_step(steps, index) is None:
         return ""
     label = wire.step_label(steps, index)
     inputs = call_inputs(steps[index], label, arrays)
@@ -177,7 +185,7 @@ def step_operands(steps: list[dict], index: int, arrays: dict) -> str:
                 and steps[i].get("obj") == steps[index].get("obj")
                 and steps[i].get("method") == "forward"]
     if label in GRADIENTS and forwards:
-        forward = call_inputs(steps[forwards[-1]], wire.step_label(steps, forwards[-1]), arrays)
+        forward = call_inputs(steps[forwards[-1]], f"{label.rpartition('.')[0]}.forward", arrays)
         parts += [f"{gradient} must be shaped like {source}, {tuple(forward[source].shape)}"
                   for gradient, source in GRADIENTS[label] if source in forward]
     return "; ".join(parts)
@@ -271,14 +279,15 @@ def failure_kind(error: dict) -> str:
         return str(kind)
     if error.get("type") == "NotImplementedError":
         return "not written"
-    return "import" if error.get("step", -1) < 0 else "raised"
+    step = error.get("step")  # none named, or outside the steps (-1): importing mytorch
+    return "import" if step is None or step < 0 else "raised"
 
 
 def describe_failure(error: dict, steps: list[dict], files: frozenset[str]) -> str:
     """The feedback for a failure the worker reported, worded from the judge's own knowledge; the
     kind of failure first."""
     kind = error.get("kind")
-    where = wire.step_label(steps, error.get("step", -1))
+    where = wire.step_label(steps, error.get("step", len(steps)))
     if kind == "numpy only":
         module = error.get("module")
         return f"{NUMPY_ONLY}: it imports {module if module in FORBIDDEN_LIBRARIES else 'one'}"
