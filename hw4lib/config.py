@@ -16,8 +16,10 @@ checked before anything is allocated.
 from __future__ import annotations
 
 import copy
+import os
 import re
 import reprlib
+import secrets
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
@@ -49,8 +51,38 @@ _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring, _SHORT.maxoth
 short_repr = _SHORT.repr
 
 
+# This checkout's own seed (git-ignored, never in the handout): two students who train the same
+# config on the same hardware get different weights unless they choose the same seed.
+CHECKOUT_SEED_FILE = Path(__file__).resolve().parents[1] / ".hw4_seed"
+CHECKOUT_SEEDS = 2**31  # drawn from [0, CHECKOUT_SEEDS)
+
+
 class ConfigError(ValueError):
     """A config value is missing, unknown or out of range; the message names the key."""
+
+
+def checkout_seed(path: Path | None = None) -> int:
+    """This checkout's own seed: the whole number in ``path`` (default CHECKOUT_SEED_FILE, beside
+    ``hw4lib/``), drawn with ``secrets.randbelow(CHECKOUT_SEEDS)`` and written there on first use.
+    Processes that draw at once all read the one file written first (a hard link: created whole or
+    not at all). ConfigError naming the fix when the file holds anything else."""
+    path = CHECKOUT_SEED_FILE if path is None else path
+    if not path.exists():
+        draft = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        draft.write_text(f"{secrets.randbelow(CHECKOUT_SEEDS)}\n")
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass  # another process drew first: its seed is the checkout's
+        finally:
+            draft.unlink()
+    text = path.read_text(errors="replace").strip()
+    if not (text.isascii() and text.isdigit() and int(text) < CHECKOUT_SEEDS):
+        raise ConfigError(f"{path} must hold this checkout's seed, a whole number below "
+                          f"{CHECKOUT_SEEDS}, but holds {short_repr(text)}: delete it (the next run "
+                          f"draws a new seed), or give a seed yourself (seed: N in the config, or "
+                          f"--seed N)")
+    return int(text)
 
 
 class Section(BaseModel):
@@ -300,7 +332,8 @@ class Generation(Section):
 
 class Config(Section):
     name: Name = "run"                                   # run folder: expts/<name>-<timestamp>
-    seed: NonNegativeInt = 0
+    # unset: this checkout's own (the notebook and make train of one checkout start alike)
+    seed: NonNegativeInt = Field(default_factory=checkout_seed)
     tokenization: Tokenization
     data: Data
     model: Model

@@ -173,7 +173,8 @@ def run(config_file: str | Path, seed: int | None = None, run_name: str | None =
           f"tokenizer {config.tokenization.token_type} (vocab {tokenizer.vocab_size}); "
           f"train {len(datasets[0])} transcripts, {datasets[0].total_tokens} tokens, "
           f"{datasets[0].total_chars} chars; model {sum(p.numel() for p in model.parameters()):,} "
-          f"parameters on {trainer.device}", flush=True)
+          f"parameters on {trainer.device}; seed {config.seed} (--seed {config.seed} repeats this "
+          f"run)", flush=True)
     if config.training.resume_from:
         trainer.load_checkpoint(config.training.resume_from)
         print(f"resumed from {config.training.resume_from} after epoch {trainer.current_epoch}")
@@ -203,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/default.yaml", help="YAML config file")
-    parser.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the run's seed (default: the config's, else this checkout's, .hw4_seed)")
     parser.add_argument("--run-name", default=None, help="run folder name (default <name>-<timestamp>)")
     parser.add_argument("--resume", default=None, help="checkpoint to resume training from")
     args = parser.parse_args(argv)
