@@ -437,7 +437,7 @@ def code_only(code: str) -> str:
     end of the line) replaced by ``"..."`` and its trailing comment dropped, stripped and cut to
     MAX_CODE_CHARS: what a hint quotes of a handin's line (its code, never the student's prose),
     and where :func:`line_operands` finds the names."""
-    return STRING_LITERAL.sub('"..."', code).split("#", 1)[0].strip()[:MAX_CODE_CHARS]
+    return STRING_LITERAL.sub('"..."', code).split("#")[0].strip()[:MAX_CODE_CHARS]
 
 
 def line_operands(code: str) -> list[str]:
