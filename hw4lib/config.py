@@ -65,7 +65,8 @@ def checkout_seed(path: Path | None = None) -> int:
     """This checkout's own seed: the whole number in ``path`` (default CHECKOUT_SEED_FILE, beside
     ``hw4lib/``), drawn with ``secrets.randbelow(CHECKOUT_SEEDS)`` and written there on first use.
     Processes that draw at once all read the one file written first (a hard link: created whole or
-    not at all). ConfigError naming the fix when the file holds anything else."""
+    not at all), or, on a file system without hard links (a Google Drive mount), the one renamed
+    into place last. ConfigError naming the fix when the file holds anything else."""
     path = CHECKOUT_SEED_FILE if path is None else path
     if not path.exists():
         draft = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
@@ -74,8 +75,10 @@ def checkout_seed(path: Path | None = None) -> int:
             os.link(draft, path)
         except FileExistsError:
             pass  # another process drew first: its seed is the checkout's
+        except OSError:
+            draft.replace(path)
         finally:
-            draft.unlink()
+            draft.unlink(missing_ok=True)
     text = path.read_text(errors="replace").strip()
     if not (text.isascii() and text.isdigit() and int(text) < CHECKOUT_SEEDS):
         raise ConfigError(f"{path} must hold this checkout's seed, a whole number below "

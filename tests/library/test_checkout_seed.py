@@ -60,6 +60,18 @@ def test_runs_that_start_at_once_all_train_under_the_seed_written_first(tmp_path
         assert list(path.parent.iterdir()) == [path], "no draft is left beside it"
 
 
+def test_a_file_system_without_hard_links_still_keeps_one_seed(tmp_path, monkeypatch):
+    """Where os.link fails (a Google Drive mount), the seed drawn is renamed into place."""
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted", str(target))
+
+    monkeypatch.setattr(config_module.os, "link", no_links)
+    path = tmp_path / ".hw4_seed"
+    seed = checkout_seed(path)
+    assert path.read_text() == f"{seed}\n" and checkout_seed(path) == seed
+    assert list(tmp_path.iterdir()) == [path], "no draft is left beside it"
+
+
 @pytest.mark.parametrize("text", ["", "abc", "-3", "12 34", "1.5", "\u0661\u0662",
                                   str(CHECKOUT_SEEDS), "9" * 400])
 def test_a_seed_file_that_is_not_a_seed_is_refused_naming_the_fix(tmp_path, text):
