@@ -16,7 +16,6 @@ checked before anything is allocated.
 from __future__ import annotations
 
 import copy
-import os
 import re
 import reprlib
 import secrets
@@ -51,41 +50,20 @@ _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring, _SHORT.maxoth
 short_repr = _SHORT.repr
 
 
-# This checkout's own seed (git-ignored, never in the handout): two students who train the same
-# config on the same hardware get different weights unless they choose the same seed.
-CHECKOUT_SEED_FILE = Path(__file__).resolve().parents[1] / ".hw4_seed"
-CHECKOUT_SEEDS = 2**31  # drawn from [0, CHECKOUT_SEEDS)
+# A run whose config names no seed draws its own: two honest default trainings never coincide,
+# and the seed recorded in config.yaml and the run card repeats the run (--seed N).
+RUN_SEEDS = 2**31  # drawn from [0, RUN_SEEDS): a non-negative int32, which every RNG seeded takes
 
 
 class ConfigError(ValueError):
     """A config value is missing, unknown or out of range; the message names the key."""
 
 
-def checkout_seed(path: Path | None = None) -> int:
-    """This checkout's own seed: the whole number in ``path`` (default CHECKOUT_SEED_FILE, beside
-    ``hw4lib/``), drawn with ``secrets.randbelow(CHECKOUT_SEEDS)`` and written there on first use.
-    Processes that draw at once all read the one file written first (a hard link: created whole or
-    not at all), or, on a file system without hard links (a Google Drive mount), the one renamed
-    into place last. ConfigError naming the fix when the file holds anything else."""
-    path = CHECKOUT_SEED_FILE if path is None else path
-    if not path.exists():
-        draft = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        draft.write_text(f"{secrets.randbelow(CHECKOUT_SEEDS)}\n")
-        try:
-            os.link(draft, path)
-        except FileExistsError:
-            pass  # another process drew first: its seed is the checkout's
-        except OSError:
-            draft.replace(path)
-        finally:
-            draft.unlink(missing_ok=True)
-    text = path.read_text(errors="replace").strip()
-    if not (text.isascii() and text.isdigit() and int(text) < CHECKOUT_SEEDS):
-        raise ConfigError(f"{path} must hold this checkout's seed, a whole number below "
-                          f"{CHECKOUT_SEEDS}, but holds {short_repr(text)}: delete it (the next run "
-                          f"draws a new seed), or give a seed yourself (seed: N in the config, or "
-                          f"--seed N)")
-    return int(text)
+def draw_seed() -> int:
+    """A fresh seed for a run whose config names none: ``secrets.randbelow(RUN_SEEDS)``. Called
+    once per :class:`Config` built without a seed (its default factory); the run keeps that object,
+    so the seed it trains under is the one it records and prints (:func:`seed_note`)."""
+    return secrets.randbelow(RUN_SEEDS)
 
 
 class Section(BaseModel):
@@ -335,8 +313,7 @@ class Generation(Section):
 
 class Config(Section):
     name: Name = "run"                                   # run folder: expts/<name>-<timestamp>
-    # unset: this checkout's own (the notebook and make train of one checkout start alike)
-    seed: NonNegativeInt = Field(default_factory=checkout_seed)
+    seed: NonNegativeInt = Field(default_factory=draw_seed)  # unset: drawn for this run
     tokenization: Tokenization
     data: Data
     model: Model
@@ -473,6 +450,15 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Co
             section = section.setdefault(key, {})
         section[leaf] = value
     return validate_config(config)
+
+
+def seed_note(config: Config) -> str:
+    """The run's seed as the run prints it at the start: ``"seed 123 (drawn for this run; --seed
+    123 repeats it)"`` when the config named none, else ``"seed 123 (--seed 123 repeats this
+    run)"``."""
+    if "seed" in config.model_fields_set:
+        return f"seed {config.seed} (--seed {config.seed} repeats this run)"
+    return f"seed {config.seed} (drawn for this run; --seed {config.seed} repeats it)"
 
 
 # ---------------------------------------------------------------------------------- the grader

@@ -11,8 +11,8 @@ TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
 
 
 def tiny_yaml() -> dict[str, Any]:
-    """configs/tiny.yaml with its base resolved and seed 0 (a test's run repeats in every
-    checkout, whatever its own seed), not yet validated."""
+    """configs/tiny.yaml with its base resolved and seed 0 (a test's run repeats: a config
+    without a seed draws one for each run), not yet validated."""
     return {**read_config(TINY), "seed": 0}
 
 

@@ -26,7 +26,7 @@ RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
 # What byte-identical weights can mean and what to compare next (without "; ", which separates
 # the flags of a cell). The run cards are not in the rows: the staff read them in the handins.
 SAME_BYTES = ("one training, copied or run twice: the same code, data, seed and hardware give "
-              "the same bytes, and each checkout draws its own seed, so honest students match only "
+              "the same bytes, and each run draws its own seed, so honest students match only "
               "by giving the same one (the same --seed N or seed: N). Compare next the seed and "
               "wall_seconds of their run_card.json, then make similarity's share for the pair")
 # What a row says of who handed in what and when: always the current download's, also in a row

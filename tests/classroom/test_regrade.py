@@ -205,7 +205,7 @@ def test_byte_identical_weights_and_run_time_code_are_flagged(tmp_path):
     grades_csv.with_flags(rows)
     assert rows["ann"]["flags"] == (
         "shares its weights with bo (byte-identical model_state_dict.pt): one training, copied or "
-        "run twice: the same code, data, seed and hardware give the same bytes, and each checkout "
+        "run twice: the same code, data, seed and hardware give the same bytes, and each run "
         "draws its own seed, so honest students match only by giving the same one (the same "
         "--seed N or seed: N). Compare next the seed and wall_seconds of their run_card.json, "
         "then make similarity's share for the pair")
