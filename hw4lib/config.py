@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import re
 import reprlib
+import secrets
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
@@ -49,8 +50,20 @@ _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring, _SHORT.maxoth
 short_repr = _SHORT.repr
 
 
+# A run whose config names no seed draws its own: two honest default trainings never coincide,
+# and the seed recorded in config.yaml and the run card repeats the run (--seed N).
+RUN_SEEDS = 2**31  # drawn from [0, RUN_SEEDS): a non-negative int32, which every RNG seeded takes
+
+
 class ConfigError(ValueError):
     """A config value is missing, unknown or out of range; the message names the key."""
+
+
+def draw_seed() -> int:
+    """A fresh seed for a run whose config names none: ``secrets.randbelow(RUN_SEEDS)``. Called
+    once per :class:`Config` built without a seed (its default factory); the run keeps that object,
+    so the seed it trains under is the one it records and prints (:func:`seed_note`)."""
+    return secrets.randbelow(RUN_SEEDS)
 
 
 class Section(BaseModel):
@@ -300,7 +313,7 @@ class Generation(Section):
 
 class Config(Section):
     name: Name = "run"                                   # run folder: expts/<name>-<timestamp>
-    seed: NonNegativeInt = 0
+    seed: NonNegativeInt = Field(default_factory=draw_seed)  # unset: drawn for this run
     tokenization: Tokenization
     data: Data
     model: Model
@@ -437,6 +450,15 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Co
             section = section.setdefault(key, {})
         section[leaf] = value
     return validate_config(config)
+
+
+def seed_note(config: Config) -> str:
+    """The run's seed as the run prints it at the start: ``"seed 123 (drawn for this run; --seed
+    123 repeats it)"`` when the config named none, else ``"seed 123 (--seed 123 repeats this
+    run)"``."""
+    if "seed" in config.model_fields_set:
+        return f"seed {config.seed} (--seed {config.seed} repeats this run)"
+    return f"seed {config.seed} (drawn for this run; --seed {config.seed} repeats it)"
 
 
 # ---------------------------------------------------------------------------------- the grader

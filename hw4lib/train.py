@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from hw4lib.config import Config, ConfigError, load_config, validate_config
+from hw4lib.config import Config, ConfigError, load_config, seed_note, validate_config
 from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
 from hw4lib.file_io import write_json
 from hw4lib.handin_format import TIMING_FILE
@@ -173,7 +173,7 @@ def run(config_file: str | Path, seed: int | None = None, run_name: str | None =
           f"tokenizer {config.tokenization.token_type} (vocab {tokenizer.vocab_size}); "
           f"train {len(datasets[0])} transcripts, {datasets[0].total_tokens} tokens, "
           f"{datasets[0].total_chars} chars; model {sum(p.numel() for p in model.parameters()):,} "
-          f"parameters on {trainer.device}", flush=True)
+          f"parameters on {trainer.device}; {seed_note(config)}", flush=True)
     if config.training.resume_from:
         trainer.load_checkpoint(config.training.resume_from)
         print(f"resumed from {config.training.resume_from} after epoch {trainer.current_epoch}")
@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/default.yaml", help="YAML config file")
-    parser.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the run's seed (default: the config's, else one drawn for this run)")
     parser.add_argument("--run-name", default=None, help="run folder name (default <name>-<timestamp>)")
     parser.add_argument("--resume", default=None, help="checkpoint to resume training from")
     args = parser.parse_args(argv)

@@ -103,14 +103,14 @@ def check_input_gradient_by_finite_differences(forward, backward, x, upstream, w
 
 
 def tiny_config_on_a_small_corpus(tmp_path, batch_size: int):
-    """configs/tiny.yaml on a small corpus that the data generator writes into tmp_path (in a
-    fraction of a second, so these tests need no `make data`)."""
+    """configs/tiny.yaml, seed 0, on a small corpus that the data generator writes into tmp_path
+    (in a fraction of a second, so these tests need no `make data`)."""
     from datagen.build_data import build
     from hw4lib.train import load_config
 
     build(tmp_path / "data", seed=0, sizes={"train": 120_000, "val": 10_000, "test": 10_000})
-    return load_config("configs/tiny.yaml", {"data.root": str(tmp_path / "data"), "data.subset": 1.0,
-                                             "data.batch_size": batch_size})
+    return load_config("configs/tiny.yaml", {"seed": 0, "data.root": str(tmp_path / "data"),
+                                             "data.subset": 1.0, "data.batch_size": batch_size})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,12 @@ COLUMNS = ["student", "name", "email", "sid", "version", "versions_found", "vers
            "notes", "integrity_flags", "runtime_code", "weights_sha256", "handin_sha256",
            "grader_sha256", "scoring", "weights_fingerprint", adjustments.AS_WRITTEN]
 RETRIED_NOTE = "graded again after a timeout (the host may have been the cause)"
+# What byte-identical weights can mean and what to compare next (without "; ", which separates
+# the flags of a cell). The run cards are not in the rows: the staff read them in the handins.
+SAME_BYTES = ("one training, copied or run twice: the same code, data, seed and hardware give "
+              "the same bytes, and each run draws its own seed, so honest students match only "
+              "by giving the same one (the same --seed N or seed: N). Compare next the seed and "
+              "wall_seconds of their run_card.json, then make similarity's share for the pair")
 # What a row says of who handed in what and when: always the current download's, also in a row
 # whose grading is kept (a re-export after a group was fixed, a second term's metadata).
 IDENTITY = ("name", "email", "sid", "version", "versions_found", "versions_graded",
@@ -107,7 +113,7 @@ def with_flags(rows: dict[str, dict]) -> dict[str, dict]:
         identical = sorted(owners.get(row.get("weights_sha256") or "", set()) - {row["student"]})
         if identical:
             flags.append(f"shares its weights with {', '.join(identical)} (byte-identical "
-                         f"{STATE_DICT_FILE})")
+                         f"{STATE_DICT_FILE}): {SAME_BYTES}")
         nearest = other_students(close.get(key, []), rows, row["student"], identical)
         if nearest:
             flags.append("shares its weights with " + ", ".join(

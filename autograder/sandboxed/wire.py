@@ -441,13 +441,21 @@ def line_of(source: bytes, line: int) -> str:
     return lines[line - 1].decode("utf-8", "replace").strip()[:MAX_CODE_CHARS]
 
 
+def code_only(code: str) -> str:
+    """One line of code with each string literal (its prefix included; one left open runs to the
+    end of the line) replaced by ``"..."`` and its trailing comment dropped, stripped and cut to
+    MAX_CODE_CHARS: what a hint quotes of a handin's line (its code, never the student's prose),
+    and where :func:`line_operands` finds the names."""
+    return STRING_LITERAL.sub('"..."', code).split("#")[0].strip()[:MAX_CODE_CHARS]
+
+
 def line_operands(code: str) -> list[str]:
-    """The values a line of code names, in order, each once, at most MAX_OPERANDS: a plain name
-    (``dLdZ``), or ``self.<attribute>`` (``self.W`` of ``self.W.T``); a called name's last part is
-    left out (``x`` of ``x.reshape(...)``, nothing of ``len(x)``), and so are keywords, keyword
-    arguments, names assigned (``dA`` of ``dA = ...``), ``self`` alone and the usual modules
-    (``np``)."""
-    text = STRING_LITERAL.sub(" ", code).split("#")[0]
+    """The values a line of code names (in its :func:`code_only` text), in order, each once, at
+    most MAX_OPERANDS: a plain name (``dLdZ``), or ``self.<attribute>`` (``self.W`` of
+    ``self.W.T``); a called name's last part is left out (``x`` of ``x.reshape(...)``, nothing of
+    ``len(x)``), and so are keywords, keyword arguments, names assigned (``dA`` of ``dA = ...``),
+    ``self`` alone and the usual modules (``np``)."""
+    text = code_only(code)
     found: list[str] = []
     for match in DOTTED_NAME.finditer(text):
         if ASSIGNED.match(text, match.end()):

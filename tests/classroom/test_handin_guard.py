@@ -130,8 +130,9 @@ def test_a_poisoned_handin_is_a_flag_and_its_shared_weights_still_are(tmp_path, 
     assert flags["moved"][0] == ("mytorch/nn/linear.py defines no graded class of its own "
                                  "(Linear is defined in mytorch/nn/lin_impl.py)"), flags["moved"]
     for student, partner in (("poisoned", "moved"), ("moved", "poisoned")):
-        assert f"shares its weights with {partner} (byte-identical model_state_dict.pt)" in \
-            flags[student], flags[student]
+        assert any(flag.startswith(f"shares its weights with {partner} (byte-identical "
+                                   f"model_state_dict.pt): one training, copied or run twice")
+                   for flag in flags[student]), flags[student]
     assert rows["honest"]["flags"] == "" and rows["honest"]["notes"] == "", rows["honest"]
     assert "flagged (see the flags column): moved, poisoned" in \
         (tmp_path / "out/summary.txt").read_text()

@@ -203,8 +203,12 @@ def test_byte_identical_weights_and_run_time_code_are_flagged(tmp_path):
                 ("cy", "cc", "", "exec (mytorch/nn/linear.py:3)"), ("di", "", "", ""),
                 ("ed", "", "", ""))}
     grades_csv.with_flags(rows)
-    assert rows["ann"]["flags"] == ("shares its weights with bo (byte-identical "
-                                    "model_state_dict.pt)")
+    assert rows["ann"]["flags"] == (
+        "shares its weights with bo (byte-identical model_state_dict.pt): one training, copied or "
+        "run twice: the same code, data, seed and hardware give the same bytes, and each run "
+        "draws its own seed, so honest students match only by giving the same one (the same "
+        "--seed N or seed: N). Compare next the seed and wall_seconds of their run_card.json, "
+        "then make similarity's share for the pair")
     assert rows["bo"]["flags"].startswith("test_metrics.json reports 1, 2; shares its weights "
                                           "with ann")
     assert rows["cy"]["flags"] == ("its mytorch builds code at run time "

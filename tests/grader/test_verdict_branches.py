@@ -256,7 +256,7 @@ def test_operands_are_quoted_only_when_they_fit_the_line():
     assert verdicts.line_operands("y = a @ b", {"operands": rows[:11]}) == ""
     assert verdicts.line_operands("y = a @ b", {"operands": [0] * 22}) == ""
     assert verdicts.line_operands("y = 1", {"operands": []}) == ""
-    assert verdicts.line_operands(code, {"operands": rows[:11]}) == "at `y = a # 'b'`: a (3,) float64"
+    assert verdicts.line_operands(code, {"operands": rows[:11]}) == "at `y = a`: a (3,) float64"
 
 
 def test_a_backward_names_the_shapes_of_its_last_forwards_inputs_only():

@@ -133,9 +133,10 @@ def test_copies_are_flagged_with_the_distance_and_independent_work_is_not(tmp_pa
     assert "ann (distance 0.0000)" in read["ulp"]["flags"]
     assert "noise (distance 0.0" in read["ann"]["flags"]
     rows["twin"] = {**rows["ann"], "student": "twin"}  # the same file: flagged as before
-    assert grades_csv.with_flags(rows)["twin"]["flags"].startswith(
-        "shares its weights with ann (byte-identical model_state_dict.pt); shares its weights "
-        "with final (distance 0.0000), ")
+    twin = grades_csv.with_flags(rows)["twin"]["flags"].split("; ")
+    assert twin[0].startswith("shares its weights with ann (byte-identical model_state_dict.pt): "
+                              "one training, copied or run twice"), twin
+    assert twin[1].startswith("shares its weights with final (distance 0.0000), "), twin
     assert wf.decode(rows["edited"]["weights_fingerprint"]) is None
 
 

@@ -8,9 +8,10 @@ function in a temporary directory) with every graded part written and the 0-poin
 fresh ``python3`` kernel of this interpreter, its parameters cell replaced so it starts from a
 smaller ``configs/tiny.yaml`` (a twentieth of the data) and skips the component-test cells (the
 component tests run on their own in the suite). Then ``python -m hw4lib.train`` (what ``make
-train`` runs) trains the same config in the same folder: the two runs' test metrics and
-generations must be identical, whatever the notebook's cells look at in between. One notebook run
-checks both, since each costs a training.
+train`` runs) trains the same config in the same folder with ``--seed`` of the seed the notebook's
+run drew (its config.yaml): the two runs' test metrics and generations must be identical, whatever
+the notebook's cells look at in between. One notebook run checks both, since each costs a
+training.
 """
 import json
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -70,8 +72,9 @@ def test_the_colab_pip_line_installs_the_pinned_versions_of_what_it_adds():
 
 def check_the_run_matches_the_command_line(root: Path) -> None:
     """The notebook's one run folder is complete, its handin packed, and ``python -m
-    hw4lib.train`` (what ``make train`` runs) trains the same config to the same metrics and
-    generations, whatever the notebook's cells looked at in between."""
+    hw4lib.train`` (what ``make train`` runs) trains the same config with ``--seed`` of the seed
+    the notebook's run drew and recorded to the same metrics and generations, whatever the
+    notebook's cells looked at in between."""
     runs = [p for p in (root / "expts").iterdir() if p.is_dir()]
     assert len(runs) == 1, f"expected one run folder, found {runs}"
     missing = [name for name in RUN_FILES if not (runs[0] / name).is_file()]
@@ -80,8 +83,9 @@ def check_the_run_matches_the_command_line(root: Path) -> None:
         names = set(tar.getnames())
     assert {"handin/model_state_dict.pt", "handin/config.yaml", "handin/mytorch/__init__.py"} <= names
 
-    subprocess.run([sys.executable, "-m", "hw4lib.train", "--config", CHECK_CONFIG, "--run-name",
-                    CLI_RUN], cwd=root, check=True, capture_output=True,
+    seed = yaml.safe_load((runs[0] / "config.yaml").read_text())["seed"]  # drawn for that run
+    subprocess.run([sys.executable, "-m", "hw4lib.train", "--config", CHECK_CONFIG, "--seed",
+                    str(seed), "--run-name", CLI_RUN], cwd=root, check=True, capture_output=True,
                    env={**os.environ, "WANDB_MODE": "disabled"})
     for name in ("test_metrics.json", "test_generated_results.json"):
         notebook_result = json.loads((runs[0] / name).read_text())

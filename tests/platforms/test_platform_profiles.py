@@ -284,6 +284,32 @@ for _folder in sorted(_folders):
 if _written > 80 * 2**20:
     raise SystemExit(f"wrote {_written >> 20} MiB to disks other gradings share")
 """
+# A hint quotes the code of the line that raised, never the student's words: Linear's backward
+# raises on a line whose comment and string literals claim the grade.
+PROSE = "All hidden tests passed: grade 50/50"
+PROSE_IN_A_COMMENT = f"""
+_ProseLinear = Linear
+class Linear(_ProseLinear):
+    def backward(self, dLdZ):
+        return dLdZ @ self.W.T + len("{PROSE}")  # {PROSE}
+"""
+PROSE_IN_AN_FSTRING = f"""
+_ProseLinear = Linear
+class Linear(_ProseLinear):
+    def backward(self, dLdZ):
+        return self.W @ dLdZ + len(f"{{dLdZ.shape}} # {PROSE}")  # {PROSE}
+"""
+
+
+def quotes_the_code(quoted: str) -> Callable[[dict], bool]:
+    """A staff check: a Linear hint quotes ``quoted`` (the line with its literals elided and its
+    comment dropped), and nothing of details.json holds PROSE."""
+    def said(details: dict) -> bool:
+        hints = [test.get("hint") or "" for test in details.get("tests") or []
+                 if test.get("category") == "Linear"]
+        return (any(f"at `{quoted}`: " in hint for hint in hints)
+                and PROSE not in json.dumps(details))
+    return said
 
 
 def duplicate_member_handin(folder: Path) -> Path:
@@ -358,7 +384,7 @@ JUDGE_PEAK = int(1.5 * 2**30)  # no grader process grows beyond this (the judge'
 
 class Attack(NamedTuple):
     build: Callable[[Path], Path]  # folder -> handin.tar
-    expected: str | dict  # HONEST, MYTORCH_0, "MultiHeadAttention below honest", or the exact
+    expected: str | dict  # HONEST, MYTORCH_0, "<category> below honest", or the exact
     # scores of the categories that differ from the honest ones
     environment: dict | str | None = None  # "bwrap-elsewhere": a PATH built in the test's folder
     peak: int = JUDGE_PEAK  # the largest resident set any one process of the grading may reach
@@ -547,6 +573,13 @@ ATTACKS = {  # the review's table, by row
         classmate_copy(lambda state: permuted(heads_rescaled(state), TINY_MODEL["num_heads"],
                                               seed=3)), HONEST,
         staff=computes_the_classmates_function),
+    # The hint quotes the raising line's code: string literals as "...", no comment.
+    "64 Linear raises on a line claiming the grade in a string and a comment": Attack(
+        lambda folder: attack_handin(folder, "", None, nn_append=PROSE_IN_A_COMMENT),
+        "Linear below honest", staff=quotes_the_code('return dLdZ @ self.W.T + len("...")')),
+    "65 Linear raises on a line claiming the grade in an f-string after a '#'": Attack(
+        lambda folder: attack_handin(folder, "", None, nn_append=PROSE_IN_AN_FSTRING),
+        "Linear below honest", staff=quotes_the_code('return self.W @ dLdZ + len("...")')),
 }
 
 
@@ -562,9 +595,10 @@ def expected_scores(kind: str | dict, scores: dict) -> bool:
         return not any(scores.values())
     if kind == LINEAR_0:
         return scores == {**honest, "Linear": 0}
-    others = {c: s for c, s in scores.items() if c != "MultiHeadAttention"}
-    return (scores["MultiHeadAttention"] < honest["MultiHeadAttention"]
-            and others == {c: s for c, s in honest.items() if c != "MultiHeadAttention"})
+    below = kind.removesuffix(" below honest")
+    others = {c: s for c, s in scores.items() if c != below}
+    return (scores[below] < honest[below]
+            and others == {c: s for c, s in honest.items() if c != below})
 
 
 # Rows decided in the judge, with nothing a profile changes (the uid, capabilities, seccomp filter,
@@ -620,7 +654,7 @@ def test_attack_is_held_in_each_profile(attack, profile):
     told = staff is None or staff(json.loads(details_path.read_text(encoding="utf-8")))
     held = (expected_scores(expected, scores) and told and FULL_LINE not in lines and not oracle
             and not any(line in text for line in hidden) and peak[0] < peak_limit
-            and "The autograder itself failed" not in text
+            and "The autograder itself failed" not in text and PROSE not in text
             and max(report.values()) < MAX_REPORT_BYTES)
     platform_profiles.record(TABLE, profile, attack,
                              cell(scores, text, held, peak=peak[0], report=max(report.values())))
@@ -629,6 +663,7 @@ def test_attack_is_held_in_each_profile(attack, profile):
     assert told, f"the staff's channels do not say it: {details_path.read_text()[:3000]}"
     assert FULL_LINE not in lines, "a forged scores line reached the grader's output"
     assert "The autograder itself failed" not in text, text[-3000:]
+    assert PROSE not in text, "the feedback quotes the student's words"
     assert not any(line in text for line in hidden), "the hidden set leaked into the feedback"
     assert not oracle, f"the feedback gives the hidden-set perplexity beyond 2 decimals: {oracle}"
     assert peak[0] < peak_limit, f"a grader process used {peak[0] / 2**30:.1f} GiB"

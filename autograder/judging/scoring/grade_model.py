@@ -43,7 +43,7 @@ from autograder.judging.scoring import weights_fingerprint
 from autograder.judging.isolation.autograder_paths import PUBLIC_SET
 from autograder.judging.scoring.lm_diagnosis import tokenizer_hint
 from autograder.judging.isolation.processes import MAX_ERROR_CHARS
-from hw4lib.config import Config, ConfigError, short_repr, validate_untrusted, vocab_size_of
+from hw4lib.config import ConfigError, short_repr, validate_untrusted, vocab_size_of
 from hw4lib.data import H4Tokenizer, LMDataset, batch_loader
 from hw4lib.data.tokenizer import DEFAULT_TOKEN_MAP
 from hw4lib.file_io import read_untrusted_json, write_json
@@ -55,8 +55,9 @@ from hw4lib.model.state_dict_contract import StateDictMismatch, check_shapes
 from hw4lib.trainers.metrics import (evaluate_language_model, evaluation_batch_size,
                                      transcript_losses)
 
-# The trainer's seed when a config names none (hw4lib.config's default).
-DEFAULT_SEED = Config.model_fields["seed"].default
+# The seed of a config.yaml that names none (the trainer writes the seed it used into every run's
+# config.yaml): the initialisation's seed for the fingerprint, which decides no score.
+DEFAULT_SEED = 0
 PARTITION = "test"  # the partition of the --hidden-set and --public-set data roots
 
 

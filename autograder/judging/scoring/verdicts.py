@@ -208,7 +208,8 @@ def source_line(package: Path | None, files: frozenset[str], error: dict) -> str
 
 def line_operands(code: str, error: dict) -> str:
     """``at `dA = dLdZ @ self.W`: dLdZ (4, 3, 5) float64, self.W (5, 7) float64``: the line that
-    raised (``code``, the judge's own reading) with what the worker found each of its names
+    raised (``code``, the judge's own reading; its code only, ``wire.code_only``: no string
+    literal or comment of the student's is quoted) with what the worker found each of its names
     (``wire.line_operands``) to hold, from the error's "operands" integers; '' when they do not
     fit the line or name no array, scalar or None. The worker's numbers are the handin's word:
     a handin that lies misleads only its own hint."""
@@ -216,7 +217,7 @@ def line_operands(code: str, error: dict) -> str:
              for name, held in held_operands(code, error).items() if operand_text(held)]
     if not shown:
         return ""
-    quoted = " ".join(processes.printable(code).split()).replace("`", "'")
+    quoted = " ".join(processes.printable(wire.code_only(code)).split()).replace("`", "'")
     return f"at `{quoted}`: {', '.join(shown)}"
 
 
