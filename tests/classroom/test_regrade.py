@@ -428,8 +428,8 @@ def test_ctrl_c_once_finishes_the_running_gradings_twice_stops_them(tmp_path):
 # one (two true notes of one tampering are both kept); causes: the likely causes, exactly. Each cell is what the
 # handin deserves, whoever wrote the rule.
 FULL = dict(rubric.MYTORCH_RUBRIC)
-# A wrong SDPA scale fails every test that calls SDPA; MHA keeps mha_helpers (its head split and
-# merge) and the refusal of uneven heads, 1 point each, which do not.
+# A wrong SDPA scale fails every test that calls SDPA; MHA keeps mha_helpers' 2 points (its head
+# split and merge, and the refusal of uneven heads), which do not call it.
 WRONG_SCALE = {"Linear": 5, "Softmax": 5, "MultiHeadAttention": 2}
 OWN = "own"
 CLASS_TABLE = {

@@ -215,42 +215,57 @@ def test_shapes_are_checked_before_arithmetic_on_returned_arrays(tmp_path):
     assert peak < 16 * 2**20, f"the judge allocated {peak / 2**20:.0f} MiB for 32 KB arrays"
 
 
-# MultiHeadAttention.__init__ without the given check_heads: E // H floors, uneven heads pass.
+# MultiHeadAttention.__init__ without the given check_heads: E // H floors, uneven heads pass
+# (the reference's own helpers kept).
 ACCEPTS_UNEVEN_HEADS_NN = """
-class MultiHeadAttention:
+from mytorch.nn import MultiHeadAttention as Reference
+class MultiHeadAttention(Reference):
     def __init__(self, embed_dim, num_heads):
-        self.head_dim = embed_dim // num_heads
+        super().__init__(embed_dim // num_heads * num_heads, num_heads)
 """
 # Refusals of other classes: an assert (AssertionError), and a subclass of ValueError.
 ASSERTS_EVEN_HEADS_NN = """
-class MultiHeadAttention:
+from mytorch.nn import MultiHeadAttention as Reference
+class MultiHeadAttention(Reference):
     def __init__(self, embed_dim, num_heads):
         assert embed_dim % num_heads == 0
+        super().__init__(embed_dim, num_heads)
 """
 REFUSES_WITH_A_SUBCLASS_NN = """
+from mytorch.nn import MultiHeadAttention as Reference
 class HeadsError(ValueError):
     pass
-class MultiHeadAttention:
+class MultiHeadAttention(Reference):
     def __init__(self, embed_dim, num_heads):
         if embed_dim % num_heads:
             raise HeadsError(f"{embed_dim} does not split into {num_heads} heads")
+        super().__init__(embed_dim, num_heads)
+"""
+# The helpers unwritten (a stub raises), the given check_heads kept: no point for given code.
+UNWRITTEN_HELPERS_NN = """
+from mytorch.nn import MultiHeadAttention as Reference
+class MultiHeadAttention(Reference):
+    def _split_heads(self, x):
+        raise NotImplementedError
 """
 
 
 def test_heads_that_do_not_divide_embed_dim_must_be_refused_with_a_value_error(tmp_path):
-    """The hidden refusal test, replayed by the worker on the reference (refuses: full points), on
-    an __init__ without the check (0 points, the case named, the hint mha-heads-divisible), on one
-    that asserts (0 points: an AssertionError is not the ValueError asked for) and on one raising
-    a subclass of ValueError (full points)."""
+    """The helpers' test with its refusal of uneven heads, replayed by the worker on the reference
+    (refuses: full points), on an __init__ without the check (0 points, the case named, the hint
+    mha-heads-divisible), on one that asserts (0 points: an AssertionError is not the ValueError
+    asked for), on one raising a subclass of ValueError (full points), and on unwritten helpers
+    with the given check kept (0 points: the refusal alone is given code)."""
     import mytorch.nn as reference
     from autograder.judging.scoring.hidden_tests.diagnosis import hints
     from autograder.judging.scoring.hidden_tests.mytorch_hidden import tests_of
 
     test = [t for t in tests_of("MultiHeadAttention")
-            if t.name == "mha_refuses_heads_that_do_not_divide_embed_dim"]
+            if t.name == "mha_helpers"]
     cases = {"reference": reference, "accepts": stub_namespace(ACCEPTS_UNEVEN_HEADS_NN),
              "asserts": stub_namespace(ASSERTS_EVEN_HEADS_NN),
-             "subclass": stub_namespace(REFUSES_WITH_A_SUBCLASS_NN)}
+             "subclass": stub_namespace(REFUSES_WITH_A_SUBCLASS_NN),
+             "unwritten": stub_namespace(UNWRITTEN_HELPERS_NN)}
     judged = {}
     for name, nn in cases.items():
         (tmp_path / name).mkdir()
@@ -259,7 +274,7 @@ def test_heads_that_do_not_divide_embed_dim_must_be_refused_with_a_value_error(t
         judged[name] = (result, failures[0])
     for name in ("reference", "subclass"):
         result, failure = judged[name]
-        assert result.points == result.max_points == 1 and failure is None, (name, result)
+        assert result.points == result.max_points == 2 and failure is None, (name, result)
     result, failure = judged["accepts"]
     assert result.points == 0 and "MultiHeadAttention(10, 4) was built" in result.message, result
     assert "must raise ValueError" in result.message, result
@@ -268,6 +283,8 @@ def test_heads_that_do_not_divide_embed_dim_must_be_refused_with_a_value_error(t
     result, failure = judged["asserts"]
     assert result.points == 0 and "AssertionError" in result.message, result
     assert hints("MultiHeadAttention", {test[0].name: failure}) == {}, "an assert is no refusal"
+    result, failure = judged["unwritten"]
+    assert result.points == 0 and failure is not None, result
 
 
 def test_the_finite_difference_mask_hides_a_key_and_keeps_a_softmax_that_is_not_one_hot():

@@ -321,11 +321,19 @@ def mha_fully_masked_rows(p: Program, rng: Generator) -> Check:
     return check
 
 
-@hidden_test("MultiHeadAttention", 1)
+# (embed_dim, num_heads) that do not split: E // H would floor, and features would belong to no
+# head (10 // 4 = 2 leaves 2 of 10), or heads would be cut in the middle of one (6, 4).
+UNEVEN_HEADS = ((10, 4), (6, 4), (7, 2))
+
+
+@hidden_test("MultiHeadAttention", 2)
 def mha_helpers(p: Program, rng: Generator) -> Check:
-    """_split_heads, _concat_heads and _merge_masks on their own."""
+    """_split_heads, _concat_heads and _merge_masks on their own, and MultiHeadAttention(E, H)
+    with E not divisible by H refused with ValueError when built (the given check_heads: with the
+    helpers, so that no point is earned by given code alone)."""
     N, T, E, H, L, S = 3, 4, 12, 4, 2, 5
     mha = p.new("MultiHeadAttention", E, H)
+    refused = [(E, H, p.new_refused("MultiHeadAttention", E, H)) for E, H in UNEVEN_HEADS]
     x = rng.standard_normal((N, T, E))
     heads = p.call(mha, "_split_heads", x)
     expected = np.stack([x[:, :, h * (E // H):(h + 1) * (E // H)] for h in range(H)], axis=1)
@@ -359,21 +367,8 @@ def mha_helpers(p: Program, rng: Generator) -> Check:
                              f"union", "mask")
         expect(r[nothing] is None or not np.any(r[nothing]),
                "_merge_masks(None, None) must mask nothing")
-    return check
-
-
-# (embed_dim, num_heads) that do not split: E // H would floor, and features would belong to no
-# head (10 // 4 = 2 leaves 2 of 10), or heads would be cut in the middle of one (6, 4).
-UNEVEN_HEADS = ((10, 4), (6, 4), (7, 2))
-
-
-@hidden_test("MultiHeadAttention", 1)
-def mha_refuses_heads_that_do_not_divide_embed_dim(p: Program, rng: Generator) -> Check:
-    """MultiHeadAttention(E, H) with E not divisible by H raises ValueError when built."""
-    refused = [(E, H, p.new_refused("MultiHeadAttention", E, H)) for E, H in UNEVEN_HEADS]
-
-    def check(r):
         for E, H, ref in refused:
             expect(bool(r[ref]), f"MultiHeadAttention({E}, {H}) was built: embed_dim {E} does "
                    f"not split into {H} heads, so it must raise ValueError", "refusal")
     return check
+
