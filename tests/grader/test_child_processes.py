@@ -94,7 +94,8 @@ def test_the_judge_runs_under_an_address_space_limit(tmp_path):
 
 
 THREADS_AS = """
-import os, sys, threading
+import ctypes, os, sys, threading
+ctypes.CDLL(None).prctl(15, ctypes.c_char_p(b"\\xff\\xfe("), 0, 0, 0)  # a name that is not UTF-8
 os.setgid(int(sys.argv[1])); os.setuid(int(sys.argv[1]))
 for _ in range(int(sys.argv[2])):
     threading.Thread(target=threading.Event().wait, daemon=True).start()
@@ -105,6 +106,7 @@ sys.stdin.read()
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs a root judge (to start tasks as another uid)")
 def test_uid_tasks_counts_every_thread_of_that_uid_only():
+    """Its main thread and 6 more, in a process whose name is not UTF-8 (a scan reads any name)."""
     uid = sandbox_modes.grading_uid()  # a uid no process runs as
     assert processes.uid_tasks(uid) == 0
     child = subprocess.Popen([sys.executable, "-c", THREADS_AS, str(uid), "6"],

@@ -35,13 +35,13 @@ def uid_tasks(uid: int) -> int:
     read from /proc (tasks that end while they are read are skipped)."""
     count = 0
     for status in glob.glob("/proc/[0-9]*/status"):
-        try:
-            fields = dict(line.split(":", 1) for line in Path(status).read_text().splitlines()
-                          if ":" in line)
+        try:  # bytes: a task's name may be any bytes, UTF-8 or not
+            fields = dict(line.split(b":", 1) for line in Path(status).read_bytes().splitlines()
+                          if b":" in line)
         except OSError:
             continue
-        if int(fields["Uid"].split()[0]) == uid:
-            count += int(fields["Threads"])
+        if int(fields[b"Uid"].split()[0]) == uid:
+            count += int(fields[b"Threads"])
     return count
 OUTPUT_HEAD_BYTES = 4_000
 OUTPUT_TAIL_BYTES = 8_000
