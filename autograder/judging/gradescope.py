@@ -111,7 +111,7 @@ def find_handin(submission: Path) -> Path | None:
         return None
     candidates = [p for p in submission.glob("*") if p.is_file()
                   and p.name.endswith(HANDIN_ARCHIVE_SUFFIXES)]
-    return candidates[0] if len(candidates) == 1 else None
+    return candidates.pop() if len(candidates) == 1 else None
 
 
 def results_payload(scores: dict[str, float], report: GradingReport, summary: str,

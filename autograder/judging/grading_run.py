@@ -125,8 +125,8 @@ def judge_with_make(grading: Path, grader_flags: str, python: str, gradings: int
     # its timeout is killed whole.
     process = subprocess.Popen(make_command(grading, grader_flags, python), cwd=grading,
                                env=make_environment(gradings), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               errors="replace", start_new_session=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               errors="replace", start_new_session=True)  # errors=: text pipes
     if started is not None:
         started(process)
     try:
@@ -173,8 +173,10 @@ def judge_forked(grading: Path, grader_flags: str, gradings: int, timeout: float
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        with open(output_file, encoding=locale.getpreferredencoding(False),
-                  errors="replace") as read:  # as subprocess's text mode reads make's
+        # Read as subprocess's text mode reads make's output. True would set the environment's
+        # LC_CTYPE first: the same encoding, since nothing in the regrade changes its locale.
+        encoding = locale.getpreferredencoding(False)  # pragma: no mutate (equivalent: above)
+        with open(output_file, encoding=encoding, errors="replace") as read:
             output = read.read()
     finally:
         output_file.unlink()
