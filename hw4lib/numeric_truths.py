@@ -44,7 +44,7 @@ def difference_features(actual: np.ndarray, expected: np.ndarray,
     if not np.any(actual) and np.any(expected):
         found.add("zero")
     if actual.shape != expected.shape:
-        if actual.shape[-expected.ndim:] == expected.shape and actual.ndim > expected.ndim:
+        if actual.shape[-expected.ndim:] == expected.shape:  # the shapes differ: more axes
             found.add("unreduced")
         if actual.size == expected.size and _same_numbers(actual, expected, tolerance):
             found.add("reshaped")
@@ -108,8 +108,8 @@ def mask_with_visible_keys(rng: np.random.Generator, shape: tuple,
 def finite_difference_mask(rng: np.random.Generator, shape: tuple) -> np.ndarray:
     """Bool mask (..., L, S), S >= 3, for a small finite-difference test: every row hides one key
     at least and keeps one, so that no draw leaves a wrong masking unseen; the first row of each
-    batch keeps exactly two, so that no draw makes every softmax one-hot (then dQ and dK are 0
-    whatever scale the backward uses)."""
+    batch hides exactly one (with S = 3 it keeps two), so that no draw makes every softmax one-hot
+    (then dQ and dK are 0 whatever scale the backward uses)."""
     S = shape[-1]
     keep = rng.integers(0, S, size=(*shape[:-1], 1))
     hide = (keep + rng.integers(1, S, size=keep.shape)) % S
@@ -135,7 +135,8 @@ def torch_multihead_attention(weights: list[np.ndarray],
     """float64 ``torch.nn.MultiheadAttention(batch_first=True)`` holding ``weights``, given in the
     order of ``MultiHeadAttention.init_weights``: [Wq, bq, Wk, bk, Wv, bv, Wo, bo]."""
     Wq, bq, Wk, bk, Wv, bv, Wo, bo = (torch.from_numpy(np.asarray(w, np.float64)) for w in weights)
-    reference = torch.nn.MultiheadAttention(Wq.shape[0], num_heads, batch_first=True,
+    embed_dim = Wq.shape[0]  # pragma: no mutate (equivalent: Wq is square, (E, E))
+    reference = torch.nn.MultiheadAttention(embed_dim, num_heads, batch_first=True,
                                             dtype=torch.float64)
     with torch.no_grad():
         reference.in_proj_weight.copy_(torch.cat([Wq, Wk, Wv]))
