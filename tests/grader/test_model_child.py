@@ -96,3 +96,28 @@ def test_launch_runs_the_parked_child_when_given_else_a_fresh_command(tmp_path, 
                       {"cwd": AUTOGRADE_ROOT, "env": expected[0], "timeout": 7.5,
                        "limits": expected[1]})]
     assert len(parked.runs) == 1
+
+
+PARK = """
+import threading
+from autograder.judging.scoring import model_child
+from autograder.judging.scoring.report import GradingReport
+
+report = GradingReport()
+model_child.park_model_child(report).close()
+print(report.model_child)
+stop = threading.Event()
+thread = threading.Thread(target=stop.wait)
+thread.start()
+print(model_child.park_model_child(report), report.model_child)
+stop.set()
+"""
+
+
+def test_the_model_child_is_forked_unless_a_thread_runs_then_started_fresh():
+    printed = subprocess.run([sys.executable, "-c", PARK], cwd=AUTOGRADE_ROOT, check=True,
+                             capture_output=True, text=True, timeout=120).stdout
+    assert printed.splitlines() == [
+        "forked from the judge",
+        "None started fresh: this process had 2 threads when it forked (an OpenMP team, or "
+        "another thread that a fork does not stop)"]

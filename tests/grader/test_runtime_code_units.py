@@ -35,6 +35,9 @@ CASES = {
     "from .nn import marshal\nmarshal.loads(b)\n": [],
     # Builtins read by name; a parameter of that name is the caller's value.
     "exec(text)\n": [("exec", 1)],
+    "m = __import__('os')\n": [("__import__", 1)],
+    "code = compile(text, 'x', 'exec')\n": [("compile", 1)],
+    "__builtins__['eval']\nf.__builtins__\n": [("__builtins__", 1), ("__builtins__", 2)],
     "def forward(self, x, eval=False):\n    return eval(x)\n": [],
     "def forward(self, x, *, compile=None):\n    if compile:\n        return compile\n": [],
     "global eval\ndef forward(self, x, eval=False):\n    return eval(x)\n": [("eval", 3)],
