@@ -53,6 +53,10 @@ PACKAGE = {
         "import Imported\n"                             # 25
         "class Named:\n    pass\n"                      # 26
         "from .a import B as Named\n"                   # 28
+        "class Attribute:\n    pass\n"                 # 29
+        "Attribute = a.B\n"                             # 31
+        "from p.a import A as Absolute\n"               # 32
+        "from numpy import zeros\n"                     # 33
     ),
     "p/stars.py": (
         "from .a import *\n"                            # 1
@@ -83,6 +87,7 @@ WHERE = {
     "p.kinds.Mod": ("p/a.py", 3), "p.kinds.Unbound": None, "p.kinds.Klass": None,
     "p.kinds.Annotated": ("p/kinds.py", 21), "p.kinds.AnnFollow": ("p/a.py", 1),
     "p.kinds.Imported": None, "p.kinds.Named": ("p/a.py", 3),
+    "p.kinds.Attribute": ("p/a.py", 3), "p.kinds.Absolute": ("p/a.py", 1), "p.kinds.zeros": None,
     "p.stars.A": ("p/c.py", 3), "p.stars.B": ("p/stars.py", 4), "p.stars.C": ("p/c.py", 1),
     "p.stars.Before": ("p/c.py", 1), "p.stars.x": ("p/empty.py", 1),
     "p.branches.A": ("p/branches.py", 4), "p.branches.B": ("p/branches.py", 10),
