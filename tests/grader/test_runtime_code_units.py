@@ -92,3 +92,38 @@ def test_a_run_of_escaped_bytes_is_a_blob_from_50_escapes(count, found):
     literal = "r'" + "\\x4f" * count + "'"
     assert runtime_code({PATH: f"x = {literal}\n"}) == (
         [f"an encoded blob ({PATH}:1)"] if found else [])
+
+
+# Each family the worker's audit hook refuses (autograder/sandboxed/refusals.py), by one use.
+FAMILIES = [
+    "marshal.loads", "zlib.decompress", "base64.b64decode", "codecs.decode", "importlib.util",
+    "importlib.machinery", "importlib.abc", "importlib.spec_from_loader",
+    "importlib.module_from_spec", "types.CodeType", "types.FunctionType", "types.LambdaType",
+    "builtins.exec", "lzma.decompress", "bz2.decompress", "pickle.loads", "pickle.load",
+    "copyreg.pickle", "ctypes.memmove", "_ctypes.call_function", "runpy.run_path",
+    "zipimport.zipimporter", "_imp.create_dynamic", "subprocess.Popen",
+    "_posixsubprocess.fork_exec", "pty.spawn", "gc.get_objects", "gc.get_referrers",
+    "gc.get_referents", "sys._getframe", "sys.meta_path", "sys.path_hooks", "sys.modules",
+    "sys.settrace", "sys.setprofile", "os.system", "os.popen", "os.posix_spawn", "os.posix_spawnp",
+    "os.execl", "os.execle", "os.execlp", "os.execlpe", "os.execv", "os.execve", "os.execvp",
+    "os.execvpe", "os.spawnl", "os.spawnle", "os.spawnlp", "os.spawnlpe", "os.spawnv",
+    "os.spawnve", "os.spawnvp", "os.spawnvpe"]
+# Their harmless neighbours.
+NEIGHBOURS = ["zlib.compress", "codecs.encode", "importlib.import_module", "types.SimpleNamespace",
+              "lzma.compress", "bz2.compress", "pickle.dumps", "pty.openpty", "gc.collect",
+              "sys.version", "os.path", "os.getcwd"]
+INTERPRETER = ["__code__", "gi_code", "cr_code", "f_code", "f_globals", "f_locals", "f_back",
+               "__globals__", "__subclasses__", "__builtins__"]
+
+
+@pytest.mark.parametrize("used", FAMILIES + NEIGHBOURS)
+def test_each_family_of_the_audit_hook_is_named_and_its_neighbours_are_not(used):
+    module, attribute = used.split(".")
+    found = runtime_code({PATH: f"import {module}\nx = {module}.{attribute}\n"})
+    assert found == ([f"{used} ({PATH}:2)"] if used in FAMILIES else []), found
+
+
+@pytest.mark.parametrize("attribute", INTERPRETER)
+def test_each_interpreter_object_is_named_by_attribute_and_by_getattr(attribute):
+    found = runtime_code({PATH: f"x = f.{attribute}\ny = getattr(f, '{attribute}')\n"})
+    assert found == [f"{attribute} ({PATH}:1)", f"{attribute} ({PATH}:2)"]
