@@ -71,6 +71,7 @@ PACKAGE = {
         "if A:\n    class B:\n        pass\nelse:\n    B = 2\n"                          # 6-10
         "with open('x') as f:\n    class W:\n        pass\n"                            # 11-13
         "try:\n    pass\nfinally:\n    F = 3\n"                                         # 14-17
+        "try:\n    pass\nexcept* ValueError:\n    class S:\n        pass\n"              # 18-22
     ),
 }
 
@@ -92,6 +93,7 @@ WHERE = {
     "p.stars.Before": ("p/c.py", 1), "p.stars.x": ("p/empty.py", 1),
     "p.branches.A": ("p/branches.py", 4), "p.branches.B": ("p/branches.py", 10),
     "p.branches.W": ("p/branches.py", 12), "p.branches.F": ("p/branches.py", 17),
+    "p.branches.S": ("p/branches.py", 21),
 }
 
 
