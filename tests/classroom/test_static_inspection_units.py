@@ -18,6 +18,7 @@ import pytest
 
 from autograder.judging.intake import mytorch_resolver, static_inspection
 from autograder.judging.intake.static_inspection import Inspection
+from tests.classroom.similarity_classes import POISON
 
 NN = "mytorch/nn"
 GRADED_INIT = ("from .linear import Linear\nfrom .activation import Softmax\n"
@@ -81,6 +82,17 @@ def test_a_handin_s_code_made_at_run_time_is_read_from_every_file(tmp_path):
     assert inspection.runtime == [f"exec ({NN}/b.py:1)", f"marshal.loads ({NN}/c.py:2)"]
     assert inspection.findings == []
     assert sorted(inspection.sources) == sorted(files)
+
+
+def test_a_file_that_ends_the_parse_is_one_finding_though_both_scans_read_it(tmp_path):
+    """The package imports Softmax from deep.py, which the run-time scan and the resolver both
+    parse."""
+    files = written(tmp_path, {**HONEST, f"{NN}/__init__.py": GRADED_INIT + "from .deep import Softmax\n",
+                               f"{NN}/deep.py": POISON[f"{NN}/deep.py"]})
+    inspection = static_inspection.inspect_mytorch(files)
+    assert inspection.findings == [
+        f"{NN}/deep.py could not be inspected (RecursionError: maximum recursion depth exceeded "
+        f"during ast construction)", f"{moved('activation')} (Softmax cannot be traced)"]
 
 
 # ------------------------------------------------------------------------------------------------
