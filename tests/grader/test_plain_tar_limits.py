@@ -65,6 +65,18 @@ def test_members_add_up_to_at_most_200_mib(tmp_path, size, problem):
     assert copied(tmp_path, header("big.pt", size)) == stopped(problem)
 
 
+@pytest.mark.parametrize("size, shown", [
+    (2**30, "1024"),   # octal 10000000000: a first digit '1' (0x31) is no base-256 mark
+    (8**11 - 1, "8192"),  # octal 77777777777, the largest an octal field holds
+    (256**10, f"{2**60}"),  # base-256 (tarfile past 8 GiB): its first byte after the mark is 1
+])
+def test_a_size_past_the_limit_is_read_whole_in_the_note(tmp_path, size, shown):
+    """A header's size read as the format says: octal up to 8 GiB - 1, GNU base-256 beyond."""
+    assert copied(tmp_path, header("big.pt", size)) == stopped(
+        f"members adding up to more than 200 MiB ('big.pt', {shown} MiB, and what follows it "
+        f"are not graded)")
+
+
 def test_a_file_without_one_tar_header_is_refused(tmp_path):
     with pytest.raises(HandinError, match=r"handin.tar is not a tar archive \(a damaged header\)"):
         copied(tmp_path, b"x" * BLOCK)
@@ -132,6 +144,8 @@ def test_a_header_checksum_is_read_as_tar_writes_it_unsigned_or_signed():
     (b"00000000017\0", 0o17),                                  # octal
     (b"           \0", 0),                                     # blank: no data
     (b"\x80" + (300 * MIB).to_bytes(11, "big"), 300 * MIB),    # GNU base-256
+    (b"\x80\x01" + bytes(10), 256**10),                          # every byte after the mark
+    (b"10000000000\0", 2**30),                                 # octal, a first digit '1'
     (b"\xff" + bytes(11), None),                               # a negative base-256 number
     (b"0000000009x\0", None),
 ])

@@ -293,3 +293,30 @@ def test_a_member_past_the_limit_is_named_with_its_ustar_prefix(tmp_path):
     assert found == stopped(0, f"members adding up to more than 200 MiB "
                                f"({plain_tar.quoted(f'{prefix}/{name}')}, 200 MiB, and what "
                                f"follows it are not graded)")
+
+
+def over_limit(name: str, prefix: bytes = b"", magic: bytes = b"ustar\x0000",
+               padding: bytes = bytes(12)) -> bytes:
+    """A header of a 200 MiB member (past the limit): ``name`` in its name field, ``prefix`` in
+    its prefix field (345-500), ``magic`` and version at 257-265, ``padding`` at 500-512."""
+    info = tarfile.TarInfo(name)
+    info.size = 200 * 2**20
+    block = bytearray(info.tobuf(format=tarfile.USTAR_FORMAT))
+    block[257:265], block[345:345 + len(prefix)], block[500:512] = magic, prefix, padding
+    return with_checksum(block)
+
+
+@pytest.mark.parametrize("header, shown", [
+    (over_limit("a.pt"), "a.pt"),                                  # no prefix: no slash
+    (over_limit("a.pt", b"handin"), "handin/a.pt"),
+    (over_limit("a.pt", b"handin", magic=b"ustar  \0"), "a.pt"),   # GNU: no prefix field there
+    (over_limit("a.pt", b"handin", magic=b"ustas\x0000"), "a.pt"),
+    (over_limit("a.pt", b"p" * 155, padding=b"X" * 12), f"{'p' * 155}/a.pt"),  # the pad is no name
+    (over_limit("a.pt", b"hand\0in\0x"), "hand/a.pt"),            # up to the first NUL
+])
+def test_a_member_past_the_limit_is_named_from_its_name_and_ustar_prefix_fields(tmp_path,
+                                                                                   header, shown):
+    found, _ = normalized(tmp_path, header)
+    assert found == stopped(0, f"members adding up to more than 200 MiB "
+                               f"({plain_tar.quoted(shown)}, 200 MiB, and what follows it are "
+                               f"not graded)")

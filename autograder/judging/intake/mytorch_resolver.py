@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import bisect
 import collections
+import heapq
 import operator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -43,12 +44,12 @@ MAX_DEFINITIONS = 500  # definitions a part's document holds
 
 class Binding(NamedTuple):
     """A statement of a module that binds a name: its index, the import alias that binds it (None
-    for a class, a function or an assignment), and whether an assignment binds the bare name
-    (``A = ...``, not ``A, B = ...``)."""
+    for a class, a function or an assignment), and whether it is an assignment of the bare name
+    (``A = ...``, not ``A, B = ...``: the one whose value is followed)."""
 
     index: int
-    alias: ast.alias | None
-    bare: bool
+    alias: ast.alias | None = None
+    bare: bool = False
 
 
 INDEX = operator.attrgetter("index")
@@ -70,7 +71,7 @@ def indexed(tree: ast.Module) -> Module:
     stars = []
     for index, node in enumerate(statements):
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            bindings.setdefault(node.name, []).append(Binding(index, None, True))
+            bindings.setdefault(node.name, []).append(Binding(index))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             bare = {target.id for target in targets if isinstance(target, ast.Name)}
@@ -80,11 +81,11 @@ def indexed(tree: ast.Module) -> Module:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 if alias.name == "*":
-                    stars.append(Binding(index, alias, False))
+                    stars.append(Binding(index, alias))
                 else:
                     bound = alias.asname or (alias.name if isinstance(node, ast.ImportFrom)
                                              else alias.name.partition(".")[0])
-                    bindings.setdefault(bound, []).append(Binding(index, alias, False))
+                    bindings.setdefault(bound, []).append(Binding(index, alias))
     return Module(statements, bindings, stars)
 
 
@@ -151,7 +152,7 @@ class Resolver:
             return found is not None, found
         if isinstance(node, ast.Import):
             return True, None
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and binding.bare and node.value:
+        if binding.bare and node.value:
             dotted = dotted_name(node.value)
             if dotted and "." not in dotted:
                 return True, self.resolve(module, dotted, binding.index, depth + 1)
@@ -203,16 +204,9 @@ def last_first(own: list[Binding], stars: list[Binding], before: int | None):
     """The bindings of ``own`` and ``stars`` (each by index) before statement ``before`` (all when
     None), the last first."""
     end = len(own) if before is None else bisect.bisect_left(own, before, key=INDEX)
-    star_end = (len(stars) if before is None
-                else bisect.bisect_left(stars, before, key=INDEX))
-    i, j = end - 1, star_end - 1
-    while i >= 0 or j >= 0:
-        if j < 0 or (i >= 0 and own[i].index > stars[j].index):
-            yield own[i]
-            i -= 1
-        else:
-            yield stars[j]
-            j -= 1
+    star_end = len(stars) if before is None else bisect.bisect_left(stars, before, key=INDEX)
+    return heapq.merge(map(own.__getitem__, reversed(range(end))),
+                       map(stars.__getitem__, reversed(range(star_end))), key=INDEX, reverse=True)
 
 
 def top_level(body: list[ast.stmt]):

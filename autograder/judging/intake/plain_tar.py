@@ -224,7 +224,7 @@ def _checksum_ok(block: bytes) -> bool:
 def _header_name(block: bytes) -> str:
     """The name a ustar header holds (its prefix, then its name; a GNU long name's own record
     precedes it, and only its first 100 characters are here)."""
-    name, prefix = (field.split(b"\0", 1)[0].decode("utf-8", "replace")
+    name, prefix = (field.partition(b"\0")[0].decode("utf-8", "replace")
                     for field in (block[0:100], block[345:500]))
     return f"{prefix}/{name}" if prefix and block[257:263] == b"ustar\0" else name
 

@@ -167,10 +167,10 @@ def inspect_handin(files: dict[str, Path]) -> tuple[list[str], list[str]]:
     if threading.current_thread() is not threading.main_thread():
         return findings_of(*guarded("its mytorch", inspect_mytorch, files))
 
-    running = [True]  # a signal already pending when the inspection ends must not raise
+    ended = threading.Event()  # a signal already pending when the inspection ends must not raise
 
     def out_of_time(signum, frame):
-        if running[0]:
+        if not ended.is_set():
             raise OutOfTime
 
     previous = signal.signal(signal.SIGALRM, out_of_time)
@@ -180,7 +180,7 @@ def inspect_handin(files: dict[str, Path]) -> tuple[list[str], list[str]]:
     except OutOfTime:
         return findings_of(None, f"its mytorch could not be inspected within {INSPECTION_S:g} s")
     finally:
-        running[0] = False
+        ended.set()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
