@@ -90,8 +90,8 @@ def test_members_are_paired_up_field_by_field_and_an_autolab_row_s_address_is_it
         {"name": "", "email": "ann@x.edu", "sid": ""}]
     assert members_of({"student": "ann@x.edu", "email": "Ann@X.edu"})[0]["email"] == "Ann@X.edu"
     assert members_of({"student": "ann", "email": ""})[0]["email"] == ""
-    assert members_of({"student": "ann@x.edu", "email": "; b@x.edu"}) == [
-        {"name": "", "email": "", "sid": ""}, {"name": "", "email": "b@x.edu", "sid": ""}]
+    assert members_of({"student": "ann@x.edu", "email": "; b@x.edu", "sid": " 1 ; 2"}) == [
+        {"name": "", "email": "", "sid": "1"}, {"name": "", "email": "b@x.edu", "sid": "2"}]
 
 
 @pytest.mark.parametrize("name, student, version, suffix", [
@@ -134,9 +134,11 @@ def test_files_and_folders_that_are_no_handin_are_skipped_and_later_ones_found(t
     (tmp_path / "a_other/readme.md").write_text("no archive")
     folder_with(tmp_path, "bo", b"bo")
     (tmp_path / "cy_2_handin.tar").write_bytes(b"cy")
+    (tmp_path / "di.tar").write_bytes(b"di")
     found = find_handins(tmp_path)
     assert {key: (h.path.name, h.version, h.note) for key, h in found.items()} == {
-        "bo": ("handin.tar", "", ""), "cy": ("cy_2_handin.tar", "2", "")}
+        "bo": ("handin.tar", "", ""), "cy": ("cy_2_handin.tar", "2", ""),
+        "di": ("di.tar", "", "")}
     assert capsys.readouterr().err == ("skipped a_other/: no handin.tar and not exactly one tar "
                                        "or zip in it\n")
     with pytest.raises(SystemExit, match="is not a folder: give the folder of a bulk download"):
