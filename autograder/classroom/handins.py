@@ -3,6 +3,7 @@
 versions)."""
 from __future__ import annotations
 
+import math
 import re
 import sys
 import zipfile
@@ -20,8 +21,7 @@ GRADESCOPE_METADATA = "submission_metadata.yml"
 MEMBER_FIELDS = ("name", "email", "sid")
 MEMBER_SEPARATOR = "; "  # between a group's members in each of MEMBER_FIELDS
 VERSION_CHOICES = ("latest", "all")
-_SUFFIX = "(?P<suffix>" + "|".join(map(re.escape, sorted(HANDIN_ARCHIVE_SUFFIXES, key=len,
-                                                           reverse=True))) + ")"
+_SUFFIX = "(?P<suffix>" + "|".join(map(re.escape, HANDIN_ARCHIVE_SUFFIXES)) + ")"
 # An Autolab download member: <student>_<version>_<file name>, maybe with a browser's " (1)".
 AUTOLAB_NAME = re.compile(r"(?P<student>.+)_(?P<version>\d+)_(?P<file>[^_]+?)(?: ?\(\d+\))?"
                           + _SUFFIX)
@@ -95,8 +95,10 @@ def members_of(row: Mapping[str, str]) -> list[dict[str, str]]:
     count = max(map(len, lists))
     members = [{field: (values[index] if index < len(values) else "").strip()
                 for field, values in zip(MEMBER_FIELDS, lists)} for index in range(count)]
-    if count == 1 and not members[0]["email"] and "@" in (row.get("student") or ""):
-        members[0]["email"] = row["student"]
+    if count == 1:
+        [member] = members
+        if not member["email"] and "@" in (row.get("student") or ""):
+            member["email"] = row["student"]
     return members
 
 
@@ -188,12 +190,14 @@ def find_handins(folder: Path, versions: str = "latest",
         by_student.setdefault(handin.student, []).append(handin)
     handins = {}
     for student, found in by_student.items():
-        found.sort(key=lambda h: (int(h.version) if h.version else -1, h.submitted_at))
+        # a handin without a version (Gradescope's) before every numbered one
+        found.sort(key=lambda h: (int(h.version) if h.version else -math.inf, h.submitted_at))
         for handin in found:
             handin.versions_found = len(found)
-        for handin in (found if versions == "all" else found[-1:]):
-            key = f"{student}#{handin.version}" if versions == "all" and handin.version else student
-            handins[key] = handin
+        if versions == "all":
+            handins.update({f"{student}#{h.version}" if h.version else student: h for h in found})
+        else:
+            handins[student] = found[-1]
     return handins
 
 
@@ -211,12 +215,14 @@ def one_copy(copies: list[Handin]) -> Handin:
     student in both layouts, a Gradescope resubmission): identical copies are one; of different
     ones, the latest submitted when each has a submission time, else the newest file, with a
     note."""
-    if len(copies) == 1:
-        return copies[0]
+    first, *others = copies
+    if not others:  # one copy: nothing to compare, no file to hash
+        return first
     digests = {file_sha256(copy.path) for copy in copies}
     times = [submitted_time(copy.submitted_at) for copy in copies]
     by_time = None not in times
-    newest = max(zip(copies, times), key=lambda pair: (pair[1] if by_time else 0.0,
+    # without every time, None: equal for every copy, so the file times alone decide
+    newest = max(zip(copies, times), key=lambda pair: (pair[1] if by_time else None,
                                                        pair[0].path.stat().st_mtime))[0]
     if len(digests) > 1:
         names = ", ".join(f"{c.path.parent.name}/" if by_time else c.path.name for c in copies)

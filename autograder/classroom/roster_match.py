@@ -65,7 +65,8 @@ def match(member: dict[str, str], index: dict[str, list[int]], domains: tuple[st
                     f"{found[1]} and {shown} reach different roster rows (correct the SID or "
                     f"email on the platform)")
         elif len(hits) == 1:
-            found = hits[0], shown
+            [position] = hits
+            found = position, shown
         else:
             tried.append(f"{shown} is on {len(hits)} roster rows" if hits else
                          f"{shown} is not in the aliases file" if rule == "alias" else
