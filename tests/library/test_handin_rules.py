@@ -180,6 +180,7 @@ def test_a_config_without_a_subset_is_measured_on_the_whole_split(tmp_path, caps
     found = handin.measured_test_set(
         {"data": {"root": "data"}}, {"num_chars": sum(map(len, LINES))}, tmp_path)
     assert found["subset"] == 1.0 and found["transcripts"] == len(LINES)
+    assert found["split"] == "test"
 
 
 # ---------------------------------------------------------------- the run card's numbers
@@ -223,6 +224,14 @@ def test_a_sample_that_reaches_the_detection_exactly_is_enough(monkeypatch):
     """10 transcripts, 1 tampered: k of them catch it with probability k / 10 exactly."""
     monkeypatch.setattr(handin_format, "SAMPLE_DETECTION", 0.5)
     assert sample_size(10) == 5
+
+
+def test_each_seed_draws_its_own_sorted_sample():
+    drawn = handin_format.sample_transcripts(60, 3)
+    assert drawn == sorted(drawn) and len(set(drawn)) == len(drawn) == sample_size(60)
+    assert drawn == handin_format.sample_transcripts(60, 3)
+    assert drawn != handin_format.sample_transcripts(60, 4)
+    assert all(0 <= index < 60 for index in drawn)
 
 
 def test_the_lowest_losses_per_character_are_re_measured():
