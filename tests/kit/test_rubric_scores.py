@@ -266,3 +266,18 @@ def test_collect_groups_tagged_tests_in_line_order_and_refuses_typos():
                               **{kind: ("A",)}))
         collect(module_of(RUBRIC={"A": 1, "B": 0}, test_a=tagged("A"), test_b=tagged("B"),
                           **{kind: ("B",)}))
+
+
+def test_a_device_failure_names_only_the_first_copy_made_on_the_cpu():
+    """Two ``.cpu()`` copies of a meta input: the message names the first, once."""
+    import torch
+
+    from tests.testing_framework import check_built_on_input_device
+
+    def build(device):
+        x = torch.ones(2, 3, device=device)
+        return x.cpu() + x.cpu()
+
+    with pytest.raises(AssertionError) as failure:
+        check_built_on_input_device(build, "the sum")
+    assert str(failure.value).count("from a copy on the CPU made by") == 1, failure.value
