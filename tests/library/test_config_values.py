@@ -197,6 +197,16 @@ def test_an_error_names_the_key_path_and_what_it_must_be():
         validate_config([])
 
 
+def test_the_known_keys_are_those_of_the_section_holding_the_key():
+    from hw4lib.config import Config, _known_keys
+
+    assert _known_keys(Config, ("optimizer", "adam", "bogus")) == ["betas", "eps", "amsgrad"]
+    assert _known_keys(Config, ("training", "epochs", "bogus")) == []     # under a plain int
+    assert _known_keys(Config, ("generation", "fast", "bogus")) == []     # a strategy's own name
+    with pytest.raises(ConfigError, match=r"'generation.fast.bogus' is unknown; known keys: \[\]"):
+        validate_config(with_value("generation", {"fast": {"method": "beam", "bogus": 1}}))
+
+
 def test_a_long_value_is_quoted_short():
     with pytest.raises(ConfigError) as raised:
         validate_config(with_value("training.epochs", "x" * 100))
