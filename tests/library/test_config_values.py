@@ -215,6 +215,7 @@ def test_a_long_value_is_quoted_short():
     assert config_module.short_repr({1: 1, 2: 2, 3: 3, 4: 4, 5: 5}) == "{1: 1, 2: 2, 3: 3, 4: 4, ...}"
     assert config_module.short_repr(3 ** 100)[:10] == str(3 ** 100)[:10]
     assert len(config_module.short_repr(3 ** 100)) == 40
+    assert config_module.short_repr(b"y" * 100) == "b'" + "y" * 16 + "..." + "y" * 18 + "'"  # 40
 
 
 def test_a_base_chain_merges_section_by_section(tmp_path):
