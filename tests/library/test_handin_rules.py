@@ -130,6 +130,16 @@ def vocab() -> int:
     return H4Tokenizer(DEFAULT_TOKEN_MAP, "char").vocab_size
 
 
+def test_weights_that_are_not_a_dict_of_tensors_are_refused(tmp_path):
+    for name, state, words in (("list", [1, 2], "has no model_state_dict"),
+                               ("empty", {}, "has no model_state_dict"),
+                               ("numbers", {"w": 1.0}, r"entries that are not tensors: \['w'\]")):
+        make_run_folder(tmp_path / name, state, 3.0)
+        mytorch_root(tmp_path / name, [])
+        with pytest.raises(HandinError, match=words):
+            pack(tmp_path / name, "run", tmp_path / name / "h.tar")
+
+
 def test_a_named_run_that_is_missing_lists_the_runs_or_none(tmp_path):
     (tmp_path / "expts").mkdir()
     with pytest.raises(HandinError, match=r"'gone' not found under .*; runs there: none"):
