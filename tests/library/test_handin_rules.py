@@ -176,8 +176,20 @@ def test_a_reported_perplexity_two_percent_off_is_noted(tmp_path, capsys, ratio,
     assert card["test_set"]["transcripts"] == len(LINES)
 
 
+def test_a_perplexity_exactly_two_percent_off_is_not_noted(tmp_path, capsys, monkeypatch):
+    """The packed weights' perplexity pinned at 50 (so 2% of it is 1.0 exactly in binary): a
+    report of 51 is within the tolerance, one of 51.00001 is not."""
+    monkeypatch.setattr(handin, "card_perplexity", lambda total_nll, characters: 50.0)
+    for reported, noted in ((51.0, False), (51.00001, True), (49.0, False)):
+        _, out = packed_card(tmp_path / str(reported), lambda honest: reported, capsys)
+        assert ("test_metrics.json reports a test perplexity" in out) is noted, (reported, out)
+
+
 def test_the_run_card_names_the_python_and_the_test_set(tmp_path, capsys):
-    card, _ = packed_card(tmp_path, None, capsys)
+    card, out = packed_card(tmp_path, None, capsys)
+    with tarfile.open(tmp_path / "handin.tar") as tar:
+        for member in tar.getmembers():
+            assert f"{member.size:>12,d} B  {member.name}" in out, (member.name, out)
     assert card["versions"]["python"] == platform.python_version()
     assert card["test_set"]["subset"] == 1.0 and card["test_set"]["split"] == "test"
     assert card["test_set"]["characters"] == sum(len(line) for line in LINES)
