@@ -281,3 +281,26 @@ def test_a_device_failure_names_only_the_first_copy_made_on_the_cpu():
     with pytest.raises(AssertionError) as failure:
         check_built_on_input_device(build, "the sum")
     assert str(failure.value).count("from a copy on the CPU made by") == 1, failure.value
+
+
+def test_the_json_scores_line_goes_where_the_report_goes(tmp_path, capsys):
+    """run_module(out=...) prints the rubric report and its --json line there, not to stdout."""
+    import importlib.util
+    import sys
+
+    from tests.testing_framework import run_module
+
+    path = tmp_path / "json_target_module.py"
+    path.write_text("from tests.testing_framework import rubric\nRUBRIC = {'Linear': 5}\n\n"
+                    "@rubric('Linear')\ndef test_a():\n    assert True\n")
+    spec = importlib.util.spec_from_file_location("json_target_module", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["json_target_module"] = module
+    try:
+        spec.loader.exec_module(module)
+        out = io.StringIO()
+        assert run_module("json_target_module", ["--json"], out=out) == {"Linear": 5}
+    finally:
+        del sys.modules["json_target_module"]
+    assert out.getvalue().splitlines()[-1] == '{"scores": {"Linear": 5}}'
+    assert '"scores"' not in capsys.readouterr().out
