@@ -304,3 +304,33 @@ def test_the_json_scores_line_goes_where_the_report_goes(tmp_path, capsys):
         del sys.modules["json_target_module"]
     assert out.getvalue().splitlines()[-1] == '{"scores": {"Linear": 5}}'
     assert '"scores"' not in capsys.readouterr().out
+
+
+def test_reading_a_meta_tensor_reads_zeros():
+    import torch
+
+    from tests.testing_framework import meta_reads_zeros
+
+    meta = torch.ones(2, device="meta")
+    with meta_reads_zeros():
+        assert (bool(meta[0]), int(meta[0]), meta[0].item(), meta.tolist()) == (False, 0, 0, [0, 0])
+    with pytest.raises(RuntimeError):
+        bool(meta[0])
+
+
+def test_a_cpu_scalar_may_meet_the_input(tmp_path):
+    """torch lets a 0-dim CPU tensor meet a tensor on any device: code outside the tests (a
+    student's file) that scales its input by ``torch.tensor(2.0)`` passes the device check."""
+    import importlib.util
+
+    import torch
+
+    from tests.testing_framework import check_built_on_input_device
+
+    path = tmp_path / "scaling_code.py"
+    path.write_text("import torch\n\n\ndef scale(x):\n    return x * torch.tensor(2.0)\n")
+    spec = importlib.util.spec_from_file_location("scaling_code", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    check_built_on_input_device(lambda device: module.scale(torch.ones(2, 3, device=device)),
+                                "scale")
