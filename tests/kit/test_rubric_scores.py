@@ -5,7 +5,9 @@ passed, and None (no local points) when one failed or did not run; a 0-point cat
 either way; the summary's numbers (earned/worth, tests passing of all, the total) and words; a run
 that pytest ended early fails every category. The pytest hooks fed pytest's own report kinds: a
 skip, an xfail or a passing xfail earns nothing; a failure is worded from its exception, a stub
-once; each category announced once with its count; and ``collect``'s refusals.
+once; each category announced once with its count; ``collect``'s refusals; the --json line
+written where the report goes. The device check: one CPU copy named, a CPU scalar allowed, a meta
+tensor read as zeros.
 
     .venv/bin/python -m pytest -q tests/kit/test_rubric_scores.py
 """
