@@ -336,3 +336,16 @@ def test_a_cpu_scalar_may_meet_the_input(tmp_path):
     spec.loader.exec_module(module)
     check_built_on_input_device(lambda device: module.scale(torch.ones(2, 3, device=device)),
                                 "scale")
+
+
+def test_each_tensor_of_a_tuple_result_is_checked():
+    import torch
+
+    from tests.testing_framework import check_built_on_input_device
+
+    check_built_on_input_device(lambda device: (torch.ones(2, device=device),
+                                                torch.zeros(3, device=device)), "a pair")
+    with pytest.raises(AssertionError, match="a pair of an input on the meta device: the result "
+                                             "was built on cpu"):
+        check_built_on_input_device(lambda device: (torch.ones(2, device=device),
+                                                    torch.zeros(3)), "a pair")
