@@ -160,7 +160,8 @@ def extract_state_dict(checkpoint_path: Path, config: dict) -> tuple[bytes, dict
     tensors = OrderedDict((key, value.detach().cpu()) for key, value in state.items())
     buffer = io.BytesIO()
     torch.save(tensors, buffer)
-    torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)  # what the grader will do
+    # what the grader will do
+    torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)  # pragma: no mutate (equivalent: the tensors saved just above load either way)
     return buffer.getvalue(), {key: checkpoint.get(key) for key in ("epoch", "best_metric", "config")}
 
 
@@ -264,7 +265,7 @@ def measure_card_losses(dataset: LMDataset, config: dict, state_dict: bytes,
     try:
         with torch.random.fork_rng(devices=[]):
             model = DecoderOnlyTransformer(**model_config, num_classes=vocab_size)
-        model.load_state_dict(torch.load(io.BytesIO(state_dict), weights_only=True), strict=True)
+        model.load_state_dict(torch.load(io.BytesIO(state_dict), weights_only=True), strict=True)  # pragma: no mutate (equivalent: check_shapes matched these tensors to this model)
         width = max(model_config["d_ff"], model_config["d_model"], vocab_size)
         batch_size = evaluation_batch_size(dataset.text_max_len, model_config["num_heads"], width)
         nll = transcript_losses(model, dataset, range(len(dataset)), batch_size, "cpu")
@@ -326,7 +327,7 @@ def pack(root: Path, run: str | None = None, out: Path | None = None) -> list[tu
     check_size(folder / BEST_CHECKPOINT_PATH, STATE_DICT_FILE, len(state_dict))
     members.append((STATE_DICT_FILE, state_dict))
     card = run_card(folder, config, state_dict, checkpoint, root)
-    members.append((RUN_CARD_FILE, json.dumps(card, indent=1, default=str).encode()))
+    members.append((RUN_CARD_FILE, json.dumps(card, indent=1, default=str).encode()))  # pragma: no mutate (equivalent: the grader parses the card; its indentation is not read)
     members = [(f"{HANDIN_DIR}/{name}", data) for name, data in members]
     if len(members) > MAX_MEMBERS:
         raise HandinError(f"the handin would hold {len(members)} files, over the grader's limit "
@@ -353,7 +354,8 @@ def local_mytorch_points(root: Path) -> dict[str, float] | None:
     local tests), or None when they could not run there."""
     try:
         run = subprocess.run([sys.executable, "-m", "tests.test_mytorch", "--json"], cwd=root,
-                             capture_output=True, text=True, timeout=600)
+                             capture_output=True,
+                             text=True, timeout=600)  # pragma: no mutate (equivalent: json reads bytes too; no test waits 10 minutes)
         scores = json.loads(run.stdout.strip().splitlines()[-1])["scores"]
     except (OSError, subprocess.TimeoutExpired, IndexError, KeyError, ValueError):
         return None

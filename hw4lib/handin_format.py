@@ -71,11 +71,11 @@ def is_mytorch_source(name: str) -> bool:
     """True for ``mytorch/<package>/.../<module>.py`` whose every component is a module name (what
     the grader can import), at most MAX_MYTORCH_DEPTH folders below ``mytorch/``."""
     parts = name.split("/")
-    if len(parts) < 2 or parts[0] != MYTORCH_DIR or not parts[-1].endswith(".py"):
+    if parts[0] != MYTORCH_DIR or not parts[-1].endswith(".py"):  # a lone "mytorch" is no .py
         return False
     if len(parts) - 2 > MAX_MYTORCH_DEPTH:
         return False
-    return all(_MODULE_NAME.match(part) for part in parts[1:-1] + [parts[-1][:-3]])
+    return all(_MODULE_NAME.match(part) for part in parts[:-1] + [parts[-1][:-3]])  # "mytorch" is one
 
 
 def size_limit(name: str) -> int | None:
@@ -116,7 +116,7 @@ def detection_probability(transcripts: int, tampered: int, sampled: int) -> floa
 def sample_size(transcripts: int) -> int:
     """The fewest transcripts to re-measure among ``transcripts`` so that a tamper of
     SAMPLE_TAMPER_FRACTION of them (at least one) is caught with probability SAMPLE_DETECTION."""
-    tampered = max(1, math.ceil(SAMPLE_TAMPER_FRACTION * transcripts))
+    tampered = math.ceil(SAMPLE_TAMPER_FRACTION * transcripts)  # 1 or more for 1 or more
     return next(k for k in range(1, transcripts + 1)
                 if detection_probability(transcripts, tampered, k) >= SAMPLE_DETECTION)
 

@@ -44,7 +44,10 @@ def run_standalone(tmp_path: Path, body: str, *args: str) -> subprocess.Complete
         "import pytest\nfrom tests.testing_framework import rubric, run_module\n\n"
         + textwrap.dedent(body)
         + "\n\nif __name__ == '__main__':\n    run_module(__name__)\n")
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    # Without the -x that make mutation's test runs add through PYTEST_ADDOPTS (the module would
+    # stop at its first failure, as make mutants wants): these tests read whole reports.
+    environment = {**{key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"},
+                   "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     return subprocess.run([sys.executable, "-m", "fakepkg.test_fake", *args], cwd=tmp_path,
                           env=environment, capture_output=True, text=True, timeout=120)
 
