@@ -29,7 +29,8 @@ def tokens(statements: str, imports: str = "import numpy as np\nimport math\n") 
 
 
 SPELLINGS = {  # rule: spellings of one computation
-    "matrix product": ["return a @ b", "return np.matmul(a, b)", "return np.dot(a, b)",
+    "matrix product": ["return a @ b", "return np.matmul(a, b)", "return numpy.matmul(a, b)",
+                       "return np.dot(a, b)",
                        "return a.dot(b)", "return np.einsum('ij,jk->ik', a, b)",
                        "return np.einsum('...ij,...jk->...ik', a, b)",
                        "return np.einsum(' ij, jk -> ik ', a, b)"],

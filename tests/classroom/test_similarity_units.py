@@ -184,7 +184,8 @@ def test_a_class_folder_is_read_handin_by_handin(tmp_path, capsys):
 
 def test_main_writes_every_file_and_prints_what_it_found(tmp_path, capsys):
     """The command line on a class of three (two with one code) and a past semester: the CSVs,
-    the summary, each flagged pair, each student's run-time code and findings."""
+    the report (``--top`` pairs, the findings), the summary, each flagged pair, each student's
+    run-time code and findings; another threshold, the bonus part (none handed in)."""
     own = "class Linear:\n    def forward(self, x):\n" + "".join(
         f"        {line}\n" for line in unique_lines(0, 5).splitlines()) + "        return x\n"
     handins = class_folder(tmp_path / "now", {
@@ -196,8 +197,10 @@ def test_main_writes_every_file_and_prints_what_it_found(tmp_path, capsys):
     (handout / PATH).write_text("class Linear:\n    pass\n")
     out = tmp_path / "out"
     similarity.main([str(handins), "--handout", str(handout), "--out", str(out),
-                     "--past", str(past)])
+                     "--past", str(past), "--top", "1"])
     printed = capsys.readouterr().out
+    report = (out / "report.html").read_text()
+    assert "1 of 6 pairs shown" in report and "<li>dan: " in report
     with open(out / "pairs.csv", newline="") as file:
         rows = list(csv.DictReader(file))
     assert len(rows) == 3 + 3 and sum(row["flagged"] == "True" for row in rows) == 3
@@ -213,8 +216,11 @@ def test_main_writes_every_file_and_prints_what_it_found(tmp_path, capsys):
     assert findings[0] == ["student", "finding"] and {row[0] for row in findings[1:]} == {
         "ann", "bob", "dan"}
     similarity.main([str(handins), "--handout", str(handout), "--out", str(out),
-                     "--threshold", "1.01", "--top", "1"])
+                     "--threshold", "1.01"])
     assert "3 pairs, 0 flagged (>= 1.01)" in capsys.readouterr().out
+    similarity.main([str(handins), "--handout", str(handout), "--out", str(out),
+                     "--part", "bonus"])
+    assert "3 pairs, 0 flagged (>= 0.75)" in capsys.readouterr().out  # no bonus handed in
 
 
 def test_a_missing_handout_names_the_make_target(tmp_path):
