@@ -190,10 +190,15 @@ EFFECTS = [  # (kind, a statement that may change what the function returns or l
     ("call of a subscript", "a[0](x)"), ("item store", "x[0] = 1"), ("del of an item", "del x[0]"),
     ("del of an attribute", "del a.seen"), ("read attribute store", "b.count = b.count + 1"),
     ("attribute store of a call", "b.trace = helper(x)"), ("walrus", "print(x := 3)"),
-    ("yield", "yield x"), ("global", "global g\ng = x"),
-    ("store read later", "x = y * 2"), ("if on a name", "if d:\n    x = y"),
-    ("store in a loop read later", "for i in range(3):\n    x = x * 2"),
-    ("store in a handler read later", "try:\n    a.run()\nexcept ValueError:\n    x = y"),
+    ("yield", "yield x"), ("store read later", "x = y * 2"), ("if on a name", "if d:\n    x = y"),
+]
+# (kind, a store that may change what the function returns, its compound statement without it)
+NESTED_EFFECTS = [
+    ("store to a global", "global g\ng = x", "global g"),
+    ("store in a loop read later", "for i in range(3):\n    x = x * 2",
+     "for i in range(3):\n    pass"),
+    ("store in a handler read later", "try:\n    a.run()\nexcept ValueError:\n    x = y",
+     "try:\n    a.run()\nexcept ValueError:\n    pass"),
 ]
 
 
@@ -201,6 +206,12 @@ EFFECTS = [  # (kind, a statement that may change what the function returns or l
 def test_each_statement_that_may_change_state_is_kept(kind, effect):
     """A statement that may change what the function returns or leaves behind is kept."""
     assert tokens(f"{effect}\n{RETURN}") != tokens(RETURN), kind
+
+
+@pytest.mark.parametrize("kind, effect, without", NESTED_EFFECTS)
+def test_each_store_read_elsewhere_is_kept_inside_its_statement(kind, effect, without):
+    """A store the function (or, for a global, the module) may read is kept where it is."""
+    assert tokens(f"{effect}\n{RETURN}") != tokens(f"{without}\n{RETURN}"), kind
 
 
 def test_an_unused_store_of_a_call_that_changes_state_is_its_call():
