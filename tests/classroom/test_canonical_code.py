@@ -309,10 +309,11 @@ def test_each_token_keeps_the_source_lines_of_its_statement():
 
 def test_raw_tokens_keep_their_own_lines():
     """A module without a canonical form: each raw token keeps its own line, the last one's
-    without a line end too."""
+    without a line end too, after a first blank line too."""
     form = canonical("x = 1\ny = 2\ndef f(:\n  z")
     assert not form.parsed and form.tokens[:8] == "V=1;V=2;"
     assert form.lines == ((1, 1),) * 4 + ((2, 2),) * 4 + ((3, 3),) * 4 + ((4, 4),)
+    assert canonical("\nx = (\n  z").lines == ((2, 2),) * 3 + ((3, 3),)
 
 
 def test_methods_and_classes_in_any_order_are_one():
