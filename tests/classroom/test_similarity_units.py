@@ -304,3 +304,10 @@ def test_a_bounded_child_keeps_a_lower_hard_limit_it_inherits():
     child.join()
     assert small == (GIB // 2, "")
     assert large[0] is None and large[1].startswith("could not be inspected (MemoryError"), large
+
+
+def test_a_bounded_child_writes_no_core_and_cannot_lift_its_cpu_limit():
+    """In the child: a core limit of 0, hard too (a handin cannot raise it back); CPU time of
+    INSPECTION_S (20 s), SIGXCPU there and the kill one second later."""
+    assert similarity.isolated(resource.getrlimit, resource.RLIMIT_CORE) == ((0, 0), "")
+    assert similarity.isolated(resource.getrlimit, resource.RLIMIT_CPU) == ((20, 21), "")
