@@ -8,7 +8,10 @@ the source lines each token keeps, the order of definitions and the parse bounds
     .venv/bin/python -m pytest -q tests/classroom/test_canonical_code.py
 """
 import ast
+import builtins
+import keyword
 import time
+import token
 
 import pytest
 
@@ -293,6 +296,16 @@ def test_the_raw_tokens_are_one_character_each_without_comments_or_layout():
                  "def", "return", "self", "len"]
     assert len({tokens_of(f"{operator}\n", [(1, 1)])[0] for operator in operators}) == len(
         operators)
+
+
+def test_every_longer_token_is_one_cjk_ideograph():
+    """Every keyword, builtin and operator of more than one character is one character of
+    U+4E00..U+9C1F (20,000 ideographs): clear of the one-character tokens, and a valid one."""
+    longer = {name for name in [*keyword.kwlist, *dir(builtins), *token.EXACT_TOKEN_TYPES]
+              if len(name) > 1}
+    for name in sorted(longer):
+        text, _ = tokens_of(f"{name}\n", [(1, 1)])
+        assert len(text) == 2 and 0x4E00 <= ord(text[0]) < 0x9C20, (name, text)
 
 
 def test_each_token_keeps_the_source_lines_of_its_statement():
