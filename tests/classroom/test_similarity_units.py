@@ -76,11 +76,13 @@ def test_the_handouts_code_is_left_out_of_every_share(tmp_path):
 
 
 def test_a_part_that_is_all_handout_shares_nothing(tmp_path):
-    """A student whose part is the handout's code alone has no code of their own to share."""
+    """A student whose part is the handout's code alone has no code of their own to share, and
+    no k-gram of it in common."""
     handout = unique_lines(5, 20)
     documents = {"a": code(handout), "b": code(handout + unique_lines(1, 5))}
     [row] = similarity.compare(documents, {PATH: handout}, tmp_path)
-    assert (row["share_of_a"], row["share_of_b"], row["flagged"]) == (0.0, 0.0, False), row
+    assert (row["share_of_a"], row["share_of_b"], row["kgrams"], row["flagged"]) == (
+        0.0, 0.0, 0, False), row
 
 
 def test_the_pairs_rank_most_similar_first(tmp_path):
