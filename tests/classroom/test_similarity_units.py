@@ -86,11 +86,13 @@ def test_a_part_that_is_all_handout_shares_nothing(tmp_path):
 
 
 def test_the_pairs_rank_most_similar_first(tmp_path):
-    """Shares of 1.0, about 0.5 and 0.0 come out in that order, whatever the names' order."""
+    """Shares of 1.0, about 0.5 and 0.0 come out in that order, whatever the names' order (in
+    an output folder made with its parents)."""
     half = unique_lines(0, 20)
     documents = {"a": code(half + unique_lines(1, 20)), "b": code(half + unique_lines(2, 20)),
                  "c": code(half + unique_lines(1, 20)), "d": code(unique_lines(3, 40))}
-    similarities = [row["similarity"] for row in similarity.compare(documents, {}, tmp_path)]
+    similarities = [row["similarity"] for row in similarity.compare(documents, {},
+                                                                     tmp_path / "new" / "out")]
     assert similarities[0] == 1.0 and similarities[-1] == 0.0
     assert similarities == sorted(similarities, reverse=True), similarities
 
