@@ -73,6 +73,8 @@ def test_the_handouts_code_is_left_out_of_every_share(tmp_path):
     [whole] = similarity.compare(documents, {}, tmp_path)
     assert apart["similarity"] < 0.1 and not apart["flagged"], apart
     assert whole["similarity"] == pytest.approx(60 / 70, abs=0.01) and whole["flagged"], whole
+    for number in ("similarity", "share_of_a", "share_of_b"):  # written to 4 decimals
+        assert round(whole[number], 4) == whole[number] != round(whole[number], 3), whole
 
 
 def test_a_part_that_is_all_handout_shares_nothing(tmp_path):
