@@ -101,8 +101,10 @@ def test_the_pairs_rank_most_similar_first(tmp_path):
 
 def test_a_pair_reads_its_larger_share_and_its_kgrams(tmp_path):
     """a's part (X) is whole in b's part; b's part (X then Z) is whole in a's handin, Z in a's
-    other file: both shares 1.0, and the pair reads a's k-grams (X's), not b's (X's and Z's);
-    with a's part only half in b, the pair reads b's share and k-grams."""
+    other file: both shares 1.0, and the pair reads a's k-grams (X's), not b's (X's and Z's), and
+    the report shows a's part against b's files; with a's part only half in b (and X in another
+    file of a's too), the pair reads b's share and k-grams, and the report shows b's part
+    against every file of a's that holds it."""
     first, second = unique_lines(0, 15), unique_lines(1, 15)
     count = {text: len(similarity.fingerprint(text).kgrams.hashes) for text in (first, second)}
     documents = {"a": code(first, {EXTRA: second}), "b": code(first + second)}
@@ -111,10 +113,12 @@ def test_a_pair_reads_its_larger_share_and_its_kgrams(tmp_path):
     assert row["kgrams"] == count[first] < count[first] + count[second], row
     report = (tmp_path / "equal/report.html").read_text()
     assert f"# file: {EXTRA}" not in report  # a's side: its part, the larger share's
-    documents = {"a": code(first + unique_lines(2, 15)), "b": code(first)}
+    documents = {"a": code(first + unique_lines(2, 15), {EXTRA: first}), "b": code(first)}
     [row] = similarity.compare(documents, {}, tmp_path / "apart")
     assert row["share_of_a"] < row["share_of_b"] == row["similarity"] == 1.0, row
     assert row["kgrams"] == count[first], row
+    report = (tmp_path / "apart/report.html").read_text()
+    assert f"# file: {EXTRA}" in report  # a's side: every file of a's that holds b's part
 
 
 def test_the_csv_holds_every_pair_with_its_numbers(tmp_path):
