@@ -162,6 +162,7 @@ NOOPS = [  # (kind, a statement that changes nothing)
     ("nested in while else", "while a:\n    a = a - 1\nelse:\n    pass"),
     ("nested in with", "with d:\n    t = np.ndim(x)"),
     ("nested in try", "try:\n    t = len(x)\nexcept ValueError:\n    u = len(y)"),
+    ("dead store after a call", "a.run(x)\nt = len(x)"),
 ]
 
 
@@ -172,7 +173,8 @@ def test_each_statement_without_effect_is_dropped(kind, noop):
     emptied = {"nested in for": "for i in range(3):\n    pass",
                "nested in while else": "while a:\n    a = a - 1",
                "nested in with": "with d:\n    pass",
-               "nested in try": "try:\n    pass\nexcept ValueError:\n    pass"}
+               "nested in try": "try:\n    pass\nexcept ValueError:\n    pass",
+               "dead store after a call": "a.run(x)"}
     assert tokens(f"{noop}\n{RETURN}") == tokens(f"{emptied.get(kind, '')}\n{RETURN}"), kind
 
 
