@@ -321,3 +321,13 @@ def test_a_bounded_child_writes_no_core_and_cannot_lift_its_cpu_limit():
     INSPECTION_S (20 s), SIGXCPU there and the kill one second later."""
     assert similarity.isolated(resource.getrlimit, resource.RLIMIT_CORE) == ((0, 0), "")
     assert similarity.isolated(resource.getrlimit, resource.RLIMIT_CPU) == ((20, 21), "")
+
+
+def test_the_report_keeps_three_lines_each_side_of_a_match_and_all_of_a_long_one():
+    """Matches on the first and the last of ten lines: three lines after the first, three
+    before the last, "..." between; a region of ten lines in one <mark> is kept whole."""
+    lines = [f"l{index}" for index in range(1, 9)]
+    assert similarity.around_marks("\n".join(["<mark>a</mark>", *lines, "<mark>b</mark>"])).split(
+        "\n") == ["<mark>a</mark>", "l1", "l2", "l3", "...", "l6", "l7", "l8", "<mark>b</mark>"]
+    region = ["<mark>a", *lines, "b</mark>", *lines]
+    assert similarity.around_marks("\n".join(region)).split("\n") == region[:13]
