@@ -107,6 +107,7 @@ NOT_THE_SAME = [  # (spelling, the rewrite it must not be read as): different co
     ("return np.einsum(d, a, b)", "return a @ b"),
     ("return np.einsum('ii->i', a)", "return a"),
     ("return np.einsum('ij,ji->kl', a, b)", "return a @ b"),  # numpy refuses it: still read
+    ("return np.einsum('ii,jk->jk', a, b)", "return a @ b"),  # a's trace times b
     ("return np.einsum('ij,jk,kl->il', a, b, x)", "return a @ b"),
     ("return a.dot(b, x)", "return a @ b"), ("return a.sum(b)", "return a @ b"),
     ("return a.mean(b)", "return a @ b"),
