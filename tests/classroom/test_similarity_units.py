@@ -331,3 +331,25 @@ def test_the_report_keeps_three_lines_each_side_of_a_match_and_all_of_a_long_one
         "\n") == ["<mark>a</mark>", "l1", "l2", "l3", "...", "l6", "l7", "l8", "<mark>b</mark>"]
     region = ["<mark>a", *lines, "b</mark>", *lines]
     assert similarity.around_marks("\n".join(region)).split("\n") == region[:13]
+
+
+def test_a_handin_that_cannot_be_read_is_its_finding_and_the_rest_are_read(tmp_path, capsys,
+                                                                          monkeypatch):
+    """The first handin's reading fails in its child (a reading that raises, injected for that
+    archive alone): it is that student's finding, named when left out, and the next handin is
+    read all the same."""
+    real = similarity.read_archive
+
+    def failing_for_ann(archive, work, part, known):
+        if archive.parent.name == "ann":
+            raise RuntimeError("unreadable")
+        return real(archive, work, part, known)
+
+    monkeypatch.setattr(similarity, "read_archive", failing_for_ann)
+    own = "class Linear:\n    def forward(self, x):\n        return x @ self.W\n"
+    documents, _, findings = similarity.class_documents(
+        class_folder(tmp_path, {"ann": {PATH: own}, "bob": {PATH: own}}))
+    assert sorted(documents) == ["bob"]
+    assert findings["ann"] == ["its handin could not be inspected (RuntimeError: unreadable)"]
+    assert "left out ann: its handin could not be inspected (RuntimeError: unreadable)" in \
+        capsys.readouterr().out
