@@ -5,6 +5,7 @@ classroom tests (tests/classroom/) and the platform profiles' rows 31, 32, 37 an
 """
 import csv
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -19,6 +20,18 @@ from tools.mytorch_styles import FILES, STYLES, disguised, student_tree
 # ------------------------------------------------------------------------------------------------
 # similarity
 # ------------------------------------------------------------------------------------------------
+
+OPERATORS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "//", "**", "<", ">", "==", "!=",
+             "and", "or")
+
+
+def unique_lines(seed: int, count: int) -> str:
+    """``count`` lines of code that no other seed's share a run of 25 canonical tokens with."""
+    rng = random.Random(seed)
+    return "".join("x = " + " ".join(f"({rng.choice('xyz')} {rng.choice(OPERATORS)}"
+                                     for _ in range(8)) + " y" + ")" * 8 + "\n"
+                   for _ in range(count))
+
 
 def write_handin(folder: Path, tree: dict[str, str | bytes]) -> Path:
     handin = folder / "handin"

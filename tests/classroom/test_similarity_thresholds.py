@@ -5,23 +5,12 @@ quarters of their code: just above three quarters is flagged, just below is not.
 
     .venv/bin/python -m pytest -q tests/classroom/test_similarity_thresholds.py
 """
-import random
-
 import pytest
 
 from autograder.classroom import similarity
+from tests.classroom.similarity_classes import unique_lines
 
 PATH = "mytorch/nn/linear.py"  # each student's one graded module, compared whole
-OPERATORS = ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "//", "**", "<", ">", "==", "!=",
-             "and", "or")
-
-
-def lines(seed: int, count: int) -> str:
-    """``count`` lines of code that no other seed's share a run of 25 canonical tokens with."""
-    rng = random.Random(seed)
-    return "".join("x = " + " ".join(f"({rng.choice('xyz')} {rng.choice(OPERATORS)}"
-                                     for _ in range(8)) + " y" + ")" * 8 + "\n"
-                   for _ in range(count))
 
 
 @pytest.mark.parametrize("shared, own_a, own_b, share, flagged", [
@@ -31,7 +20,8 @@ def test_three_quarters_of_a_students_code_found_in_anothers_flags_the_pair(tmp_
     """The pair's similarity is the larger share (b wrote more of their own): a's, just above
     three quarters of a's code, then just below."""
     assert similarity.NOISE_TOKENS == 25  # copydetect's k, pinned here: the shares barely move
-    texts = {"a": lines(0, shared) + lines(1, own_a), "b": lines(0, shared) + lines(2, own_b)}
+    texts = {"a": unique_lines(0, shared) + unique_lines(1, own_a),
+             "b": unique_lines(0, shared) + unique_lines(2, own_b)}
     documents = {student: similarity.code_of({PATH: similarity.fingerprint(text)}, [PATH], {})
                  for student, text in texts.items()}
     [row] = similarity.compare(documents, {}, tmp_path)
