@@ -96,13 +96,15 @@ def test_a_timed_step_feeds_batch_by_length_tokens_for_each_step_plus_a_warm_up(
     assert seconds == 3.0, "the median of the 4 timed steps (1, 4, 3, 2: the upper middle), warm-up left out"
 
 
-def test_a_timed_step_runs_under_autocast_in_16_bits_only():
+def test_a_timed_step_runs_under_autocast_in_16_bits_only_with_float32_logits():
     model = tiny_model()
-    dtypes = []
+    dtypes, logits = [], []
     model.dec_layers[0].ffn.ffn.register_forward_hook(lambda module, args, out: dtypes.append(out.dtype))
+    model.register_forward_hook(lambda module, args, out: logits.append(out[0].dtype))
     for dtype in (torch.float32, torch.bfloat16):
         precision.train_step_seconds(model, 2, 4, torch.device("cpu"), dtype, 1)
     assert dtypes == [torch.float32] * 2 + [torch.bfloat16] * 2, dtypes
+    assert logits == [torch.float32] * 4, "timed as trained: the output projection in float32"
 
 
 def test_the_record_is_named_by_the_key_s_digest_in_a_folder_made_for_it(tmp_path):
