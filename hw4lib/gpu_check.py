@@ -26,7 +26,9 @@ them to a JSON file (``--json``, default ``gpu_check.json`` in the current folde
 course's measured results cite), and exits 1 when a check fails. On a handout with parts not
 written yet, a check that reaches one of their stubs says ``needs: <file>: <function>
 (unwritten)`` instead, the others run, and the exit status is ``UNWRITTEN_EXIT`` when nothing
-else failed.
+else failed. It exits 2 before checking anything, saying why, when a package is missing, when
+it is not run from the repository root, and when ``--device cuda`` is asked where torch sees no
+GPU.
 """
 from __future__ import annotations
 

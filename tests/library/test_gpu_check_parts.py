@@ -225,19 +225,6 @@ def test_no_missing_package_here():
     assert gpu_check.missing_packages() == []
 
 
-def test_the_student_tests_run_in_a_child_and_their_failures_are_named(monkeypatch, tmp_path):
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_good.py").write_text("def test_ok():\n    pass\n")
-    (tmp_path / "tests" / "test_slow.py").write_text(
-        "import pytest\n@pytest.mark.slow\ndef test_left_out():\n    assert False\n")
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
-    monkeypatch.chdir(tmp_path)
-    assert gpu_check.run_student_tests().startswith("1 passed, 1 deselected")
-    (tmp_path / "tests" / "test_bad.py").write_text("def test_broken():\n    assert False\n")
-    with pytest.raises(AssertionError, match="FAILED tests/test_bad.py::test_broken"):
-        gpu_check.run_student_tests()
-
-
 def test_the_record_and_the_printed_lines_by_value(monkeypatch, tmp_path, capsys):
     """The JSON record's text (indent 2) and versions, the data build's command, the version line
     and one line per check, each PASS timed in seconds; folders above the record are made."""
@@ -284,18 +271,6 @@ def test_an_unwritten_part_met_in_training_is_needed_by_what_follows_it(monkeypa
         "one epoch of the tiny config", "cached and plain generators give the same tokens",
         "the handin packs and loads")] == [needs] * 3
     assert "once those parts are written" in capsys.readouterr().out
-
-
-def test_cuda_asked_where_torch_sees_no_gpu_is_refused_with_the_fix(tmp_path):
-    """In a child that sees no GPU on any machine (CUDA_VISIBLE_DEVICES empty), unpatched."""
-    result = subprocess.run([sys.executable, "-m", "hw4lib.gpu_check", "--device", "cuda", "--json",
-                             str(tmp_path / "record.json")], cwd=REPO, capture_output=True, text=True,
-                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
-    assert (result.returncode, result.stderr) == (2, ""), result.stderr[-2000:]
-    assert result.stdout == (
-        f"--device cuda: torch sees no CUDA device here (torch {torch.__version__}, CUDA build "
-        f"{torch.version.cuda or 'none'}); run with --device cpu, or on a machine with a GPU\n")
-    assert not (tmp_path / "record.json").exists()
 
 
 def test_a_root_without_the_tiny_config_is_refused(monkeypatch, tmp_path, capsys):
@@ -456,6 +431,43 @@ def test_a_failed_run_without_failed_tests_names_pytest_s_last_words(monkeypatch
     assert str(raised.value) == message
 
 
+def test_the_help_opens_with_the_first_paragraph_of_the_module_s_text(capsys):
+    with pytest.raises(SystemExit) as exited:
+        gpu_check.main(["--help"])
+    assert exited.value.code == 0
+    first = gpu_check.__doc__.split("\n\n")[0]
+    assert first.startswith("Check the GPU path in a few minutes")
+    assert " ".join(capsys.readouterr().out.split()).startswith(
+        f"usage: {Path(sys.argv[0]).name} [-h] [--device DEVICE] [--json JSON] {' '.join(first.split())} ")
+
+
+
+def test_the_student_tests_run_in_a_child_and_their_failures_are_named(monkeypatch, tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_good.py").write_text("def test_ok():\n    pass\n")
+    (tmp_path / "tests" / "test_slow.py").write_text(
+        "import pytest\n@pytest.mark.slow\ndef test_left_out():\n    assert False\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
+    monkeypatch.chdir(tmp_path)
+    assert gpu_check.run_student_tests().startswith("1 passed, 1 deselected")
+    (tmp_path / "tests" / "test_bad.py").write_text("def test_broken():\n    assert False\n")
+    with pytest.raises(AssertionError, match="FAILED tests/test_bad.py::test_broken"):
+        gpu_check.run_student_tests()
+
+
+def test_cuda_asked_where_torch_sees_no_gpu_is_refused_with_the_fix(tmp_path):
+    """In a child that sees no GPU on any machine (CUDA_VISIBLE_DEVICES empty), unpatched."""
+    result = subprocess.run([sys.executable, "-m", "hw4lib.gpu_check", "--device", "cuda", "--json",
+                             str(tmp_path / "record.json")], cwd=REPO, capture_output=True, text=True,
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+    assert (result.returncode, result.stderr) == (2, ""), result.stderr[-2000:]
+    assert result.stdout == (
+        f"--device cuda: torch sees no CUDA device here (torch {torch.__version__}, CUDA build "
+        f"{torch.version.cuda or 'none'}); run with --device cpu, or on a machine with a GPU\n")
+    assert not (tmp_path / "record.json").exists()
+
+
+
 def test_stubs_alone_name_their_parts_and_other_failures_are_named_five_at_most(monkeypatch, tmp_path):
     monkeypatch.setenv("PYTEST_ADDOPTS", "-x")  # the caller's: the check's child runs every test
     stub = "def test_{0}():\n    raise NotImplementedError('hw4lib/{1}.py: {0}: write it')\n"
@@ -471,13 +483,3 @@ def test_stubs_alone_name_their_parts_and_other_failures_are_named_five_at_most(
     named = str(failed.value).split("; ")
     assert [line.split(" - ")[0] for line in named] == [
         f"FAILED tests/test_real.py::test_{n}" for n in range(5)], named
-
-
-def test_the_help_opens_with_the_first_paragraph_of_the_module_s_text(capsys):
-    with pytest.raises(SystemExit) as exited:
-        gpu_check.main(["--help"])
-    assert exited.value.code == 0
-    first = gpu_check.__doc__.split("\n\n")[0]
-    assert first.startswith("Check the GPU path in a few minutes")
-    assert " ".join(capsys.readouterr().out.split()).startswith(
-        f"usage: {Path(sys.argv[0]).name} [-h] [--device DEVICE] [--json JSON] {' '.join(first.split())} ")
