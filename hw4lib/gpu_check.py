@@ -26,7 +26,9 @@ them to a JSON file (``--json``, default ``gpu_check.json`` in the current folde
 course's measured results cite), and exits 1 when a check fails. On a handout with parts not
 written yet, a check that reaches one of their stubs says ``needs: <file>: <function>
 (unwritten)`` instead, the others run, and the exit status is ``UNWRITTEN_EXIT`` when nothing
-else failed.
+else failed. It exits 2 before checking anything, saying why, when a package is missing, when
+it is not run from the repository root, and when ``--device cuda`` is asked where torch sees no
+GPU.
 """
 from __future__ import annotations
 
@@ -105,7 +107,7 @@ def check_components(device) -> None:
         on_device = build(tokens.to(device), lengths.to(device))
         assert same_device(on_device.device, device), f"{name} returned a mask on {on_device.device}"
         assert torch.equal(on_device.cpu(), build(tokens, lengths)), f"{name} differs on {device}"
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # pragma: no mutate (equivalent: any input compares the encoding alike)
     x = torch.randn(2, 7, 16)
     encoding = PositionalEncoding(d_model=16, max_len=32)
     expected = encoding(x)
@@ -126,11 +128,18 @@ def train_tiny(folder: Path, device) -> tuple[Path, dict]:
     overrides = {"training.epochs": 1, "training.precision": "auto", "training.device": str(device),
                  "training.progress_bar": False, "training.expts_dir": str(folder / "expts")}
     run_folder = run(CONFIG, run_name="gpu-check", overrides=overrides)
-    epoch = read_json(run_folder / "metrics" / "history.json")[-1]
+    (epoch,) = read_json(run_folder / "metrics" / "history.json")
     stats = {"epoch_seconds": epoch["epoch_seconds"], "train_tokens": epoch["train"]["num_tokens"],
-             "peak_gpu_memory_mib": (torch.cuda.max_memory_allocated(device) / 2**20
-                                     if device.type == "cuda" else None)}
+             "peak_gpu_memory_mib": peak_gpu_memory_mib(device)}
     return run_folder, stats
+
+
+def peak_gpu_memory_mib(device) -> float | None:
+    """The most memory torch has held on the GPU ``device`` since its last reset, in MiB; None on
+    another device."""
+    import torch
+
+    return torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
 
 
 def check_generators(run_folder: Path, device) -> None:
@@ -148,13 +157,14 @@ def check_generators(run_folder: Path, device) -> None:
     checkpoint = torch.load(run_folder / "checkpoints" / "checkpoint-best-metric-model.pth",
                             map_location=device, weights_only=False)
     model.load_state_dict(checkpoint["model_state_dict"])
-    prompts, _ = build_datasets(config, tokenizer)[2].sample_prompts(4, 8, seed=0)
-    max_length = min(40, model.max_len)
+    prompts, _ = build_datasets(config, tokenizer)[2].sample_prompts(4, 8, seed=0)  # pragma: no mutate (equivalent: any split's prompts compare the two generators alike)
+    max_length = min(40, model.max_len)  # pragma: no mutate (equivalent: any length compares them alike)
     cached = generator_for_model(model, tokenizer, max_length, device)
     plain = SequenceGenerator(model.score, tokenizer, max_length, device)
     assert type(cached) is not SequenceGenerator, "got the plain generator"
+    searches = (("generate_greedy", {}), ("generate_beam", {"beam_width": 3}))  # pragma: no mutate (equivalent: any width compares them alike)
     with torch.no_grad():
-        for search, kwargs in (("generate_greedy", {}), ("generate_beam", {"beam_width": 3})):
+        for search, kwargs in searches:
             fast, _ = getattr(cached, search)(prompts, **kwargs)
             slow, _ = getattr(plain, search)(prompts, **kwargs)
             assert same_device(fast.device, device), f"{search} returned tokens on {fast.device}"
@@ -167,9 +177,11 @@ def run_student_tests(tests: list[str] | None = None, timeout_s: int = 420) -> s
     parts when every failure is a stub's NotImplementedError, else AssertionError naming the
     other failures."""
     tests = tests or sorted(str(path) for path in Path("tests").glob("test_*.py"))
+    # Every failure on its own summary line: none of the caller's PYTEST_ADDOPTS (-x, -r...).
+    env = {name: value for name, value in os.environ.items() if name != "PYTEST_ADDOPTS"}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "-m", "not slow", *tests], capture_output=True, text=True,
-                            timeout=timeout_s, env={**os.environ, "COLUMNS": "1000"})
+                            timeout=timeout_s, env={**env, "COLUMNS": "1000"})
     lines = result.stdout.strip().splitlines() or [result.stderr.strip()]
     if result.returncode != 0:
         failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
@@ -218,7 +230,7 @@ def measure_training(folder: Path, device, config_path: Path) -> dict:
     config = load_config(config_path, {"data.subset": sizes["subset"], "training.device": str(device),
                                        "training.progress_bar": False,
                                        "training.expts_dir": str(folder / "speed")})
-    set_seed(0)
+    set_seed(0)  # pragma: no mutate (equivalent: the weights a seed draws train as fast)
     tokenizer = build_tokenizer(config)
     loader = build_loader(config, build_datasets(config, tokenizer)[0], shuffle=False)
     trainer = LMTrainer(build_model(config, tokenizer), tokenizer, config, "speed", None)
@@ -278,8 +290,8 @@ def measure_decoding(device, config_path: Path) -> dict[str, dict[str, float]]:
     results = {}
     with torch.no_grad():
         for search, (prompts_n, new) in (("greedy", sizes["greedy"]), ("beam", sizes["beam"])):
-            prompts = torch.randint(4, tokenizer.vocab_size, (prompts_n, 10),
-                                    generator=torch.Generator().manual_seed(0))
+            prompts = torch.randint(4, tokenizer.vocab_size, (prompts_n, 10),  # pragma: no mutate (equivalent: any ordinary tokens take as long)
+                                    generator=torch.Generator().manual_seed(0))  # pragma: no mutate (equivalent: as above)
             generators = {"plain": SequenceGenerator(model.score, tokenizer, 10 + new, device),
                           "cached": generator_for_model(model, tokenizer, 10 + new, device)}
             speeds = {}
@@ -326,12 +338,16 @@ def main(argv: list[str] | None = None) -> int:
 
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
+    cuda_build = torch.version.cuda or "none"
+    if on_gpu and not torch.cuda.is_available():
+        print(f"--device {args.device}: torch sees no CUDA device here (torch {torch.__version__}, "
+              f"CUDA build {cuda_build}); run with --device cpu, or on a machine with a GPU")
+        return 2
     device_name = torch.cuda.get_device_name(device) if on_gpu else "cpu"
     speed_config = SPEED_CONFIG if on_gpu else CONFIG
-    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA build "
-          f"{torch.version.cuda or 'none'}, device {device}"
-          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
-    if device.type != "cuda":
+    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA build {cuda_build}, "
+          f"device {device}" + (f" ({device_name})" if on_gpu else ""))
+    if not on_gpu:
         print("NOTE: no CUDA device, so this runs on the CPU: it checks the code paths, not a GPU")
     subprocess.run([sys.executable, "-m", "datagen.build_data", "--out",
                     load_config(CONFIG).data.root, "--seed", "0", "--if-stale"], check=True)
@@ -339,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, str] = {}
 
     def attempt(name: str, step):
-        """``step()``, its outcome recorded under ``name``; None when it raised."""
+        """``step()``'s value, its outcome recorded under ``name``; None when it raised."""
         start = time.perf_counter()
         try:
             value = step()
@@ -349,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                              else f"FAIL ({type(error).__name__}: {error})")
             return None
         results[name] = f"PASS ({time.perf_counter() - start:.1f}s)"
-        return value if value is not None else True
+        return value
 
     with tempfile.TemporaryDirectory(prefix="hw4p1-gpu-check-") as temporary:
         folder = Path(temporary)

@@ -94,12 +94,12 @@ def fastest(speeds: dict[str, float]) -> str:
     return max(speeds, key=speeds.get)
 
 
-def device_description(device: torch.device) -> str:
-    """What a measurement on ``device`` depends on: the GPU's name, or the CPU's model name (from
-    /proc/cpuinfo where there is one) with torch's CPU capability (e.g. AVX512)."""
+def device_description(device: torch.device, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """What a measurement on ``device`` depends on: the GPU's name, or the CPU's model name (the
+    first ``model name`` line of ``cpuinfo`` where there is one, else the platform's processor or
+    machine name) with torch's CPU capability (e.g. AVX512)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    cpuinfo = Path("/proc/cpuinfo")
     names = [line.partition(":")[2].strip() for line in
              (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
              if line.startswith("model name")]
@@ -195,7 +195,7 @@ def precision_name(dtype: torch.dtype) -> str:
 
 
 def train_step_seconds(model: nn.Module, batch_size: int, length: int, device: torch.device,
-                       dtype: torch.dtype, steps: int = 5) -> float:
+                       dtype: torch.dtype, steps: int) -> float:
     """Median seconds of a training step (forward under ``dtype`` autocast, cross-entropy,
     backward, AdamW step) of a copy of ``model`` (a ``DecoderOnlyTransformer``) on random
     (batch_size, length) int64 tokens on ``device``, after one warm-up step. ``model`` itself and
@@ -207,8 +207,8 @@ def train_step_seconds(model: nn.Module, batch_size: int, length: int, device: t
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         twin = copy.deepcopy(model).to(device).train()
         logits_in_float32(twin)
-        optimizer = torch.optim.AdamW(twin.parameters(), lr=1e-4)
-        tokens = torch.randint(0, twin.num_classes, (batch_size, length + 1), device=device)
+        optimizer = torch.optim.AdamW(twin.parameters(), lr=1e-4)  # pragma: no mutate (equivalent: the copy's weights are thrown away, only the step's time is read)
+        tokens = torch.randint(twin.num_classes, (batch_size, length + 1), device=device)
         lengths = torch.full((batch_size,), length, device=device)
         times = []
         for _ in range(steps + 1):
@@ -219,7 +219,7 @@ def train_step_seconds(model: nn.Module, batch_size: int, length: int, device: t
                                                tokens[:, 1:].flatten())
             loss.backward()
             optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=True)  # pragma: no mutate (equivalent: zeroed or dropped, the next backward's time is alike)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             times.append(time.perf_counter() - start)
