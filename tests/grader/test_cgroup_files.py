@@ -105,10 +105,10 @@ def test_v1_and_v2_mixed_take_each_controller_once(tree):
 
 def test_only_hierarchy_zero_without_controllers_is_the_unified_one(tree):
     """A line of another hierarchy with no controller (or a malformed line) does not move the
-    unified folder."""
-    lay_out(tree, "0::/judge\n5::/stray\nnot a cgroup line\n",
-            {"judge": "pids", "stray": "pids memory cpu"})
-    assert cgroups.cgroup_parents() == [("pids", tree / "root" / "judge", "pids.max")]
+    unified folder; a ':' in a folder's name is part of it."""
+    lay_out(tree, "not a cgroup line\n0::/judge:a\n5::/stray\n",
+            {"judge:a": "pids", "stray": "pids memory cpu"})
+    assert cgroups.cgroup_parents() == [("pids", tree / "root" / "judge:a", "pids.max")]
 
 
 @pytest.mark.parametrize("cpus, quota", [(0.005, 1000), (0.01, 1000), (0.0123, 1230),
