@@ -102,3 +102,12 @@ def test_no_sample_where_the_share_is_one_cpu(monkeypatch, tmp_path):
     monkeypatch.setattr(thread_policy, "CGROUP_CPU_MAX", tmp_path / "no-cpu-max")
     choice = thread_policy.measure({thread_policy.GRADINGS_VARIABLE: "2"})
     assert (choice.load, choice.threads) == (0.7, 1)
+
+
+def test_the_machine_is_sampled_over_a_fifth_of_a_second(monkeypatch):
+    """busy_cores sleeps 0.2 s between its two readings (20 ticks a CPU at 100 Hz)."""
+    slept = []
+    monkeypatch.setattr(thread_policy.time, "sleep", slept.append)
+    monkeypatch.setattr(thread_policy, "PROC_STAT", type("Stat", (), {
+        "read_text": lambda self: f"cpu  {len(slept)} 0 0 0 0 0 0 0\ncpu0 0\n"})())
+    assert thread_policy.busy_cores() == 1.0 and slept == [0.2]

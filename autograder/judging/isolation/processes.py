@@ -305,4 +305,4 @@ class Conversation:
 def printable(text: str) -> str:
     """Text with line breaks normalised and other control characters (terminal escapes) removed."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return "".join(c for c in text if c in "\n\t" or (c.isprintable() and c != "\x7f"))
+    return "".join(c for c in text if c in "\n\t" or c.isprintable())
