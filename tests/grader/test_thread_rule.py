@@ -5,6 +5,7 @@ just over a whole CPU, the ticks that count as busy, and the lines the choice is
 
     .venv/bin/python -m pytest -q tests/grader/test_thread_rule.py
 """
+import dataclasses
 import os
 
 import pytest
@@ -19,6 +20,7 @@ from autograder.judging.isolation import thread_policy
     (3, 1.26, 1, 1, "1 whole core(s) idle at this load"),
     (2, 2.5, 1, 1, "0 whole core(s) idle at this load"),    # none idle: still one thread
     (1, 0.0, 2, 1, "1 CPU(s) shared by 2 grading(s)"),      # a share under one CPU: one thread
+    (1, 1.0, 2, 1, "0 whole core(s) idle at this load"),    # ... counted as one, above no core
     (4, 0.0, 2, 2, "the most measured to help (2)"),
     (6, 0.0, 4, 1, "6 CPU(s) shared by 4 grading(s)"),
 ])
@@ -70,6 +72,7 @@ def test_steal_counts_as_busy_and_guest_is_not_counted_twice():
     # 10 ticks on one CPU: 8 steal, 2 idle
     assert thread_policy.busy_between((0, 0, 1), (2, 10, 1)) == 0.8
     assert thread_policy.busy_between((0, 0, 3), (1, 3, 3)) == 2.0
+    assert thread_policy.busy_between((0, 0, 1), (0, 1, 1)) == 1.0  # a single tick suffices
 
 
 def test_positive_counts_only():
@@ -85,6 +88,8 @@ def test_the_choice_as_recorded():
     assert thread_policy.report(choice) == {"threads": 1, "cpus": 2, "load": 0.26,
                                             "gradings": 1,
                                             "why": "1 whole core(s) idle at this load"}
+    with pytest.raises(dataclasses.FrozenInstanceError):  # the record details.json keeps
+        choice.threads = 2
     assert thread_policy.environment(3) == {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3",
                                             "OPENBLAS_NUM_THREADS": "3"}
 
