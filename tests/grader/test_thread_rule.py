@@ -33,11 +33,12 @@ def test_the_rule_at_its_boundaries(cpus, load, gradings, threads, why):
 
 @pytest.mark.parametrize("cpu_max, cpus", [("100000 100000", 1), ("100001 100000", 2),
                                            ("200000 100000", 2), ("50000 100000", 1),
-                                           ("max 100000", 4), ("garbage", 4)])
+                                           ("max 100000", 4), ("garbage", 4),
+                                           ("1000 100000", 1)])
 def test_a_cgroup_quota_caps_the_cpus_rounded_up(tmp_path, monkeypatch, cpu_max, cpus):
-    """The quota over the period, rounded up, at most the affinity's 4 CPUs; 'max' or an
-    unreadable quota leaves the affinity."""
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    """The quota over the period, rounded up (the least quota, 1 ms, is one CPU), at most this
+    process's affinity of 4 CPUs; 'max' or an unreadable quota leaves the affinity."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3} if pid == 0 else {0})
     monkeypatch.setattr(thread_policy, "CGROUP_CPU_MAX", tmp_path / "cpu.max")
     (tmp_path / "cpu.max").write_text(cpu_max + "\n")
     assert thread_policy.usable_cpus() == cpus
@@ -73,6 +74,7 @@ def test_steal_counts_as_busy_and_guest_is_not_counted_twice():
     assert thread_policy.busy_between((0, 0, 1), (2, 10, 1)) == 0.8
     assert thread_policy.busy_between((0, 0, 3), (1, 3, 3)) == 2.0
     assert thread_policy.busy_between((0, 0, 1), (0, 1, 1)) == 1.0  # a single tick suffices
+    assert thread_policy.busy_between((0, 0, 1), (1, 3, 1)) == 0.67  # to two decimals
 
 
 def test_positive_counts_only():
