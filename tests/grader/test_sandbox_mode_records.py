@@ -6,6 +6,7 @@ folders and environment the worker gets.
 
     .venv/bin/python -m pytest -q tests/grader/test_sandbox_mode_records.py
 """
+import dataclasses
 import os
 import subprocess
 import sys
@@ -41,6 +42,14 @@ def test_each_mode_refuses_the_uid_it_must(monkeypatch, euid):
     refused = {name for name, mode in MODES.items() if mode.refusal() is not None}
     assert refused == ({"unshare"} if euid == 0 else {"setpriv"})
     assert "root" in (MODES["unshare"] if euid == 0 else MODES["setpriv"]).refusal()
+
+
+def test_modes_and_layouts_are_frozen():
+    """A mode or a layout, once chosen, cannot be changed under a sandbox that holds it."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        LAYOUT.tmp_dir = Path("/")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        MODES["bwrap"].own_view = False
 
 
 def test_a_mode_without_its_command_is_unavailable(monkeypatch, tmp_path):
