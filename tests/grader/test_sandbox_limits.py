@@ -15,24 +15,25 @@ import sys
 
 import pytest
 
-from autograder.judging.isolation import cgroups, sandbox, sandbox_modes
-from autograder.judging.isolation.processes import Run
+from autograder.judging.isolation import cgroups, processes, sandbox, sandbox_modes
 
 GIB = 2**30
 LIMITS = ("RLIMIT_CORE", "RLIMIT_FSIZE", "RLIMIT_AS", "RLIMIT_NOFILE", "RLIMIT_NPROC",
           "RLIMIT_CPU")
-# An interpreter in the worker's place: with --probe it answers PROBE on its result pipe and
-# exits with EXIT; otherwise it writes its arguments and soft limits there as JSON.
+# An interpreter in the worker's place: with --probe it answers PROBE on its result pipe, writes
+# its soft limits to probe.json in its folder and exits with EXIT; otherwise it writes its
+# arguments and soft limits to its result pipe as JSON.
 FAKE_PYTHON = """#!{python}
 import json, os, resource, sys, time
 args = sys.argv[1:]
 fd = int(args[args.index("--result-fd") + 1])
+limits = {{name: resource.getrlimit(getattr(resource, name))[0] for name in {limits!r}}}
 if "--probe" in args:
+    open("probe.json", "w").write(json.dumps(limits))
     os.write(fd, {probe!r})
     sys.exit({exit})
 if "--sleep" in args:
     time.sleep(30)
-limits = {{name: resource.getrlimit(getattr(resource, name))[0] for name in {limits!r}}}
 os.write(fd, json.dumps({{"args": args, "limits": limits, "cwd": os.getcwd()}}).encode())
 """
 
@@ -140,6 +141,17 @@ def test_one_process_unless_pids_and_memory_cap_the_tree(tmp_path, monkeypatch, 
     assert cgroup is None or cgroup.removed
 
 
+def test_a_dialogue_gets_the_request_pipe(tmp_path, monkeypatch):
+    """With a dialogue the worker gets --request-fd and the dialogue a conversation with it."""
+    monkeypatch.setattr(sandbox, "uid_tasks", lambda uid: 0)
+    box = sandbox.Sandbox.of(sandbox_modes.MODES["none"], layout(tmp_path), fake_python(tmp_path))
+    conversations = []
+    run = box.run(["--x"], timeout=10, dialogue=conversations.append)
+    args = json.loads(run.result)["args"]
+    assert args[args.index("--request-fd") + 1].isdigit()
+    assert [type(c) for c in conversations] == [processes.Conversation]
+
+
 def test_the_wall_clock_limit_bounds_the_run(tmp_path, monkeypatch):
     """wall_timeout, where given, ends the run before its CPU timeout."""
     monkeypatch.setattr(sandbox, "uid_tasks", lambda uid: 0)
@@ -169,6 +181,8 @@ def test_the_first_mode_whose_probe_passes_is_chosen(tmp_path, monkeypatch):
     assert box.capped == sandbox.capped_controllers(box.limits)
     assert notes == ["refused: refused here",
                      "missing: no no-such-sandbox-command command (Debian package pkg)"]
+    probed = json.loads((tmp_path / "tmp" / "probe.json").read_text())
+    assert probed["RLIMIT_CPU"] == 25  # the probe's 20 s, plus 5
     failing = fake_python(tmp_path, b"ok landlock=3 seccomp=1", exit=1)
     box, notes = sandbox.choose(layout(tmp_path), failing)
     assert box is None and [note.split(":")[0] for note in notes] == [
@@ -202,8 +216,8 @@ def test_own_layers_only_needs_a_working_layer(tmp_path, monkeypatch, probe, all
     assert chosen or "no isolation layer works here" in notes[0]
 
 
-def probe(returncode, result: bytes) -> Run:
-    return Run(returncode, 0.1, "", result)
+def probe(returncode, result: bytes) -> processes.Run:
+    return processes.Run(returncode, 0.1, "", result)
 
 
 def test_probe_answers():
