@@ -118,7 +118,7 @@ def setpriv_prefix(found: str, layout: Layout, python: str) -> list[str]:
     return [found, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
 
 
-@functools.lru_cache(maxsize=1)
+@functools.cache
 def grading_uid() -> int:
     """The uid (and gid) a root judge runs this grading's worker as (setpriv): drawn afresh for
     every grading, owned by no account and no running process, so a worker cannot signal, trace
