@@ -193,3 +193,14 @@ def test_descendants_found_and_killed():
     assert spared == 1 and tree.poll() is None
     assert processes.kill_descendants(spare=frozenset(p for p in found if p != tree.pid)) == 1
     assert processes._is_zombie(tree.pid)  # dead: a zombie, or reaped and gone
+
+
+def test_becoming_a_subreaper(monkeypatch):
+    """True where prctl works (Linux); False where the C library cannot be loaded."""
+    assert processes.become_subreaper()
+
+    def no_libc(*args, **kwargs):
+        raise OSError("no C library")
+
+    monkeypatch.setattr(processes.ctypes, "CDLL", no_libc)
+    assert processes.become_subreaper() is False

@@ -204,16 +204,17 @@ def test_the_fresh_uid_range_and_draw(monkeypatch):
 
 
 def test_a_uid_an_account_holds_is_never_drawn(monkeypatch, tmp_path):
-    """An account of uid 2**20 (and lines that are no account): a draw of it is refused, the
-    next draw taken."""
+    """Accounts of uid 2**20 and 2**20 + 7 (its third field; a line of three fields is enough),
+    and lines that are no account: draws of those uids are refused, the next draw taken."""
     accounts = tmp_path / "passwd"
-    accounts.write_text(f"fresh:x:{2**20}:{2**20}::/:/bin/sh\nbroken:x\nodd:x:uid:0::/:\n")
+    accounts.write_text(f"fresh:x:{2**20}:{2**20 + 1}::/:/bin/sh\nshort:x:{2**20 + 7}\n"
+                        "broken:x\nodd:x:uid:0::/:\n")
     monkeypatch.setattr(sandbox_modes, "ACCOUNTS", accounts)
-    offsets = iter([0, 7])
+    offsets = iter([0, 7, 9])
     monkeypatch.setattr(sandbox_modes.secrets, "randbelow", lambda bound: next(offsets))
     sandbox_modes.grading_uid.cache_clear()
     try:
-        assert sandbox_modes.grading_uid() == 2**20 + 7
+        assert sandbox_modes.grading_uid() == 2**20 + 9
         offsets = iter([0])
         monkeypatch.setattr(sandbox_modes, "ACCOUNTS", tmp_path / "no-passwd")
         sandbox_modes.grading_uid.cache_clear()
