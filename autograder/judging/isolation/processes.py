@@ -44,6 +44,7 @@ def uid_tasks(uid: int) -> int:
             count += int(fields[b"Threads"])
     return count
 OUTPUT_HEAD_BYTES = 4_000
+READ_BYTES = 65536  # pragma: no mutate (equivalent: how much one read takes; every byte is read)
 OUTPUT_TAIL_BYTES = 8_000
 MAX_ERROR_CHARS = 2000  # an error message a child reports (the model grading's)
 PR_SET_CHILD_SUBREAPER = 36
@@ -230,7 +231,7 @@ class BoundedCapture:
 
     def read_all(self) -> None:
         with self.stream:
-            while chunk := self.stream.read1(65536):
+            while chunk := self.stream.read1(READ_BYTES):
                 with self.changed:
                     self.received += len(chunk)
                     room = self.head_bytes - len(self.head)
