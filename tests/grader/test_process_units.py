@@ -41,6 +41,7 @@ def captured(pieces: list[bytes], head: int, tail: int) -> processes.BoundedCapt
 @pytest.mark.parametrize("pieces, head, tail, omitted", [
     ([b"0123", b"456"], b"0123", b"456", 0),           # head and tail exactly full
     ([b"01", b"23456", b"7"], b"0123", b"567", 1),     # one byte past them
+    ([b"012", b"3456"], b"0123", b"456", 0),           # the head's last byte from a later read
     ([b"0123456789"], b"0123", b"789", 3),
     ([b"01"], b"01", b"", 0),
 ])

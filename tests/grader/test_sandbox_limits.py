@@ -21,7 +21,7 @@ GIB = 2**30
 LIMITS = ("RLIMIT_CORE", "RLIMIT_FSIZE", "RLIMIT_AS", "RLIMIT_NOFILE", "RLIMIT_NPROC",
           "RLIMIT_CPU")
 # An interpreter in the worker's place: with --probe it answers PROBE on its result pipe, writes
-# its soft limits to probe.json in its folder and exits with EXIT; otherwise it writes its
+# its soft limits to probe.json in its folder, prints OUTPUT and exits with EXIT; otherwise it writes its
 # arguments and soft limits to its result pipe as JSON.
 FAKE_PYTHON = """#!{python}
 import json, os, resource, sys, time
@@ -30,6 +30,7 @@ fd = int(args[args.index("--result-fd") + 1])
 limits = {{name: resource.getrlimit(getattr(resource, name))[0] for name in {limits!r}}}
 if "--probe" in args:
     open("probe.json", "w").write(json.dumps(limits))
+    print({output!r})
     os.write(fd, {probe!r})
     sys.exit({exit})
 if "--sleep" in args:
@@ -38,11 +39,13 @@ os.write(fd, json.dumps({{"args": args, "limits": limits, "cwd": os.getcwd()}}).
 """
 
 
-def fake_python(folder, probe: bytes = b"ok landlock=0 seccomp=0", exit: int = 0) -> str:
-    """The path of a FAKE_PYTHON script in ``folder`` answering ``probe`` with status ``exit``."""
-    path = folder / f"python-{probe.hex()}-{exit}"
+def fake_python(folder, probe: bytes = b"ok landlock=0 seccomp=0", exit: int = 0,
+                output: str = "") -> str:
+    """The path of a FAKE_PYTHON script in ``folder`` answering ``probe`` with status ``exit``,
+    printing ``output`` as it does."""
+    path = folder / f"python-{probe.hex()}-{exit}-{len(output)}"
     path.write_text(FAKE_PYTHON.format(python=sys.executable, probe=probe, exit=exit,
-                                       limits=LIMITS))
+                                       limits=LIMITS, output=output))
     path.chmod(0o755)
     return str(path)
 
@@ -187,7 +190,10 @@ def test_the_first_mode_whose_probe_passes_is_chosen(tmp_path, monkeypatch):
     box, notes = sandbox.choose(layout(tmp_path), failing)
     assert box is None and [note.split(":")[0] for note in notes] == [
         "refused", "missing", "chosen", "later"]
-    assert "its probe failed: 1" in notes[2]
+    assert notes[2] == "chosen: its probe failed: 1"
+    talkative = fake_python(tmp_path, b"no", output="x" + "y" * 300)
+    _, notes = sandbox.choose(layout(tmp_path), talkative)
+    assert notes[2] == "chosen: its probe failed: " + "y" * 300  # the output's last 300 chars
 
 
 def test_a_wanted_mode_is_tried_alone(tmp_path, monkeypatch):

@@ -234,15 +234,12 @@ class BoundedCapture:
             while chunk := self.stream.read1(READ_BYTES):
                 with self.changed:
                     self.received += len(chunk)
-                    room = self.head_bytes - len(self.head)
-                    if room > 0:
-                        self.head += chunk[:room]
-                        chunk = chunk[room:]
-                    self.tail += chunk
-                    overflow = len(self.tail) - self.tail_bytes
-                    if overflow > 0:
-                        del self.tail[:overflow]
-                        self.omitted += overflow
+                    room = self.head_bytes - len(self.head)  # never negative
+                    self.head += chunk[:room]
+                    self.tail += chunk[room:]
+                    overflow = max(len(self.tail) - self.tail_bytes, 0)
+                    del self.tail[:overflow]
+                    self.omitted += overflow
                     self.changed.notify_all()
         with self.changed:
             self.ended = True
