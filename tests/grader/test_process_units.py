@@ -111,17 +111,18 @@ def test_the_result_pipe_is_capped(tmp_path, monkeypatch):
 
 
 def test_the_child_reads_back_its_limits_and_cgroup(tmp_path):
-    """Each rlimit given is the child's soft and hard limit; the cgroup's join file gets the
-    child's pid (a file here: the child writes '0', its own pid to the kernel)."""
+    """Each rlimit given is the child's soft and hard limit; the child leads a session of its
+    own; the cgroup's join file gets the child's pid (a file here: the child writes '0', its own
+    pid to the kernel)."""
     procs = tmp_path / "cgroup.procs"
     procs.write_bytes(b"")
-    code = ("import resource\n"
+    code = ("import os, resource\n"
             "print(resource.getrlimit(resource.RLIMIT_NOFILE), "
-            "resource.getrlimit(resource.RLIMIT_FSIZE))")
+            "resource.getrlimit(resource.RLIMIT_FSIZE), os.getsid(0) == os.getpid())")
     run = child(code, tmp_path, limits={resource.RLIMIT_NOFILE: 77,
                                         resource.RLIMIT_FSIZE: 5 * 2**20},
                 cgroup=cgroups.WorkerCgroup({"pids": tmp_path}))
-    assert run.output.strip() == "(77, 77) (5242880, 5242880)"
+    assert run.output.strip() == "(77, 77) (5242880, 5242880) True"  # leads its own session
     assert procs.read_bytes() == b"0"
 
 
@@ -193,7 +194,8 @@ def test_descendants_found_and_killed():
     spared = processes.kill_descendants(tree.pid)
     assert spared == 1 and tree.poll() is None
     assert processes.kill_descendants(spare=frozenset(p for p in found if p != tree.pid)) == 1
-    assert processes._is_zombie(tree.pid)  # dead: a zombie, or reaped and gone
+    with pytest.raises(ChildProcessError):  # killed and reaped: no zombie left
+        os.waitpid(tree.pid, os.WNOHANG)
 
 
 def test_becoming_a_subreaper(monkeypatch):

@@ -284,3 +284,15 @@ def test_the_cap_note_names_each_missing_cgroup():
 def test_the_interpreter_is_the_real_file():
     """The worker runs the interpreter's real file, not a virtual environment's link."""
     assert sandbox.python_executable() == os.path.realpath(sys.executable)
+
+
+def test_the_sandbox_is_made_readable_from_its_top(tmp_path):
+    """The folder itself and its folders 755, its files 644, whatever they were."""
+    top = tmp_path / "sandbox"
+    (top / "inner").mkdir(parents=True)
+    (top / "inner" / "code.py").write_text("")
+    for path, bits in ((top, 0o700), (top / "inner", 0o700), (top / "inner" / "code.py", 0o600)):
+        path.chmod(bits)
+    sandbox.make_readable(top)
+    assert [path.stat().st_mode & 0o777 for path in (top, top / "inner", top / "inner" / "code.py")
+            ] == [0o755, 0o755, 0o644]

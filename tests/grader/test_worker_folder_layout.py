@@ -52,7 +52,8 @@ def test_no_sandbox_without_mytorch_code(work):
 
 
 def test_the_student_folder_holds_mytorch_sources_only(work):
-    names = ["mytorch/__init__.py", "mytorch/nn/linear.py", "mytorch/notes.txt", "config.yaml"]
+    names = ["mytorch/__init__.py", "mytorch/nn/__init__.py", "mytorch/nn/linear.py",
+             "mytorch/notes.txt", "config.yaml"]
     layout = worker_folders.prepare_sandbox(handin(work / "handin", names), work)
     root = work / "sandbox"
     assert layout == sandbox_modes.Layout(root / "runtime", root / "pylib", root / "student",
@@ -61,7 +62,7 @@ def test_the_student_folder_holds_mytorch_sources_only(work):
                                           readonly_dir=work.parent.parent)
     copied = sorted(str(p.relative_to(layout.student_dir)) for p in
                     layout.student_dir.rglob("*") if p.is_file())
-    assert copied == ["mytorch/__init__.py", "mytorch/nn/linear.py"]
+    assert copied == ["mytorch/__init__.py", "mytorch/nn/__init__.py", "mytorch/nn/linear.py"]
     assert (layout.student_dir / "mytorch/nn/linear.py").read_text() == "mytorch/nn/linear.py"
 
 
