@@ -35,7 +35,12 @@ if "--probe" in args:
     sys.exit({exit})
 if "--sleep" in args:
     time.sleep(30)
-os.write(fd, json.dumps({{"args": args, "limits": limits, "cwd": os.getcwd()}}).encode())
+try:  # the request pipe's end, if any: readable
+    readable = os.read(int(args[args.index("--request-fd") + 1]), 0) == b""
+except (ValueError, OSError):
+    readable = False
+os.write(fd, json.dumps({{"args": args, "limits": limits, "cwd": os.getcwd(),
+                         "request_readable": readable}}).encode())
 """
 
 
@@ -150,8 +155,7 @@ def test_a_dialogue_gets_the_request_pipe(tmp_path, monkeypatch):
     box = sandbox.Sandbox.of(sandbox_modes.MODES["none"], layout(tmp_path), fake_python(tmp_path))
     conversations = []
     run = box.run(["--x"], timeout=10, dialogue=conversations.append)
-    args = json.loads(run.result)["args"]
-    assert args[args.index("--request-fd") + 1].isdigit()
+    assert json.loads(run.result)["request_readable"]  # the pipe's read end, passed on
     assert [type(c) for c in conversations] == [processes.Conversation]
 
 
@@ -224,6 +228,19 @@ def test_own_layers_only_needs_a_working_layer(tmp_path, monkeypatch, probe, all
 
 def probe(returncode, result: bytes) -> processes.Run:
     return processes.Run(returncode, 0.1, "", result)
+
+
+def test_an_unprobed_sandbox_claims_no_layer():
+    box = sandbox.Sandbox.of(sandbox_modes.MODES["none"], sandbox_modes.Layout(*["/x"] * 5))
+    assert (box.landlock, box.seccomp, box.capped) == (0, 0, frozenset())
+
+
+@pytest.mark.parametrize("answer, layers", [(b"ok seccomp=1", (0, 1)), (b"ok landlock=4", (4, 0))])
+def test_a_layer_the_probe_does_not_name_is_absent(tmp_path, monkeypatch, answer, layers):
+    monkeypatch.setattr(sandbox, "uid_tasks", lambda uid: 0)
+    monkeypatch.setattr(sandbox, "MODES", modes(plain={}))
+    box, _ = sandbox.choose(layout(tmp_path), fake_python(tmp_path, answer))
+    assert (box.landlock, box.seccomp) == layers
 
 
 def test_probe_answers():
