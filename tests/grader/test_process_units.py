@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from autograder.judging.isolation import cgroups, processes
+from autograder.judging.isolation import cgroups, processes, sandbox_modes
 
 
 class Chunks(io.RawIOBase):
@@ -207,3 +207,23 @@ def test_becoming_a_subreaper(monkeypatch):
 
     monkeypatch.setattr(processes.ctypes, "CDLL", no_libc)
     assert processes.become_subreaper() is False
+
+
+def test_the_result_pipe_holds_64_mib(tmp_path):
+    """64 MiB of result kept whole; one byte more overflows."""
+    for size, overflow in ((64 * 2**20, False), (64 * 2**20 + 1, True)):
+        pipe = os.pipe()
+        code = (f"import os\nview = memoryview(b'r' * {size})\n"
+                f"while view: view = view[os.write({pipe[1]}, view):]")
+        run = child(code, tmp_path, result_pipe=pipe)
+        assert (len(run.result), run.result_overflow) == (64 * 2**20, overflow)
+
+
+def test_a_run_is_not_overflowed_unless_said_and_timed_out_without_status():
+    assert processes.Run(0, 0.1, "").result_overflow is False
+    assert processes.Run(None, 0.1, "").timed_out and not processes.Run(-9, 0.1, "").timed_out
+
+
+def test_no_task_of_a_uid_no_process_runs_as():
+    assert processes.uid_tasks(sandbox_modes.grading_uid()) == 0
+    assert processes.uid_tasks(os.getuid()) >= threading.active_count()

@@ -220,8 +220,8 @@ def test_own_layers_only_needs_a_working_layer(tmp_path, monkeypatch, probe, all
     or with allow_unisolated."""
     monkeypatch.setattr(sandbox, "uid_tasks", lambda uid: 0)
     monkeypatch.setattr(sandbox, "MODES", modes(plain={}))
-    box, notes = sandbox.choose(layout(tmp_path), fake_python(tmp_path, probe),
-                                allow_unisolated=allowed)
+    allow = {"allow_unisolated": True} if allowed else {}  # refused by default
+    box, notes = sandbox.choose(layout(tmp_path), fake_python(tmp_path, probe), **allow)
     assert (box is not None) == chosen, notes
     assert chosen or "no isolation layer works here" in notes[0]
 
