@@ -233,6 +233,8 @@ def probe(returncode, result: bytes) -> processes.Run:
 def test_an_unprobed_sandbox_claims_no_layer():
     box = sandbox.Sandbox.of(sandbox_modes.MODES["none"], sandbox_modes.Layout(*["/x"] * 5))
     assert (box.landlock, box.seccomp, box.capped) == (0, 0, frozenset())
+    with pytest.raises(dataclasses.FrozenInstanceError):  # as chosen, for every run
+        box.landlock = 6
 
 
 @pytest.mark.parametrize("answer, layers", [(b"ok seccomp=1", (0, 1)), (b"ok landlock=4", (4, 0))])
