@@ -20,6 +20,13 @@ from pathlib import Path
 LIMIT_FILES = {"pids": ("pids.max", "pids.max"), "memory": ("memory.limit_in_bytes", "memory.max"),
                "cpu": ("cpu.cfs_quota_us", "cpu.max")}
 CPU_PERIOD_US = 100_000  # the scheduler's quota period (both versions' default)
+# The kernel refuses a quota under 1 ms a period (EINVAL), so a smaller share is raised to it.
+MIN_CPU_QUOTA_US = 1000
+CGROUP_ROOT = Path("/sys/fs/cgroup")  # where the hierarchies are mounted
+OWN_CGROUP = Path("/proc/self/cgroup")  # this process's cgroup in each hierarchy
+# A cgroup is removed once its last task has exited: tried this often, this far apart.
+REMOVE_TRIES = 100  # pragma: no mutate (equivalent: a removal succeeds within a few tries)
+REMOVE_PAUSE_S = 0.05  # pragma: no mutate (equivalent: the pause only times the retries)
 
 
 class WorkerCgroup:
@@ -36,7 +43,7 @@ class WorkerCgroup:
         """A new cgroup under the judge's own for every controller that allows one, capping the
         tree at ``max_processes`` tasks, ``max_memory`` bytes and ``max_cpus`` CPUs' time; None
         when none does."""
-        quota = max(int(max_cpus * CPU_PERIOD_US), 1000)
+        quota = max(int(max_cpus * CPU_PERIOD_US), MIN_CPU_QUOTA_US)
         limits = {"pids": str(max_processes), "memory": str(max_memory),
                   "cpu.cfs_quota_us": str(quota), "cpu.max": f"{quota} {CPU_PERIOD_US}"}
         name = f"hw4p1-worker-{os.getpid()}-{time.monotonic_ns()}"
@@ -66,7 +73,7 @@ def cgroup_parents() -> list[tuple[str, Path, str]]:
     """(controller, the judge's own cgroup folder for it, its limit file) for pids, memory and
     cpu: cgroup v1 hierarchies first, then the v2 unified hierarchy for what v1 does not hold."""
     found, unified = [], None
-    for line in _read("/proc/self/cgroup").splitlines():
+    for line in _read(OWN_CGROUP).splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
@@ -75,10 +82,10 @@ def cgroup_parents() -> list[tuple[str, Path, str]]:
             unified = own
         for controller in controllers.split(","):
             if controller in LIMIT_FILES:
-                found.append((controller, Path("/sys/fs/cgroup", controller, own.lstrip("/")),
+                found.append((controller, CGROUP_ROOT / controller / own.lstrip("/"),
                               LIMIT_FILES[controller][0]))
     if unified is not None:
-        base = Path("/sys/fs/cgroup", unified.lstrip("/"))
+        base = CGROUP_ROOT / unified.lstrip("/")
         available = _read(base / "cgroup.controllers").split()
         for controller, (_, limit_file) in LIMIT_FILES.items():
             if controller in available:
@@ -88,7 +95,7 @@ def cgroup_parents() -> list[tuple[str, Path, str]]:
 
 def _remove_cgroup(path: Path) -> None:
     """Kill whatever is left in the cgroup at ``path``, then remove it."""
-    for _ in range(100):
+    for _ in range(REMOVE_TRIES):
         for pid in _read(path / "cgroup.procs").split():
             try:
                 os.kill(int(pid), signal.SIGKILL)
@@ -98,7 +105,7 @@ def _remove_cgroup(path: Path) -> None:
             path.rmdir()
             return
         except OSError:
-            time.sleep(0.05)
+            time.sleep(REMOVE_PAUSE_S)
 
 
 def _read(path) -> str:

@@ -44,6 +44,7 @@ def uid_tasks(uid: int) -> int:
             count += int(fields[b"Threads"])
     return count
 OUTPUT_HEAD_BYTES = 4_000
+READ_BYTES = 65536  # pragma: no mutate (equivalent: how much one read takes; every byte is read)
 OUTPUT_TAIL_BYTES = 8_000
 MAX_ERROR_CHARS = 2000  # an error message a child reports (the model grading's)
 PR_SET_CHILD_SUBREAPER = 36
@@ -230,18 +231,15 @@ class BoundedCapture:
 
     def read_all(self) -> None:
         with self.stream:
-            while chunk := self.stream.read1(65536):
+            while chunk := self.stream.read1(READ_BYTES):
                 with self.changed:
                     self.received += len(chunk)
-                    room = self.head_bytes - len(self.head)
-                    if room > 0:
-                        self.head += chunk[:room]
-                        chunk = chunk[room:]
-                    self.tail += chunk
-                    overflow = len(self.tail) - self.tail_bytes
-                    if overflow > 0:
-                        del self.tail[:overflow]
-                        self.omitted += overflow
+                    room = self.head_bytes - len(self.head)  # never negative
+                    self.head += chunk[:room]
+                    self.tail += chunk[room:]
+                    overflow = max(len(self.tail) - self.tail_bytes, 0)
+                    del self.tail[:overflow]
+                    self.omitted += overflow
                     self.changed.notify_all()
         with self.changed:
             self.ended = True
@@ -305,4 +303,4 @@ class Conversation:
 def printable(text: str) -> str:
     """Text with line breaks normalised and other control characters (terminal escapes) removed."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return "".join(c for c in text if c in "\n\t" or (c.isprintable() and c != "\x7f"))
+    return "".join(c for c in text if c in "\n\t" or c.isprintable())

@@ -224,7 +224,7 @@ def probe_layers(run: Run) -> dict[str, int] | None:
         return None
     try:
         return {key: int(value) for key, value in
-                (field.split("=") for field in run.result[2:].decode().split())}
+                (field.split("=") for field in run.result.decode().split()[1:])}
     except ValueError:
         return None
 

@@ -30,6 +30,7 @@ from types import MappingProxyType
 
 SANDBOX_UID = 65534  # nobody: the worker's uid inside bwrap's user namespace
 FRESH_UIDS = (2**20, 2**30)  # a root judge's setpriv worker runs as a fresh uid from this range
+ACCOUNTS = Path("/etc/passwd")  # the uids of the machine's accounts
 SANDBOX_ROOT = "/sandbox"  # where bwrap mounts the worker's folders
 TMPFS_BYTES = 64 * 2**20
 BOOTSTRAP = ("import sys; sys.path[:0] = {paths!r}; "
@@ -117,13 +118,13 @@ def setpriv_prefix(found: str, layout: Layout, python: str) -> list[str]:
     return [found, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
 
 
-@functools.lru_cache(maxsize=1)
+@functools.cache
 def grading_uid() -> int:
     """The uid (and gid) a root judge runs this grading's worker as (setpriv): drawn afresh for
     every grading, owned by no account and no running process, so a worker cannot signal, trace
     or read another grading's worker, as one shared uid (65534) would let it."""
     try:
-        accounts = Path("/etc/passwd").read_text(errors="replace")
+        accounts = ACCOUNTS.read_text(errors="replace")
     except OSError:
         accounts = ""
     taken = {int(line.split(":")[2]) for line in accounts.splitlines()

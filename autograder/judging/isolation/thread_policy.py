@@ -142,9 +142,9 @@ def usable_cpus() -> int:
     CGROUP_CPU_MAX gives one (a container started with ``--cpus``)."""
     cpus = len(os.sched_getaffinity(0))
     try:
-        quota, period = CGROUP_CPU_MAX.read_text().split()[:2]
-        if quota != "max":
-            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+        quota, period = CGROUP_CPU_MAX.read_text().split()
+        if quota != "max":  # the kernel takes no quota under 1 ms: at least one CPU
+            cpus = min(cpus, math.ceil(int(quota) / int(period)))
     except (OSError, ValueError):
         pass
     return cpus

@@ -79,10 +79,11 @@ def add_worker_folders(layout: sandbox_modes.Layout, root: Path) -> None:
 
 
 def link_numpy(folder: Path) -> None:
-    """``folder`` holding links to numpy (and its bundled libraries) and nothing else."""
+    """``folder``, made in its existing parent, holding links to numpy (and its bundled
+    libraries) and nothing else."""
     import numpy
 
-    folder.mkdir(parents=True)
+    folder.mkdir()
     numpy_dir = Path(numpy.__file__).resolve().parent
     for source in (numpy_dir, numpy_dir.parent / "numpy.libs"):
         if source.is_dir():
