@@ -177,12 +177,17 @@ def tree_files(root: Path = REPO_ROOT) -> list[str]:
 
 
 def make_copy(destination: Path, files: list[str], root: Path = REPO_ROOT) -> None:
-    """Copy ``files`` from ``root`` to ``destination``, keeping their relative paths, and link the
-    built data of :data:`DATA_PATHS` that exists under ``root`` (read-only use, so not copied)."""
+    """Copy ``files`` from ``root`` to ``destination``, keeping their relative paths, as the files
+    git tracks there (a test that builds the handout lists the tracked files:
+    tools/handout_files.py), and link the built data of :data:`DATA_PATHS` that exists under
+    ``root`` (read-only use, so not copied)."""
     for name in files:
         target = destination / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / name, target)
+    subprocess.run(["git", "init", "-q", str(destination)], check=True)
+    subprocess.run(["git", "-C", str(destination), "add", "--pathspec-from-file=-",
+                    "--pathspec-file-nul"], input="\0".join(files), text=True, check=True)
     for name in DATA_PATHS:
         if (root / name).is_dir() and not (destination / name).exists():
             (destination / name).parent.mkdir(parents=True, exist_ok=True)

@@ -154,15 +154,26 @@ def grade_one(handin: Handin, source: Path, grader_flags: str, gradings: int,
                                  gradings=gradings, started=started, zygote=zygote)
     except Exception as error:  # noqa: BLE001 - one handin never ends a class run
         last = traceback.extract_tb(error.__traceback__)[-1]
-        graded = grading_run.GradingRun(
-            rubric.zero_scores(), None, traceback.format_exc(), time.monotonic() - start, False,
-            error=f"the grading failed: {type(error).__name__}: {str(error)[:200]} "
-                  f"({Path(last.filename).name}:{last.lineno})")
+        graded = crashed(time.monotonic() - start, traceback.format_exc(),
+                         f"the grading failed: {described(error)} "
+                         f"({Path(last.filename).name}:{last.lineno})")
     finally:
         processes.pop(ident, None)
     if graded.status is Status.CRASHED and not graded.error:
         graded.error = f"the judge failed: {last_exception(graded.output)} (see its feedback)"
     return graded
+
+
+def crashed(seconds: float, output: str, error: str) -> grading_run.GradingRun:
+    """A grading that could not be run or its result read, after ``seconds``: zero points, no
+    report, not timed out, ``output`` for its feedback, ``error`` saying why (its status:
+    crashed)."""
+    return grading_run.GradingRun(rubric.zero_scores(), None, output, seconds, False, error=error)
+
+
+def described(error: BaseException) -> str:
+    """``'<its type>: <its message>'``, the message cut at 200 characters."""
+    return f"{type(error).__name__}: {str(error)[:200]}"
 
 
 def last_exception(output: str) -> str:
@@ -283,9 +294,8 @@ class Recorder:
                                                     errors="replace")
             row = row_of(handin, graded, digest, self.grader.identity, self.versions)
         except Exception as error:  # noqa: BLE001 - an unreadable result is a crashed row
-            graded = grading_run.GradingRun(
-                rubric.zero_scores(), None, "", graded.seconds, False,
-                error=f"its result could not be read: {type(error).__name__}: {str(error)[:200]}")
+            graded = crashed(graded.seconds, "",
+                             f"its result could not be read: {described(error)}")
             row = row_of(handin, graded, digest, self.grader.identity, self.versions)
         row["scoring"] = self.grader.scoring_text
         row["notes"] = "; ".join(filter(None, [note, row["notes"]]))
