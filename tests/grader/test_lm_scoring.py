@@ -292,3 +292,13 @@ def test_the_validation_gap_is_ten_percent_of_the_best_validation():
     # without either number, nothing can be read
     for compared, best in ((None, 10.0), (20.0, None), (math.nan, 10.0), (20.0, math.inf)):
         assert lm_hint(weak, FULL, None, compared, best, 0.25) == "", (compared, best)
+
+
+def test_the_child_s_error_is_quoted_to_2000_printable_characters(tmp_path):
+    """A handin's error text reaches the feedback cut to 2000 characters, control characters
+    dropped first (the child's message may be anything the handin's files made it say)."""
+    for length in (2000, 2001, 2002):
+        error = "\x1b" + "e" * (length - 1)
+        _, details = grade(tmp_path / str(length), ScriptedChild({"error": error}, 1))
+        kept = "e" * min(length - 1, 2000)
+        assert details["message"] == f"the model could not be evaluated: {kept}", length

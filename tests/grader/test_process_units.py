@@ -6,6 +6,7 @@ text made printable.
 
     .venv/bin/python -m pytest -q tests/grader/test_process_units.py
 """
+import inspect
 import io
 import os
 import resource
@@ -227,3 +228,48 @@ def test_a_run_is_not_overflowed_unless_said_and_timed_out_without_status():
 def test_no_task_of_a_uid_no_process_runs_as():
     assert processes.uid_tasks(sandbox_modes.grading_uid()) == 0
     assert processes.uid_tasks(os.getuid()) >= threading.active_count()
+
+
+def test_the_kill_rounds_go_on_until_the_deadline_while_a_descendant_survives(monkeypatch):
+    """A descendant that outlives every SIGKILL (here, one os.kill never reaches) is tried again
+    every 20 ms until ``seconds`` have passed; one that dies ends the rounds at once."""
+    tried = []
+    monkeypatch.setattr(processes, "descendants", lambda root: [2**22 + 7])
+    monkeypatch.setattr(processes, "_is_zombie", lambda pid: False)
+    monkeypatch.setattr(processes.os, "kill", lambda pid, sig: tried.append(time.monotonic()))
+    start = time.monotonic()
+    killed = processes.kill_descendants(seconds=0.3)
+    assert 0.3 <= time.monotonic() - start < 2.0
+    assert killed == len(tried) and len(tried) >= 5  # 15 rounds of 20 ms, fewer on a busy core
+    assert all(0.015 < later - earlier < 0.25 for earlier, later in zip(tried, tried[1:]))
+    assert inspect.signature(processes.kill_descendants).parameters["seconds"].default == 10.0
+
+
+def test_reaping_takes_every_ended_child_whatever_its_session():
+    """A child in a session (and process group) of its own is reaped too: waitpid(-1, ...)."""
+    children = [subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=new)
+                for new in (True, False)]
+    for each in children:
+        while not processes._is_zombie(each.pid):
+            time.sleep(0.01)
+    processes._reap()
+    for each in children:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(each.pid, os.WNOHANG)
+        each.returncode = 0  # reaped here: Popen must not wait for it
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a root judge (to run a task as another uid)")
+def test_a_task_counts_for_its_real_uid_not_its_effective_one():
+    """RLIMIT_NPROC counts tasks by real uid: a task with real uid U and effective uid 0 is U's."""
+    uid = 54_321
+    code = (f"import os, sys, time\nos.setresuid({uid}, 0, 0)\nprint('up', flush=True)\n"
+            "time.sleep(60)")
+    task = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert task.stdout.readline() == "up\n"
+        assert processes.uid_tasks(uid) == 1
+    finally:
+        task.kill()
+        task.wait()
+    assert processes.uid_tasks(uid) == 0
