@@ -285,12 +285,33 @@ def test_a_bounded_child_ends_at_its_cpu_limit(monkeypatch):
 
 def test_a_bounded_child_has_two_gib_more_address_space_than_its_parent():
     """With 3 GiB of address space held by the parent: 1.5 GiB more is allocated, 2.5 GiB is
-    not (the limit counts from what the parent holds, not from zero nor its resident memory)."""
-    ballast = np.empty(3 * GIB, np.uint8)
-    assert similarity.isolated(allocate, 3 * GIB // 2) == (3 * GIB // 2, "")
-    value, finding = similarity.isolated(allocate, 5 * GIB // 2)
-    assert value is None and finding.startswith("could not be inspected (MemoryError"), finding
-    del ballast
+    not (the limit counts from what the parent holds, not from zero nor its resident memory).
+    The parent's soft limit is lifted to its hard one first: an earlier test of the same pytest
+    worker may have lowered it (the judge's own limit_address_space lowers it so)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY and hard < 6 * GIB:
+        pytest.skip(f"cannot run here: a hard address-space limit of {hard} bytes")
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    try:
+        try:
+            ballast = np.empty(3 * GIB, np.uint8)
+        except MemoryError:
+            pytest.skip(f"cannot run here: 3 GiB of address space refused (RLIMIT_AS {soft}, "
+                        f"{hard}; vm.overcommit_memory {overcommit_mode()})")
+        assert similarity.isolated(allocate, 3 * GIB // 2) == (3 * GIB // 2, "")
+        value, finding = similarity.isolated(allocate, 5 * GIB // 2)
+        assert value is None and finding.startswith("could not be inspected (MemoryError"), finding
+        del ballast
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def overcommit_mode() -> str:
+    try:
+        with open("/proc/sys/vm/overcommit_memory") as mode:
+            return mode.read().strip()
+    except OSError:
+        return "unknown"
 
 
 def under_a_hard_limit(send) -> None:
