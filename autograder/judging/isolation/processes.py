@@ -28,6 +28,12 @@ from pathlib import Path
 from autograder.judging.isolation.cgroups import WorkerCgroup
 
 MAX_RESULT_BYTES = 64 * 2**20  # the worker's result stream; beyond it the rest is dropped
+OUTPUT_HEAD_BYTES = 4_000
+READ_BYTES = 65536  # pragma: no mutate (equivalent: how much one read takes; every byte is read)
+OUTPUT_TAIL_BYTES = 8_000
+MAX_ERROR_CHARS = 2000  # an error message a child reports (the model grading's)
+PR_SET_CHILD_SUBREAPER = 36
+parked_pids: set[int] = set()  # parked_child.ParkedChild processes that have not run yet
 
 
 def uid_tasks(uid: int) -> int:
@@ -43,13 +49,6 @@ def uid_tasks(uid: int) -> int:
         if int(fields[b"Uid"].split()[0]) == uid:
             count += int(fields[b"Threads"])
     return count
-OUTPUT_HEAD_BYTES = 4_000
-READ_BYTES = 65536  # pragma: no mutate (equivalent: how much one read takes; every byte is read)
-OUTPUT_TAIL_BYTES = 8_000
-MAX_ERROR_CHARS = 2000  # an error message a child reports (the model grading's)
-PR_SET_CHILD_SUBREAPER = 36
-# glibc's mallopt options for the malloc settings a fresh process reads from its environment.
-parked_pids: set[int] = set()  # parked_child.ParkedChild processes that have not run yet
 
 
 @dataclass
